@@ -1,0 +1,98 @@
+// Command runnerpool is the second binary of the product: the reconciler service (`serve`), the
+// agent that runs on every runner instance (`agent`), and the workflow-side client (`provision`,
+// `release`, `status`).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/version"
+)
+
+// command is one subcommand: its one-line summary and what it runs.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// errUsage marks an error that should be followed by the usage text and exit status 2.
+var errUsage = errors.New("usage")
+
+func commands() map[string]command {
+	return map[string]command{
+		"serve":     {"run the reconciler service (HTTP API, cron, webhook routing)", notYet("serve", "the reconciler service issue")},
+		"agent":     {"run the instance agent on a runner instance", notYet("agent", "the instance lifecycle issue")},
+		"provision": {"ask the reconciler for runners for this workflow run", notYet("provision", "the reconciler service issue")},
+		"release":   {"hand this workflow run's runners back to the pool", notYet("release", "the reconciler service issue")},
+		"status":    {"show pools and recent runs", notYet("status", "the reconciler service issue")},
+		"version":   {"print the version", runVersion},
+	}
+}
+
+// order is the order subcommands are listed in --help.
+var order = []string{"serve", "agent", "provision", "release", "status", "version"}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the process exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return 0
+	case "-v", "--version":
+		name = "version"
+	}
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "runnerpool: unknown command %q\n\n", name)
+		usage(stderr)
+		return 2
+	}
+	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		fmt.Fprintf(stderr, "runnerpool %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "runnerpool: self-hosted GitHub Actions runners on EC2, warm and reused.")
+	fmt.Fprintln(w, "\nUsage: runnerpool <command> [flags]\n\nCommands:")
+	cmds := commands()
+	for _, name := range order {
+		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'runnerpool <command> --help' for a command's flags.")
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
+	_, err := fmt.Fprintf(stdout, "runnerpool %s (commit %s)\n", version.Version, version.Commit)
+	return err
+}
+
+// notYet is the placeholder of a subcommand that a later capability builds.
+func notYet(name, owner string) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(context.Context, []string, io.Writer, io.Writer) error {
+		return fmt.Errorf("%s is not built yet (it comes with %s)", name, owner)
+	}
+}
