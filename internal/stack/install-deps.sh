@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# install-deps.sh installs what the local stack (internal/stack) needs and the repository does not
+# hold: the npm packages of internal/stack/node from the committed lock file (npm ci), and a Java
+# runtime for DynamoDB Local from Debian (openjdk-17-jre-headless) when java is missing or older
+# than 17. `make deps` runs it. Idempotent, and silent when there is nothing to do.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+node_dir="$here/node"
+
+say() { echo "install-deps: $*"; }
+die() {
+	echo "install-deps: error: $*" >&2
+	exit 1
+}
+
+# --- npm packages -----------------------------------------------------------------------------
+# npm ci writes node_modules/.package-lock.json; a lock file newer than it means the installed
+# packages are stale.
+stamp="$node_dir/node_modules/.package-lock.json"
+if [[ ! -f "$stamp" || "$node_dir/package-lock.json" -nt "$stamp" ]]; then
+	command -v node >/dev/null 2>&1 || die "node not found on PATH: install Node.js 20 or later"
+	command -v npm >/dev/null 2>&1 || die "npm not found on PATH: install Node.js 20 or later (it ships npm)"
+	say "npm ci in ${node_dir#"$PWD/"} (DynamoDB Local, fauxqs)"
+	(cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+		die "npm ci failed in $node_dir"
+fi
+
+# --- Java -------------------------------------------------------------------------------------
+# java_major prints the major version of the java on PATH ("1.8.0_x" is 8), or nothing.
+java_major() {
+	command -v java >/dev/null 2>&1 || return 0
+	local v
+	v="$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n 1)"
+	[[ "$v" == 1.* ]] && v="${v#1.}"
+	echo "${v%%[.+_-]*}"
+}
+
+major="$(java_major)"
+if [[ -z "$major" || "$major" -lt 17 ]]; then
+	if [[ -z "$major" ]]; then
+		say "java not found: installing openjdk-17-jre-headless (DynamoDB Local runs on Java)"
+	else
+		say "java $major is too old for DynamoDB Local: installing openjdk-17-jre-headless"
+	fi
+	command -v apt-get >/dev/null 2>&1 ||
+		die "apt-get not available: install a Java 17 or later runtime yourself, then run make deps again"
+	sudo=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 ||
+			die "installing Java needs root and sudo is not available: run apt-get install openjdk-17-jre-headless as root"
+		sudo=(sudo)
+	fi
+	# Slim Debian images lack /usr/share/man/man1, where the JRE's postinst links the man pages.
+	"${sudo[@]}" mkdir -p /usr/share/man/man1
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
+		! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null; then
+		die "could not install openjdk-17-jre-headless with apt-get; install a Java 17 or later runtime and run make deps again"
+	fi
+	hash -r
+	major="$(java_major)"
+	[[ -n "$major" ]] || die "openjdk-17-jre-headless installed but java is still not on PATH"
+	[[ "$major" -ge 17 ]] ||
+		die "java on PATH is still version $major: put /usr/lib/jvm/java-17-openjdk-*/bin first on PATH"
+	say "java $major installed"
+fi
