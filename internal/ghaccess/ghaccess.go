@@ -1,0 +1,396 @@
+// Package ghaccess is the control plane's access to GitHub: short-lived runner registration and
+// removal tokens, the runner list, and cancelling a run. It authenticates as a GitHub App
+// (installation tokens, minted per owner by ghinstallation) or with a personal access token; either
+// credential stays in the reconciler and never reaches an instance.
+package ghaccess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v62/github"
+)
+
+// Config says where GitHub is and how to authenticate. Exactly one of Token or (AppID and
+// PrivateKeyPEM) is required.
+type Config struct {
+	// APIURL is the REST API base: https://api.github.com/ (default), https://HOST/api/v3/ for GHES,
+	// or the local fake's URL.
+	APIURL string
+	// ServerURL is the web base runners register against (https://github.com by default; derived
+	// from APIURL for GHES and the fake).
+	ServerURL string
+	// Token is a personal access token (fine-grained or classic) with administration rights on the
+	// repositories or organisations runners serve.
+	Token string
+	// AppID and PrivateKeyPEM authenticate as a GitHub App; the installation of each owner is found
+	// on first use and its tokens are refreshed by ghinstallation.
+	AppID         int64
+	PrivateKeyPEM []byte
+	// HTTPClient is the base transport's client (timeouts); default has a 30 s timeout.
+	HTTPClient *http.Client
+	// MaxRetryWait bounds how long one call waits for a secondary rate limit or a 429 (default 60 s).
+	MaxRetryWait time.Duration
+	Logger       *slog.Logger
+}
+
+// RunnerToken is a registration or remove token and the URL it registers against.
+type RunnerToken struct {
+	Token     string
+	ExpiresAt time.Time
+	URL       string // https://github.com/OWNER/REPO or https://github.com/OWNER
+}
+
+// Runner is a self-hosted runner as GitHub lists it.
+type Runner struct {
+	ID     int64
+	Name   string
+	Status string // "online" or "offline"
+	Busy   bool
+	Labels []string
+}
+
+// Client is the control plane's GitHub client.
+type Client struct {
+	cfg     Config
+	apiURL  *url.URL
+	server  string
+	log     *slog.Logger
+	apps    *ghinstallation.AppsTransport // nil with a PAT
+	mu      sync.Mutex
+	clients map[string]*github.Client // by owner
+}
+
+// New validates the configuration and returns a client. No call is made until first use.
+func New(cfg Config) (*Client, error) {
+	if cfg.APIURL == "" {
+		cfg.APIURL = "https://api.github.com/"
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/"
+	}
+	u, err := url.Parse(cfg.APIURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("github api url %q: must be an http(s) URL", cfg.APIURL)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.MaxRetryWait <= 0 {
+		cfg.MaxRetryWait = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, clients: map[string]*github.Client{}}
+	c.server = cfg.ServerURL
+	if c.server == "" {
+		c.server = deriveServerURL(u)
+	}
+	c.server = strings.TrimSuffix(c.server, "/")
+	switch {
+	case cfg.Token != "" && cfg.AppID != 0:
+		return nil, errors.New("github: configure either a token or an app, not both")
+	case cfg.Token != "":
+	case cfg.AppID != 0 && len(cfg.PrivateKeyPEM) > 0:
+		base := cfg.HTTPClient.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		atr, err := ghinstallation.NewAppsTransport(base, cfg.AppID, cfg.PrivateKeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("github app %d: private key: %w", cfg.AppID, err)
+		}
+		atr.BaseURL = strings.TrimSuffix(cfg.APIURL, "/")
+		c.apps = atr
+	default:
+		return nil, errors.New("github: a token or an app id with its private key is required")
+	}
+	return c, nil
+}
+
+// deriveServerURL maps an API URL to the web URL runners register against: api.github.com ->
+// github.com; GHES https://HOST/api/v3/ -> https://HOST; anything else (the local fake) -> its own
+// base.
+func deriveServerURL(u *url.URL) string {
+	if u.Host == "api.github.com" {
+		return "https://github.com"
+	}
+	base := *u
+	base.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/api/v3")
+	return strings.TrimSuffix(base.String(), "/")
+}
+
+var (
+	ownerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// ParseScope splits "owner/repo" or "owner" and validates both parts.
+func ParseScope(scope string) (owner, repo string, err error) {
+	owner, repo, _ = strings.Cut(scope, "/")
+	if !ownerRE.MatchString(owner) || (strings.Contains(scope, "/") && !repoRE.MatchString(repo)) || repo == "." || repo == ".." {
+		return "", "", fmt.Errorf("github scope %q: want OWNER or OWNER/REPO", scope)
+	}
+	return owner, repo, nil
+}
+
+// client returns the API client for an owner: the PAT client, or one bound to the owner's App
+// installation (looked up once, then cached).
+func (c *Client) client(ctx context.Context, owner, repo string) (*github.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gc, ok := c.clients[owner]; ok {
+		return gc, nil
+	}
+	var gc *github.Client
+	var err error
+	if c.apps == nil {
+		gc, err = c.newClient(&http.Client{Transport: c.cfg.HTTPClient.Transport, Timeout: c.cfg.HTTPClient.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		gc = gc.WithAuthToken(c.cfg.Token)
+	} else {
+		appClient, err := c.newClient(&http.Client{Transport: c.apps, Timeout: c.cfg.HTTPClient.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		var inst *github.Installation
+		if repo != "" {
+			inst, _, err = appClient.Apps.FindRepositoryInstallation(ctx, owner, repo)
+		} else {
+			inst, _, err = appClient.Apps.FindOrganizationInstallation(ctx, owner)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("finding the app installation of %s: %w", owner, err)
+		}
+		tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
+		tr.BaseURL = c.apps.BaseURL
+		gc, err = c.newClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPClient.Timeout})
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.clients[owner] = gc
+	return gc, nil
+}
+
+func (c *Client) newClient(hc *http.Client) (*github.Client, error) {
+	gc, err := github.NewClient(hc).WithEnterpriseURLs(c.cfg.APIURL, c.cfg.APIURL)
+	if err != nil {
+		return nil, fmt.Errorf("github client for %s: %w", c.cfg.APIURL, err)
+	}
+	// WithEnterpriseURLs appends api/v3/ to hosts that lack it; the configured URL is already the
+	// API base, so set it as given.
+	gc.BaseURL = c.apiURL
+	return gc, nil
+}
+
+// retry runs call, waiting out secondary rate limits (403 with Retry-After) and 429s, bounded by
+// MaxRetryWait in total.
+func (c *Client) retry(ctx context.Context, op string, call func() (*github.Response, error)) error {
+	deadline := time.Now().Add(c.cfg.MaxRetryWait)
+	for attempt := 1; ; attempt++ {
+		resp, err := call()
+		if err == nil {
+			return nil
+		}
+		wait, retryable := retryAfter(resp, err)
+		if !retryable || time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("github %s: %w", op, err)
+		}
+		c.log.WarnContext(ctx, "github rate limited, waiting", "op", op, "attempt", attempt, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("github %s: %w", op, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func retryAfter(resp *github.Response, err error) (time.Duration, bool) {
+	var abuse *github.AbuseRateLimitError
+	if errors.As(err, &abuse) {
+		if abuse.RetryAfter != nil {
+			return max(*abuse.RetryAfter, 100*time.Millisecond), true
+		}
+		return time.Second, true
+	}
+	if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
+		if d, perr := time.ParseDuration(resp.Header.Get("Retry-After") + "s"); perr == nil {
+			return max(d, 100*time.Millisecond), true
+		}
+		return time.Second, true
+	}
+	return 0, false
+}
+
+func (c *Client) scopeURL(owner, repo string) string {
+	if repo == "" {
+		return c.server + "/" + owner
+	}
+	return c.server + "/" + owner + "/" + repo
+}
+
+// RegistrationToken returns a registration token for the scope (valid one hour).
+func (c *Client) RegistrationToken(ctx context.Context, scope string) (RunnerToken, error) {
+	return c.runnerToken(ctx, scope, "registration token", func(gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
+		var t *github.RegistrationToken
+		var resp *github.Response
+		var err error
+		if repo == "" {
+			t, resp, err = gc.Actions.CreateOrganizationRegistrationToken(ctx, owner)
+		} else {
+			t, resp, err = gc.Actions.CreateRegistrationToken(ctx, owner, repo)
+		}
+		if err != nil {
+			return nil, "", resp, err
+		}
+		return t.ExpiresAt, t.GetToken(), resp, nil
+	})
+}
+
+// RemoveToken returns a token that removes a runner of the scope (valid one hour).
+func (c *Client) RemoveToken(ctx context.Context, scope string) (RunnerToken, error) {
+	return c.runnerToken(ctx, scope, "remove token", func(gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
+		var t *github.RemoveToken
+		var resp *github.Response
+		var err error
+		if repo == "" {
+			t, resp, err = gc.Actions.CreateOrganizationRemoveToken(ctx, owner)
+		} else {
+			t, resp, err = gc.Actions.CreateRemoveToken(ctx, owner, repo)
+		}
+		if err != nil {
+			return nil, "", resp, err
+		}
+		return t.ExpiresAt, t.GetToken(), resp, nil
+	})
+}
+
+func (c *Client) runnerToken(ctx context.Context, scope, what string, get func(*github.Client, string, string) (*github.Timestamp, string, *github.Response, error)) (RunnerToken, error) {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return RunnerToken{}, err
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return RunnerToken{}, err
+	}
+	var tok RunnerToken
+	err = c.retry(ctx, what+" for "+scope, func() (*github.Response, error) {
+		exp, token, resp, err := get(gc, owner, repo)
+		if err != nil {
+			return resp, err
+		}
+		if token == "" {
+			return resp, fmt.Errorf("empty token in response")
+		}
+		tok = RunnerToken{Token: token, URL: c.scopeURL(owner, repo)}
+		if exp != nil {
+			tok.ExpiresAt = exp.Time
+		}
+		return resp, nil
+	})
+	return tok, err
+}
+
+// ListRunners lists every self-hosted runner of the scope (all pages).
+func (c *Client) ListRunners(ctx context.Context, scope string) ([]Runner, error) {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return nil, err
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return nil, err
+	}
+	var out []Runner
+	opts := &github.ListRunnersOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		var page *github.Runners
+		var resp *github.Response
+		err := c.retry(ctx, "list runners of "+scope, func() (*github.Response, error) {
+			var err error
+			if repo == "" {
+				page, resp, err = gc.Actions.ListOrganizationRunners(ctx, owner, opts)
+			} else {
+				page, resp, err = gc.Actions.ListRunners(ctx, owner, repo, opts)
+			}
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Runners {
+			rr := Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy()}
+			for _, l := range r.Labels {
+				rr.Labels = append(rr.Labels, l.GetName())
+			}
+			out = append(out, rr)
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// DeleteRunner removes a runner of the scope. A runner that is already gone is not an error.
+func (c *Client) DeleteRunner(ctx context.Context, scope string, id int64) error {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return err
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return err
+	}
+	err = c.retry(ctx, fmt.Sprintf("delete runner %d of %s", id, scope), func() (*github.Response, error) {
+		if repo == "" {
+			return gc.Actions.RemoveOrganizationRunner(ctx, owner, id)
+		}
+		return gc.Actions.RemoveRunner(ctx, owner, repo, id)
+	})
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// CancelRun cancels a workflow run of repo ("owner/name"), e.g. when a job asks for an unknown pool.
+func (c *Client) CancelRun(ctx context.Context, repoScope string, runID int64) error {
+	owner, repo, err := ParseScope(repoScope)
+	if err != nil {
+		return err
+	}
+	if repo == "" {
+		return fmt.Errorf("cancel run %d: %q is not a repository", runID, repoScope)
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return err
+	}
+	err = c.retry(ctx, fmt.Sprintf("cancel run %d of %s", runID, repoScope), func() (*github.Response, error) {
+		return gc.Actions.CancelWorkflowRunByID(ctx, owner, repo, runID)
+	})
+	// go-github reports the 202 Accepted of a cancel as an *AcceptedError: the cancel was queued.
+	var accepted *github.AcceptedError
+	if errors.As(err, &accepted) {
+		return nil
+	}
+	return err
+}

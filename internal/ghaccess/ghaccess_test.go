@@ -1,0 +1,156 @@
+package ghaccess_test
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+)
+
+func newFake(t *testing.T) (*githubfake.Server, string) {
+	t.Helper()
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	return fake, srv.URL
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  ghaccess.Config
+		want string
+	}{
+		{"nothing", ghaccess.Config{}, "token or an app id"},
+		{"both", ghaccess.Config{Token: "x", AppID: 1}, "either a token or an app"},
+		{"bad url", ghaccess.Config{Token: "x", APIURL: "ftp://x"}, "http(s) URL"},
+		{"bad key", ghaccess.Config{AppID: 1, PrivateKeyPEM: []byte("nope")}, "private key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ghaccess.New(tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseScope(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"acme", "acme/api", "a-b/c.d_e"} {
+		if _, _, err := ghaccess.ParseScope(ok); err != nil {
+			t.Errorf("ParseScope(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "/x", "acme/", "acme/api/x", "ac me", "acme/..", "-acme"} {
+		if _, _, err := ghaccess.ParseScope(bad); err == nil {
+			t.Errorf("ParseScope(%q) = nil, want error", bad)
+		}
+	}
+}
+
+func TestTokensRunnersAndCancelWithPAT(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, scope := range []string{"acme/api", "acme"} {
+		reg, err := c.RegistrationToken(ctx, scope)
+		if err != nil {
+			t.Fatalf("RegistrationToken(%s): %v", scope, err)
+		}
+		if reg.Token == "" || reg.URL != url+"/"+scope || reg.ExpiresAt.Before(time.Now()) {
+			t.Errorf("RegistrationToken(%s) = %+v", scope, reg)
+		}
+		rm, err := c.RemoveToken(ctx, scope)
+		if err != nil || rm.Token == "" || rm.Token == reg.Token {
+			t.Errorf("RemoveToken(%s) = %+v, %v", scope, rm, err)
+		}
+	}
+
+	// A runner registered through the runner protocol shows up in the list and can be deleted.
+	reg, _ := c.RegistrationToken(ctx, "acme/api")
+	rc := githubfake.NewRunnerClient(url, nil)
+	if _, err := rc.Register(ctx, githubfake.RegisterOptions{URL: reg.URL, Token: reg.Token, Name: "runnerpool-i-1", Labels: []string{"run-1"}}); err != nil {
+		t.Fatalf("registering a runner: %v", err)
+	}
+	runners, err := c.ListRunners(ctx, "acme/api")
+	if err != nil || len(runners) != 1 || runners[0].Name != "runnerpool-i-1" {
+		t.Fatalf("ListRunners = %+v, %v", runners, err)
+	}
+	if !contains(runners[0].Labels, "run-1") {
+		t.Errorf("labels = %v, want run-1 among them", runners[0].Labels)
+	}
+	if err := c.DeleteRunner(ctx, "acme/api", runners[0].ID); err != nil {
+		t.Fatalf("DeleteRunner: %v", err)
+	}
+	if err := c.DeleteRunner(ctx, "acme/api", runners[0].ID); err != nil {
+		t.Errorf("DeleteRunner of a gone runner = %v, want nil", err)
+	}
+	if err := c.CancelRun(ctx, "acme/api", 77); err != nil {
+		t.Fatalf("CancelRun: %v", err)
+	}
+	if got := fake.CancelledRuns(); len(got) != 1 {
+		t.Errorf("CancelledRuns = %+v, want one", got)
+	}
+	if err := c.CancelRun(ctx, "acme", 77); err == nil {
+		t.Error("CancelRun on an owner scope succeeded")
+	}
+}
+
+func TestAppInstallationTokens(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	fake.AddInstallation("acme")
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, AppID: 4242, PrivateKeyPEM: fake.AppPrivateKeyPEM()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.RegistrationToken(t.Context(), "acme/api")
+	if err != nil || tok.Token == "" {
+		t.Fatalf("RegistrationToken through the app = %+v, %v", tok, err)
+	}
+	if _, err := c.RegistrationToken(t.Context(), "other/api"); err == nil {
+		t.Error("an owner without an installation got a token")
+	}
+}
+
+func TestRateLimitsAreWaitedOut(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT(), MaxRetryWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SetSecondaryRateLimit(1, 100*time.Millisecond)
+	if _, err := c.RegistrationToken(t.Context(), "acme/api"); err != nil {
+		t.Fatalf("after a secondary rate limit: %v", err)
+	}
+	fake.SetTooManyRequests(1, 100*time.Millisecond)
+	if _, err := c.ListRunners(t.Context(), "acme/api"); err != nil {
+		t.Fatalf("after a 429: %v", err)
+	}
+	// A wait longer than the bound is an error, not a hang.
+	fake.SetSecondaryRateLimit(1, time.Hour)
+	if _, err := c.RemoveToken(t.Context(), "acme/api"); err == nil {
+		t.Fatal("a one-hour Retry-After was waited for")
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,217 @@
+// The single-table layout and the encoding of items. Every item of an instance shares the partition
+// key INSTANCE#<id>, so an IAM policy with dynamodb:LeadingKeys can confine an instance to its own
+// items. Attribute names are short and stable: they are the product's storage format.
+package store
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Key attributes, index names and item kinds of the table.
+const (
+	attrPK = "pk"
+	attrSK = "sk"
+
+	// Index attributes are written only while they mean something, which keeps the indexes sparse:
+	// idx_state is absent on terminated records, idx_run while there is no run, idx_pool outside pools.
+	attrIdxState  = "idx_state"
+	attrIdxRun    = "idx_run"
+	attrIdxPool   = "idx_pool"
+	attrThreshold = "threshold"
+	attrID        = "id"
+	attrTTL       = "ttl"
+
+	// IndexByState lists live records of one state ordered by threshold (refresh, pool counts).
+	IndexByState = "by_state"
+	// IndexByRun lists the records of one run (release, status, idempotent provision).
+	IndexByRun = "by_run"
+	// IndexByPool lists the live records of one warm pool (convergence).
+	IndexByPool = "by_pool"
+
+	skInstance  = "STATE"
+	skHeartbeat = "HEARTBEAT"
+	skSignal    = "SIGNAL"
+	skLease     = "LEASE"
+
+	prefixInstance = "INSTANCE#"
+	prefixConfig   = "CONFIG#"
+	prefixLease    = "LEASE#"
+
+	// terminatedRetention is how long a terminated record stays for audit before TTL removes it.
+	terminatedRetention = 7 * 24 * time.Hour
+)
+
+// InstancePK is the partition key of every item of an instance. The Terraform module uses it in the
+// instance role's dynamodb:LeadingKeys condition.
+func InstancePK(id string) string { return prefixInstance + id }
+
+// Instance is the record of one EC2 instance.
+type Instance struct {
+	ID            string
+	State         State
+	RunID         string    // the run that owns the instance; empty when none
+	Threshold     time.Time // deadline of the current state
+	UsageClass    string    // "spot" or "on-demand"
+	InstanceType  string
+	CPU           int // vCPUs
+	MemoryMiB     int
+	ResourceClass string
+	RunnerClass   string
+	Pool          string // warm pool name; empty for instances created by a provision
+	Scope         string // repository or owner the instance may serve, e.g. "acme/api" or "acme"
+	Zone          string
+	SpecHash      string // hash of runner class, image and pool config (warm-pool rollouts)
+	Reason        string // why the last transition happened
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	Version       int64 // incremented by every write; lets tests and audits count transitions
+}
+
+// Expired reports whether the record's threshold has passed at now.
+func (in Instance) Expired(now time.Time) bool {
+	return in.State.Live() && !in.Threshold.IsZero() && !now.Before(in.Threshold)
+}
+
+func sv(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func ms(t time.Time) types.AttributeValue { return n(t.UnixMilli()) }
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func instanceKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skInstance)}
+}
+
+// encodeInstance renders a record as a full item, index attributes included.
+func encodeInstance(in Instance) map[string]types.AttributeValue {
+	item := instanceKey(in.ID)
+	item[attrID] = sv(in.ID)
+	item["state"] = sv(string(in.State))
+	item["version"] = n(in.Version)
+	item["created_at"] = ms(in.CreatedAt)
+	item["updated_at"] = ms(in.UpdatedAt)
+	if !in.Threshold.IsZero() {
+		item[attrThreshold] = ms(in.Threshold)
+	}
+	if in.State.Live() {
+		item[attrIdxState] = sv(string(in.State))
+		if in.Pool != "" {
+			item[attrIdxPool] = sv(in.Pool)
+		}
+	}
+	if in.RunID != "" {
+		item["run_id"] = sv(in.RunID)
+		item[attrIdxRun] = sv(in.RunID)
+	}
+	for k, v := range map[string]string{
+		"usage_class": in.UsageClass, "instance_type": in.InstanceType, "resource_class": in.ResourceClass,
+		"runner_class": in.RunnerClass, "pool": in.Pool, "scope": in.Scope, "zone": in.Zone,
+		"spec_hash": in.SpecHash, "reason": in.Reason,
+	} {
+		if v != "" {
+			item[k] = sv(v)
+		}
+	}
+	if in.CPU != 0 {
+		item["cpu"] = n(int64(in.CPU))
+	}
+	if in.MemoryMiB != 0 {
+		item["memory_mib"] = n(int64(in.MemoryMiB))
+	}
+	return item
+}
+
+// decoder reads attributes of one item and remembers the first problem, so decoding code stays
+// linear and a malformed item is one clear error.
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (d *decoder) str(name string) string {
+	v, ok := d.item[name]
+	if !ok {
+		return ""
+	}
+	sv, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		d.fail(fmt.Errorf("attribute %s: want a string, got %T", name, v))
+		return ""
+	}
+	return sv.Value
+}
+
+func (d *decoder) num(name string) int64 {
+	v, ok := d.item[name]
+	if !ok {
+		return 0
+	}
+	nv, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(fmt.Errorf("attribute %s: want a number, got %T", name, v))
+		return 0
+	}
+	i, err := strconv.ParseInt(nv.Value, 10, 64)
+	if err != nil {
+		d.fail(fmt.Errorf("attribute %s: %w", name, err))
+	}
+	return i
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// decodeInstance parses an instance item. A record with an unknown state or malformed attributes
+// is an ErrInvalid error naming the item, never a zero value acted on as if it were valid.
+func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
+	d := &decoder{item: item}
+	pk := d.str(attrPK)
+	in := Instance{
+		ID:            d.str(attrID),
+		RunID:         d.str("run_id"),
+		Threshold:     fromMS(d.num(attrThreshold)),
+		UsageClass:    d.str("usage_class"),
+		InstanceType:  d.str("instance_type"),
+		CPU:           int(d.num("cpu")),
+		MemoryMiB:     int(d.num("memory_mib")),
+		ResourceClass: d.str("resource_class"),
+		RunnerClass:   d.str("runner_class"),
+		Pool:          d.str("pool"),
+		Scope:         d.str("scope"),
+		Zone:          d.str("zone"),
+		SpecHash:      d.str("spec_hash"),
+		Reason:        d.str("reason"),
+		CreatedAt:     fromMS(d.num("created_at")),
+		UpdatedAt:     fromMS(d.num("updated_at")),
+		Version:       d.num("version"),
+	}
+	st, err := ParseState(d.str("state"))
+	if err != nil {
+		d.fail(err)
+	}
+	in.State = st
+	if in.ID == "" || pk != InstancePK(in.ID) {
+		d.fail(fmt.Errorf("id %q does not match key %q", in.ID, pk))
+	}
+	if d.err != nil {
+		return Instance{}, fmt.Errorf("decoding instance item %s: %w: %w", strings.TrimPrefix(pk, prefixInstance), ErrInvalid, d.err)
+	}
+	return in, nil
+}

@@ -1,0 +1,231 @@
+// Run records and per-claim credentials.
+//
+// A run record makes a provision idempotent: the first provision of a run (repository id, run id,
+// attempt) creates it, and asking again finds it and returns the same runners instead of a second
+// set. It also carries what GET /v1/runs/{id} reports: what was selected, created, released, when
+// and why.
+//
+// A credential item is what an instance agent needs to register (or remove) a runner for one claim:
+// written by the control plane to the instance's own partition, read by the agent, deleted after use.
+// No long-lived GitHub credential ever reaches an instance.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const (
+	prefixRun    = "RUN#"
+	skRun        = "RUN"
+	skCredential = "CREDENTIAL"
+	runRetention = 30 * 24 * time.Hour
+)
+
+// Run is the record of one workflow run's provision (and later release).
+type Run struct {
+	Key          string // RunKey(...): repository id, run id and attempt
+	RepositoryID string
+	Repository   string // owner/name, for display
+	RunID        string
+	Attempt      int
+	Status       string          // free-form status owned by the provision orchestrator
+	Request      json.RawMessage // the provision request as accepted
+	Result       json.RawMessage // what was provisioned, released, undone
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	Version      int64
+}
+
+// RunKey is the idempotency key of a provision: one per repository, run and attempt.
+func RunKey(repositoryID, runID string, attempt int) string {
+	return fmt.Sprintf("%s:%s:%d", repositoryID, runID, attempt)
+}
+
+func runKey(key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(prefixRun + key), attrSK: sv(skRun)}
+}
+
+// CreateRun writes a new run record. If one exists already it is returned with created=false and
+// nothing is written: the caller serves the existing provision instead of starting another.
+func (s *Store) CreateRun(ctx context.Context, r Run) (_ Run, created bool, _ error) {
+	if r.Key == "" || strings.ContainsAny(r.Key, "\n\t") {
+		return Run{}, false, fmt.Errorf("run key %q: %w", r.Key, ErrInvalid)
+	}
+	now := s.now()
+	r.CreatedAt, r.UpdatedAt, r.Version = now, now, 1
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.table,
+		Item:                encodeRun(r),
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if err == nil {
+		return r, true, nil
+	}
+	if err = classify("creating run "+r.Key, err); !isConflict(err) {
+		return Run{}, false, err
+	}
+	existing, gerr := s.GetRun(ctx, r.Key)
+	if gerr != nil {
+		return Run{}, false, gerr
+	}
+	return existing, false, nil
+}
+
+// UpdateRun replaces a run's status and result if its version is still expectVersion.
+func (s *Store) UpdateRun(ctx context.Context, r Run, expectVersion int64) (Run, error) {
+	r.UpdatedAt = s.now()
+	r.Version = expectVersion + 1
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      encodeRun(r),
+		ConditionExpression:       aws.String("version = :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(expectVersion)},
+	})
+	if err != nil {
+		return Run{}, classify("updating run "+r.Key, err)
+	}
+	return r, nil
+}
+
+// GetRun reads a run record.
+func (s *Store) GetRun(ctx context.Context, key string) (Run, error) {
+	item, err := s.getItem(ctx, "run "+key, runKey(key))
+	if err != nil {
+		return Run{}, err
+	}
+	d := &decoder{item: item}
+	r := Run{
+		Key: key, RepositoryID: d.str("repository_id"), Repository: d.str("repository"), RunID: d.str("run_id"),
+		Attempt: int(d.num("attempt")), Status: d.str("status"),
+		CreatedAt: fromMS(d.num("created_at")), UpdatedAt: fromMS(d.num("updated_at")), Version: d.num("version"),
+	}
+	if v := d.str("request"); v != "" {
+		r.Request = json.RawMessage(v)
+	}
+	if v := d.str("result"); v != "" {
+		r.Result = json.RawMessage(v)
+	}
+	if d.err != nil {
+		return Run{}, fmt.Errorf("run %s: %w: %w", key, ErrInvalid, d.err)
+	}
+	return r, nil
+}
+
+func encodeRun(r Run) map[string]types.AttributeValue {
+	item := runKey(r.Key)
+	item["repository_id"] = sv(r.RepositoryID)
+	item["run_id"] = sv(r.RunID)
+	item["attempt"] = n(int64(r.Attempt))
+	item["version"] = n(r.Version)
+	item["created_at"] = ms(r.CreatedAt)
+	item["updated_at"] = ms(r.UpdatedAt)
+	item[attrTTL] = n(r.UpdatedAt.Add(runRetention).Unix())
+	for k, v := range map[string]string{"repository": r.Repository, "status": r.Status, "request": string(r.Request), "result": string(r.Result)} {
+		if v != "" {
+			item[k] = sv(v)
+		}
+	}
+	return item
+}
+
+// CredentialKind says what a credential is for.
+type CredentialKind string
+
+// The kinds of credential an agent may receive.
+const (
+	CredentialRegistration CredentialKind = "registration" // register a runner for a run
+	CredentialRemoval      CredentialKind = "removal"      // remove the runner on release
+)
+
+// Credential is a short-lived GitHub credential for one instance and one claim.
+type Credential struct {
+	Kind      CredentialKind
+	RunID     string    // the run it was issued for; the agent ignores a credential for another run
+	URL       string    // repository or organisation URL to register with
+	Token     string    // registration or remove token, or an encoded JIT config
+	JIT       bool      // Token is an encoded JIT runner config
+	Labels    []string  // runner labels, the run's unique label first
+	ExpiresAt time.Time // GitHub's expiry of the token
+}
+
+func credentialKey(id string, kind CredentialKind) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skCredential + "#" + string(kind))}
+}
+
+// PutCredential writes a credential to the instance's own partition, replacing any older one.
+func (s *Store) PutCredential(ctx context.Context, id string, c Credential) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if c.Token == "" || c.RunID == "" || (c.Kind != CredentialRegistration && c.Kind != CredentialRemoval) {
+		return fmt.Errorf("credential for %s: kind, run id and token are required: %w", id, ErrInvalid)
+	}
+	labels, _ := json.Marshal(c.Labels)
+	item := credentialKey(id, c.Kind)
+	item["run_id"] = sv(c.RunID)
+	item["url"] = sv(c.URL)
+	item["token"] = sv(c.Token)
+	item["labels"] = sv(string(labels))
+	if c.JIT {
+		item["jit"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	item["expires_at"] = ms(c.ExpiresAt)
+	ttl := c.ExpiresAt
+	if ttl.IsZero() {
+		ttl = s.now().Add(time.Hour)
+	}
+	item[attrTTL] = n(ttl.Unix())
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+	return classify("writing credential of "+id, err)
+}
+
+// TakeCredential reads and deletes the instance's credential of that kind in one call, so a token
+// is handed over once. A credential issued for another run is left alone and reported as ErrConflict.
+func (s *Store) TakeCredential(ctx context.Context, id string, kind CredentialKind, runID string) (Credential, error) {
+	if err := validateID(id); err != nil {
+		return Credential{}, err
+	}
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                           &s.table,
+		Key:                                 credentialKey(id, kind),
+		ConditionExpression:                 aws.String("run_id = :r"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":r": sv(runID)},
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) && len(ccf.Item) == 0 {
+			return Credential{}, fmt.Errorf("credential %s of %s: %w", kind, id, ErrNotFound)
+		}
+		return Credential{}, classify("taking credential of "+id, err)
+	}
+	d := &decoder{item: out.Attributes}
+	c := Credential{
+		Kind: kind, RunID: d.str("run_id"), URL: d.str("url"), Token: d.str("token"),
+		ExpiresAt: fromMS(d.num("expires_at")),
+	}
+	if b, ok := out.Attributes["jit"].(*types.AttributeValueMemberBOOL); ok {
+		c.JIT = b.Value
+	}
+	if l := d.str("labels"); l != "" {
+		if jerr := json.Unmarshal([]byte(l), &c.Labels); jerr != nil {
+			d.fail(jerr)
+		}
+	}
+	if d.err != nil {
+		return Credential{}, fmt.Errorf("credential of %s: %w: %w", id, ErrInvalid, d.err)
+	}
+	return c, nil
+}
+
+func isConflict(err error) bool { return errors.Is(err, ErrConflict) }

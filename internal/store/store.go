@@ -1,0 +1,397 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client the store uses; *dynamodb.Client satisfies it.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Store reads and writes one runnerpool state table.
+type Store struct {
+	db    DynamoDBAPI
+	table string
+	now   func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock injects the clock used for thresholds, heartbeats and leases.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// New returns a store over the named table.
+func New(db DynamoDBAPI, table string, opts ...Option) *Store {
+	st := &Store{db: db, table: table, now: time.Now}
+	for _, o := range opts {
+		o(st)
+	}
+	return st
+}
+
+// Table is the name of the table the store works on.
+func (s *Store) Table() string { return s.table }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Create writes a new instance record in an initial state (created or warming). It fails with
+// ErrConflict if a record with that id exists already, so a retried create never resets a record.
+func (s *Store) Create(ctx context.Context, in Instance) (Instance, error) {
+	if err := validateID(in.ID); err != nil {
+		return Instance{}, err
+	}
+	if !slicesContains(InitialStates, in.State) {
+		return Instance{}, fmt.Errorf("creating instance %s in state %q: %w", in.ID, in.State, ErrIllegalTransition)
+	}
+	now := s.now()
+	in.CreatedAt, in.UpdatedAt, in.Version = now, now, 1
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.table,
+		Item:                encodeInstance(in),
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if err != nil {
+		return Instance{}, classify("creating instance "+in.ID, err)
+	}
+	return in, nil
+}
+
+// Get reads an instance record with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, id string) (Instance, error) {
+	if err := validateID(id); err != nil {
+		return Instance{}, err
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, Key: instanceKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Instance{}, classify("reading instance "+id, err)
+	}
+	if len(out.Item) == 0 {
+		return Instance{}, fmt.Errorf("instance %s: %w", id, ErrNotFound)
+	}
+	return decodeInstance(out.Item)
+}
+
+// Change describes one conditional state transition.
+type Change struct {
+	// From lists the states the record may be in; the write fails with ErrConflict otherwise.
+	From []State
+	// To is the new state. Every From -> To must be legal, or nothing is written.
+	To State
+	// RunID, when set, must equal the record's run id.
+	RunID string
+	// RequireNoRun requires the record to have no run id (claims: "idle and run id empty").
+	RequireNoRun bool
+	// SetRunID sets the run id (nil leaves it; a pointer to "" clears it).
+	SetRunID *string
+	// Threshold is the deadline of the new state; zero leaves the threshold as it is.
+	Threshold time.Time
+	// ExpiredAt, when set, requires the record's threshold to have passed at that time (refresh's
+	// conditional mark: a record renewed since it was read is not terminated).
+	ExpiredAt time.Time
+	// Reason is recorded on the item (why the transition happened).
+	Reason string
+}
+
+// Transition applies a conditional state change and returns the record as written.
+func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, error) {
+	if err := validateID(id); err != nil {
+		return Instance{}, err
+	}
+	if len(c.From) == 0 {
+		return Instance{}, fmt.Errorf("instance %s: transition to %s with no source state: %w", id, c.To, ErrIllegalTransition)
+	}
+	for _, f := range c.From {
+		if !CanTransition(f, c.To) {
+			return Instance{}, fmt.Errorf("instance %s: %s -> %s: %w", id, f, c.To, ErrIllegalTransition)
+		}
+	}
+	if c.RequireNoRun && c.RunID != "" {
+		return Instance{}, fmt.Errorf("instance %s: a change cannot both require no run and run %q: %w", id, c.RunID, ErrInvalid)
+	}
+
+	u := newUpdate(s.now())
+	u.set("state", sv(string(c.To)))
+	if c.To.Live() {
+		u.set(attrIdxState, sv(string(c.To)))
+	} else {
+		// Terminated records leave every index and expire from the table after the audit period.
+		u.remove(attrIdxState, attrIdxPool, attrIdxRun)
+		u.set(attrTTL, n(u.now.Add(terminatedRetention).Unix()))
+	}
+	if c.SetRunID != nil {
+		if *c.SetRunID == "" {
+			u.remove("run_id", attrIdxRun)
+		} else {
+			u.set("run_id", sv(*c.SetRunID))
+			if c.To.Live() {
+				u.set(attrIdxRun, sv(*c.SetRunID))
+			}
+		}
+	}
+	if !c.Threshold.IsZero() {
+		u.set(attrThreshold, ms(c.Threshold))
+	}
+	if c.Reason != "" {
+		u.set("reason", sv(c.Reason))
+	}
+
+	states := make([]string, len(c.From))
+	for i, f := range c.From {
+		states[i] = u.value(sv(string(f)))
+	}
+	cond := []string{"attribute_exists(pk)", "#state IN (" + strings.Join(states, ", ") + ")"}
+	u.names["#state"] = "state"
+	want := fmt.Sprintf("state in %v", c.From)
+	if c.RunID != "" {
+		cond = append(cond, "run_id = "+u.value(sv(c.RunID)))
+		want += ", run " + c.RunID
+	}
+	if c.RequireNoRun {
+		cond = append(cond, "attribute_not_exists(run_id)")
+		want += ", no run id"
+	}
+	if !c.ExpiredAt.IsZero() {
+		cond = append(cond, "#threshold <= "+u.value(ms(c.ExpiredAt)))
+		u.names["#threshold"] = attrThreshold
+		want += ", threshold passed"
+	}
+	return s.update(ctx, id, u, strings.Join(cond, " AND "), want)
+}
+
+// Claim is the atomic idle -> claimed hand-over: it succeeds only if the record is in one of from
+// (idle when none is given) and has no run id, and sets the run id and the claim deadline.
+func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
+	if runID == "" {
+		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
+	}
+	if len(from) == 0 {
+		from = []State{StateIdle}
+	}
+	return s.Transition(ctx, id, Change{
+		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID,
+		Threshold: threshold, Reason: "claimed by run " + runID,
+	})
+}
+
+// Expire moves a live record's threshold to now without changing its state, so refresh (and the
+// instance itself) terminate it. When runID is set the record must still belong to that run.
+func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance, error) {
+	if err := validateID(id); err != nil {
+		return Instance{}, err
+	}
+	u := newUpdate(s.now())
+	u.set(attrThreshold, ms(u.now))
+	u.set("reason", sv(reason))
+	u.names["#state"] = "state"
+	cond := "attribute_exists(pk) AND #state <> " + u.value(sv(string(StateTerminated)))
+	want := "a live record"
+	if runID != "" {
+		cond += " AND run_id = " + u.value(sv(runID))
+		want += " of run " + runID
+	}
+	return s.update(ctx, id, u, cond, want)
+}
+
+// update runs one conditional UpdateItem and turns a failed condition into ErrNotFound or a
+// *ConflictError describing the record that won.
+func (s *Store) update(ctx context.Context, id string, u *update, cond, want string) (Instance, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 instanceKey(id),
+		UpdateExpression:                    aws.String(u.expression()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            u.names,
+		ExpressionAttributeValues:           u.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if len(ccf.Item) == 0 {
+				return Instance{}, fmt.Errorf("instance %s: %w", id, ErrNotFound)
+			}
+			ce := &ConflictError{ID: id, Want: want}
+			if cur, derr := decodeInstance(ccf.Item); derr == nil {
+				ce.Current, ce.RunID = cur.State, cur.RunID
+			}
+			return Instance{}, ce
+		}
+		return Instance{}, classify("updating instance "+id, err)
+	}
+	return decodeInstance(out.Attributes)
+}
+
+// ByRun lists the records of a run (live and terminated ones still in the table).
+func (s *Store) ByRun(ctx context.Context, runID string) ([]Instance, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("listing by run: empty run id: %w", ErrInvalid)
+	}
+	return s.queryInstances(ctx, "by run "+runID, &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexByRun),
+		KeyConditionExpression:    aws.String("idx_run = :r"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": sv(runID)},
+	})
+}
+
+// ByState lists live records in one state. When expiredAt is set, only those whose threshold has
+// passed at that time are returned (refresh's query; the index is ordered by threshold).
+func (s *Store) ByState(ctx context.Context, state State, expiredAt time.Time) ([]Instance, error) {
+	if !state.Live() {
+		return nil, fmt.Errorf("listing by state %q: only live states are indexed: %w", state, ErrInvalid)
+	}
+	in := &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexByState),
+		KeyConditionExpression:    aws.String("idx_state = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": sv(string(state))},
+	}
+	if !expiredAt.IsZero() {
+		in.KeyConditionExpression = aws.String("idx_state = :s AND #t <= :t")
+		in.ExpressionAttributeNames = map[string]string{"#t": attrThreshold}
+		in.ExpressionAttributeValues[":t"] = ms(expiredAt)
+	}
+	return s.queryInstances(ctx, "by state "+string(state), in)
+}
+
+// Live lists every live record, one indexed query per live state.
+func (s *Store) Live(ctx context.Context) ([]Instance, error) {
+	var all []Instance
+	for _, st := range LiveStates {
+		got, err := s.ByState(ctx, st, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+	}
+	return all, nil
+}
+
+// Expired lists every live record whose threshold has passed at now.
+func (s *Store) Expired(ctx context.Context, now time.Time) ([]Instance, error) {
+	var all []Instance
+	for _, st := range LiveStates {
+		got, err := s.ByState(ctx, st, now)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+	}
+	return all, nil
+}
+
+// ByPool lists the live records of a warm pool.
+func (s *Store) ByPool(ctx context.Context, pool string) ([]Instance, error) {
+	if pool == "" {
+		return nil, fmt.Errorf("listing by pool: empty pool name: %w", ErrInvalid)
+	}
+	return s.queryInstances(ctx, "by pool "+pool, &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexByPool),
+		KeyConditionExpression:    aws.String("idx_pool = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": sv(pool)},
+	})
+}
+
+// queryInstances runs a query over all pages. Index reads are eventually consistent in DynamoDB:
+// callers that act on a record re-check it with a conditional write, never on the listing alone.
+func (s *Store) queryInstances(ctx context.Context, what string, in *dynamodb.QueryInput) ([]Instance, error) {
+	in.TableName = &s.table
+	var out []Instance
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, classify("listing instances "+what, err)
+		}
+		for _, item := range page.Items {
+			inst, err := decodeInstance(item)
+			if err != nil {
+				return nil, fmt.Errorf("listing instances %s: %w", what, err)
+			}
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+func validateID(id string) error {
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "# \t\n") {
+		return fmt.Errorf("instance id %q: %w", id, ErrInvalid)
+	}
+	return nil
+}
+
+func slicesContains[T comparable](xs []T, x T) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// update builds an UpdateExpression with placeholder names, always bumping version and updated_at.
+type update struct {
+	now     time.Time
+	sets    []string
+	removes []string
+	removed []string // attribute names already removed, so no path is named twice
+	names   map[string]string
+	values  map[string]types.AttributeValue
+}
+
+func newUpdate(now time.Time) *update {
+	u := &update{now: now, names: map[string]string{}, values: map[string]types.AttributeValue{}}
+	u.set("updated_at", ms(now))
+	u.sets = append(u.sets, "#version = if_not_exists(#version, "+u.value(n(0))+") + "+u.value(n(1)))
+	u.names["#version"] = "version"
+	return u
+}
+
+func (u *update) value(v types.AttributeValue) string {
+	name := fmt.Sprintf(":v%d", len(u.values))
+	u.values[name] = v
+	return name
+}
+
+func (u *update) set(attr string, v types.AttributeValue) {
+	name := "#a" + fmt.Sprint(len(u.names))
+	u.names[name] = attr
+	u.sets = append(u.sets, name+" = "+u.value(v))
+}
+
+func (u *update) remove(attrs ...string) {
+	for _, a := range attrs {
+		if slicesContains(u.removed, a) {
+			continue
+		}
+		u.removed = append(u.removed, a)
+		name := "#a" + fmt.Sprint(len(u.names))
+		u.names[name] = a
+		u.removes = append(u.removes, name)
+	}
+}
+
+func (u *update) expression() string {
+	e := "SET " + strings.Join(u.sets, ", ")
+	if len(u.removes) > 0 {
+		e += " REMOVE " + strings.Join(u.removes, ", ")
+	}
+	return e
+}
