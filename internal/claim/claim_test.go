@@ -1,0 +1,420 @@
+// Claim workers end to end: DynamoDB Local and fauxqs from the shared stack, our EC2 server and
+// GitHub fake over HTTP, simulated agents (claimtest) on the instance side.
+package claim_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+)
+
+const registrationTokenRoute = "POST /repos/{owner}/{repo}/actions/runners/registration-token"
+
+func TestClaimNHappyPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 3, nil)
+	agents := e.agents(t, nil, ins, claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+	run := runID("happy")
+
+	res, err := c.ClaimN(t.Context(), claim.Request{
+		RunID: run, Scope: "acme/api", Labels: []string{run, "linux"}, Count: 3,
+		Filter: pool.Filter{UsageClass: "on-demand", InstanceTypes: []string{"c6i.*"}, Scope: "acme/api"}, Queue: e.q,
+	})
+	if err != nil {
+		t.Fatalf("ClaimN: %v", err)
+	}
+	if len(res.Claimed) != 3 || len(res.Discarded) != 0 || res.Lost != 0 {
+		t.Fatalf("result = %+v, want 3 claimed", res)
+	}
+	for _, cl := range res.Claimed {
+		id := cl.Instance.ID
+		if !cl.Verified || cl.Instance.RunID != run || cl.Message.InstanceID != id {
+			t.Errorf("claimed %+v", cl)
+		}
+		rec := e.record(t, id)
+		if rec.State != store.StateClaimed || rec.RunID != run || !rec.Threshold.After(time.Now().Add(4*time.Minute)) {
+			t.Errorf("record of %s = %s run %q threshold %s; want claimed by %s for 5 min", id, rec.State, rec.RunID, rec.Threshold, run)
+		}
+		if got := agents[id].Registered(); !slices.Equal(got, []string{run}) {
+			t.Errorf("agent of %s registered for %v, want [%s]", id, got, run)
+		}
+		creds := agents[id].Credentials()
+		if len(creds) != 1 || creds[0].Token == "" || !strings.HasSuffix(creds[0].URL, "/acme/api") ||
+			!slices.Equal(creds[0].Labels, []string{run, "linux"}) {
+			t.Errorf("credential of %s = %+v", id, creds)
+		}
+		// The claim notice: the wake tag carries the claimed record's version.
+		view, _ := e.ec2srv.Instance(id)
+		if view.Tags[wake.TagKey] != strconv.FormatInt(cl.Instance.Version, 10) || view.State != "running" {
+			t.Errorf("instance %s: state %s, wake tag %q, want running and %d", id, view.State, view.Tags[wake.TagKey], cl.Instance.Version)
+		}
+	}
+	if n := e.ghsrv.Calls()[registrationTokenRoute]; n != 3 {
+		t.Errorf("registration tokens issued = %d, want one per claim", n)
+	}
+	if left := e.drain(t); len(left) != 0 {
+		t.Errorf("pool still holds %d messages", len(left))
+	}
+	if res.Stats.Matched != 3 {
+		t.Errorf("stats = %+v", res.Stats)
+	}
+}
+
+func TestClaimNConcurrentRunsNeverShareAnInstance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 6, nil)
+	// A second message for every instance (a duplicate delivery or a retried release), so the two
+	// runs really race on the conditional claim write.
+	for _, in := range ins {
+		if err := e.q.Put(t.Context(), claim.MessageOf(in), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := e.agents(t, nil, ins, claimtest.Behaviour{})
+	runs := []string{runID("a"), runID("b")}
+
+	results := make([]claim.Result, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		c, _ := e.claimer(testOptions()) // each run has its own claimer and pickup manager
+		wg.Go(func() {
+			var err error
+			results[i], err = c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 4, Queue: e.q})
+			if err != nil {
+				t.Errorf("ClaimN %s: %v", run, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	owner := map[string]string{}
+	lost := 0
+	for i, res := range results {
+		lost += res.Lost
+		for _, cl := range res.Claimed {
+			if prev, dup := owner[cl.Instance.ID]; dup {
+				t.Errorf("instance %s claimed by %s and %s", cl.Instance.ID, prev, runs[i])
+			}
+			owner[cl.Instance.ID] = runs[i]
+		}
+	}
+	if len(owner) != 6 {
+		t.Errorf("claimed %d instances, want all 6 (4 + 2 in some split)", len(owner))
+	}
+	for _, in := range ins {
+		rec := e.record(t, in.ID)
+		if rec.State != store.StateClaimed || rec.RunID != owner[in.ID] {
+			t.Errorf("record of %s: %s by %q, want claimed by %q", in.ID, rec.State, rec.RunID, owner[in.ID])
+		}
+		if got := agents[in.ID].Registered(); !slices.Equal(got, []string{owner[in.ID]}) {
+			t.Errorf("agent of %s registered for %v, want only %s", in.ID, got, owner[in.ID])
+		}
+	}
+	// Every duplicate message was either dropped as dead or is still in the pool: none claimed.
+	if left := len(e.drain(t)); lost+left != 6 {
+		t.Errorf("dropped %d + left %d duplicate messages, want 6", lost, left)
+	}
+}
+
+// Two runs whose pickup managers both hold a message for every instance (two pool queues) race on
+// the conditional claim write for each: exactly one wins, the loser drops its message as dead.
+func TestClaimNLostRaceOnTheConditionalWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 3, nil)
+	other := newEnv(t).q // a second queue (of another env) on the same fauxqs
+	for _, in := range ins {
+		if err := other.Put(t.Context(), claim.MessageOf(in), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := e.agents(t, nil, ins, claimtest.Behaviour{})
+	runs := []string{runID("x"), runID("y")}
+	queues := []*pool.Queue{e.q, other}
+
+	results := make([]claim.Result, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		c, _ := e.claimer(testOptions())
+		wg.Go(func() {
+			var err error
+			results[i], err = c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 3, Queue: queues[i]})
+			if err != nil {
+				t.Errorf("ClaimN %s: %v", run, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	won := map[string]string{}
+	for i, res := range results {
+		for _, cl := range res.Claimed {
+			if prev, dup := won[cl.Instance.ID]; dup {
+				t.Errorf("instance %s claimed by %s and %s", cl.Instance.ID, prev, runs[i])
+			}
+			won[cl.Instance.ID] = runs[i]
+		}
+	}
+	if lost := results[0].Lost + results[1].Lost; len(won) != 3 || lost != 3 {
+		t.Errorf("%d instances claimed, %d races lost; want 3 and 3 (results %+v)", len(won), lost, results)
+	}
+	for _, in := range ins {
+		if got := agents[in.ID].Registered(); !slices.Equal(got, []string{won[in.ID]}) {
+			t.Errorf("agent of %s registered for %v, want only %s", in.ID, got, won[in.ID])
+		}
+	}
+}
+
+func TestClaimNDiscardsUnhealthyInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 5, nil)
+	good, silent, noBeat, oldBeat, refused := ins[0], ins[1], ins[2], ins[3], ins[4]
+	e.agents(t, nil, []store.Instance{good}, claimtest.Behaviour{})
+	e.agents(t, nil, []store.Instance{silent}, claimtest.Behaviour{NeverRegister: true})
+	e.agents(t, nil, []store.Instance{noBeat}, claimtest.Behaviour{StaleHeartbeat: true})
+	e.agents(t, nil, []store.Instance{refused}, claimtest.Behaviour{FailRegistration: true})
+	// An agent whose heartbeats are a minute old (its clock, as the table sees it, lags).
+	lagging := store.New(e.db, e.table, store.WithClock(func() time.Time { return time.Now().Add(-time.Minute) }))
+	e.agents(t, lagging, []store.Instance{oldBeat}, claimtest.Behaviour{})
+
+	c, _ := e.claimer(testOptions())
+	run := runID("unhealthy")
+	res, err := c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 2, Queue: e.q})
+	if err != nil {
+		t.Fatalf("ClaimN: %v", err)
+	}
+	if got := ids(res.Claimed); !slices.Equal(got, []string{good.ID}) {
+		t.Errorf("claimed %v, want only the healthy %s", got, good.ID)
+	}
+	want := map[string]string{
+		silent.ID:  claim.ErrRegistrationTimeout.Error(),
+		noBeat.ID:  claim.ErrStaleHeartbeat.Error(),
+		oldBeat.ID: claim.ErrStaleHeartbeat.Error(),
+		refused.ID: claim.ErrRegistrationFailed.Error(),
+	}
+	if len(res.Discarded) != len(want) {
+		t.Errorf("discarded %+v, want the 4 unhealthy instances", res.Discarded)
+	}
+	for _, d := range res.Discarded {
+		if !strings.Contains(d.Reason, want[d.InstanceID]) || d.Err != nil {
+			t.Errorf("discard of %s: reason %q err %v, want reason with %q", d.InstanceID, d.Reason, d.Err, want[d.InstanceID])
+		}
+		rec := e.record(t, d.InstanceID)
+		if rec.State != store.StateTerminated || rec.RunID != run || !strings.Contains(rec.Reason, want[d.InstanceID]) {
+			t.Errorf("record of %s = %s run %q reason %q, want terminated", d.InstanceID, rec.State, rec.RunID, rec.Reason)
+		}
+		if view, ok := e.ec2srv.Instance(d.InstanceID); !ok || (view.State != "shutting-down" && view.State != "terminated") {
+			t.Errorf("EC2 instance %s is %q, want shutting-down or terminated", d.InstanceID, view.State)
+		}
+	}
+	if view, _ := e.ec2srv.Instance(good.ID); view.State != "running" {
+		t.Errorf("healthy instance is %s", view.State)
+	}
+	if res.Stats.Exhausted != pool.ExhaustedGlobal {
+		t.Errorf("stats = %+v, want the second worker to exhaust the pool", res.Stats)
+	}
+}
+
+func TestClaimNExhaustion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 2, nil)
+	spot := e.idle(t, 1, func(in *store.Instance) { in.UsageClass = "spot" })
+	e.agents(t, nil, append(ins, spot...), claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+
+	res, err := c.ClaimN(t.Context(), claim.Request{
+		RunID: runID("short"), Scope: "acme/api", Count: 4, Filter: pool.Filter{UsageClass: "on-demand"}, Queue: e.q,
+	})
+	if err != nil {
+		t.Fatalf("ClaimN: %v (an exhausted pool is not an error)", err)
+	}
+	got, want := ids(res.Claimed), []string{ins[0].ID, ins[1].ID}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("claimed %v, want %v", got, want)
+	}
+	if res.Stats.Exhausted == "" || res.Stats.Requeued != 1 {
+		t.Errorf("stats = %+v, want exhaustion and the spot misfit re-queued", res.Stats)
+	}
+	if rec := e.record(t, spot[0].ID); rec.State != store.StateIdle || rec.RunID != "" {
+		t.Errorf("misfit record = %s run %q, want untouched idle", rec.State, rec.RunID)
+	}
+}
+
+func TestUnclaimReturnsTheInstanceToThePool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 1, nil)
+	agents := e.agents(t, nil, ins, claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+	first, second := runID("first"), runID("second")
+
+	res, err := c.ClaimN(t.Context(), claim.Request{RunID: first, Scope: "acme/api", Count: 1, Queue: e.q})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("ClaimN = %+v, %v", res, err)
+	}
+	cl := res.Claimed[0]
+	idleUntil := time.Now().Add(30 * time.Minute).UTC().Truncate(time.Second)
+	if err := c.Unclaim(t.Context(), cl, idleUntil, e.q); err != nil {
+		t.Fatalf("Unclaim: %v", err)
+	}
+	rec := e.record(t, cl.Instance.ID)
+	if rec.State != store.StateIdle || rec.RunID != "" || !rec.Threshold.Equal(idleUntil) {
+		t.Errorf("record after Unclaim = %s run %q threshold %s, want idle, no run, %s", rec.State, rec.RunID, rec.Threshold, idleUntil)
+	}
+	if view, _ := e.ec2srv.Instance(cl.Instance.ID); view.Tags[wake.TagKey] != strconv.FormatInt(rec.Version, 10) {
+		t.Errorf("wake tag = %q, want the idle record's version %d", view.Tags[wake.TagKey], rec.Version)
+	}
+	// A repeated Unclaim of the same claim changes nothing but may put a duplicate message back.
+	if err := c.Unclaim(t.Context(), cl, idleUntil, e.q); err != nil {
+		t.Errorf("second Unclaim: %v", err)
+	}
+	// Unclaim of a claim the record no longer belongs to is refused.
+	other := cl
+	other.Instance.RunID = "someone-else"
+	if err := c.Unclaim(t.Context(), other, idleUntil, e.q); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("Unclaim by another run: %v, want ErrConflict", err)
+	}
+
+	// The next run finds it in the pool and claims it.
+	res, err = c.ClaimN(t.Context(), claim.Request{RunID: second, Scope: "acme/api", Count: 1, Queue: e.q})
+	if err != nil || len(res.Claimed) != 1 || res.Claimed[0].Instance.ID != cl.Instance.ID {
+		t.Fatalf("second ClaimN = %+v, %v", res, err)
+	}
+	if !res.Claimed[0].Message.Threshold.Equal(idleUntil) {
+		t.Errorf("re-put message threshold = %s, want %s", res.Claimed[0].Message.Threshold, idleUntil)
+	}
+	if got := agents[cl.Instance.ID].Registered(); !slices.Equal(got, []string{first, second}) {
+		t.Errorf("agent registered for %v, want [%s %s]", got, first, second)
+	}
+}
+
+func TestClaimNCancelledReportsEveryClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 2, nil)
+	e.agents(t, nil, ins, claimtest.Behaviour{Delay: time.Minute}) // registers too late
+	c, _ := e.claimer(testOptions())
+	run := runID("cancelled")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		// Cancel once both instances are claimed (and waiting for registration).
+		for {
+			n := 0
+			for _, in := range ins {
+				if rec, err := e.st.Get(t.Context(), in.ID); err == nil && rec.State == store.StateClaimed {
+					n++
+				}
+			}
+			if n == len(ins) || ctx.Err() != nil {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	res, err := c.ClaimN(ctx, claim.Request{RunID: run, Scope: "acme/api", Count: 2, Queue: e.q})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ClaimN error = %v, want context.Canceled", err)
+	}
+	got, want := ids(res.Claimed), []string{ins[0].ID, ins[1].ID}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("reported %v, want both claimed instances %v", got, want)
+	}
+	for _, cl := range res.Claimed {
+		if cl.Verified {
+			t.Errorf("%s reported verified", cl.Instance.ID)
+		}
+		if rec := e.record(t, cl.Instance.ID); rec.State != store.StateClaimed || rec.RunID != run {
+			t.Errorf("record %s = %s run %q", cl.Instance.ID, rec.State, rec.RunID)
+		}
+	}
+	// The caller rolls back: both go back to the pool.
+	for _, cl := range res.Claimed {
+		if err := c.Unclaim(t.Context(), cl, time.Time{}, e.q); err != nil {
+			t.Errorf("Unclaim: %v", err)
+		}
+	}
+	if left := e.drain(t); len(left) != 2 {
+		t.Errorf("pool after rollback holds %d messages, want 2", len(left))
+	}
+}
+
+func TestRegistrarDiscard(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 2, nil)
+	_, reg := e.claimer(testOptions())
+	mine, theirs := ins[0], ins[1] // theirs stays idle: it belongs to no run
+	run := runID("discard")
+	if _, err := e.st.Claim(t.Context(), mine.ID, run, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 { // idempotent
+		if err := reg.Discard(t.Context(), mine.ID, run, "test discard"); err != nil {
+			t.Fatalf("Discard: %v", err)
+		}
+	}
+	if rec := e.record(t, mine.ID); rec.State != store.StateTerminated || rec.Reason != "test discard" {
+		t.Errorf("record = %s reason %q", rec.State, rec.Reason)
+	}
+	if n := e.ec2srv.Calls()["TerminateInstances"]; n != 1 {
+		t.Errorf("TerminateInstances calls = %d, want 1", n)
+	}
+	// An instance that is not (any more) the run's is never touched.
+	if err := reg.Discard(t.Context(), theirs.ID, run, "not mine"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("Discard of another run's instance: %v, want ErrConflict", err)
+	}
+	if view, _ := e.ec2srv.Instance(theirs.ID); view.State != "running" {
+		t.Errorf("instance of no run is %s", view.State)
+	}
+	// Issue refuses a record that is not the run's.
+	if err := reg.Issue(t.Context(), theirs.ID, run, "acme/api", nil); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("Issue for another run's record: %v, want ErrConflict", err)
+	}
+}
+
+func TestClaimNRejectsBadRequests(t *testing.T) {
+	t.Parallel()
+	c := claim.NewClaimer(nil, nil, claim.Options{})
+	q := pool.NewQueue(nil, "http://127.0.0.1/q")
+	for _, tt := range []struct {
+		name string
+		req  claim.Request
+	}{
+		{"no run", claim.Request{Scope: "a/b", Count: 1, Queue: q}},
+		{"no scope", claim.Request{RunID: "r", Count: 1, Queue: q}},
+		{"zero count", claim.Request{RunID: "r", Scope: "a/b", Queue: q}},
+		{"huge count", claim.Request{RunID: "r", Scope: "a/b", Count: claim.MaxCount + 1, Queue: q}},
+		{"no queue", claim.Request{RunID: "r", Scope: "a/b", Count: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := c.ClaimN(t.Context(), tt.req); err == nil {
+				t.Errorf("ClaimN(%+v) accepted", tt.req)
+			}
+		})
+	}
+}

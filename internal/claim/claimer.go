@@ -1,0 +1,389 @@
+// The claim workers of one provision request: Count workers share one pickup manager; each turns
+// candidates into a claimed, registered, healthy instance of the run, or ends empty when the pool is
+// exhausted. Exclusive ownership rests on the store's conditional writes alone.
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+)
+
+// MaxCount bounds the runners of one request.
+const MaxCount = 100
+
+// Request is one provision request's selection.
+type Request struct {
+	RunID  string
+	Scope  string   // "owner/repo" or "owner": what the runners register for
+	Labels []string // runner labels, the run's unique label first; empty: just RunID
+	Count  int      // runners wanted (1-MaxCount)
+	Filter pool.Filter
+	Queue  *pool.Queue
+	// Pickup tunes the request's pickup manager (Now and Logger default to the Claimer's; MaxMessages
+	// to min(Count, 10)).
+	Pickup pool.PickupOptions
+}
+
+// Claimed is an instance claimed for the run. It stays in state claimed: the caller moves it to
+// running (Promote) or back to the pool (Unclaim).
+type Claimed struct {
+	Instance store.Instance // the record as claimed
+	Message  pool.Message   // the pool message it came from (Unclaim puts it back)
+	Waited   time.Duration  // from the claim write to verified registration
+	// Verifying is the part of Waited spent in WaitRegistered: the agent's share (noticing the
+	// claim, registering at GitHub) plus the polling granularity.
+	Verifying time.Duration
+	// Verified: registration and heartbeat passed. Always true when ClaimN returns no error; false
+	// for an instance claimed when ClaimN's context ended before it was verified.
+	Verified bool
+}
+
+// Discard is a claimed instance that failed its checks (or could not be handed back) and was
+// discarded: expired, terminated, record terminated.
+type Discard struct {
+	InstanceID string
+	Reason     string
+	// Err is set when discarding itself failed part-way. The record was expired first, so refresh
+	// (and the instance's own threshold check) finish the job.
+	Err error
+}
+
+// Result is what ClaimN did. It is complete and accurate even when ClaimN returns an error.
+type Result struct {
+	Claimed   []Claimed
+	Discarded []Discard
+	Lost      int // candidates whose record was gone or not idle (another run won): dropped
+	Stats     pool.PickupStats
+}
+
+// Claimer runs claim workers.
+type Claimer struct {
+	st   Store
+	reg  *Registrar
+	opts Options
+	log  *slog.Logger
+}
+
+// NewClaimer returns a Claimer.
+func NewClaimer(st Store, reg *Registrar, opts Options) *Claimer {
+	opts = opts.withDefaults()
+	return &Claimer{st: st, reg: reg, opts: opts, log: opts.Logger}
+}
+
+func (req Request) validate() error {
+	switch {
+	case req.RunID == "":
+		return errors.New("claiming: run id is empty")
+	case req.Scope == "":
+		return errors.New("claiming: scope is empty")
+	case req.Count < 1 || req.Count > MaxCount:
+		return fmt.Errorf("claiming: count %d is not between 1 and %d", req.Count, MaxCount)
+	case req.Queue == nil:
+		return errors.New("claiming: no pool queue")
+	}
+	return nil
+}
+
+// ClaimN claims up to req.Count instances for req.RunID from the pool, in parallel. Fewer than
+// Count with a nil error means the pool was exhausted: creation makes up the difference.
+//
+// When ctx ends, or a worker meets an error the pool, the store or GitHub cause (not the
+// instance), ClaimN returns that error together with everything claimed so far, verified or not:
+// no instance is left claimed for the run without being in the Result. The caller rolls back.
+func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	popts := req.Pickup
+	if popts.Now == nil {
+		popts.Now = c.opts.Now
+	}
+	if popts.Logger == nil {
+		popts.Logger = c.log
+	}
+	if popts.MaxMessages == 0 {
+		popts.MaxMessages = min(req.Count, 10)
+	}
+	p := pool.NewPickup(req.Queue, req.Filter, popts)
+	log := c.log.With("run", req.RunID, "queue", req.Queue.URL())
+
+	col := &collector{owned: map[string]bool{}}
+	var wg sync.WaitGroup
+	for range req.Count {
+		wg.Go(func() { c.work(ctx, req, p, col, log) })
+	}
+	wg.Wait()
+
+	// Matches received but never handed out go back to the pool.
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err := p.Close(dctx); err != nil {
+		col.fail(fmt.Errorf("returning unused candidates: %w", err))
+	}
+	res := col.res
+	res.Stats = p.Stats()
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("claiming for run %s: %w", req.RunID, err)
+	}
+	if len(col.errs) > 0 {
+		return res, fmt.Errorf("claiming for run %s: %w", req.RunID, errors.Join(col.errs...))
+	}
+	return res, nil
+}
+
+// collector gathers the workers' results.
+type collector struct {
+	mu    sync.Mutex
+	res   Result
+	errs  []error
+	owned map[string]bool // instance ids a worker of this request is handling
+}
+
+func (col *collector) lock(f func()) {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	f()
+}
+
+func (col *collector) fail(err error) { col.lock(func() { col.errs = append(col.errs, err) }) }
+
+// own reserves an instance for one worker of the request. Two messages of one instance (a
+// re-delivery, a duplicate release) must not make two workers both believe they hold it.
+func (col *collector) own(id string) bool {
+	ok := false
+	col.lock(func() {
+		if !col.owned[id] {
+			col.owned[id], ok = true, true
+		}
+	})
+	return ok
+}
+
+// work is one claim worker: candidates until one is claimed and verified, the pool is exhausted,
+// or an error ends it.
+func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *collector, log *slog.Logger) {
+	for {
+		m, err := p.Next(ctx)
+		if errors.Is(err, pool.ErrExhausted) {
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				col.fail(err)
+			}
+			return
+		}
+		done, err := c.try(ctx, req, p, m, col, log.With("instance", m.InstanceID))
+		if err != nil {
+			if ctx.Err() == nil {
+				col.fail(err)
+			}
+			return
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// try handles one candidate. done reports that this worker holds its instance or must stop.
+func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, col *collector, log *slog.Logger) (done bool, err error) {
+	if !col.own(m.InstanceID) {
+		log.Info("duplicate pool message for an instance this request already handles: dropped")
+		col.lock(func() { col.res.Lost++ })
+		return false, nil
+	}
+	start := c.opts.Now()
+	in, err := c.st.Claim(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout))
+	if err != nil {
+		in, err = c.resolveClaim(ctx, req, p, m, err, log)
+		if err != nil {
+			return true, err
+		}
+		if in.ID == "" {
+			col.lock(func() { col.res.Lost++ })
+			return false, nil
+		}
+	}
+
+	// The instance is claimed for the run: from here it must end up in the Result.
+	if err := c.reg.IssueFor(ctx, in, req.Scope, req.Labels); err != nil {
+		if ctx.Err() != nil {
+			col.lock(func() { col.res.Claimed = append(col.res.Claimed, Claimed{Instance: in, Message: m}) })
+			return true, ctx.Err()
+		}
+		// GitHub or the store failed, not the instance: hand it back to the pool.
+		c.handBack(ctx, req, in, m, "registration not issued: "+err.Error(), col, log)
+		return true, err
+	}
+	issued := c.opts.Now()
+	werr := c.reg.WaitRegistered(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
+	now := c.opts.Now()
+	cl := Claimed{Instance: in, Message: m, Waited: now.Sub(start), Verifying: now.Sub(issued)}
+	switch {
+	case werr == nil:
+		cl.Verified = true
+		col.lock(func() { col.res.Claimed = append(col.res.Claimed, cl) })
+		log.Debug("instance claimed", "waited", cl.Waited)
+		return true, nil
+	case ctx.Err() != nil:
+		col.lock(func() { col.res.Claimed = append(col.res.Claimed, cl) })
+		return true, ctx.Err()
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	derr := c.reg.Discard(dctx, in.ID, req.RunID, werr.Error())
+	log.Warn("claimed instance failed its checks: discarded", "reason", werr, "discard_err", derr)
+	col.lock(func() {
+		col.res.Discarded = append(col.res.Discarded, Discard{InstanceID: in.ID, Reason: werr.Error(), Err: derr})
+	})
+	return false, nil
+}
+
+// resolveClaim decides what a failed claim write means. It returns the record when the instance is
+// in fact ours, a zero record when the candidate is dead (dropped), or an error that ends the worker.
+func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, claimErr error, log *slog.Logger) (store.Instance, error) {
+	var ce *store.ConflictError
+	switch {
+	case errors.Is(claimErr, store.ErrNotFound):
+		log.Info("pool message without a record: dropped")
+		return store.Instance{}, nil
+	case errors.As(claimErr, &ce) && (ce.Current != store.StateClaimed || ce.RunID != req.RunID):
+		log.Info("candidate not idle (lost race or stale message): dropped", "state", ce.Current, "owner", ce.RunID)
+		return store.Instance{}, nil
+	}
+	// Either the SDK retried a claim write whose first attempt did land (the conflict shows our own
+	// run), or the outcome is unknown (throttling, network, cancellation): the record says which.
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	in, err := c.st.Get(dctx, m.InstanceID)
+	switch {
+	case err == nil && in.State == store.StateClaimed && in.RunID == req.RunID:
+		return in, nil
+	case errors.Is(err, store.ErrNotFound), err == nil && (in.State != store.StateIdle || in.RunID != ""):
+		log.Info("candidate not idle after a failed claim: dropped", "state", in.State, "owner", in.RunID)
+		return store.Instance{}, nil
+	}
+	// Still idle, or unreadable: the candidate goes back to the pool. (If an unreadable record was in
+	// fact claimed by us, the message is dropped by whoever takes it next, and the claim threshold
+	// ends the instance: it is never run twice.)
+	if rerr := p.Return(dctx, m); rerr != nil {
+		log.Error("candidate not returned to the pool", "err", rerr)
+	}
+	if ctx.Err() != nil {
+		return store.Instance{}, ctx.Err()
+	}
+	return store.Instance{}, fmt.Errorf("claiming %s: %w", m.InstanceID, claimErr)
+}
+
+// handBack returns a claimed, unverified instance to the pool after a failure that was not its
+// own; when that fails it is discarded, so it is never left claimed and unreported.
+func (c *Claimer) handBack(ctx context.Context, req Request, in store.Instance, m pool.Message, reason string, col *collector, log *slog.Logger) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	uerr := c.Unclaim(dctx, Claimed{Instance: in, Message: m}, m.Threshold, req.Queue)
+	if uerr == nil {
+		return
+	}
+	derr := c.reg.Discard(dctx, in.ID, req.RunID, reason)
+	log.Warn("claimed instance could not go back to the pool: discarded", "unclaim_err", uerr, "discard_err", derr)
+	col.lock(func() {
+		col.res.Discarded = append(col.res.Discarded, Discard{InstanceID: in.ID, Reason: reason, Err: derr})
+	})
+}
+
+// Promote moves a verified claimed instance to running for its run, with the run's deadline.
+func (c *Claimer) Promote(ctx context.Context, cl Claimed, threshold time.Time) (store.Instance, error) {
+	if cl.Instance.RunID == "" || threshold.IsZero() {
+		return store.Instance{}, fmt.Errorf("promoting %s: run id and threshold are required: %w", cl.Instance.ID, store.ErrInvalid)
+	}
+	in, err := c.st.Transition(ctx, cl.Instance.ID, store.Change{
+		From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: cl.Instance.RunID,
+		Threshold: threshold, Reason: "registered for run " + cl.Instance.RunID,
+	})
+	if err != nil {
+		return store.Instance{}, fmt.Errorf("promoting %s: %w", cl.Instance.ID, err)
+	}
+	return in, nil
+}
+
+// Unclaim returns a claimed instance of cl's run to the pool: claimed -> idle (run id cleared, idle
+// threshold set; the record must still belong to the run), its registration credential withdrawn
+// if the agent has not taken it, its message put back with the new threshold, and the agent woken.
+// idleThreshold zero keeps the message's original idle deadline. Retrying after a partial failure
+// is safe: a record already idle has its message put back again (a duplicate message is harmless:
+// the second claim of it loses and drops it; a missing one would waste the instance).
+//
+// Note that an agent that already registered for the run has a runner registered at GitHub: it must
+// deregister when it sees its record idle again.
+func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Time, q *pool.Queue) error {
+	id, runID := cl.Instance.ID, cl.Instance.RunID
+	if runID == "" || q == nil {
+		return fmt.Errorf("unclaiming %s: run id and queue are required: %w", id, store.ErrInvalid)
+	}
+	msg := cl.Message
+	if msg.InstanceID == "" {
+		msg = MessageOf(cl.Instance)
+	}
+	if idleThreshold.IsZero() {
+		idleThreshold = msg.Threshold
+	}
+	if !idleThreshold.After(c.opts.Now()) {
+		return fmt.Errorf("unclaiming %s: idle threshold %s is not in the future: %w", id, idleThreshold.Format(time.RFC3339), store.ErrInvalid)
+	}
+	msg.Threshold = idleThreshold
+	if err := msg.Validate(); err != nil {
+		return fmt.Errorf("unclaiming %s: %w", id, err)
+	}
+
+	if _, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID); err != nil &&
+		!errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
+	}
+	empty, reason := "", "returned to the pool by run "+runID
+	in, err := c.st.Transition(ctx, id, store.Change{
+		From: []store.State{store.StateClaimed}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
+		Threshold: idleThreshold, Reason: reason,
+	})
+	if err != nil {
+		var ce *store.ConflictError
+		if !errors.As(err, &ce) || ce.Current != store.StateIdle || ce.RunID != "" {
+			return fmt.Errorf("unclaiming %s: %w", id, err)
+		}
+		// Idle already: a retry of this very Unclaim (only the message may be missing), or not ours.
+		cur, gerr := c.st.Get(ctx, id)
+		if gerr != nil {
+			return fmt.Errorf("unclaiming %s: %w", id, gerr)
+		}
+		if cur.State != store.StateIdle || cur.RunID != "" || cur.Reason != reason {
+			return fmt.Errorf("unclaiming %s: %w", id, err)
+		}
+		in = store.Instance{}
+	}
+	if err := q.Put(ctx, msg, 0); err != nil {
+		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+	}
+	if in.ID != "" {
+		if err := wake.Notify(ctx, c.reg.ec2, id, in.Version); err != nil {
+			c.log.Warn("release notice not delivered", "instance", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// MessageOf is the pool message of an instance record (Threshold: the record's).
+func MessageOf(in store.Instance) pool.Message {
+	return pool.Message{
+		InstanceID: in.ID, UsageClass: in.UsageClass, InstanceType: in.InstanceType, CPU: in.CPU,
+		MemoryMiB: in.MemoryMiB, ResourceClass: in.ResourceClass, RunnerClass: in.RunnerClass,
+		Scope: in.Scope, Zone: in.Zone, Threshold: in.Threshold,
+	}
+}

@@ -1,0 +1,315 @@
+// The pickup manager against fauxqs through the real SQS client: re-queue with delay, dropped
+// messages, global and local exhaustion, concurrent workers, Return and Close.
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// testQueue creates a pool queue of its own on the shared fauxqs.
+func testQueue(t *testing.T) (*pool.Queue, *sqs.Client) {
+	t.Helper()
+	client := stacktest.Shared(t).SQS()
+	out, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(stacktest.UniqueName(t, "pool"))})
+	if err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+	})
+	return pool.NewQueue(client, aws.ToString(out.QueueUrl)), client
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// msg is a valid pool message: on-demand c6i.large, 2 vCPU, 4 GiB, idle for an hour.
+func msg(id string, edit ...func(*pool.Message)) pool.Message {
+	m := pool.Message{
+		InstanceID: id, UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096,
+		ResourceClass: "medium", Scope: "acme/api", Threshold: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
+	}
+	for _, e := range edit {
+		e(&m)
+	}
+	return m
+}
+
+func put(t *testing.T, q *pool.Queue, ms ...pool.Message) {
+	t.Helper()
+	for _, m := range ms {
+		if err := q.Put(t.Context(), m, 0); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
+}
+
+// drain receives and deletes everything visible now, returning the bodies.
+func drain(t *testing.T, client *sqs.Client, q *pool.Queue) []string {
+	t.Helper()
+	var bodies []string
+	for {
+		out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL()), MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatalf("ReceiveMessage: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			sort.Strings(bodies)
+			return bodies
+		}
+		for _, m := range out.Messages {
+			bodies = append(bodies, aws.ToString(m.Body))
+			if _, err := client.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.URL()), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatalf("DeleteMessage: %v", err)
+			}
+		}
+	}
+}
+
+func encode(t *testing.T, ms ...pool.Message) []string {
+	t.Helper()
+	var out []string
+	for _, m := range ms {
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPickupRequeuesMisfitsWithDelay(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	match := msg("i-00000000000000001")
+	spot := msg("i-00000000000000002", func(m *pool.Message) { m.UsageClass = "spot" })
+	small := msg("i-00000000000000003", func(m *pool.Message) { m.CPU = 1 })
+	put(t, q, spot, match, small)
+
+	p := pool.NewPickup(q, pool.Filter{UsageClass: "on-demand", MinCPU: 2},
+		pool.PickupOptions{MisfitDelay: 4 * time.Second, MaxMessages: 10, Logger: quiet})
+	got, err := p.Next(t.Context())
+	if err != nil || got.InstanceID != match.InstanceID {
+		t.Fatalf("Next = %s, %v; want %s", got.InstanceID, err, match.InstanceID)
+	}
+	if got, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
+		t.Fatalf("second Next = %s, %v; want ErrExhausted (the misfits are delayed)", got.InstanceID, err)
+	}
+	// Not visible right after the re-queue...
+	if now := drain(t, client, q); len(now) != 0 {
+		t.Fatalf("misfits visible at once: %v", now)
+	}
+	// ...but back, with their exact bodies, after the delay.
+	var back []string
+	deadline := time.Now().Add(15 * time.Second)
+	for len(back) < 2 && time.Now().Before(deadline) {
+		back = append(back, drain(t, client, q)...)
+		time.Sleep(200 * time.Millisecond)
+	}
+	sort.Strings(back)
+	if want := encode(t, spot, small); !slices.Equal(back, want) {
+		t.Errorf("re-queued bodies = %v, want %v", back, want)
+	}
+	st := p.Stats()
+	if st.Matched != 1 || st.Requeued != 2 || st.Received != 3 || st.Exhausted != pool.ExhaustedGlobal {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestPickupDropsExpiredAndBadMessages(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	for _, body := range []string{
+		`not json`,
+		`{"instanceId":"i-00000000000000009","usageClass":"spot","instanceType":"c6i.large","cpu":2,"memoryMiB":1,"threshold":"2099-01-01T00:00:00Z","extra":1}`,
+		`{"instanceId":"x-1","usageClass":"spot","instanceType":"c6i.large","threshold":"2099-01-01T00:00:00Z"}`,
+	} {
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(q.URL()), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expired := msg("i-00000000000000004", func(m *pool.Message) { m.Threshold = time.Now().Add(-time.Minute) })
+	good := msg("i-00000000000000005")
+	put(t, q, expired, good)
+
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{Logger: quiet})
+	got, err := p.Next(t.Context())
+	if err != nil || got.InstanceID != good.InstanceID {
+		t.Fatalf("Next = %s, %v; want %s", got.InstanceID, err, good.InstanceID)
+	}
+	if _, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
+		t.Fatalf("second Next: %v, want ErrExhausted", err)
+	}
+	if left := drain(t, client, q); len(left) != 0 {
+		t.Errorf("dropped messages came back: %v", left)
+	}
+	st := p.Stats()
+	if st.DroppedBad != 3 || st.DroppedExpired != 1 || st.Dropped() != 4 || st.Requeued != 0 || st.Matched != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestPickupGlobalExhaustion(t *testing.T) {
+	t.Parallel()
+	q, _ := testQueue(t)
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{Logger: quiet})
+	for range 3 {
+		if _, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
+			t.Fatalf("Next on an empty pool: %v, want ErrExhausted", err)
+		}
+	}
+	// Exhaustion is final for the request: one receive, not one per call.
+	if st := p.Stats(); st.Exhausted != pool.ExhaustedGlobal || st.Receives != 1 {
+		t.Errorf("stats = %+v, want global exhaustion after 1 receive", st)
+	}
+}
+
+func TestPickupLocalExhaustion(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	a := msg("i-0000000000000000a", func(m *pool.Message) { m.UsageClass = "spot" })
+	b := msg("i-0000000000000000b", func(m *pool.Message) { m.UsageClass = "spot" })
+	put(t, q, a, b)
+
+	// No re-queue delay: the misfits come straight back, so only the seen count ends the loop.
+	p := pool.NewPickup(q, pool.Filter{UsageClass: "on-demand"}, pool.PickupOptions{MisfitDelay: -1, MaxSeen: 3, Logger: quiet})
+	if got, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
+		t.Fatalf("Next = %s, %v; want ErrExhausted", got.InstanceID, err)
+	}
+	st := p.Stats()
+	if st.Exhausted != pool.ExhaustedLocal || st.Matched != 0 || st.Requeued != st.Received || st.Received < 3 || st.Received > 5 {
+		t.Errorf("stats = %+v, want local exhaustion after 3-5 misfits, all re-queued", st)
+	}
+	if left, want := drain(t, client, q), encode(t, a, b); !slices.Equal(left, want) {
+		t.Errorf("pool after exhaustion = %v, want the two misfits %v", left, want)
+	}
+}
+
+func TestPickupConcurrentWorkersNeverShareAMessage(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []int{1, 10} {
+		t.Run(fmt.Sprintf("MaxMessages=%d", batch), func(t *testing.T) {
+			t.Parallel()
+			q, _ := testQueue(t)
+			var want []string
+			for i := range 50 {
+				m := msg(fmt.Sprintf("i-%017x", 0x1000+i))
+				want = append(want, m.InstanceID)
+				put(t, q, m)
+			}
+			p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{MaxMessages: batch, EmptyReceives: 2, Logger: quiet})
+			var mu sync.Mutex
+			var got []string
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					for {
+						m, err := p.Next(t.Context())
+						if errors.Is(err, pool.ErrExhausted) {
+							return
+						}
+						if err != nil {
+							t.Errorf("Next: %v", err)
+							return
+						}
+						mu.Lock()
+						got = append(got, m.InstanceID)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			sort.Strings(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("handed out %d messages %v, want each of the 50 exactly once", len(got), got)
+			}
+			if st := p.Stats(); st.Matched != 50 || st.Duplicates != 0 {
+				t.Errorf("stats = %+v", st)
+			}
+		})
+	}
+}
+
+func TestPickupReturnAndClose(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	ms := []pool.Message{msg("i-00000000000000021"), msg("i-00000000000000022"), msg("i-00000000000000023")}
+	put(t, q, ms...)
+
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{MaxMessages: 10, Logger: quiet})
+	first, err := p.Next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cancelled caller still gets its candidate back in the pool.
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.Return(cancelled, first); err != nil {
+		t.Fatalf("Return: %v", err)
+	}
+	// Close puts back what was received but never handed out, and ends the pickup.
+	if err := p.Close(t.Context()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
+		t.Errorf("Next after Close: %v, want ErrExhausted", err)
+	}
+	var back []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(back) < 3 && time.Now().Before(deadline) {
+		back = append(back, drain(t, client, q)...)
+	}
+	sort.Strings(back)
+	if want := encode(t, ms...); !slices.Equal(back, want) {
+		t.Errorf("pool after Return and Close = %v, want %v", back, want)
+	}
+}
+
+// One worker's batch must reach the others: a worker whose receive comes back empty while
+// another still sorts the batch it received waits for it instead of calling the pool exhausted.
+func TestPickupEmptyReceiveWaitsForABatchInFlight(t *testing.T) {
+	t.Parallel()
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			t.Parallel()
+			q, _ := testQueue(t)
+			put(t, q, msg("i-00000000000000031"), msg("i-00000000000000032"), msg("i-00000000000000033"))
+			p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{MaxMessages: 3, Logger: quiet})
+			var got sync.Map
+			var wg sync.WaitGroup
+			for w := range 3 {
+				wg.Go(func() {
+					m, err := p.Next(t.Context())
+					if err != nil {
+						t.Errorf("worker %d: %v", w, err)
+						return
+					}
+					got.Store(m.InstanceID, w)
+				})
+			}
+			wg.Wait()
+			n := 0
+			got.Range(func(_, _ any) bool { n++; return true })
+			if n != 3 {
+				t.Errorf("%d distinct candidates handed to 3 workers, want 3 (stats %+v)", n, p.Stats())
+			}
+		})
+	}
+}

@@ -1,0 +1,20 @@
+package pool
+
+import "fmt"
+
+// Resolver finds the pool queue of a runner class.
+type Resolver interface {
+	Queue(runnerClass string) (*Queue, error)
+}
+
+// StaticResolver maps runner class names to queues.
+type StaticResolver map[string]*Queue
+
+// Queue returns the queue of the runner class or an error naming it.
+func (r StaticResolver) Queue(runnerClass string) (*Queue, error) {
+	q, ok := r[runnerClass]
+	if !ok {
+		return nil, fmt.Errorf("no pool queue for runner class %q", runnerClass)
+	}
+	return q, nil
+}
