@@ -21,8 +21,6 @@ type instanceTypeInfo struct {
 	Price        float64 // on-demand USD per hour; orders attribute-based selections
 }
 
-func (t *instanceTypeInfo) family() string { f, _, _ := strings.Cut(t.Name, "."); return f }
-
 // catalog holds the types, sorted by name; catalogByName indexes it.
 var catalog, catalogByName = buildCatalog()
 

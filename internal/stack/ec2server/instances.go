@@ -111,7 +111,8 @@ func (s *Server) setStateLocked(in *instance, state string, delay time.Duration,
 		s.closeIMDSLocked(in)
 	}
 	if state == statePending {
-		in.reason, in.stateReason = "", nil
+		// EC2 reports the time of the latest start as the launch time.
+		in.reason, in.stateReason, in.launchTime = "", nil, now
 	}
 }
 
@@ -180,6 +181,19 @@ func (s *Server) launchLocked(spec launchSpec, index int, now time.Time) *instan
 	}
 	if in.lifecycle == "" {
 		in.lifecycle = "on-demand"
+	}
+	// The metadata options EC2 reports when none were requested (IMDSv2 required, as on
+	// current AMIs; this server's IMDS requires tokens whatever the setting).
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&in.metadata.httpTokens, "required")
+	def(&in.metadata.httpEndpoint, "enabled")
+	def(&in.metadata.instanceMetadataTags, "disabled")
+	if in.metadata.hopLimit == 0 {
+		in.metadata.hopLimit = 2
 	}
 	s.instances[in.id] = in
 	return in

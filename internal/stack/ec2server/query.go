@@ -78,22 +78,6 @@ func (p *params) number(key string, def float64) float64 {
 	return f
 }
 
-// boolean reads key as true/false; set reports whether it was present.
-func (p *params) boolean(key string) (val, set bool) {
-	s, ok := p.v[key]
-	if !ok || len(s) == 0 {
-		return false, false
-	}
-	switch strings.ToLower(strings.TrimSpace(s[0])) {
-	case "true":
-		return true, true
-	case "false":
-		return false, true
-	}
-	p.fail(invalidValue("Invalid value '%s' for %s. Expected a boolean.", s[0], key))
-	return false, true
-}
-
 // under returns the sorted keys that start with prefix.
 func (p *params) under(prefix string) []string {
 	lo := sort.SearchStrings(p.keys, prefix)

@@ -21,7 +21,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -71,9 +70,9 @@ type RuntimeInstance struct {
 // InstanceView is a read-only snapshot of one instance, for tests.
 type InstanceView struct {
 	ID, ImageID, InstanceType, AvailabilityZone, SubnetID, PrivateIP string
-	State                                                            string // pending, running, shutting-down, terminated, stopping, stopped
-	Lifecycle                                                        string // "spot" or "on-demand"
-	LaunchTime                                                       time.Time
+	State                                                            string    // pending, running, shutting-down, terminated, stopping, stopped
+	Lifecycle                                                        string    // "spot" or "on-demand"
+	LaunchTime                                                       time.Time // latest launch or start, as EC2 reports it
 	Tags                                                             map[string]string
 	UserData                                                         string // decoded
 	FleetID                                                          string // set when launched by CreateFleet
@@ -104,6 +103,7 @@ type Server struct {
 	images        map[string]string // image id -> architecture (SetImage)
 	capacity      map[capacityKey]int
 	throttle      float64
+	throttleDebt  float64
 	latency       time.Duration
 	faults        map[string][]*apiError
 	calls         map[string]int
@@ -271,10 +271,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.calls[action]++
-	latency, throttle := s.latency, s.throttle
+	latency := s.latency
 	var fault *apiError
 	if q := s.faults[action]; len(q) > 0 {
 		fault, s.faults[action] = q[0], q[1:]
+	}
+	// Throttling is spread evenly rather than drawn at random, so that a run's API-call counts
+	// are reproducible: at 0.5 every second call is refused.
+	throttled := false
+	if s.throttle > 0 {
+		s.throttleDebt += s.throttle
+		if s.throttleDebt >= 1 {
+			s.throttleDebt--
+			throttled = true
+		}
 	}
 	s.mu.Unlock()
 
@@ -289,7 +299,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, requestID, fault)
 		return
 	}
-	if throttle > 0 && mrand.Float64() < throttle {
+	if throttled {
 		writeError(w, requestID, &apiError{Status: http.StatusServiceUnavailable, Code: "RequestLimitExceeded",
 			Message: "Request limit exceeded."})
 		return
@@ -345,11 +355,13 @@ func (s *Server) invoke(action string, h handler, p *params, requestID, cacheKey
 // ---- fault and test hooks ----
 
 // SetThrottle makes that fraction (0..1) of calls fail with RequestLimitExceeded (HTTP 503),
-// which the SDK's standard retryer retries.
+// which the SDK's standard retryer retries. The refusals are spread evenly over the calls
+// (deterministic), not drawn at random.
 func (s *Server) SetThrottle(fraction float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.throttle = min(max(fraction, 0), 1)
+	s.throttleDebt = 0
 }
 
 // SetCapacity allows at most n more instances of instanceType in zone to be launched or

@@ -266,7 +266,7 @@ func (s *Server) createLaunchTemplate(p *params) (response, *apiError) {
 	}
 	if !templateNameRE.MatchString(name) {
 		return nil, &apiError{Status: 400, Code: "InvalidLaunchTemplateName.MalformedException",
-			Message: "A launch template name must be between 3 and 128 characters, and may contain letters, numbers, and the following characters: - ( ) . / _.'"}
+			Message: "A launch template name must be between 3 and 128 characters, and may contain letters, numbers, and the following characters: - ( ) . / _"}
 	}
 	if _, ok := s.templateNames[name]; ok {
 		return nil, &apiError{Status: 400, Code: "InvalidLaunchTemplateName.AlreadyExistsException",

@@ -149,6 +149,24 @@ func TestLaunchTemplates(t *testing.T) {
 		})
 	}
 
+	for _, name := range []string{"pool-b", "pool-c", "pool-d"} {
+		createTemplate(t, ctx, c, name)
+	}
+	var names []string
+	pg := ec2.NewDescribeLaunchTemplatesPaginator(c, &ec2.DescribeLaunchTemplatesInput{MaxResults: aws.Int32(3)})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lt := range page.LaunchTemplates {
+			names = append(names, aws.ToString(lt.LaunchTemplateName))
+		}
+	}
+	if diff := cmp.Diff([]string{"pool-linux", "pool-b", "pool-c", "pool-d"}, names); diff != "" {
+		t.Errorf("paged templates (-want +got):\n%s", diff)
+	}
+
 	del, err := c.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String("pool-linux")})
 	if err != nil {
 		t.Fatal(err)
