@@ -118,7 +118,18 @@ func (c *child) waitReady(ctx context.Context, timeout time.Duration, extraOut i
 		// A 4xx answer means the server is up and refuses the probe: waiting will not help.
 		var re *awshttp.ResponseError
 		if errors.As(err, &re) && re.HTTPStatusCode() >= 400 && re.HTTPStatusCode() < 500 {
-			return fmt.Errorf("%s refused %s: %w", c.spec.name, c.spec.probeName, err)
+			refused := fmt.Errorf("%s refused %s: %w", c.spec.name, c.spec.probeName, err)
+			if c.spec.port != 0 {
+				return refused
+			}
+			// On a free port the answer may come from another process that took the port between
+			// our probe and the child's bind: then the child is about to exit with a bind error, and
+			// the restart below moves it to another port.
+			select {
+			case <-c.exited:
+			case <-time.After(3 * time.Second):
+				return refused
+			}
 		}
 
 		select {
