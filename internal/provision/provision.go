@@ -1,0 +1,292 @@
+// Package provision is the provision orchestrator (seed 000): a workflow run asks for N runners;
+// selection claims what it can from the run's pool (package claim), creation launches the rest with
+// one instant fleet (package fleet) and writes their records straight away, fleet validation waits
+// for every created instance to register, and post-provision either promotes everything to running
+// or undoes it: selected instances go back to the pool and created ones are terminated
+// (unsuccessful), or, on an error nobody planned for, everything is terminated (dump).
+//
+// A provision is idempotent per run: the run record (repository id, run id, attempt) is created
+// first, and asking again returns what the first provision did, never a second set of runners.
+//
+// The records of a provision belong to its run key (store.RunKey), not to the bare GitHub run id:
+// a re-run attempt has the same GitHub run id and must not share records with the first attempt.
+// Release and status therefore look records up by Result.RunKey. The runners' GitHub label is the
+// GitHub run id (Result.Label), so `runs-on: ${{ github.run_id }}` works.
+package provision
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+)
+
+// EC2API is the part of the EC2 client provision uses directly: terminating an instance whose
+// record could not be written (everything else goes through fleet and claim).
+type EC2API interface {
+	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// Run statuses, as stored on the run record.
+const (
+	StatusProvisioning = "provisioning"
+	StatusSucceeded    = "succeeded"
+	StatusFailed       = "failed"
+)
+
+// Sources of a runner.
+const (
+	SourceReused  = "reused"
+	SourceCreated = "created"
+)
+
+// Undo actions.
+const (
+	ActionReturned   = "returned-to-pool"
+	ActionTerminated = "terminated"
+)
+
+// RunnerLabel is the label every runnerpool runner carries besides its run's label.
+const RunnerLabel = "runnerpool"
+
+var (
+	// ErrFailed: the provision ran and did not get the runners; Result says why and what was undone.
+	ErrFailed = errors.New("provision failed")
+	// ErrInProgress: another provision of the same run is still running after InProgressWait.
+	ErrInProgress = errors.New("provision still in progress")
+)
+
+// Runner is one runner of a successful provision.
+type Runner struct {
+	InstanceID   string `json:"instanceId"`
+	InstanceType string `json:"instanceType"`
+	UsageClass   string `json:"usageClass"`
+	Zone         string `json:"zone,omitempty"`
+	Source       string `json:"source"` // SourceReused or SourceCreated (warm pools will add "started")
+}
+
+// Undone is an instance a provision gave back or terminated.
+type Undone struct {
+	InstanceID string `json:"instanceId"`
+	Action     string `json:"action"` // ActionReturned or ActionTerminated
+	Reason     string `json:"reason"`
+	// Error is set when the undo itself failed part-way; the record was expired first (or the
+	// instance terminated directly), so refresh finishes the job.
+	Error string `json:"error,omitempty"`
+}
+
+// Timing is where a provision's time went (control plane plus the waits it contains).
+type Timing struct {
+	Select   time.Duration `json:"select"`
+	Create   time.Duration `json:"create"`
+	Validate time.Duration `json:"validate"`
+	Post     time.Duration `json:"post"`
+	Total    time.Duration `json:"total"`
+}
+
+// Result is what a provision did. It is stored on the run record and returned again for repeated
+// requests of the same run.
+type Result struct {
+	RunKey  string   `json:"runKey"` // the records' owner: release and status use it
+	Label   string   `json:"label"`  // the runners' unique label: the GitHub run id
+	Status  string   `json:"status"` // StatusSucceeded or StatusFailed
+	Runners []Runner `json:"runners,omitempty"`
+	Undone  []Undone `json:"undone,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	// Outcome says which path a failure took: "unsuccessful" (selected returned, created
+	// terminated) or "dump" (everything terminated).
+	Outcome string `json:"outcome,omitempty"`
+	Timing  Timing `json:"timing"`
+}
+
+// Options tune a Provisioner.
+type Options struct {
+	// PollInterval is how often a repeated request re-reads the run record (default 250 ms).
+	PollInterval time.Duration
+	// RollbackTimeout bounds undoing a provision after its context ended (default 2 min).
+	RollbackTimeout time.Duration
+	// Concurrency bounds parallel record writes, registrations and undos (default 16).
+	Concurrency int
+	// Pickup tunes the pickup manager of each selection (package pool's defaults when zero).
+	Pickup pool.PickupOptions
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Provisioner provisions runners. It is safe for concurrent use, and several Provisioners (one
+// per reconciler replica) may serve the same table and queues.
+type Provisioner struct {
+	st      *store.Store
+	claimer *claim.Claimer
+	reg     *claim.Registrar
+	fleet   *fleet.Fleet
+	ec2     EC2API
+	cfg     Config
+	cfgErr  error
+	opts    Options
+	log     *slog.Logger
+}
+
+// New returns a Provisioner. A configuration error is reported by every Provision call.
+func New(st *store.Store, claimer *claim.Claimer, reg *claim.Registrar, fl *fleet.Fleet, ec2 EC2API, cfg Config, opts Options) *Provisioner {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 250 * time.Millisecond
+	}
+	if opts.RollbackTimeout <= 0 {
+		opts.RollbackTimeout = 2 * time.Minute
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 16
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Provisioner{
+		st: st, claimer: claimer, reg: reg, fleet: fl, ec2: ec2,
+		cfg: cfg.withDefaults(), cfgErr: cfg.Validate(), opts: opts, log: opts.Logger,
+	}
+}
+
+// Provision gets req.Count runners for the run, or none. On success the Result lists the runners
+// and the error is nil. When the provision ran and failed, the Result says what was undone and the
+// error wraps ErrFailed (and the cause, for errors.As, when this call ran it). An invalid request
+// is ErrInvalid with nothing written. A repeated request of the same run returns the first one's
+// Result (waiting, bounded, while it is still running).
+func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error) {
+	if p.cfgErr != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalid, p.cfgErr)
+	}
+	if err := req.Validate(p.cfg); err != nil {
+		return Result{}, err
+	}
+	key := store.RunKey(req.RepositoryID, req.RunID, req.Attempt)
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, fmt.Errorf("encoding request of run %s: %w", key, err)
+	}
+	run, created, err := p.st.CreateRun(ctx, store.Run{
+		Key: key, RepositoryID: req.RepositoryID, Repository: req.Repository, RunID: req.RunID,
+		Attempt: req.Attempt, Status: StatusProvisioning, Request: body,
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("recording run %s: %w", key, err)
+	}
+	if !created {
+		return p.existing(ctx, run)
+	}
+
+	log := p.log.With("run", key)
+	res, cause := p.provision(ctx, req, key, log)
+	res.RunKey, res.Label = key, req.RunID
+	if serr := p.storeResult(ctx, run, res); serr != nil {
+		// The instances are in their final states; only the answer to a repeated request is lost
+		// (it will report the provision as still in progress).
+		log.Error("provision result not stored", "err", serr)
+		if cause == nil {
+			return res, serr
+		}
+	}
+	if cause != nil {
+		return res, fmt.Errorf("%w: run %s: %w", ErrFailed, key, cause)
+	}
+	return res, nil
+}
+
+// storeResult writes the result to the run record, even when ctx ended.
+func (p *Provisioner) storeResult(ctx context.Context, run store.Run, res Result) error {
+	body, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encoding result of run %s: %w", run.Key, err)
+	}
+	run.Status, run.Result = res.Status, body
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	var last error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		}
+		if _, last = p.st.UpdateRun(dctx, run, run.Version); last == nil || errors.Is(last, store.ErrConflict) {
+			break
+		}
+	}
+	if last != nil {
+		return fmt.Errorf("storing result of run %s: %w", run.Key, last)
+	}
+	return nil
+}
+
+// existing serves a repeated request: the stored result, once the first provision finished. A
+// provision still running InProgressWait after it started is taken as abandoned (its replica
+// died; refresh expires what it held) and reported as ErrInProgress at once.
+func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, error) {
+	wait := p.cfg.InProgressWait - p.opts.Now().Sub(run.CreatedAt)
+	if run.Status == StatusProvisioning && wait <= 0 {
+		return Result{}, fmt.Errorf("run %s: %w since %s: the provision was abandoned", run.Key, ErrInProgress, run.CreatedAt.Format(time.RFC3339))
+	}
+	deadline := time.NewTimer(max(wait, 0))
+	defer deadline.Stop()
+	tick := time.NewTicker(p.opts.PollInterval)
+	defer tick.Stop()
+	for run.Status == StatusProvisioning {
+		select {
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("waiting for the provision of run %s: %w", run.Key, ctx.Err())
+		case <-deadline.C:
+			return Result{}, fmt.Errorf("run %s: %w after %s", run.Key, ErrInProgress, p.cfg.InProgressWait)
+		case <-tick.C:
+		}
+		r, err := p.st.GetRun(ctx, run.Key)
+		if err != nil {
+			return Result{}, fmt.Errorf("reading run %s: %w", run.Key, err)
+		}
+		run = r
+	}
+	var res Result
+	if err := json.Unmarshal(run.Result, &res); err != nil {
+		return Result{}, fmt.Errorf("run %s: stored result: %w", run.Key, err)
+	}
+	if res.Status != StatusSucceeded {
+		return res, fmt.Errorf("%w: run %s: %s", ErrFailed, run.Key, res.Error)
+	}
+	return res, nil
+}
+
+// clientToken makes the run's CreateFleet idempotent (at most 64 characters).
+func clientToken(key string) string {
+	sum := sha256.Sum256([]byte("runnerpool-fleet/" + key))
+	return "rp-" + hex.EncodeToString(sum[:24])
+}
+
+// launchSpec is the runner class's launch spec with the tags that make every instance traceable
+// to this deployment and run from the moment it exists.
+func (p *Provisioner) launchSpec(rc RunnerClass, key string) fleet.LaunchSpec {
+	spec := rc.Launch
+	spec.Tags = maps.Clone(rc.Launch.Tags)
+	if spec.Tags == nil {
+		spec.Tags = map[string]string{}
+	}
+	spec.Tags[tags.Deployment] = p.cfg.DeploymentID
+	spec.Tags[tags.RunnerClass] = rc.Name
+	spec.Tags[tags.RunID] = key
+	if _, ok := spec.Tags[tags.Name]; !ok {
+		spec.Tags[tags.Name] = "runnerpool-" + rc.Name
+	}
+	return spec
+}

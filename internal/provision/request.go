@@ -1,0 +1,224 @@
+// The provision request, its validation and the configuration it is checked against.
+package provision
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+)
+
+// MaxCount is the most runners one provision asks for.
+const MaxCount = 50
+
+// Defaults of Config.
+const (
+	DefaultCreatedTimeout   = 5 * time.Minute
+	DefaultRegistrationWait = 180 * time.Second
+	DefaultMaxRuntime       = 6 * time.Hour
+)
+
+// ErrInvalid marks a request (or configuration) that was refused before anything was read or
+// written.
+var ErrInvalid = errors.New("invalid provision request")
+
+// ResourceClass is a named size: the vCPUs and memory a runner of that class has at least.
+type ResourceClass struct {
+	CPU       int
+	MemoryMiB int
+}
+
+// RunnerClass is where runners of a kind come from: their pool queue and how to launch more.
+type RunnerClass struct {
+	Name   string
+	Queue  *pool.Queue
+	Launch fleet.LaunchSpec
+	// MaxRuntime is the running threshold of a provisioned runner (default 6 h).
+	MaxRuntime time.Duration
+	// IdleTime is how long a released runner may stay idle in the pool (used by release).
+	IdleTime time.Duration
+}
+
+// Config is a deployment's provisioning configuration.
+type Config struct {
+	ResourceClasses    map[string]ResourceClass
+	RunnerClasses      map[string]RunnerClass
+	DefaultRunnerClass string
+	// DeploymentID is tagged on every instance launched, so destructive sweeps only touch ours.
+	DeploymentID string
+	// CreatedTimeout is the threshold of the created state (default 5 min).
+	CreatedTimeout time.Duration
+	// RegistrationWait bounds fleet validation: how long created instances have to register
+	// (default 180 s).
+	RegistrationWait time.Duration
+	// RunningThreshold is the running deadline; zero: the runner class's MaxRuntime.
+	RunningThreshold time.Duration
+	// InProgressWait bounds how long a repeated request waits for the first provision of the same
+	// run to finish (default CreatedTimeout + RegistrationWait + 1 min).
+	InProgressWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.CreatedTimeout <= 0 {
+		c.CreatedTimeout = DefaultCreatedTimeout
+	}
+	if c.RegistrationWait <= 0 {
+		c.RegistrationWait = DefaultRegistrationWait
+	}
+	if c.InProgressWait <= 0 {
+		c.InProgressWait = c.CreatedTimeout + c.RegistrationWait + time.Minute
+	}
+	return c
+}
+
+// Validate reports what is wrong with a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DeploymentID == "" {
+		errs = append(errs, errors.New("deployment id is empty"))
+	}
+	if len(c.RunnerClasses) == 0 {
+		errs = append(errs, errors.New("no runner classes"))
+	}
+	for name, rc := range c.RunnerClasses {
+		switch {
+		case rc.Queue == nil:
+			errs = append(errs, fmt.Errorf("runner class %q has no pool queue", name))
+		case rc.Launch.LaunchTemplateID == "" || len(rc.Launch.Subnets) == 0:
+			errs = append(errs, fmt.Errorf("runner class %q needs a launch template and at least one subnet", name))
+		}
+	}
+	if c.DefaultRunnerClass != "" {
+		if _, ok := c.RunnerClasses[c.DefaultRunnerClass]; !ok {
+			errs = append(errs, fmt.Errorf("default runner class %q is not configured", c.DefaultRunnerClass))
+		}
+	}
+	for name, r := range c.ResourceClasses {
+		if r.CPU < 0 || r.MemoryMiB < 0 {
+			errs = append(errs, fmt.Errorf("resource class %q has negative cpu or memory", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("provision configuration: %w", err)
+	}
+	return nil
+}
+
+// Request is one workflow run's provision.
+type Request struct {
+	RepositoryID string // GitHub's numeric repository id (from the OIDC token)
+	Repository   string // owner/name: the scope the runners register for
+	RunID        string // GitHub's run id; the runners' label
+	Attempt      int    // the run attempt, from 1
+	Count        int    // runners wanted, 1 to MaxCount
+	UsageClass   string // "spot" or "on-demand" (empty: on-demand)
+	// InstanceTypes are allowed-instance-types patterns such as "c*" or "m6i.large"; at least one.
+	InstanceTypes []string
+	// ResourceClass names a configured size; or give CPU and MemoryMiB (minimums), not both.
+	ResourceClass      string
+	CPU, MemoryMiB     int
+	RunnerClass        string // empty: the configured default
+	AllowBurstable     bool
+	FallbackToOnDemand bool // a spot request may launch on-demand when spot capacity is short
+}
+
+// maxIDLen bounds the identifiers of a request; GitHub's ids are far shorter.
+const maxIDLen = 64
+
+// Validate reports every problem of the request, each in words a workflow author can act on.
+func (r Request) Validate(cfg Config) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	ident := func(name, v string) {
+		switch {
+		case v == "":
+			bad("%s is required", name)
+		case len(v) > maxIDLen || strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c == 0x7f || c == ':' }):
+			bad("%s %q: want at most %d printable characters without spaces or ':'", name, v, maxIDLen)
+		}
+	}
+	ident("repository id", r.RepositoryID)
+	ident("run id", r.RunID)
+	if owner, name, ok := strings.Cut(r.Repository, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") ||
+		strings.ContainsFunc(r.Repository, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		bad("repository %q: want owner/name", r.Repository)
+	}
+	if r.Attempt < 1 {
+		bad("attempt %d: must be at least 1", r.Attempt)
+	}
+	if r.Count < 1 || r.Count > MaxCount {
+		bad("instance count %d: must be between 1 and %d", r.Count, MaxCount)
+	}
+	if r.UsageClass != "" && r.UsageClass != fleet.Spot && r.UsageClass != fleet.OnDemand {
+		bad("usage class %q: must be %q or %q", r.UsageClass, fleet.Spot, fleet.OnDemand)
+	}
+	if err := instancetype.ValidatePatterns(r.InstanceTypes); err != nil {
+		errs = append(errs, err)
+	}
+	if r.CPU < 0 {
+		bad("cpu %d: must not be negative", r.CPU)
+	}
+	if r.MemoryMiB < 0 {
+		bad("memory %d MiB: must not be negative", r.MemoryMiB)
+	}
+	if r.ResourceClass != "" {
+		if _, ok := cfg.ResourceClasses[r.ResourceClass]; !ok {
+			bad("resource class %q is not configured (known: %s)", r.ResourceClass, names(cfg.ResourceClasses))
+		}
+		if r.CPU != 0 || r.MemoryMiB != 0 {
+			bad("give a resource class or cpu and memory, not both")
+		}
+	}
+	if rc := r.runnerClass(cfg); rc == "" {
+		bad("runner class: none given and no default configured")
+	} else if _, ok := cfg.RunnerClasses[rc]; !ok {
+		bad("runner class %q is not configured (known: %s)", rc, names(cfg.RunnerClasses))
+	}
+	if r.FallbackToOnDemand && r.UsageClass != fleet.Spot {
+		bad("fallback to on-demand only applies to usage class spot")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (r Request) runnerClass(cfg Config) string {
+	if r.RunnerClass != "" {
+		return r.RunnerClass
+	}
+	return cfg.DefaultRunnerClass
+}
+
+func (r Request) usageClass() string {
+	if r.UsageClass == "" {
+		return fleet.OnDemand
+	}
+	return r.UsageClass
+}
+
+// size is the minimum vCPUs and memory the request asks for.
+func (r Request) size(cfg Config) (cpu, mem int) {
+	if r.ResourceClass != "" {
+		rc := cfg.ResourceClasses[r.ResourceClass]
+		return rc.CPU, rc.MemoryMiB
+	}
+	return r.CPU, r.MemoryMiB
+}
+
+func names[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}

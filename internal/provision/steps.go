@@ -1,0 +1,381 @@
+// The steps of one provision: selection, creation, fleet validation, and post-provision (success,
+// unsuccessful, dump).
+package provision
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// job is one provision in progress: what it was asked, and every instance it holds.
+type job struct {
+	req    Request
+	key    string
+	rc     RunnerClass
+	labels []string
+	log    *slog.Logger
+
+	res     Result
+	claimed []claim.Claimed  // selected: claimed for the run
+	created []store.Instance // created: launched, with a record written
+	mu      sync.Mutex       // guards res.Undone
+}
+
+func (j *job) undone(u Undone) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.res.Undone = append(j.res.Undone, u)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// provision runs the steps. The Result it returns is final: every instance the job touched is
+// running for the run, back in the pool, or terminated (or expired for refresh to terminate).
+func (p *Provisioner) provision(ctx context.Context, req Request, key string, log *slog.Logger) (Result, error) {
+	start := time.Now()
+	j := &job{
+		req: req, key: key, rc: p.cfg.RunnerClasses[req.runnerClass(p.cfg)],
+		labels: []string{req.RunID, RunnerLabel}, log: log,
+	}
+	err := p.steps(ctx, j)
+	j.res.Timing.Total = time.Since(start)
+	return j.res, err
+}
+
+// steps runs selection, creation, validation and post-provision; the outcome is in j.res.
+func (p *Provisioner) steps(ctx context.Context, j *job) error {
+	req, key, log := j.req, j.key, j.log
+	usage := req.usageClass()
+	cpu, mem := req.size(p.cfg)
+
+	// Selection: claim workers over the runner class's pool.
+	t := time.Now()
+	cres, err := p.claimer.ClaimN(ctx, claim.Request{
+		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
+		Filter: pool.Filter{
+			UsageClass: usage, InstanceTypes: req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
+			ResourceClass: req.ResourceClass, Scope: req.Repository,
+		},
+	})
+	j.claimed = cres.Claimed
+	for _, d := range cres.Discarded {
+		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "failed its checks: " + d.Reason, Error: errString(d.Err)})
+	}
+	j.res.Timing.Select = time.Since(t)
+	if err != nil {
+		if ctx.Err() != nil {
+			return p.unsuccessful(ctx, j, fmt.Errorf("selection: %w", err))
+		}
+		return p.dump(ctx, j, fmt.Errorf("selection: %w", err))
+	}
+	log.Debug("selection done", "claimed", len(j.claimed), "discarded", len(cres.Discarded), "lost", cres.Lost)
+
+	if n := req.Count - len(j.claimed); n > 0 {
+		if err := ctx.Err(); err != nil {
+			return p.unsuccessful(ctx, j, fmt.Errorf("before creation: %w", err))
+		}
+		if err := p.create(ctx, j, n, usage, cpu, mem); err != nil {
+			return p.failed(ctx, j, err)
+		}
+		t = time.Now()
+		err := p.validateFleet(ctx, j)
+		j.res.Timing.Validate = time.Since(t)
+		if err != nil {
+			return p.failed(ctx, j, err)
+		}
+	}
+	return p.succeed(ctx, j)
+}
+
+// stepError classifies a failure: unsuccessful (nothing unexpected happened: no capacity, an
+// instance did not register, the request was cancelled) or not (dump).
+type stepError struct {
+	err          error
+	unsuccessful bool
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func (p *Provisioner) failed(ctx context.Context, j *job, err error) error {
+	var se *stepError
+	if errors.As(err, &se) && se.unsuccessful || ctx.Err() != nil {
+		return p.unsuccessful(ctx, j, err)
+	}
+	return p.dump(ctx, j, err)
+}
+
+// create launches n instances with one fleet and writes their records, then issues their
+// registration credentials.
+func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, cpu, mem int) error {
+	t := time.Now()
+	defer func() { j.res.Timing.Create = time.Since(t) }()
+	// The CreateFleet call is not cancelled with the request: once EC2 may have launched
+	// instances, their ids must be read, recorded and (if the request is gone) undone. A call
+	// cut short would leave them to the orphan sweep.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	launched, err := p.fleet.Create(fctx, fleet.Request{
+		Count: n, UsageClass: usage, InstanceTypes: j.req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
+		AllowBurstable: j.req.AllowBurstable, FallbackToOnDemand: j.req.FallbackToOnDemand,
+		ClientToken: clientToken(j.key), Spec: p.launchSpec(j.rc, j.key),
+	})
+	var ice *fleet.InsufficientCapacityError
+	if errors.As(err, &ice) {
+		for e := ice; e != nil; e = e.Fallback {
+			for _, id := range e.Terminated {
+				j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: "partial " + e.UsageClass + " fleet terminated before any record was written"})
+			}
+		}
+	}
+	if ice != nil && len(ice.Unterminated) > 0 {
+		// The partial fleet could not be terminated: record those instances so that they are
+		// terminated below (and by refresh, should that fail too).
+		recs, werr := p.writeRecords(ctx, j, ice.Unterminated, cpu, mem)
+		j.created = append(j.created, recs...)
+		return &stepError{err: fmt.Errorf("creation: %w", errors.Join(err, werr)), unsuccessful: werr == nil}
+	}
+	if err != nil {
+		// Nothing of this fleet is left running: no capacity, a refused request or a call that
+		// failed before EC2 launched anything.
+		return &stepError{err: fmt.Errorf("creation: %w", err), unsuccessful: true}
+	}
+	recs, err := p.writeRecords(ctx, j, launched, cpu, mem)
+	j.created = append(j.created, recs...)
+	if err != nil {
+		return &stepError{err: fmt.Errorf("creation: %w", err)}
+	}
+	j.log.Debug("created", "instances", len(recs))
+	if ctx.Err() != nil {
+		return &stepError{err: fmt.Errorf("creation: %w", ctx.Err()), unsuccessful: true}
+	}
+	// The agent of a created instance reads its record on boot (created, with the run) and then
+	// its registration credential.
+	err = p.each(len(j.created), func(i int) error { return p.reg.IssueFor(ctx, j.created[i], j.req.Repository, j.labels) })
+	if err != nil {
+		return &stepError{err: fmt.Errorf("issuing registrations: %w", err), unsuccessful: ctx.Err() != nil}
+	}
+	return nil
+}
+
+// writeRecords writes a created record for each launched instance, straight after CreateFleet
+// returned and whatever happens to the request's ctx. An instance whose record cannot be written
+// is terminated at once (nothing else would know of it but the orphan sweep). The record carries
+// the request's minimum size rather than the launched type's, so a later pool filter on it never
+// over-promises.
+func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet.Launched, cpu, mem int) ([]store.Instance, error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	threshold := p.opts.Now().Add(p.cfg.CreatedTimeout)
+	recs := make([]store.Instance, len(launched))
+	ok := make([]bool, len(launched))
+	err := p.each(len(launched), func(i int) error {
+		l := launched[i]
+		rec, err := p.st.Create(dctx, store.Instance{
+			ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: threshold,
+			UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: cpu, MemoryMiB: mem,
+			ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
+			Reason: "created for run " + j.key,
+		})
+		if errors.Is(err, store.ErrConflict) {
+			// A retried write whose first attempt landed: the record is ours if it names our run.
+			if got, gerr := p.st.Get(dctx, l.ID); gerr == nil && got.RunID == j.key {
+				rec, err = got, nil
+			}
+		}
+		if err != nil {
+			_, terr := p.ec2.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{l.ID}})
+			j.undone(Undone{InstanceID: l.ID, Action: ActionTerminated, Reason: "record not written: " + err.Error(), Error: errString(terr)})
+			return fmt.Errorf("recording %s: %w", l.ID, err)
+		}
+		recs[i], ok[i] = rec, true
+		return nil
+	})
+	var out []store.Instance
+	for i, r := range recs {
+		if ok[i] {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
+// validateFleet waits for every created instance to register and be alive: all or nothing. The
+// first failure ends the wait for the others.
+func (p *Provisioner) validateFleet(ctx context.Context, j *job) error {
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(j.created))
+	var wg sync.WaitGroup
+	for i, rec := range j.created {
+		wg.Go(func() {
+			errs[i] = p.reg.WaitRegistered(vctx, rec.ID, j.key, p.cfg.RegistrationWait)
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	var checks, others []error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case claim.CheckFailed(err):
+			checks = append(checks, err)
+		case errors.Is(err, context.Canceled) && ctx.Err() == nil:
+			// cancelled because another instance failed
+		default:
+			others = append(others, err)
+		}
+	}
+	if len(checks) > 0 {
+		return &stepError{err: fmt.Errorf("fleet validation: %w", errors.Join(checks...)), unsuccessful: true}
+	}
+	if len(others) > 0 {
+		return &stepError{err: fmt.Errorf("fleet validation: %w", errors.Join(others...)), unsuccessful: ctx.Err() != nil}
+	}
+	return nil
+}
+
+// succeed moves every selected and created instance to running for the run. It finishes even when
+// ctx ends: every instance is verified, and the run record will hold the answer.
+func (p *Provisioner) succeed(ctx context.Context, j *job) error {
+	t := time.Now()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	threshold := p.opts.Now().Add(p.runningThreshold(j.rc))
+	runners := make([]Runner, len(j.claimed)+len(j.created))
+	err := p.each(len(runners), func(i int) error {
+		if i < len(j.claimed) {
+			cl := j.claimed[i]
+			in, err := p.claimer.Promote(dctx, cl, threshold)
+			runners[i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceReused}
+			return err
+		}
+		rec := j.created[i-len(j.claimed)]
+		in, err := p.st.Transition(dctx, rec.ID, store.Change{
+			From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: j.key,
+			Threshold: threshold, Reason: "registered for run " + j.key,
+		})
+		if err != nil {
+			return fmt.Errorf("promoting %s: %w", rec.ID, err)
+		}
+		runners[i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceCreated}
+		return nil
+	})
+	if err != nil {
+		return p.dump(ctx, j, fmt.Errorf("post-provision: %w", err))
+	}
+	slices.SortFunc(runners, func(a, b Runner) int {
+		return cmp.Or(cmp.Compare(sourceRank[a.Source], sourceRank[b.Source]), strings.Compare(a.InstanceID, b.InstanceID))
+	})
+	j.res.Status, j.res.Runners = StatusSucceeded, runners
+	j.res.Timing.Post = time.Since(t)
+	j.log.Info("provisioned", "reused", len(j.claimed), "created", len(j.created))
+	return nil
+}
+
+var sourceRank = map[string]int{SourceReused: 0, SourceCreated: 1}
+
+func (p *Provisioner) runningThreshold(rc RunnerClass) time.Duration {
+	switch {
+	case p.cfg.RunningThreshold > 0:
+		return p.cfg.RunningThreshold
+	case rc.MaxRuntime > 0:
+		return rc.MaxRuntime
+	}
+	return DefaultMaxRuntime
+}
+
+// unsuccessful undoes a provision that could not be completed: selected instances go back to the
+// pool (terminated if that fails), created ones are terminated.
+func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) error {
+	t := time.Now()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	reason := "provision unsuccessful: " + cause.Error()
+	_ = p.each(len(j.claimed), func(i int) error {
+		cl := j.claimed[i]
+		uerr := p.claimer.Unclaim(dctx, cl, time.Time{}, j.rc.Queue)
+		if uerr == nil {
+			j.undone(Undone{InstanceID: cl.Instance.ID, Action: ActionReturned, Reason: reason})
+			return nil
+		}
+		derr := p.reg.Discard(dctx, cl.Instance.ID, j.key, reason)
+		j.undone(Undone{InstanceID: cl.Instance.ID, Action: ActionTerminated,
+			Reason: reason + "; could not go back to the pool: " + uerr.Error(), Error: errString(derr)})
+		return nil
+	})
+	p.discardCreated(dctx, j, reason)
+	j.res.Timing.Post = time.Since(t)
+	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "unsuccessful", cause.Error()
+	j.log.Info("provision unsuccessful", "err", cause, "returned", len(j.claimed), "terminated", len(j.created))
+	return cause
+}
+
+// dump terminates everything the provision selected or created: the safety net for errors
+// nobody planned for, so no instance is left half-provisioned.
+func (p *Provisioner) dump(ctx context.Context, j *job, cause error) error {
+	t := time.Now()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
+	defer cancel()
+	reason := "provision dumped: " + cause.Error()
+	_ = p.each(len(j.claimed), func(i int) error {
+		id := j.claimed[i].Instance.ID
+		derr := p.reg.Discard(dctx, id, j.key, reason)
+		j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: reason, Error: errString(derr)})
+		return nil
+	})
+	p.discardCreated(dctx, j, reason)
+	j.res.Timing.Post = time.Since(t)
+	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "dump", cause.Error()
+	j.log.Error("provision dumped", "err", cause, "claimed", len(j.claimed), "created", len(j.created))
+	return cause
+}
+
+func (p *Provisioner) discardCreated(ctx context.Context, j *job, reason string) {
+	_ = p.each(len(j.created), func(i int) error {
+		id := j.created[i].ID
+		derr := p.reg.Discard(ctx, id, j.key, reason)
+		j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: reason, Error: errString(derr)})
+		return nil
+	})
+}
+
+// each runs f(0..n-1) with at most Concurrency at once and joins the errors.
+func (p *Provisioner) each(n int, f func(i int) error) error {
+	if n == 0 {
+		return nil
+	}
+	errs := make([]error, n)
+	sem := make(chan struct{}, p.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
