@@ -105,6 +105,10 @@ type Change struct {
 	// ExpiredAt, when set, requires the record's threshold to have passed at that time (refresh's
 	// conditional mark: a record renewed since it was read is not terminated).
 	ExpiredAt time.Time
+	// LiveAt, when set, requires the record's threshold to still be ahead of that time: a claim
+	// never takes an instance whose idle deadline passed or that a failed release expired, even if
+	// a stale pool message still names it.
+	LiveAt time.Time
 	// Reason is recorded on the item (why the transition happened).
 	Reason string
 }
@@ -172,11 +176,17 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold passed"
 	}
+	if !c.LiveAt.IsZero() {
+		cond = append(cond, "#threshold > "+u.value(ms(c.LiveAt)))
+		u.names["#threshold"] = attrThreshold
+		want += ", threshold ahead"
+	}
 	return s.update(ctx, id, u, strings.Join(cond, " AND "), want)
 }
 
 // Claim is the atomic idle -> claimed hand-over: it succeeds only if the record is in one of from
-// (idle when none is given) and has no run id, and sets the run id and the claim deadline.
+// (idle when none is given), has no run id and has not expired, and sets the run id and the claim
+// deadline.
 func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
 	if runID == "" {
 		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
@@ -185,7 +195,7 @@ func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time
 		from = []State{StateIdle}
 	}
 	return s.Transition(ctx, id, Change{
-		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID,
+		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID, LiveAt: s.now(),
 		Threshold: threshold, Reason: "claimed by run " + runID,
 	})
 }

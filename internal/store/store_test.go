@@ -168,6 +168,27 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+func TestClaimRefusesExpiredRecord(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}
+	st, _, _ := newStore(t, store.WithClock(clock.Now))
+	ctx := t.Context()
+	idle(t, st, "i-1")
+	idle(t, st, "i-2")
+	// i-1's release timed out: its record was expired while a pool message may still name it.
+	if _, err := st.Expire(ctx, "i-1", "", "deregistration signal timed out"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, "i-1", "run-1", clock.Now().Add(time.Minute)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("claim of an expired record = %v, want ErrConflict", err)
+	}
+	// i-2's idle threshold (an hour) passes.
+	clock.Advance(61 * time.Minute)
+	if _, err := st.Claim(ctx, "i-2", "run-1", clock.Now().Add(time.Minute)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("claim past the idle threshold = %v, want ErrConflict", err)
+	}
+}
+
 func TestRefreshMarkSkipsRenewedRecord(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}

@@ -1,0 +1,96 @@
+// Phases 1 and 2: records past their threshold are marked terminating, then terminated in EC2 and
+// marked terminated.
+//
+// The two steps make termination crash-safe: a record is marked before TerminateInstances is
+// called, so a pass that dies in between leaves the record terminating, and the next pass (which
+// retries every terminating record) finishes the job. The mark is conditional on the state read and
+// on the threshold still having passed, so a record renewed since the read (a claim, a release, a
+// registration) loses nothing.
+
+package refresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+func (r *Refresher) expiry(ctx context.Context, p *pass) {
+	expired, err := r.st.Expired(ctx, p.now)
+	if err != nil {
+		p.fail(PhaseExpiry, fmt.Errorf("listing expired records: %w", err))
+	}
+	terminating, err := r.st.ByState(ctx, store.StateTerminating, time.Time{})
+	if err != nil {
+		p.fail(PhaseExpiry, fmt.Errorf("listing terminating records: %w", err))
+	}
+
+	var toMark []store.Instance
+	for _, rec := range expired {
+		if rec.State == store.StateTerminating {
+			terminating = append(terminating, rec)
+		} else {
+			toMark = append(toMark, rec)
+		}
+	}
+	p.update(func(rep *Report) { rep.Expiry.Expired = len(toMark) })
+
+	marked := map[string]bool{}
+	forEach(r.opts.Concurrency, toMark, func(rec store.Instance) {
+		_, err := r.st.Transition(ctx, rec.ID, store.Change{
+			From: []store.State{rec.State}, To: store.StateTerminating, ExpiredAt: p.now, Reason: "threshold passed",
+		})
+		switch {
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			// Renewed, moved on or gone since the read: not ours to terminate.
+			r.log.DebugContext(ctx, "refresh: record changed since read, left alone", "instance", rec.ID, "error", err)
+			p.update(func(rep *Report) { rep.Expiry.Renewed++ })
+		case err != nil:
+			p.fail(PhaseExpiry, fmt.Errorf("marking %s terminating: %w", rec.ID, err))
+		default:
+			p.update(func(rep *Report) { rep.Expiry.Marked++; marked[rec.ID] = true })
+		}
+	})
+	ids := make([]string, 0, len(marked)+len(terminating))
+	for id := range marked {
+		ids = append(ids, id)
+	}
+	seen := maps.Clone(marked)
+	for _, rec := range terminating {
+		if !seen[rec.ID] {
+			seen[rec.ID] = true
+			ids = append(ids, rec.ID)
+			p.update(func(rep *Report) { rep.Expiry.Retried++ })
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+
+	res := r.terminate(ctx, ids)
+	for _, err := range res.errs {
+		p.fail(PhaseExpiry, err)
+	}
+	p.update(func(rep *Report) {
+		rep.Expiry.TerminateCalls += res.calls
+		rep.Expiry.AlreadyGone = append(rep.Expiry.AlreadyGone, res.gone...)
+	})
+	// The records keep the reason they were marked with (threshold passed, or another component's).
+	forEach(r.opts.Concurrency, append(res.done, res.gone...), func(id string) {
+		_, err := r.st.Transition(ctx, id, store.Change{From: []store.State{store.StateTerminating}, To: store.StateTerminated})
+		switch {
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			// Another component finished it first.
+		case err != nil:
+			p.fail(PhaseExpiry, fmt.Errorf("marking %s terminated (terminated in EC2; retried next pass): %w", id, err))
+		default:
+			p.update(func(rep *Report) { rep.Expiry.Terminated = append(rep.Expiry.Terminated, id) })
+		}
+	})
+}

@@ -1,0 +1,214 @@
+// Phase 5: the pool check. A pool message must stand for an idle instance (DESIGN rule 3); one
+// whose record is gone, no longer idle, past its threshold, malformed or a duplicate is dead and is
+// deleted, so pickups stop paying for it.
+//
+// SQS cannot be read without taking messages: the check receives every message it can (holding
+// them for VisibilityTimeout), judges each against its record, deletes the dead ones, and then makes
+// the live ones visible again at once (ChangeMessageVisibility 0). A live message is never deleted:
+// when its record cannot be read it is kept, and if making it visible fails it reappears by itself
+// when the visibility timeout ends. While the check runs, the messages it holds are invisible to
+// pickups, which is why the timeout is short and the check does one pass per queue. (A pickup
+// deletes what it receives and puts misfits back with a delay; such messages are simply not seen by
+// the check while they are away.)
+
+package refresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// maxReceivesPerQueue bounds one queue's check (10 messages per receive): a pool larger than that is
+// checked in part, the rest in later passes.
+const maxReceivesPerQueue = 1000
+
+func (r *Refresher) pool(ctx context.Context, p *pass) {
+	qs := r.queues()
+	p.update(func(rep *Report) { rep.Pool.Queues = len(qs) })
+	for _, q := range qs {
+		r.checkQueue(ctx, p, q.URL())
+	}
+}
+
+type received struct {
+	id, receipt, body string
+}
+
+func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
+	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
+	keep := map[string]string{} // message id -> latest receipt handle, for messages judged live
+	dropped := map[string]bool{}
+	liveInstance := map[string]bool{} // instances with a kept message (a second one is a duplicate)
+	defer func() { r.release(ctx, p, url, keep) }()
+
+	idle := 0
+	for range maxReceivesPerQueue {
+		out, err := r.opts.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: vis,
+			// WaitTimeSeconds left at 0, the pool queues' setting: a short poll, as pickups use.
+		})
+		if err != nil {
+			p.fail(PhasePool, fmt.Errorf("receiving from %s: %w", url, err))
+			return
+		}
+		var fresh []received
+		for _, m := range out.Messages {
+			id, receipt := aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle)
+			switch {
+			case dropped[id]:
+				// Its delete failed; it stays dead.
+			case keep[id] != "":
+				// Seen before and its visibility lapsed: hold the newest receipt to release it.
+				keep[id] = receipt
+			default:
+				fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
+			}
+		}
+		// A short poll samples a subset of SQS's servers and may come back empty while messages
+		// remain: stop after two receives in a row with nothing new. What is missed is checked by a
+		// later pass (and pickups re-check every record before a claim).
+		if len(fresh) == 0 {
+			if idle++; idle >= 2 {
+				return
+			}
+			continue
+		}
+		idle = 0
+		verdicts := r.judge(ctx, p, fresh)
+		var dead []received
+		for i, m := range fresh {
+			v := verdicts[i]
+			if v.live && !liveInstance[v.instance] {
+				liveInstance[v.instance] = true
+				keep[m.id] = m.receipt
+				continue
+			}
+			if v.live {
+				v.why = "duplicate message of " + v.instance
+			}
+			r.log.InfoContext(ctx, "refresh: dropping pool message", "queue", url, "message", m.id, "reason", v.why)
+			dropped[m.id] = true
+			dead = append(dead, m)
+		}
+		r.deleteMessages(ctx, p, url, dead)
+		p.update(func(rep *Report) { rep.Pool.Checked += len(fresh) })
+	}
+}
+
+type verdict struct {
+	live     bool
+	instance string
+	why      string
+}
+
+// judge decides for each message whether it stands for a live idle instance: from the pass's
+// listing when that says so, else from a consistent read of the record (reads run in parallel).
+func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdict {
+	out := make([]verdict, len(msgs))
+	idx := make([]int, len(msgs))
+	for i := range idx {
+		idx[i] = i
+	}
+	forEach(r.opts.Concurrency, idx, func(i int) {
+		msg, err := pool.Decode(msgs[i].body)
+		if err != nil {
+			out[i] = verdict{why: err.Error()}
+			return
+		}
+		v := verdict{instance: msg.InstanceID}
+		if !p.now.Before(msg.Threshold) {
+			v.why = "the message's threshold passed"
+			out[i] = v
+			return
+		}
+		// A message the pass's listing shows live is kept without a read: if the listing lags, the
+		// message lives one more pass and a pickup's conditional claim rejects it. A drop is only
+		// ever decided on a consistent read.
+		if rec, ok := p.live[msg.InstanceID]; ok && poolable(rec, p.now) {
+			v.live = true
+			out[i] = v
+			return
+		}
+		rec, err := r.st.Get(ctx, msg.InstanceID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			v.why = "no record"
+		case err != nil:
+			// Cannot judge: keep it. Pickup re-checks the record before any claim.
+			p.fail(PhasePool, fmt.Errorf("reading the record of pooled %s (message kept): %w", msg.InstanceID, err))
+			v.live = true
+		case poolable(rec, p.now):
+			v.live = true
+		case rec.State == store.StateIdle && rec.RunID == "":
+			v.why = "the record's idle threshold passed"
+		default:
+			v.why = "the record is " + string(rec.State)
+		}
+		out[i] = v
+	})
+	return out
+}
+
+// poolable reports whether a record may stand behind a pool message.
+func poolable(rec store.Instance, now time.Time) bool {
+	return rec.State == store.StateIdle && rec.RunID == "" && !rec.Expired(now)
+}
+
+func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) {
+	for batch := range slices.Chunk(msgs, 10) {
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
+		for i, m := range batch {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
+		}
+		out, err := r.opts.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			p.fail(PhasePool, fmt.Errorf("deleting %d dead messages from %s (they return; next pass): %w", len(batch), url, err))
+			continue
+		}
+		for _, f := range out.Failed {
+			p.fail(PhasePool, fmt.Errorf("deleting a dead message from %s: %s: %s", url, aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+		p.update(func(rep *Report) { rep.Pool.Dropped += len(out.Successful) })
+	}
+}
+
+// release makes the kept messages visible again. It runs even when ctx is done: held messages must
+// not stay invisible longer than needed (they would reappear anyway when the timeout ends).
+func (r *Refresher) release(ctx context.Context, p *pass, url string, keep map[string]string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	ids := make([]string, 0, len(keep))
+	for id := range keep {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	p.update(func(rep *Report) { rep.Pool.Kept += len(ids) })
+	for batch := range slices.Chunk(ids, 10) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
+		for i, id := range batch {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(keep[id]), VisibilityTimeout: 0,
+			}
+		}
+		out, err := r.opts.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil {
+			r.log.WarnContext(ctx, "refresh: making live pool messages visible failed; they reappear when their visibility timeout ends", "queue", url, "error", err)
+			continue
+		}
+		if len(out.Failed) > 0 {
+			r.log.WarnContext(ctx, "refresh: some live pool messages stay hidden until their visibility timeout ends", "queue", url, "failed", len(out.Failed))
+		}
+	}
+}

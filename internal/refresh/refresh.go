@@ -1,0 +1,214 @@
+// Package refresh is the control plane's cleanup pass, run on a schedule by the reconciler (seed
+// 003, "Expiration, Thresholds, and Termination"). One pass:
+//
+//  1. marks every record past its threshold terminating, with a conditional write that loses to
+//     any change made since the read (a renewed record is left alone);
+//  2. terminates the marked instances (and any left terminating by an earlier, interrupted pass)
+//     with TerminateInstances in batches, then marks their records terminated;
+//  3. terminates orphans: instances carrying this deployment's tag with no live record, older than
+//     a grace period (never anything without the tag);
+//  4. deletes offline GitHub runners this deployment left behind for instances that are gone;
+//  5. drops pool messages whose instance is no longer idle, keeping every live one.
+//
+// A failure in one phase is recorded and the other phases still run. A pass is idempotent: a second
+// pass over an unchanged world changes nothing.
+package refresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// EC2API is the part of the EC2 client refresh uses; *ec2.Client satisfies it.
+type EC2API interface {
+	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// GitHub is the part of the reconciler's GitHub access refresh uses; *ghaccess.Client satisfies it.
+type GitHub interface {
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
+	DeleteRunner(ctx context.Context, scope string, id int64) error
+}
+
+// SQSAPI is the part of the SQS client the pool check uses; *sqs.Client satisfies it.
+type SQSAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// QueueLister is implemented by a pool.Resolver that can list every pool queue; refresh checks
+// those queues as well as Options.Queues.
+type QueueLister interface {
+	Queues() []*pool.Queue
+}
+
+// Defaults and limits of Options.
+const (
+	DefaultOrphanGrace = 2 * time.Minute
+	DefaultBatchSize   = 50
+	// MaxBatchSize is EC2's limit on instance ids per TerminateInstances call.
+	MaxBatchSize             = 1000
+	DefaultVisibilityTimeout = 30 * time.Second
+)
+
+// Options configure a Refresher.
+type Options struct {
+	// DeploymentID is the value of this deployment's runnerpool:deployment tag. Required: the orphan
+	// sweep touches only instances carrying it.
+	DeploymentID string
+	// OrphanGrace protects instances launched less than this ago from the orphan sweep: a fleet's
+	// records are written just after CreateFleet returns (default 2 min).
+	OrphanGrace time.Duration
+	// BatchSize is the number of instance ids per TerminateInstances call (default 50, at most 1000).
+	BatchSize int
+	// Scopes are the GitHub repositories ("owner/repo") and organisations ("owner") whose runners are
+	// checked for leftovers. None: the GitHub phase does nothing.
+	Scopes []string
+	// Queues are the pool queues to check, in addition to those of a resolver that is a QueueLister.
+	Queues []*pool.Queue
+	// SQS is the client of those queues. Required when there is a queue to check.
+	SQS SQSAPI
+	// VisibilityTimeout is how long the pool check holds the messages it has received before it
+	// makes the live ones visible again (default 30 s; whole seconds, at least 1).
+	VisibilityTimeout time.Duration
+	// Concurrency bounds parallel store writes and reads within a phase (default 8).
+	Concurrency int
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Refresher runs refresh passes.
+type Refresher struct {
+	st       *store.Store
+	ec2      EC2API
+	gh       GitHub
+	resolver pool.Resolver
+	opts     Options
+	log      *slog.Logger
+}
+
+// New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every
+// pass rather than a crash.
+func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Options) *Refresher {
+	if opts.OrphanGrace <= 0 {
+		opts.OrphanGrace = DefaultOrphanGrace
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.VisibilityTimeout <= 0 {
+		opts.VisibilityTimeout = DefaultVisibilityTimeout
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Refresher{st: st, ec2: ec2, gh: gh, resolver: resolver, opts: opts, log: opts.Logger}
+}
+
+// Phases of a pass, as named in reports and errors.
+const (
+	PhaseExpiry  = "expiry"
+	PhaseOrphans = "orphans"
+	PhaseRunners = "runners"
+	PhasePool    = "pool"
+)
+
+// ErrConfig marks a Refresher configured so that no pass can run.
+var ErrConfig = errors.New("refresh misconfigured")
+
+// Run runs one pass. Its error joins every phase's errors (Report.Errors); the report is complete
+// whatever failed.
+func (r *Refresher) Run(ctx context.Context) (Report, error) {
+	if err := r.check(); err != nil {
+		return Report{}, err
+	}
+	p := &pass{now: r.opts.Now()}
+	p.rep.At = p.now
+	r.expiry(ctx, p)
+	orphans := r.orphans(ctx, p)
+	r.runners(ctx, p, orphans)
+	r.pool(ctx, p)
+	rep := p.rep
+	rep.sort()
+	r.log.InfoContext(ctx, "refresh pass",
+		"marked", rep.Expiry.Marked, "renewed", rep.Expiry.Renewed, "retried", rep.Expiry.Retried,
+		"terminated", len(rep.Expiry.Terminated), "already_gone", len(rep.Expiry.AlreadyGone),
+		"terminate_calls", rep.Expiry.TerminateCalls+rep.Orphans.TerminateCalls,
+		"orphans_terminated", len(rep.Orphans.Terminated), "orphans_young", len(rep.Orphans.Young),
+		"runners_deleted", len(rep.Runners.Deleted), "messages_dropped", rep.Pool.Dropped, "messages_kept", rep.Pool.Kept,
+		"errors", len(rep.Errors))
+	return rep, rep.Err()
+}
+
+func (r *Refresher) check() error {
+	var problems []error
+	if r.opts.DeploymentID == "" {
+		problems = append(problems, errors.New("DeploymentID is required (the orphan sweep only touches instances tagged with it)"))
+	}
+	if r.opts.BatchSize > MaxBatchSize {
+		problems = append(problems, fmt.Errorf("BatchSize %d: EC2 takes at most %d instance ids per call", r.opts.BatchSize, MaxBatchSize))
+	}
+	if r.st == nil || r.ec2 == nil {
+		problems = append(problems, errors.New("a store and an EC2 client are required"))
+	}
+	if len(r.opts.Scopes) > 0 && r.gh == nil {
+		problems = append(problems, errors.New("GitHub scopes are configured without a GitHub client"))
+	}
+	if len(r.queues()) > 0 && r.opts.SQS == nil {
+		problems = append(problems, errors.New("pool queues are configured without an SQS client"))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(problems...))
+	}
+	return nil
+}
+
+// queues lists the pool queues to check, each URL once.
+func (r *Refresher) queues() []*pool.Queue {
+	all := append([]*pool.Queue(nil), r.opts.Queues...)
+	if l, ok := r.resolver.(QueueLister); ok {
+		all = append(all, l.Queues()...)
+	}
+	seen := map[string]bool{}
+	var out []*pool.Queue
+	for _, q := range all {
+		if q != nil && !seen[q.URL()] {
+			seen[q.URL()] = true
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// forEach runs fn for every item with at most n at once and waits for all of them.
+func forEach[T any](n int, items []T, fn func(T)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(it)
+		})
+	}
+	wg.Wait()
+}

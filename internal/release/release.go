@@ -1,0 +1,401 @@
+// Package release returns a run's instances to the resource pool (seed 004): running -> idle with
+// the run id cleared, a wait for the agent to confirm that its runner is deregistered and its
+// workspace clean, then the pool message. An instance the agent does not confirm is expired instead,
+// never pooled: refresh and the instance itself terminate it.
+//
+// Every step that hands an instance over is a conditional write, so a release is idempotent and two
+// releases of one run racing each other produce exactly one pool message per instance.
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+)
+
+// GitHub is the part of the reconciler's GitHub access a release uses: a remove token for the
+// instance's scope, which the agent needs to run `config.sh remove` (no long-lived credential ever
+// reaches an instance). *ghaccess.Client satisfies it.
+type GitHub interface {
+	RemoveToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
+}
+
+// EC2API is the part of the EC2 client a release uses: the wake tag (package wake).
+type EC2API interface {
+	wake.Tagger
+}
+
+// Defaults of Options.
+const (
+	DefaultSignalWait   = 120 * time.Second
+	DefaultPollInterval = 250 * time.Millisecond
+	DefaultConcurrency  = 16
+)
+
+// ErrInvalid marks a release request with a bad run id or idle time. Nothing was read or written.
+var ErrInvalid = errors.New("invalid release request")
+
+// Options configure a Releaser. Zero values take the defaults.
+type Options struct {
+	// SignalWait bounds the wait for the agent's deregistration signal (default 120 s, seed 004's
+	// WORKER_RELEASE_TIMEOUT); past it the instance is expired.
+	SignalWait time.Duration
+	// PollInterval is how often the signal item is read while waiting (default 250 ms).
+	PollInterval time.Duration
+	// Concurrency bounds how many instances of a run are released at once (default 16).
+	Concurrency int
+	// Now is the clock of the idle threshold (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Releaser releases runs.
+type Releaser struct {
+	st       *store.Store
+	resolver pool.Resolver
+	gh       GitHub
+	ec2      EC2API
+	opts     Options
+	log      *slog.Logger
+}
+
+// New returns a Releaser.
+func New(st *store.Store, resolver pool.Resolver, gh GitHub, ec2 EC2API, opts Options) *Releaser {
+	if opts.SignalWait <= 0 {
+		opts.SignalWait = DefaultSignalWait
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Releaser{st: st, resolver: resolver, gh: gh, ec2: ec2, opts: opts, log: opts.Logger}
+}
+
+// maxRunIDLen bounds a run id; GitHub's are decimal numbers far shorter.
+const maxRunIDLen = 128
+
+// Release returns the running instances of runID to the pool, each with an idle threshold of now
+// plus idleTime. It returns when every instance has an outcome. The error is non-nil for a bad
+// request, when the run's instances cannot be listed, or when a control-plane call failed for some
+// instance (Report.Err); the report is complete in the last case. A release of a run with nothing
+// running (a repeated release) is not an error: its Message is NothingToRelease.
+func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Duration) (Report, error) {
+	if runID == "" || len(runID) > maxRunIDLen || strings.ContainsFunc(runID, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return Report{}, fmt.Errorf("run id %q: want 1-%d printable characters without spaces: %w", runID, maxRunIDLen, ErrInvalid)
+	}
+	if idleTime <= 0 {
+		return Report{}, fmt.Errorf("idle time %v: must be positive: %w", idleTime, ErrInvalid)
+	}
+	rep := Report{RunID: runID}
+	recs, err := r.st.ByRun(ctx, runID)
+	if err != nil {
+		return rep, fmt.Errorf("releasing run %s: listing its instances: %w", runID, err)
+	}
+	slices.SortFunc(recs, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
+
+	rep.Instances = make([]InstanceResult, len(recs))
+	tokens := &tokenCache{gh: r.gh, entries: map[string]*tokenEntry{}}
+	sem := make(chan struct{}, r.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+				rep.Instances[i] = InstanceResult{ID: rec.ID, State: rec.State, Outcome: Failed,
+					Reason: "not started, release cancelled; left as it was", Err: fmt.Errorf("releasing %s: %w", rec.ID, ctx.Err())}
+				return
+			}
+			if rec.State != store.StateRunning {
+				// The run index is read eventually consistently: confirm before calling the state
+				// unexpected (a claimed record may have just become running).
+				cur, err := r.st.Get(ctx, rec.ID)
+				if err != nil || cur.State != store.StateRunning || cur.RunID != runID {
+					rep.Instances[i] = unexpected(rec, cur, err, runID)
+					return
+				}
+				rec = cur
+			}
+			rep.Instances[i] = r.releaseOne(ctx, runID, idleTime, rec, tokens)
+		}()
+	}
+	wg.Wait()
+
+	for _, res := range rep.Instances {
+		r.log.InfoContext(ctx, "release", "run", runID, "instance", res.ID, "found", res.State, "outcome", res.Outcome, "reason", res.Reason)
+	}
+	rep.summarise()
+	if err := rep.Err(); err != nil {
+		return rep, fmt.Errorf("releasing run %s: %w", runID, err)
+	}
+	return rep, nil
+}
+
+// unexpected classifies a record the run index lists that is not running, given the consistent
+// read cur (or its error). Idle records never carry a run id (the release that made them idle
+// cleared it), and terminated ones leave the run index, so what is found here is a release racing
+// its provision (created, claimed), an instance being terminated, or a record that moved on since
+// the index was written.
+func unexpected(listed, cur store.Instance, err error, runID string) InstanceResult {
+	res := InstanceResult{ID: listed.ID, State: listed.State, Outcome: SkippedUnexpectedState}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		res.Reason = "the record is gone"
+		return res
+	case err != nil:
+		res.Outcome, res.Err = Failed, fmt.Errorf("releasing %s: re-reading the record: %w", listed.ID, err)
+		res.Reason = fmt.Sprintf("listed as %s; re-reading it failed: left untouched", listed.State)
+		return res
+	}
+	res.State = cur.State
+	switch {
+	case cur.RunID != runID && cur.State.Live() && cur.State != store.StateTerminating:
+		res.Outcome, res.Reason = AlreadyReleased, fmt.Sprintf("no longer of run %s: now %s", runID, cur.State)
+	case cur.State == store.StateCreated || cur.State == store.StateClaimed:
+		res.Reason = fmt.Sprintf("still %s for run %s: the release raced the provision; left untouched (its threshold bounds it)", cur.State, runID)
+	case cur.State == store.StateTerminating || cur.State == store.StateTerminated:
+		res.Reason = fmt.Sprintf("%s: not released", cur.State)
+	default:
+		res.Reason = fmt.Sprintf("unexpected state %s with run %s: left untouched", cur.State, runID)
+	}
+	return res
+}
+
+// releaseOne takes one running instance through the release. It never leaves the instance in a
+// state nobody will act on: before the transition a failure leaves it running (a retried release,
+// or its running threshold, deals with it); after the transition it ends pooled or expired.
+func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.Duration, rec store.Instance, tokens *tokenCache) InstanceResult {
+	id := rec.ID
+	res := InstanceResult{ID: id, State: rec.State}
+	failed := func(err error, left string) InstanceResult {
+		res.Outcome, res.Err = Failed, fmt.Errorf("releasing %s: %w", id, err)
+		res.Reason = err.Error() + "; " + left
+		return res
+	}
+
+	// An instance that can never be pooled (no queue for its class, a record the pool message
+	// cannot describe, no scope to deregister from) is expired right away, still for its run.
+	q, msg, err := r.poolTarget(rec)
+	if err == nil && rec.Scope == "" {
+		err = errors.New("the record has no GitHub scope to deregister from")
+	}
+	if err != nil {
+		return r.expire(ctx, res, runID, "cannot be pooled: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+	}
+
+	tok, err := tokens.get(ctx, rec.Scope)
+	if err != nil {
+		return failed(fmt.Errorf("remove token for %s: %w", rec.Scope, err), "left running for the run")
+	}
+	// The signal item before the transition: only a signal written after it counts, so a stale
+	// release signal of an earlier attempt of the same run is never taken for this one.
+	baseline, err := r.st.LastSignal(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return failed(err, "left running for the run")
+	}
+	// The credential goes first: the agent acts as soon as it sees the record idle.
+	err = r.st.PutCredential(ctx, id, store.Credential{
+		Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
+	})
+	if err != nil {
+		return failed(err, "left running for the run")
+	}
+
+	empty := ""
+	idle, err := r.st.Transition(ctx, id, store.Change{
+		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
+		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID,
+	})
+	var ce *store.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		res.State = ce.Current
+		if ce.Current == store.StateTerminating || ce.Current == store.StateTerminated {
+			res.Outcome, res.Reason = SkippedUnexpectedState, fmt.Sprintf("%s since it was listed: not released", ce.Current)
+			return res
+		}
+		res.Outcome = AlreadyReleased
+		res.Reason = fmt.Sprintf("another release won: now %s", ce.Current)
+		if ce.RunID != "" {
+			res.Reason += " for run " + ce.RunID
+		}
+		return res
+	case errors.Is(err, store.ErrNotFound):
+		res.Outcome, res.Reason = SkippedUnexpectedState, "the record is gone"
+		return res
+	case err != nil:
+		// The write may or may not have happened (a timeout after DynamoDB applied it). If it did,
+		// the record is idle and unpooled, and its idle threshold bounds it.
+		return failed(fmt.Errorf("running -> idle: %w", err), "possibly idle but not pooled until its idle threshold passes")
+	}
+	res.State = store.StateIdle
+
+	if err := wake.Notify(ctx, r.ec2, id, idle.Version); err != nil {
+		r.log.WarnContext(ctx, "release: wake notify failed; the agent notices on its fallback timer", "instance", id, "error", err)
+	}
+
+	sig, err := r.waitSignal(ctx, id, runID, baseline)
+	switch {
+	case err != nil:
+		return r.expire(ctx, res, "", "waiting for the deregistration signal: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+	case sig == nil:
+		return r.expire(ctx, res, "", fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil)
+	case sig.Signal == store.SignalReleaseFailed:
+		reason := "the agent could not deregister or clean up"
+		if sig.Detail != "" {
+			reason += ": " + sig.Detail
+		}
+		return r.expire(ctx, res, "", reason, nil)
+	}
+
+	// The pool is the hand-over to the next run: check the record is still idle and ours to pool.
+	cur, err := r.st.Get(ctx, id)
+	switch {
+	case err == nil && (cur.State != store.StateIdle || cur.RunID != ""):
+		res.State, res.Outcome = cur.State, SkippedUnexpectedState
+		res.Reason = fmt.Sprintf("deregistered, but the record moved to %s before it was pooled: not pooled", cur.State)
+		return res
+	case err == nil && cur.Expired(r.opts.Now()):
+		res.Outcome, res.Reason = Expired, "deregistered, but its threshold passed before it was pooled: not pooled, refresh terminates it"
+		return res
+	}
+	if err != nil {
+		r.log.WarnContext(ctx, "release: re-reading the record before pooling failed; pooling (pickup re-checks the record)", "instance", id, "error", err)
+	}
+	msg.Threshold = idle.Threshold
+	if err := q.Put(ctx, msg, 0); err != nil {
+		return r.expire(ctx, res, "", "the pool did not take it: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+	}
+	res.Outcome, res.Reason = Pooled, "deregistered by the agent, in pool "+q.URL()
+	return res
+}
+
+// poolTarget resolves the instance's pool queue and builds its message (threshold set later).
+func (r *Releaser) poolTarget(rec store.Instance) (*pool.Queue, pool.Message, error) {
+	msg := pool.Message{
+		InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
+		MemoryMiB: rec.MemoryMiB, ResourceClass: rec.ResourceClass, RunnerClass: rec.RunnerClass,
+		Scope: rec.Scope, Zone: rec.Zone, Threshold: r.opts.Now(),
+	}
+	if err := msg.Validate(); err != nil {
+		return nil, pool.Message{}, err
+	}
+	q, err := r.resolver.Queue(rec.RunnerClass)
+	if err != nil {
+		return nil, pool.Message{}, err
+	}
+	return q, msg, nil
+}
+
+// expire moves the record's threshold to now so refresh (and the instance) terminate it; with
+// runID set the record must still belong to that run. cause is the control-plane error, if any.
+// It runs even when ctx is done: an instance made idle must not be left unpooled and unexpired.
+func (r *Releaser) expire(ctx context.Context, res InstanceResult, runID, reason string, cause error) InstanceResult {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := r.st.Expire(ectx, res.ID, runID, "release: "+reason)
+	if err != nil {
+		res.Outcome = Failed
+		res.Reason = reason + "; expiring it failed too: " + err.Error()
+		res.Err = errors.Join(cause, fmt.Errorf("expiring %s: %w", res.ID, err))
+		if res.State == store.StateIdle {
+			res.Reason += " (idle, not pooled: its idle threshold bounds it)"
+		}
+		return res
+	}
+	res.Outcome, res.Reason, res.Err = Expired, reason+"; expired, refresh terminates it", cause
+	return res
+}
+
+// waitSignal polls the instance's signal item until the agent reports on the release of runID: the
+// record of that signal, nil when SignalWait passed without one, or ctx's error. Read errors while
+// polling are retried until the deadline (a throttled read must not expire a healthy instance).
+func (r *Releaser) waitSignal(ctx context.Context, id, runID string, baseline store.SignalRecord) (*store.SignalRecord, error) {
+	deadline := time.NewTimer(r.opts.SignalWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(r.opts.PollInterval)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			if lastErr != nil {
+				r.log.WarnContext(ctx, "release: reading the signal failed until the deadline", "instance", id, "error", lastErr)
+			}
+			return nil, nil
+		case <-tick.C:
+		}
+		sig, err := r.st.LastSignal(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			lastErr = err
+			continue
+		}
+		if sameSignal(sig, baseline) || sig.RunID != runID {
+			continue
+		}
+		if sig.Signal == store.SignalReleased || sig.Signal == store.SignalReleaseFailed {
+			return &sig, nil
+		}
+	}
+}
+
+func sameSignal(a, b store.SignalRecord) bool {
+	return a.Signal == b.Signal && a.RunID == b.RunID && a.At.Equal(b.At) && a.Detail == b.Detail
+}
+
+// tokenCache fetches one remove token per scope per release: every instance of a run usually
+// shares one scope, and a remove token is valid for an hour.
+type tokenCache struct {
+	gh      GitHub
+	mu      sync.Mutex
+	entries map[string]*tokenEntry
+}
+
+type tokenEntry struct {
+	once sync.Once
+	tok  ghaccess.RunnerToken
+	err  error
+}
+
+func (c *tokenCache) get(ctx context.Context, scope string) (ghaccess.RunnerToken, error) {
+	c.mu.Lock()
+	e, ok := c.entries[scope]
+	if !ok {
+		e = &tokenEntry{}
+		c.entries[scope] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() {
+		e.tok, e.err = c.gh.RemoveToken(ctx, scope)
+		if e.err == nil && e.tok.Token == "" {
+			e.err = errors.New("github returned an empty remove token")
+		}
+	})
+	return e.tok, e.err
+}
