@@ -418,3 +418,31 @@ func TestClaimNRejectsBadRequests(t *testing.T) {
 		})
 	}
 }
+
+func TestUnclaimDiscardsAnInstanceNotConfirmedClean(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 1, nil)
+	e.agents(t, nil, ins, claimtest.Behaviour{NeverRelease: true})
+	c, _ := e.claimer(testOptions())
+	res, err := c.ClaimN(t.Context(), claim.Request{RunID: runID("held"), Scope: "acme/api", Count: 1, Queue: e.q})
+	if err != nil || len(res.Claimed) != 1 {
+		t.Fatalf("ClaimN = %+v, %v", res, err)
+	}
+	// The agent registered for the run, so the instance may only re-enter the pool once the agent
+	// confirms deregistration; it never does, so the instance is discarded, never pooled.
+	cl := res.Claimed[0]
+	if err := c.Unclaim(t.Context(), cl, time.Now().Add(30*time.Minute), e.q); err == nil {
+		t.Fatal("Unclaim of an instance never confirmed clean succeeded")
+	}
+	if rec := e.record(t, cl.Instance.ID); rec.State != store.StateTerminated {
+		t.Errorf("record = %s, want terminated", rec.State)
+	}
+	if view, _ := e.ec2srv.Instance(cl.Instance.ID); view.State != "shutting-down" && view.State != "terminated" {
+		t.Errorf("EC2 state = %s, want shutting-down or terminated", view.State)
+	}
+	res, err = c.ClaimN(t.Context(), claim.Request{RunID: runID("next"), Scope: "acme/api", Count: 1, Queue: e.q})
+	if err != nil || len(res.Claimed) != 0 {
+		t.Errorf("the discarded instance was claimable from the pool: %+v, %v", res, err)
+	}
+}

@@ -344,9 +344,29 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		return fmt.Errorf("unclaiming %s: %w", id, err)
 	}
 
-	if _, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID); err != nil &&
-		!errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+	// Withdraw the registration credential. If it is still there the agent never started to
+	// register for this run and the instance can go straight back. If the agent took it, a runner
+	// may be registered for the run: the instance enters the pool only after the agent confirms
+	// deregistration and cleanup, exactly as in a release (DESIGN rule 3).
+	_, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID)
+	handshake := errors.Is(err, store.ErrNotFound)
+	if err != nil && !handshake && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
+	}
+	var before store.SignalRecord
+	if handshake {
+		if before, err = c.st.LastSignal(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("unclaiming %s: %w", id, err)
+		}
+		tok, err := c.reg.gh.RemoveToken(ctx, cl.Instance.Scope)
+		if err != nil {
+			return fmt.Errorf("unclaiming %s: remove token: %w", id, err)
+		}
+		if err := c.st.PutCredential(ctx, id, store.Credential{
+			Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
+		}); err != nil {
+			return fmt.Errorf("unclaiming %s: %w", id, err)
+		}
 	}
 	empty, reason := "", "returned to the pool by run "+runID
 	in, err := c.st.Transition(ctx, id, store.Change{
@@ -367,16 +387,53 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 			return fmt.Errorf("unclaiming %s: %w", id, err)
 		}
 		in = store.Instance{}
-	}
-	if err := q.Put(ctx, msg, 0); err != nil {
-		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+		// The agent may have confirmed during the first attempt: any release signal for the run
+		// counts, not only one written from now on.
+		before = store.SignalRecord{}
 	}
 	if in.ID != "" {
 		if err := wake.Notify(ctx, c.reg.ec2, id, in.Version); err != nil {
 			c.log.Warn("release notice not delivered", "instance", id, "err", err)
 		}
 	}
+	if handshake {
+		if err := c.waitReleased(ctx, id, runID, before); err != nil {
+			// Never pooled: the instance is terminated now rather than left to its idle threshold.
+			if derr := c.reg.Discard(ctx, id, "", "not confirmed clean after run "+runID+": "+err.Error()); derr != nil {
+				return errors.Join(err, derr)
+			}
+			return fmt.Errorf("unclaiming %s: discarded: %w", id, err)
+		}
+	}
+	if err := q.Put(ctx, msg, 0); err != nil {
+		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+	}
 	return nil
+}
+
+// waitReleased waits for the agent's signal that it deregistered the run's runner and cleaned up:
+// a release signal for runID written after before (the signal read before the record went idle).
+func (c *Claimer) waitReleased(ctx context.Context, id, runID string, before store.SignalRecord) error {
+	deadline := c.opts.Now().Add(c.opts.ReleaseWait)
+	t := time.NewTicker(c.opts.PollInterval)
+	defer t.Stop()
+	for {
+		sig, err := c.st.LastSignal(ctx, id)
+		fresh := err == nil && sig.RunID == runID && !sig.At.Equal(before.At)
+		switch {
+		case fresh && sig.Signal == store.SignalReleased:
+			return nil
+		case fresh && sig.Signal == store.SignalReleaseFailed:
+			return fmt.Errorf("agent could not deregister: %s", sig.Detail)
+		case !c.opts.Now().Before(deadline):
+			return fmt.Errorf("no deregistration signal within %s", c.opts.ReleaseWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // MessageOf is the pool message of an instance record (Threshold: the record's).

@@ -35,7 +35,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // testOptions are claim options scaled down for tests.
 func testOptions() claim.Options {
 	return claim.Options{
-		RegistrationWait: 5 * time.Second, PollInterval: 50 * time.Millisecond,
+		RegistrationWait: 5 * time.Second, PollInterval: 50 * time.Millisecond, ReleaseWait: 3 * time.Second,
 		HeartbeatMaxAge: 15 * time.Second, Logger: quiet,
 	}
 }

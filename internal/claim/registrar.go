@@ -43,6 +43,7 @@ type EC2 interface {
 // GitHub is the part of the reconciler's GitHub access claim uses; *ghaccess.Client satisfies it.
 type GitHub interface {
 	RegistrationToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
+	RemoveToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
 }
 
 // The ways a claimed instance fails its checks. Each makes the instance non-viable: it is
@@ -68,6 +69,7 @@ type Options struct {
 	HeartbeatMaxAge  time.Duration // oldest acceptable heartbeat; default 15 s
 	RegistrationWait time.Duration // wait for a reused instance's registration; default 10 s
 	PollInterval     time.Duration // signal polling; default 250 ms
+	ReleaseWait      time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
 	Now              func() time.Time
 	Logger           *slog.Logger
 }
@@ -82,6 +84,7 @@ func (o Options) withDefaults() Options {
 	def(&o.HeartbeatMaxAge, 15*time.Second)
 	def(&o.RegistrationWait, 10*time.Second)
 	def(&o.PollInterval, 250*time.Millisecond)
+	def(&o.ReleaseWait, 120*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -1,7 +1,8 @@
 // Package claimtest simulates the instance side of a claim for tests: a small agent per instance
 // that watches its own record through the store, takes the registration credential issued for its
-// run, reports registration and keeps a heartbeat, with scripted misbehaviour. It talks only to
-// the store, as the real agent does.
+// run, reports registration and keeps a heartbeat, with scripted misbehaviour; when its record goes
+// back to idle it takes the removal credential and reports the runner deregistered and clean. It
+// talks only to the store, as the real agent does.
 package claimtest
 
 import (
@@ -26,6 +27,7 @@ type Behaviour struct {
 	NeverRegister    bool          // takes the credential but never signals
 	StaleHeartbeat   bool          // never writes a heartbeat (its heartbeat process is dead)
 	FailRegistration bool          // signals UD_REG_FAILED for the run
+	NeverRelease     bool          // never confirms deregistration when its record goes idle
 	Delay            time.Duration // between taking the credential and signalling (GitHub registration time)
 	Poll             time.Duration // how often it reads its record; default 50 ms
 	HeartbeatEvery   time.Duration // default 1 s
@@ -39,6 +41,7 @@ type Agent struct {
 	mu         sync.Mutex
 	registered []string
 	creds      []store.Credential
+	current    string // the run whose credential was taken and not yet released
 }
 
 // Simulate starts an agent for instanceID. It registers for every run that claims the instance (or
@@ -98,7 +101,7 @@ func (a *Agent) run(ctx context.Context, st Store, id string, b Behaviour) {
 			}
 		case <-poll.C:
 			if pending == "" {
-				run, gone := a.take(ctx, st, id, handled)
+				run, gone := a.take(ctx, st, id, handled, b)
 				if gone {
 					return // the instance was terminated
 				}
@@ -135,8 +138,20 @@ func (a *Agent) run(ctx context.Context, st Store, id string, b Behaviour) {
 // take reads the record and, when it is claimed (or created) for a run not handled yet and that
 // run's credential is there, takes the credential and returns the run. gone: the record is
 // terminated.
-func (a *Agent) take(ctx context.Context, st Store, id string, handled map[string]bool) (run string, gone bool) {
+func (a *Agent) take(ctx context.Context, st Store, id string, handled map[string]bool, b Behaviour) (run string, gone bool) {
 	in, err := st.Get(ctx, id)
+	if err == nil && in.RunID == "" && in.State == store.StateIdle && a.current != "" && !b.NeverRelease {
+		// Released: deregister (the removal credential, if the control plane issued one) and clean.
+		if cred, cerr := st.TakeCredential(ctx, id, store.CredentialRemoval, a.current); cerr == nil {
+			a.mu.Lock()
+			a.creds = append(a.creds, cred)
+			a.mu.Unlock()
+		}
+		if st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: a.current, Detail: "simulated"}) == nil {
+			a.current = ""
+		}
+		return "", false
+	}
 	if err != nil || in.RunID == "" || handled[in.RunID] || (in.State != store.StateClaimed && in.State != store.StateCreated) {
 		return "", err == nil && in.State == store.StateTerminated
 	}
@@ -145,6 +160,7 @@ func (a *Agent) take(ctx context.Context, st Store, id string, handled map[strin
 		return "", false // not issued yet
 	}
 	handled[in.RunID] = true
+	a.current = in.RunID
 	a.mu.Lock()
 	a.creds = append(a.creds, cred)
 	a.mu.Unlock()
