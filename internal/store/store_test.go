@@ -468,3 +468,34 @@ func TestConcurrentTransitions(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkOnce(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}
+	st, _, _ := newStore(t, store.WithClock(clock.Now))
+	ctx := t.Context()
+	var firsts atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			first, err := st.MarkOnce(ctx, "delivery-1", time.Hour)
+			if err != nil {
+				t.Error(err)
+			}
+			if first {
+				firsts.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if firsts.Load() != 1 {
+		t.Errorf("%d first marks of one key, want 1", firsts.Load())
+	}
+	clock.Advance(2 * time.Hour)
+	if first, err := st.MarkOnce(ctx, "delivery-1", time.Hour); err != nil || !first {
+		t.Errorf("after expiry = %v, %v; want a first mark again", first, err)
+	}
+	if _, err := st.MarkOnce(ctx, "", time.Hour); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("empty key = %v, want ErrInvalid", err)
+	}
+}
