@@ -64,3 +64,20 @@ if [[ -z "$major" || "$major" -lt 17 ]]; then
 		die "java on PATH is still version $major: put /usr/lib/jvm/java-17-openjdk-*/bin first on PATH"
 	say "java $major installed"
 fi
+
+# --- shellcheck -------------------------------------------------------------------------------
+# The user-data tests run shellcheck on every rendered bootstrap script.
+if ! command -v shellcheck >/dev/null 2>&1; then
+	say "shellcheck not found: installing it (the user-data tests lint the rendered scripts)"
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install shellcheck yourself, then run make deps again"
+	sudo=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || die "installing shellcheck needs root and sudo is not available"
+		sudo=(sudo)
+	fi
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null ||
+			die "could not install shellcheck with apt-get"
+	fi
+fi

@@ -27,7 +27,7 @@ var errUsage = errors.New("usage")
 func commands() map[string]command {
 	return map[string]command{
 		"serve":     {"run the reconciler service (HTTP API, cron, webhook routing)", notYet("serve", "the reconciler service issue")},
-		"agent":     {"run the instance agent on a runner instance", notYet("agent", "the instance lifecycle issue")},
+		"agent":     {"run the instance agent on a runner instance", runAgent},
 		"provision": {"ask the reconciler for runners for this workflow run", notYet("provision", "the reconciler service issue")},
 		"release":   {"hand this workflow run's runners back to the pool", notYet("release", "the reconciler service issue")},
 		"status":    {"show pools and recent runs", notYet("status", "the reconciler service issue")},

@@ -1,0 +1,565 @@
+// agent.go: the agent's main loop. It reads its record, decides what the record asks for (register for
+// a run, release a run, terminate), does it, and waits for the next reason to look again: a notice, a
+// deadline (threshold + grace), the runner stopping, or a retry.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// RunnerName is the name an instance's runner registers under. It is the same for every run, so
+// config.sh --replace takes over a registration a crashed agent left behind.
+func RunnerName(instanceID string) string { return "runnerpool-" + instanceID }
+
+// Run runs the agent until its instance is terminated (it returns nil after its own successful
+// TerminateInstances) or ctx is done (it stops the runner, leaves the registration for the next start to
+// resume, and returns nil). It returns an error only for a configuration it cannot work with.
+func Run(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	id := Identity{InstanceID: cfg.InstanceID}
+	if id.InstanceID == "" {
+		id, err = readIdentityRetrying(ctx, cfg.IMDS, time.Second, 60)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	log := cfg.Logger.With("instance", id.InstanceID)
+	log.Info("agent: starting", "type", id.InstanceType, "zone", id.AvailabilityZone, "notice", cfg.Notice)
+	rn, err := cfg.NewRunner(id.InstanceID)
+	if err != nil {
+		return fmt.Errorf("agent: runner driver: %w", err)
+	}
+	notice, err := NewNotice(cfg.Notice, cfg.IMDS, cfg.NoticeInterval, cfg.FallbackInterval, log)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("agent: state directory: %w", err)
+	}
+	a := &agent{
+		cfg: cfg, id: id.InstanceID, log: log, runner: rn, notice: notice,
+		boot: cfg.Now(), wake: make(chan struct{}, 1),
+	}
+	a.run(ctx)
+	return nil
+}
+
+// agent is one agent's state. Only the main loop touches it.
+type agent struct {
+	cfg    Config
+	id     string
+	log    *slog.Logger
+	runner runner.Runner
+	notice Notice
+	boot   time.Time
+	wake   chan struct{}
+
+	failed   bool            // the pre-runner script failed: wait for termination, do nothing else
+	marker   marker          // which run the runner is configured for (persisted in StateDir)
+	proc     *runnerProc     // the running runner, nil when stopped
+	restarts int             // consecutive unexpected runner exits (backoff)
+	startAt  time.Time       // when to (re)start the runner
+	retryAt  time.Time       // when to re-read after a failed read
+	deadline time.Time       // threshold + grace of the last record
+	resumed  bool            // the restart checks ran
+	regGiven map[string]bool // runs registration was abandoned for (signalled UD_REG_FAILED)
+	relGiven map[string]bool // runs release was abandoned for (signalled UD_REMOVE_REG_FAILED)
+	last     store.SignalRecord
+}
+
+// runnerProc is a runner's Run in its goroutine.
+type runnerProc struct {
+	run    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// marker is the agent's note of the runner's configuration: written before registering (so a crash
+// mid-registration still leads to a removal) and removed once the runner is deregistered.
+type marker struct {
+	RunID      string `json:"run_id,omitempty"`
+	Registered bool   `json:"registered,omitempty"` // Register succeeded
+}
+
+func (a *agent) markerPath() string { return filepath.Join(a.cfg.StateDir, "runner.json") }
+
+func (a *agent) loadMarker() error {
+	b, err := os.ReadFile(a.markerPath())
+	if errors.Is(err, os.ErrNotExist) {
+		a.marker = marker{}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", a.markerPath(), err)
+	}
+	if err := json.Unmarshal(b, &a.marker); err != nil {
+		// Writes go through a rename, so this is corruption. Forgetting the marker is safe: without it
+		// no release is confirmed, the control plane's release times out and the instance is never
+		// pooled.
+		a.log.Warn("agent: unreadable runner marker, ignoring it", "err", err)
+		a.marker = marker{}
+	}
+	return nil
+}
+
+func (a *agent) saveMarker(m marker) error {
+	if m.RunID == "" {
+		if err := os.Remove(a.markerPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing runner marker: %w", err)
+		}
+		a.marker = m
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	tmp := a.markerPath() + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("writing runner marker: %w", err)
+	}
+	if err := os.Rename(tmp, a.markerPath()); err != nil {
+		return fmt.Errorf("writing runner marker: %w", err)
+	}
+	a.marker = m
+	return nil
+}
+
+func (a *agent) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.regGiven, a.relGiven = map[string]bool{}, map[string]bool{}
+	defer a.stopRunner()
+
+	go a.heartbeat(ctx)
+	go func() {
+		for a.notice.Wait(ctx) == nil {
+			select {
+			case a.wake <- struct{}{}:
+			default: // a wake is pending already
+			}
+		}
+	}()
+
+	if err := a.loadMarker(); err != nil {
+		a.log.Error("agent: state directory unusable", "err", err)
+	}
+	if !a.bootSignal(ctx) {
+		return
+	}
+	for ctx.Err() == nil {
+		if exit := a.step(ctx); exit {
+			return
+		}
+		a.waitEvent(ctx)
+	}
+}
+
+// bootSignal reads the last signal: none means first boot, so the pre-runner script runs. It reports false
+// when ctx ended first.
+func (a *agent) bootSignal(ctx context.Context) bool {
+	for {
+		last, err := a.cfg.Store.LastSignal(ctx, a.id)
+		switch {
+		case err == nil:
+			a.last = last
+			a.failed = last.Signal == store.SignalPreRunnerFailed
+			if a.failed {
+				a.log.Warn("agent: the pre-runner script failed earlier; waiting for termination")
+			}
+			return true
+		case errors.Is(err, store.ErrNotFound):
+			a.preRunner(ctx)
+			return ctx.Err() == nil
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		a.log.Warn("agent: reading last signal", "err", err)
+		if !sleep(ctx, time.Second) {
+			return false
+		}
+	}
+}
+
+func (a *agent) preRunner(ctx context.Context) {
+	sig := store.SignalRecord{Signal: store.SignalPreRunnerOK}
+	if a.cfg.PreRunnerScript != "" {
+		a.log.Info("agent: running the pre-runner script", "path", a.cfg.PreRunnerScript)
+		tail, err := runPreRunner(ctx, a.cfg.PreRunnerScript, a.cfg.PreRunnerTimeout)
+		if ctx.Err() != nil {
+			return // stopped meanwhile: the next start runs it again
+		}
+		if err != nil {
+			a.log.Error("agent: the pre-runner script failed", "err", err, "output", tail)
+			a.failed = true
+			sig = store.SignalRecord{Signal: store.SignalPreRunnerFailed, Detail: lastBytes(err.Error()+": "+tail, 1024)}
+		} else {
+			a.log.Info("agent: the pre-runner script succeeded", "output", lastBytes(tail, 1024))
+		}
+	}
+	a.signal(ctx, sig)
+}
+
+// signal writes a signal, retrying until it is written or ctx ends: the control plane waits for it.
+func (a *agent) signal(ctx context.Context, sig store.SignalRecord) {
+	for {
+		err := a.cfg.Store.PutSignal(ctx, a.id, sig)
+		if err == nil {
+			a.last = sig
+			a.log.Info("agent: signalled", "signal", sig.Signal, "run", sig.RunID, "detail", sig.Detail)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("agent: writing signal", "signal", sig.Signal, "err", err)
+		if !sleep(ctx, a.cfg.RetryInterval) {
+			return
+		}
+	}
+}
+
+func (a *agent) heartbeat(ctx context.Context) {
+	t := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		if err := a.cfg.Store.PutHeartbeat(ctx, a.id); err != nil && ctx.Err() == nil {
+			a.log.Warn("agent: writing heartbeat", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// read reads the record; found is false when there is none.
+func (a *agent) read(ctx context.Context) (rec store.Instance, found bool, err error) {
+	rec, err = a.cfg.Store.Get(ctx, a.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, false, nil
+	}
+	if err != nil {
+		return rec, false, err
+	}
+	if a.cfg.OnRecord != nil {
+		a.cfg.OnRecord(rec)
+	}
+	return rec, true, nil
+}
+
+// step reads the record and does what it asks; it reports true when the agent is done (terminated).
+func (a *agent) step(ctx context.Context) bool {
+	rec, found, err := a.read(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("agent: reading record", "err", err)
+			a.retryAt = a.cfg.Now().Add(a.cfg.RetryInterval * 4)
+		}
+		return false
+	}
+	a.retryAt = time.Time{}
+	now := a.cfg.Now()
+	if !found {
+		a.deadline = a.boot.Add(a.cfg.OrphanGrace)
+		if !now.Before(a.deadline) {
+			return a.terminate(ctx, fmt.Sprintf("no record in the state table %s after boot", a.cfg.OrphanGrace))
+		}
+		// The control plane writes the record right after the launch returns: look again soon rather
+		// than at the next fallback read (only until the record shows or the orphan grace ends).
+		a.retryAt = now.Add(a.cfg.RetryInterval * 4)
+		return false
+	}
+	switch {
+	case !rec.State.Live(), rec.State == store.StateTerminating:
+		return a.terminate(ctx, "record is "+string(rec.State))
+	case !rec.Threshold.IsZero() && !now.Before(rec.Threshold.Add(a.cfg.Grace)):
+		return a.terminate(ctx, fmt.Sprintf("threshold %s of state %s passed %s ago (grace %s)",
+			rec.Threshold.Format(time.RFC3339), rec.State, now.Sub(rec.Threshold).Round(time.Second), a.cfg.Grace))
+	}
+	a.deadline = time.Time{}
+	if !rec.Threshold.IsZero() {
+		a.deadline = rec.Threshold.Add(a.cfg.Grace)
+	}
+	if a.failed {
+		return false
+	}
+	if !a.resumed {
+		a.resumed = true
+		a.resume(ctx, rec)
+	}
+
+	switch rec.State {
+	case store.StateCreated, store.StateClaimed, store.StateRunning:
+		if rec.RunID == "" {
+			a.log.Warn("agent: record has no run id", "state", rec.State)
+			return false
+		}
+		if a.marker.RunID != "" && a.marker.RunID != rec.RunID && !a.relGiven[a.marker.RunID] {
+			// Released and claimed again between two reads: finish the old run first.
+			a.release(ctx, a.marker.RunID)
+		}
+		if a.marker.RunID == rec.RunID && a.marker.Registered {
+			a.ensureRunning(ctx, rec.RunID)
+			return false
+		}
+		if !a.regGiven[rec.RunID] && (a.marker.RunID == "" || a.marker.RunID == rec.RunID) {
+			a.register(ctx, rec.RunID)
+		}
+	case store.StateIdle, store.StateReady:
+		if rec.RunID == "" && a.marker.RunID != "" && !a.relGiven[a.marker.RunID] {
+			a.release(ctx, a.marker.RunID)
+		}
+	}
+	return false
+}
+
+// resume runs once, at the first record read after start, and finishes what a crashed agent left:
+// a runner that was configured for the run of the record is simply run again (as after a reboot, the
+// real runner keeps its registration); a release the last signal does not confirm is done again.
+func (a *agent) resume(ctx context.Context, rec store.Instance) {
+	idle := rec.State == store.StateIdle || rec.State == store.StateReady
+	switch {
+	case a.marker.RunID != "":
+		a.log.Info("agent: resuming", "state", rec.State, "record_run", rec.RunID, "runner_run", a.marker.RunID,
+			"registered", a.marker.Registered, "last_signal", a.last.Signal)
+		if a.marker.RunID == rec.RunID && a.marker.Registered &&
+			!(a.last.Signal == store.SignalRegistered && a.last.RunID == rec.RunID) {
+			// Registered but crashed before the signal: the runner is ours, say so.
+			a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistered, RunID: rec.RunID})
+		}
+	case idle && rec.RunID == "" && a.last.RunID != "" && a.last.Signal != store.SignalReleased:
+		// The runner is already removed (no marker) but the release was not confirmed: clean again and
+		// confirm, so the control plane can pool the instance.
+		a.log.Info("agent: resuming an unconfirmed release", "run", a.last.RunID, "last_signal", a.last.Signal)
+		a.finishRelease(ctx, a.last.RunID)
+	}
+}
+
+// register takes the run's registration credential, registers the runner and starts it.
+func (a *agent) register(ctx context.Context, runID string) {
+	log := a.log.With("run", runID)
+	cred, err := a.takeCredential(ctx, store.CredentialRegistration, runID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("agent: no registration credential", "err", err)
+		a.giveUpRegistration(ctx, runID, "no registration credential: "+err.Error())
+		return
+	}
+	if err := a.saveMarker(marker{RunID: runID}); err != nil {
+		a.giveUpRegistration(ctx, runID, err.Error())
+		return
+	}
+	if err := a.runner.Register(ctx, cred, RunnerName(a.id)); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("agent: registering runner", "err", err)
+		a.giveUpRegistration(ctx, runID, "registering runner: "+err.Error())
+		return
+	}
+	if err := a.saveMarker(marker{RunID: runID, Registered: true}); err != nil {
+		log.Error("agent: runner registered but not recorded", "err", err)
+	}
+	a.restarts = 0
+	a.startRunner(runID)
+	a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistered, RunID: runID})
+}
+
+func (a *agent) giveUpRegistration(ctx context.Context, runID, detail string) {
+	a.regGiven[runID] = true
+	a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistrationFailed, RunID: runID, Detail: lastBytes(detail, 1024)})
+}
+
+// takeCredential takes a credential from the instance's item, waiting up to CredentialWait for the
+// control plane to write it (it writes it before the claim or release it belongs to, but a retried
+// claim may be a moment behind).
+func (a *agent) takeCredential(ctx context.Context, kind store.CredentialKind, runID string) (store.Credential, error) {
+	deadline := time.Now().Add(a.cfg.CredentialWait)
+	for {
+		cred, err := a.cfg.Store.TakeCredential(ctx, a.id, kind, runID)
+		if err == nil {
+			return cred, nil
+		}
+		// Not there yet, or still the one of an earlier run: wait for the new one.
+		retry := errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrThrottled)
+		if !retry || time.Now().After(deadline) {
+			return store.Credential{}, fmt.Errorf("%s credential for run %s: %w", kind, runID, err)
+		}
+		if !sleep(ctx, a.cfg.RetryInterval) {
+			return store.Credential{}, ctx.Err()
+		}
+	}
+}
+
+// ensureRunning starts the runner for run when it is not running and its restart time has come.
+func (a *agent) ensureRunning(ctx context.Context, runID string) {
+	if a.proc != nil || a.cfg.Now().Before(a.startAt) {
+		return
+	}
+	a.startRunner(runID)
+}
+
+func (a *agent) startRunner(runID string) {
+	rctx, cancel := context.WithCancel(context.Background())
+	p := &runnerProc{run: runID, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- a.runner.Run(rctx) }()
+	a.proc = p
+	a.log.Info("agent: runner started", "run", runID)
+}
+
+// stopRunner stops the runner and waits (bounded) for it.
+func (a *agent) stopRunner() {
+	p := a.proc
+	if p == nil {
+		return
+	}
+	a.proc = nil
+	p.cancel()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			a.log.Warn("agent: runner stopped with an error", "run", p.run, "err", err)
+		}
+	case <-time.After(a.cfg.StopTimeout):
+		a.log.Error("agent: runner did not stop in time", "run", p.run, "timeout", a.cfg.StopTimeout)
+	}
+}
+
+// runnerExited handles a runner that stopped by itself: it is restarted with backoff while the record
+// still wants it; a runner with no registration left is registered again (which needs a fresh
+// credential: without one the agent signals UD_REG_FAILED and the control plane replaces the instance).
+func (a *agent) runnerExited(ctx context.Context, p *runnerProc, err error) {
+	a.proc = nil
+	p.cancel()
+	a.log.Warn("agent: runner exited", "run", p.run, "err", err)
+	if errors.Is(err, runner.ErrNotRegistered) {
+		_ = a.saveMarker(marker{RunID: p.run})
+		return
+	}
+	a.restarts++
+	backoff := min(time.Second<<min(a.restarts-1, 5), 30*time.Second)
+	a.startAt = a.cfg.Now().Add(backoff)
+}
+
+// release stops and deregisters the runner of runID, cleans up and confirms with
+// UD_REMOVE_REG_REMOVE_RUN, or signals UD_REMOVE_REG_FAILED (the control plane then never pools it).
+func (a *agent) release(ctx context.Context, runID string) {
+	log := a.log.With("run", runID)
+	log.Info("agent: releasing")
+	a.stopRunner()
+	cred, err := a.takeCredential(ctx, store.CredentialRemoval, runID)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err == nil:
+		if err := a.runner.Remove(ctx, cred); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.giveUpRelease(ctx, runID, "removing runner: "+err.Error())
+			return
+		}
+	case a.marker.Registered:
+		a.giveUpRelease(ctx, runID, "no removal credential: "+err.Error())
+		return
+	default:
+		// Registration never succeeded: nothing to remove at GitHub.
+		log.Info("agent: runner was never registered; nothing to deregister")
+	}
+	if err := a.saveMarker(marker{}); err != nil {
+		a.giveUpRelease(ctx, runID, err.Error())
+		return
+	}
+	a.finishRelease(ctx, runID)
+}
+
+// finishRelease cleans up and confirms the release of runID.
+func (a *agent) finishRelease(ctx context.Context, runID string) {
+	if err := a.cleanup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		a.giveUpRelease(ctx, runID, err.Error())
+		return
+	}
+	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleased, RunID: runID})
+}
+
+func (a *agent) giveUpRelease(ctx context.Context, runID, detail string) {
+	a.log.Error("agent: release failed", "run", runID, "err", detail)
+	a.relGiven[runID] = true
+	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleaseFailed, RunID: runID, Detail: lastBytes(detail, 1024)})
+}
+
+// terminate terminates the agent's own instance. It reports true once EC2 accepted the call; on an
+// error it retries at the next step.
+func (a *agent) terminate(ctx context.Context, reason string) bool {
+	a.log.Warn("agent: terminating own instance", "reason", reason)
+	a.stopRunner()
+	_, err := a.cfg.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.id}})
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Error("agent: TerminateInstances failed; retrying", "err", err)
+			a.retryAt = a.cfg.Now().Add(5 * time.Second)
+		}
+		return false
+	}
+	a.log.Info("agent: instance terminating")
+	return true
+}
+
+// waitEvent waits for the next reason to read the record again.
+func (a *agent) waitEvent(ctx context.Context) {
+	now := a.cfg.Now()
+	next := time.Time{}
+	for _, t := range []time.Time{a.deadline, a.retryAt, a.startIfWanted()} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	var timer <-chan time.Time
+	if !next.IsZero() {
+		t := time.NewTimer(max(next.Sub(now), time.Millisecond))
+		defer t.Stop()
+		timer = t.C
+	}
+	var done chan error
+	if a.proc != nil {
+		done = a.proc.done
+	}
+	select {
+	case <-ctx.Done():
+	case <-a.wake:
+	case <-timer:
+	case err := <-done:
+		a.runnerExited(ctx, a.proc, err)
+	}
+}
+
+// startIfWanted is the runner's restart time while it is configured but stopped.
+func (a *agent) startIfWanted() time.Time {
+	if a.proc == nil && a.marker.Registered && !a.startAt.IsZero() {
+		return a.startAt
+	}
+	return time.Time{}
+}

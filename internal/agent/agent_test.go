@@ -1,0 +1,252 @@
+// Integration tests of the agent: whole instance lifecycles against the real store, the EC2 double and
+// the GitHub fake.
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// TestLifecycle follows one instance through boot, a run, a release, a second claim and its own
+// termination, for both notice modes.
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []agent.NoticeMode{agent.NoticeIMDSTags, agent.NoticePoll} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			marker := filepath.Join(t.TempDir(), "pre-runner-ran")
+			e := newEnv(t, envOptions{notice: mode, preRunner: "#!/bin/sh\necho warming up\ntouch " + marker + "\n"})
+			id := e.launch()
+			e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+			e.create(id, "run-1")
+
+			// Boot: pre-runner, then registration for the run of the created record.
+			e.waitSignal(id, store.SignalRegistered, "run-1")
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("pre-runner script did not run: %v", err)
+			}
+			if _, err := e.store.Heartbeat(t.Context(), id); err != nil {
+				t.Errorf("no heartbeat: %v", err)
+			}
+			r1 := e.waitRunner(id, "run-1")
+			e.toRunning(id, "run-1")
+
+			// A job of the run lands on the instance's runner.
+			job := e.waitJob(e.gh.QueueJob(owner, repo, 1, []string{"run-1"}))
+			if job.RunnerID != r1.ID || job.Conclusion != "success" {
+				t.Errorf("job = %+v, want success on runner %d", job, r1.ID)
+			}
+			if files := e.workFiles(id); len(files) == 0 {
+				t.Errorf("job left no file in the workspace")
+			}
+
+			// Release: deregistered, clean, confirmed with the old run id.
+			e.release(id, "run-1")
+			e.waitSignal(id, store.SignalReleased, "run-1")
+			if r, ok := e.runnerOf(id); ok {
+				t.Errorf("runner still registered after release: %+v", r)
+			}
+			if files := e.workFiles(id); len(files) != 0 {
+				t.Errorf("workspace not clean after release: %v", files)
+			}
+
+			// Claimed again from the pool: registers with the new run's label.
+			e.putCredential(id, "run-2", store.CredentialRegistration, e.runnerToken("registration"))
+			in, err := e.store.Claim(t.Context(), id, "run-2", time.Now().Add(10*time.Minute))
+			if err != nil {
+				t.Fatalf("claim: %v", err)
+			}
+			e.notify(in)
+			e.waitSignal(id, store.SignalRegistered, "run-2")
+			r2 := e.waitRunner(id, "run-2")
+			if containsFold(r2.Labels, "run-1") {
+				t.Errorf("runner of run-2 still has run-1's label: %v", r2.Labels)
+			}
+
+			// Past its threshold (plus grace) the instance terminates itself.
+			if _, err := e.store.Expire(t.Context(), id, "run-2", "test"); err != nil {
+				t.Fatalf("expire: %v", err)
+			}
+			e.waitEC2State(id, "shutting-down", "terminated")
+		})
+	}
+}
+
+// TestRestartResumes stops the agent in the middle of a run and starts it again: the runner comes back
+// with its registration (no new credential), serves the run, and a release that happened while the agent
+// was down is carried out at the next start.
+func TestRestartResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{notice: agent.NoticeIMDSTags, manual: true})
+	id := e.launch()
+	endpoint := e.imdsEndpoint(id)
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, "run-1")
+
+	dirs := agenttest.InstanceDirs(e.root, id)
+	cfg := e.agentConfig(envOptions{notice: agent.NoticeIMDSTags})
+	cfg.StateDir, cfg.WorkDir = dirs.State, dirs.Work
+	cfg.IMDS = imds.New(imds.Options{Endpoint: endpoint})
+	cfg.NewRunner = func(string) (runner.Runner, error) {
+		return fakerunner.New(fakerunner.Options{BaseURL: e.ghURL, Dir: dirs.Runner, WorkDir: dirs.Work,
+			JobDuration: 50 * time.Millisecond, PollWait: 5 * time.Second, Logger: cfg.Logger})
+	}
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx, cfg) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent.Run: %v", err)
+			}
+		}
+	}
+
+	stop := start()
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	before := e.waitRunner(id, "run-1")
+	e.toRunning(id, "run-1")
+	e.waitJob(e.gh.QueueJob(owner, repo, 1, []string{"run-1"}))
+
+	stop() // the agent goes away mid-run
+	if r, _ := e.runnerOf(id); r.Status != "offline" {
+		t.Errorf("runner after agent stop: %+v, want offline", r)
+	}
+	stop = start() // no registration credential exists any more: it must resume, not re-register
+	after := e.waitRunner(id, "run-1")
+	if after.ID != before.ID {
+		t.Errorf("runner re-registered on restart: id %d -> %d", before.ID, after.ID)
+	}
+	if j := e.waitJob(e.gh.QueueJob(owner, repo, 1, []string{"run-1"})); j.RunnerID != before.ID {
+		t.Errorf("job after restart ran on %d, want %d", j.RunnerID, before.ID)
+	}
+	stop()
+
+	// Released while the agent is down: the next start deregisters, cleans and confirms.
+	e.release(id, "run-1")
+	stop = start()
+	defer stop()
+	e.waitSignal(id, store.SignalReleased, "run-1")
+	if r, ok := e.runnerOf(id); ok {
+		t.Errorf("runner still registered: %+v", r)
+	}
+	if files := e.workFiles(id); len(files) != 0 {
+		t.Errorf("workspace not clean: %v", files)
+	}
+}
+
+// TestFailures covers the failure signals: a failing pre-runner script (UD_FAILED, no registration
+// although a run and its credential are there) and a registration GitHub refuses (UD_REG_FAILED).
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		preRunner  string
+		token      string // registration token; a fresh valid one when empty
+		wantSignal store.Signal
+		wantRun    string
+		wantDetail string
+	}{
+		{"pre-runner fails", "#!/bin/sh\necho disk full >&2\nexit 3\n", "", store.SignalPreRunnerFailed, "", "disk full"},
+		{"bad registration token", "", "NOT-A-TOKEN", store.SignalRegistrationFailed, "run-1", "Bad credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{preRunner: tt.preRunner})
+			id := e.launch()
+			token := tt.token
+			if token == "" {
+				token = e.runnerToken("registration")
+			}
+			e.putCredential(id, "run-1", store.CredentialRegistration, token)
+			e.create(id, "run-1")
+			sig := e.waitSignal(id, tt.wantSignal, tt.wantRun)
+			if !strings.Contains(sig.Detail, tt.wantDetail) {
+				t.Errorf("detail = %q, want it to contain %q", sig.Detail, tt.wantDetail)
+			}
+			if _, ok := e.runnerOf(id); ok {
+				t.Errorf("a runner was registered")
+			}
+		})
+	}
+}
+
+// TestOrphanTerminates: an instance whose record never appears terminates itself after the grace.
+func TestOrphanTerminates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.launch()
+	e.waitEC2State(id, "shutting-down", "terminated")
+	if _, err := e.store.LastSignal(t.Context(), id); err != nil {
+		t.Errorf("the agent did not boot (no UD_OK): %v", err)
+	}
+}
+
+// TestTerminatingRecord: a record the control plane marked terminating makes the instance terminate
+// itself at once (the agent does not wait for refresh).
+func TestTerminatingRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{grace: time.Hour})
+	id := e.launch()
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, "run-1")
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	in, err := e.store.Transition(t.Context(), id, store.Change{From: []store.State{store.StateCreated},
+		To: store.StateTerminating, Reason: "scale-in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.notify(in)
+	e.waitEC2State(id, "shutting-down", "terminated")
+}
+
+// TestResumeWithoutRegistration: the agent restarts for a run whose runner registration is gone from
+// the instance (a lost disk, a broken runner directory) and no registration credential is left: it
+// signals UD_REG_FAILED so the control plane replaces the instance.
+func TestResumeWithoutRegistration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{manual: true})
+	id := e.launch()
+	endpoint := e.imdsEndpoint(id)
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, "run-1")
+	dirs := agenttest.InstanceDirs(e.root, id)
+	cfg := e.agentConfig(envOptions{})
+	cfg.StateDir, cfg.WorkDir = dirs.State, dirs.Work
+	cfg.IMDS = imds.New(imds.Options{Endpoint: endpoint})
+	cfg.NewRunner = func(string) (runner.Runner, error) {
+		return fakerunner.New(fakerunner.Options{BaseURL: e.ghURL, Dir: dirs.Runner, WorkDir: dirs.Work, PollWait: time.Second})
+	}
+	run := func() func() {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx, cfg) }()
+		return func() { cancel(); <-done }
+	}
+	stop := run()
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	stop()
+	if err := os.RemoveAll(dirs.Runner); err != nil {
+		t.Fatal(err)
+	}
+	stop = run()
+	defer stop()
+	sig := e.waitSignal(id, store.SignalRegistrationFailed, "run-1")
+	if !strings.Contains(sig.Detail, "no registration credential") {
+		t.Errorf("detail = %q", sig.Detail)
+	}
+}

@@ -1,0 +1,213 @@
+// Package agentcmd is the command line of `runnerpool agent`: flags and environment to an agent.Config
+// with real AWS clients and a runner driver, then agent.Run. The user data's systemd unit runs it with
+// the actions runner; the demo and tests can run it as a process with the fake runner.
+package agentcmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// ErrUsage marks bad flags; the message and usage were already printed.
+var ErrUsage = errors.New("usage")
+
+// Options are the parsed flags.
+type Options struct {
+	Table, Region, Notice                  string
+	NoticeInterval, Fallback, Heartbeat    time.Duration
+	Grace, OrphanGrace, CredentialWait     time.Duration
+	PreRunnerScript                        string
+	Runner, RunnerDir, RunnerUser, WorkDir string
+	StateDir, TempDirs                     string
+	CleanHome, CleanDocker                 bool
+	IMDSEndpoint, InstanceID               string
+	FakeGitHubURL                          string
+	FakeJobDuration                        time.Duration
+	LogLevel                               string
+}
+
+// Parse reads the flags (defaults from the environment where noted).
+func Parse(args []string, stderr io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("runnerpool agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: runnerpool agent [flags]\n\nRuns the instance agent on a runner instance (normally started by systemd from the user data).\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.Table, "table", os.Getenv("RUNNERPOOL_TABLE"), "state table name (env RUNNERPOOL_TABLE)")
+	fs.StringVar(&o.Region, "region", "", "AWS region (default: the SDK's, e.g. AWS_REGION)")
+	fs.StringVar(&o.Notice, "notice", string(agent.NoticeIMDSTags), "claim notice: imds-tags (wake tag through IMDS) or poll (GetItem every 250 ms)")
+	fs.DurationVar(&o.NoticeInterval, "notice-interval", 0, "how often the notice looks (default 100ms for imds-tags, 250ms for poll)")
+	fs.DurationVar(&o.Fallback, "fallback-interval", 30*time.Second, "imds-tags: longest time between two record reads")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", 5*time.Second, "heartbeat interval")
+	fs.DurationVar(&o.Grace, "grace", 2*time.Minute, "time past the record's threshold before the instance terminates itself")
+	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 2*time.Minute, "time after boot without a record before the instance terminates itself")
+	fs.DurationVar(&o.CredentialWait, "credential-wait", 10*time.Second, "how long to wait for a registration or removal credential")
+	fs.StringVar(&o.PreRunnerScript, "pre-runner-script", "", "script run once at first boot (none when empty)")
+	fs.StringVar(&o.Runner, "runner", "actions", "runner driver: actions (the GitHub Actions runner) or fake (the GitHub fake's runner protocol)")
+	fs.StringVar(&o.RunnerDir, "runner-dir", "/opt/actions-runner", "where the runner is installed (fake: where it keeps its registration)")
+	fs.StringVar(&o.RunnerUser, "runner-user", "runner", "unprivileged user that runs the runner and its jobs (empty: the agent's user)")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "runner workspace, emptied after every run (default RUNNER-DIR/_work)")
+	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/runnerpool", "the agent's own state")
+	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp", "comma-separated directories whose entries owned by the runner user are removed after every run")
+	fs.BoolVar(&o.CleanHome, "clean-home", true, "empty the runner user's home directory after every run")
+	fs.BoolVar(&o.CleanDocker, "clean-docker", true, "remove docker containers and volumes after every run (when docker is installed)")
+	fs.StringVar(&o.IMDSEndpoint, "imds-endpoint", os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"), "instance metadata endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT; default the link-local one)")
+	fs.StringVar(&o.InstanceID, "instance-id", "", "instance id (default: read from IMDS)")
+	fs.StringVar(&o.FakeGitHubURL, "fake-github-url", "", "fake runner: the GitHub fake's URL")
+	fs.DurationVar(&o.FakeJobDuration, "fake-job-duration", time.Second, "fake runner: how long each job takes")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, ErrUsage
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if o.Table == "" {
+		errs = append(errs, errors.New("-table (or RUNNERPOOL_TABLE) is required"))
+	}
+	if _, err := agent.ParseNoticeMode(o.Notice); err != nil {
+		errs = append(errs, err)
+	}
+	switch o.Runner {
+	case "actions":
+	case "fake":
+		if o.FakeGitHubURL == "" {
+			errs = append(errs, errors.New("-runner fake needs -fake-github-url"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-runner %q: want actions or fake", o.Runner))
+	}
+	if !filepath.IsAbs(o.RunnerDir) {
+		errs = append(errs, fmt.Errorf("-runner-dir %q must be absolute", o.RunnerDir))
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(o.RunnerDir, "_work")
+	}
+	if _, err := parseLevel(o.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		fmt.Fprintf(stderr, "runnerpool agent: %v\n", err)
+		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return o, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("-log-level %q: %w", s, err)
+	}
+	return l, nil
+}
+
+// Run parses the flags and runs the agent until ctx is done or the instance terminated itself.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := Parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := Config(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	return agent.Run(ctx, cfg)
+}
+
+// Config builds the agent's configuration: AWS clients from the SDK's default configuration (the
+// instance role; endpoints from AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_EC2 where set), an IMDSv2-
+// only metadata client, and the runner driver.
+func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, error) {
+	level, _ := parseLevel(o.LogLevel)
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	var loadOpts []func(*config.LoadOptions) error
+	if o.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(o.Region))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return agent.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	db := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		// DynamoDB Local (a custom endpoint) does not always send a CRC32 matching what the SDK
+		// reads; the real service does, so validation stays on against it.
+		if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" {
+			d.DisableValidateResponseChecksum = true
+		}
+	})
+	// EnableFallback false: IMDSv2 only, never the unauthenticated IMDSv1 flow.
+	md := imds.New(imds.Options{Endpoint: o.IMDSEndpoint, EnableFallback: aws.FalseTernary})
+	var temp []string
+	for _, d := range strings.Split(o.TempDirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			temp = append(temp, d)
+		}
+	}
+	cfg := agent.Config{
+		Store: store.New(db, o.Table), EC2: ec2.NewFromConfig(awsCfg), IMDS: md, InstanceID: o.InstanceID,
+		Notice: agent.NoticeMode(o.Notice), NoticeInterval: o.NoticeInterval, FallbackInterval: o.Fallback,
+		HeartbeatInterval: o.Heartbeat, PreRunnerScript: o.PreRunnerScript,
+		StateDir: o.StateDir, WorkDir: o.WorkDir, RunnerUser: o.RunnerUser, TempDirs: temp, CleanHome: o.CleanHome,
+		Grace: o.Grace, OrphanGrace: o.OrphanGrace, CredentialWait: o.CredentialWait, Logger: log,
+	}
+	if o.CleanDocker {
+		if docker, err := exec.LookPath("docker"); err == nil {
+			cfg.Docker = docker
+		}
+	}
+	switch o.Runner {
+	case "fake":
+		// The fake runner runs in the agent's process: no user to switch to, no processes to kill,
+		// nothing of the machine's to clean beyond the workspace.
+		cfg.RunnerUser, cfg.TempDirs, cfg.CleanHome, cfg.Docker = "", nil, false, ""
+		cfg.NewRunner = func(string) (runner.Runner, error) {
+			return fakerunner.New(fakerunner.Options{BaseURL: o.FakeGitHubURL, Dir: o.RunnerDir, WorkDir: o.WorkDir,
+				JobDuration: o.FakeJobDuration, Logger: log})
+		}
+	default:
+		cfg.NewRunner = func(string) (runner.Runner, error) {
+			return runner.NewActions(runner.ActionsOptions{Dir: o.RunnerDir, User: o.RunnerUser,
+				WorkDir: relWork(o.RunnerDir, o.WorkDir), Output: logOut})
+		}
+	}
+	return cfg, nil
+}
+
+// relWork expresses the work directory relative to the runner directory when it lies below it
+// (config.sh's --work is relative to the runner directory).
+func relWork(runnerDir, workDir string) string {
+	if rel, err := filepath.Rel(runnerDir, workDir); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return workDir
+}

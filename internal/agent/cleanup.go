@@ -1,0 +1,138 @@
+// Cleanup after a run, before the instance may be pooled again: nothing a job left behind may reach
+// the next workflow. The runner user's leftover processes are killed (a job can start daemons that
+// outlive it), docker containers, volumes and networks are removed, the workspace is emptied, and the
+// runner user's files in the temporary directories and (optionally) its home directory are removed.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// cleanup runs every step and reports every failure.
+func (a *agent) cleanup(ctx context.Context) error {
+	var errs []error
+	uid := -1
+	var home string
+	if a.cfg.RunnerUser != "" {
+		u, err := user.Lookup(a.cfg.RunnerUser)
+		if err != nil {
+			return fmt.Errorf("cleaning up: runner user: %w", err)
+		}
+		uid, err = strconv.Atoi(u.Uid)
+		if err != nil || uid == 0 {
+			return fmt.Errorf("cleaning up: runner user %s has uid %q", a.cfg.RunnerUser, u.Uid)
+		}
+		home = u.HomeDir
+		if err := killUserProcesses(ctx, uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.cfg.Docker != "" {
+		if err := dockerCleanup(ctx, a.cfg.Docker, runCommand); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := emptyDir(a.cfg.WorkDir); err != nil {
+		errs = append(errs, err)
+	}
+	if uid > 0 {
+		for _, d := range a.cfg.TempDirs {
+			if err := removeOwnedBy(d, uid); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if a.cfg.CleanHome && home != "" && filepath.IsAbs(home) && filepath.Clean(home) != "/" {
+			if err := emptyDir(home); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("cleaning up: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// emptyDir removes everything inside dir (and creates dir when missing).
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("emptying %s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOwnedBy removes the entries of dir that belong to uid.
+func removeOwnedBy(dir string, uid int) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cleaning %s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		owner, ok := fileOwner(p)
+		if !ok || owner != uid {
+			continue
+		}
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runCommand runs a command and returns its combined output.
+func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
+
+// dockerCleanup removes every container (running or not) and every volume, and prunes unused networks. A
+// job's containers can outlive it (services, `docker run -d`), and its volumes hold its data.
+func dockerCleanup(ctx context.Context, docker string, run func(ctx context.Context, name string, args ...string) ([]byte, error)) error {
+	out, err := run(ctx, docker, "ps", "--all", "--quiet")
+	if err != nil {
+		return fmt.Errorf("listing containers: %w: %s", err, bytes.TrimSpace(out))
+	}
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		if out, err := run(ctx, docker, append([]string{"rm", "--force", "--volumes"}, ids...)...); err != nil {
+			return fmt.Errorf("removing containers: %w: %s", err, bytes.TrimSpace(out))
+		}
+	}
+	// With no container left no volume is in use: remove them all (named ones too, which
+	// `volume prune` keeps on Docker 23+).
+	out, err = run(ctx, docker, "volume", "ls", "--quiet")
+	if err != nil {
+		return fmt.Errorf("listing volumes: %w: %s", err, bytes.TrimSpace(out))
+	}
+	if names := strings.Fields(string(out)); len(names) > 0 {
+		if out, err := run(ctx, docker, append([]string{"volume", "rm", "--force"}, names...)...); err != nil {
+			return fmt.Errorf("removing volumes: %w: %s", err, bytes.TrimSpace(out))
+		}
+	}
+	if out, err := run(ctx, docker, "network", "prune", "--force"); err != nil {
+		return fmt.Errorf("pruning networks: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+// Outside Linux the agent cannot find a user's processes or file owners; it runs on Linux instances
+// only, and this keeps the package building elsewhere.
+package agent
+
+import (
+	"context"
+	"errors"
+)
+
+func killUserProcesses(context.Context, int) error {
+	return errors.New("killing a user's processes is supported on Linux only")
+}
+
+func fileOwner(string) (int, bool) { return 0, false }

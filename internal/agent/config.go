@@ -1,0 +1,203 @@
+// Package agent is `runnerpool agent`, the program on every runner instance. It reads its identity from
+// the instance metadata service (IMDSv2), runs the pre-runner script once, keeps a heartbeat, and then
+// follows its own record in the state table: when a run is assigned it takes the per-claim registration
+// credential from its own item, registers a runner labelled for that run and signals UD_REG_OK; when the
+// run id is cleared it stops and deregisters the runner with the per-release removal credential, cleans
+// the workspace and signals UD_REMOVE_REG_REMOVE_RUN, so the control plane can pool it again. It
+// terminates its own instance once its threshold plus a grace period has passed, and after a crash or a
+// restart it resumes from what the table (and its runner's saved registration) says.
+//
+// The agent never talks to the control plane directly: everything goes through its own items in
+// DynamoDB. It learns about claims and releases from the instance tag runnerpool:wake (package wake),
+// which it reads through the instance metadata service: local, free, no AWS request. See notice.go.
+//
+// config.go: the configuration and its defaults.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// Store is the part of the state store the agent uses; *store.Store satisfies it. An instance's IAM
+// role allows exactly these calls on its own partition (dynamodb:LeadingKeys).
+type Store interface {
+	Get(ctx context.Context, id string) (store.Instance, error)
+	PutHeartbeat(ctx context.Context, id string) error
+	PutSignal(ctx context.Context, id string, sig store.SignalRecord) error
+	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
+}
+
+// MetadataAPI is the part of the IMDS client the agent uses; *imds.Client satisfies it.
+type MetadataAPI interface {
+	GetMetadata(ctx context.Context, in *imds.GetMetadataInput, opts ...func(*imds.Options)) (*imds.GetMetadataOutput, error)
+}
+
+// TerminatorAPI is the part of the EC2 client the agent uses to terminate its own instance (the
+// instance role allows TerminateInstances on itself only).
+type TerminatorAPI interface {
+	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// NoticeMode selects how an idle agent notices a claim or a release.
+type NoticeMode string
+
+const (
+	// NoticeIMDSTags watches the instance tag runnerpool:wake through IMDS and reads the record when it
+	// changes, plus a slow fallback read. runnerpool's design; the default.
+	NoticeIMDSTags NoticeMode = "imds-tags"
+	// NoticePoll reads the record every NoticeInterval (250 ms): the seeds' design, kept so both can
+	// be measured the same way.
+	NoticePoll NoticeMode = "poll"
+)
+
+// ParseNoticeMode validates a notice mode from a flag.
+func ParseNoticeMode(s string) (NoticeMode, error) {
+	switch m := NoticeMode(s); m {
+	case NoticeIMDSTags, NoticePoll:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown notice mode %q (want %q or %q)", s, NoticeIMDSTags, NoticePoll)
+}
+
+// Config configures an agent. Zero durations take the documented defaults.
+type Config struct {
+	// Store is the state table. Required.
+	Store Store
+	// EC2 terminates the instance. Required.
+	EC2 TerminatorAPI
+	// IMDS is the instance metadata client (IMDSv2). Required.
+	IMDS MetadataAPI
+	// NewRunner makes the runner driver once the instance id is known. Required.
+	NewRunner func(instanceID string) (runner.Runner, error)
+	// InstanceID overrides the id read from IMDS (tests).
+	InstanceID string
+
+	// Notice is how an idle agent notices claims and releases; NoticeIMDSTags when empty.
+	Notice NoticeMode
+	// NoticeInterval is how often the notice looks: 100 ms for the IMDS tag, 250 ms for polling.
+	NoticeInterval time.Duration
+	// FallbackInterval (imds-tags only) bounds the time between two record reads when no tag change
+	// is seen (a lost wake.Notify, tags not visible in IMDS); 30 s.
+	FallbackInterval time.Duration
+
+	// HeartbeatInterval is how often the heartbeat item is written; 5 s.
+	HeartbeatInterval time.Duration
+	// PreRunnerScript is run once, at first boot, before anything else; none when empty.
+	PreRunnerScript string
+	// PreRunnerTimeout bounds the pre-runner script; 30 min.
+	PreRunnerTimeout time.Duration
+
+	// StateDir keeps the agent's own bookkeeping (which run the runner is configured for). Required.
+	StateDir string
+	// WorkDir is the runner's workspace (_work): emptied after every run. Required.
+	WorkDir string
+	// RunnerUser is the unprivileged user jobs run as: after every run its leftover processes are
+	// killed and its files in TempDirs removed. Empty skips both (tests).
+	RunnerUser string
+	// TempDirs are directories (e.g. /tmp, /var/tmp) whose entries owned by RunnerUser are removed.
+	TempDirs []string
+	// CleanHome empties RunnerUser's home directory after every run (shell profiles, git and docker
+	// credentials, caches a job left). Whatever every run needs belongs in system locations.
+	CleanHome bool
+	// Docker, when set, is the docker CLI: after every run all containers are removed and unused
+	// volumes and networks pruned. Images stay (they are the warm pool's cache).
+	Docker string
+
+	// Grace is added to the record's threshold before the instance terminates itself (refresh in the
+	// control plane acts first, at the threshold); 2 min.
+	Grace time.Duration
+	// OrphanGrace is how long after boot the agent waits for its record to exist before it terminates
+	// its instance as an orphan; 2 min.
+	OrphanGrace time.Duration
+	// CredentialWait is how long the agent waits for a credential to appear in its item; 10 s.
+	CredentialWait time.Duration
+	// RetryInterval is the pause between retries of failed reads and credential look-ups; 250 ms.
+	RetryInterval time.Duration
+	// StopTimeout bounds waiting for the runner to stop; 1 min.
+	StopTimeout time.Duration
+
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Logger receives the agent's log; slog.Default() when nil.
+	Logger *slog.Logger
+	// OnRecord, when set, is called with every record the agent reads (tests and benchmarks).
+	OnRecord func(store.Instance)
+}
+
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("a store is required"))
+	}
+	if c.EC2 == nil {
+		errs = append(errs, errors.New("an EC2 client is required"))
+	}
+	if c.IMDS == nil {
+		errs = append(errs, errors.New("an instance metadata client is required"))
+	}
+	if c.NewRunner == nil {
+		errs = append(errs, errors.New("a runner driver is required"))
+	}
+	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, fmt.Errorf("state directory %q must be an absolute path", c.StateDir))
+	}
+	if c.WorkDir == "" || !filepath.IsAbs(c.WorkDir) || filepath.Clean(c.WorkDir) == "/" {
+		errs = append(errs, fmt.Errorf("work directory %q must be an absolute path below /", c.WorkDir))
+	}
+	if c.RunnerUser == "root" {
+		errs = append(errs, errors.New("the runner user must not be root"))
+	}
+	for _, d := range c.TempDirs {
+		if !filepath.IsAbs(d) {
+			errs = append(errs, fmt.Errorf("temporary directory %q must be an absolute path", d))
+		}
+	}
+	if c.Notice == "" {
+		c.Notice = NoticeIMDSTags
+	}
+	if _, err := ParseNoticeMode(string(c.Notice)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript) {
+		errs = append(errs, fmt.Errorf("pre-runner script %q must be an absolute path", c.PreRunnerScript))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Notice == NoticePoll {
+		def(&c.NoticeInterval, 250*time.Millisecond)
+	}
+	def(&c.NoticeInterval, 100*time.Millisecond)
+	def(&c.FallbackInterval, 30*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.PreRunnerTimeout, 30*time.Minute)
+	def(&c.Grace, 2*time.Minute)
+	def(&c.OrphanGrace, 2*time.Minute)
+	def(&c.CredentialWait, 10*time.Second)
+	def(&c.RetryInterval, 250*time.Millisecond)
+	def(&c.StopTimeout, time.Minute)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("agent configuration: %w", errors.Join(errs...))
+	}
+	return c, nil
+}

@@ -1,0 +1,258 @@
+// The Actions driver: the real GitHub Actions runner (github.com/actions/runner) installed by the user
+// data in Dir. It runs config.sh and run.sh as the unprivileged runner user, the way GitHub documents a
+// self-hosted runner install, with --disableupdate because the version is pinned by the image/user data
+// (a runner that updates itself would change under a warm pool) and --replace because a reused instance
+// registers under the same name for every run.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// ActionsOptions configures the Actions driver.
+type ActionsOptions struct {
+	// Dir is where the runner is unpacked (config.sh, run.sh; config.sh writes .runner and
+	// .credentials there). Required.
+	Dir string
+	// User runs config.sh and run.sh (config.sh refuses to run as root). Empty runs them as the
+	// agent's own user, which is only right in tests.
+	User string
+	// WorkDir is config.sh's --work, relative to Dir; "_work" when empty.
+	WorkDir string
+	// StopTimeout is how long run.sh gets to finish after SIGINT before the process group is killed;
+	// 30 s when zero. The runner cancels a job it is running when interrupted.
+	StopTimeout time.Duration
+	// Output receives config.sh's and run.sh's output; discarded when nil.
+	Output io.Writer
+}
+
+// Actions drives the real actions runner.
+type Actions struct {
+	o ActionsOptions
+	// start runs a prepared command (replaced in tests).
+	start func(cmd *exec.Cmd) error
+	mu    sync.Mutex
+}
+
+var _ Runner = (*Actions)(nil)
+
+// NewActions returns the Actions driver; it checks the options but touches nothing.
+func NewActions(o ActionsOptions) (*Actions, error) {
+	if o.Dir == "" || !filepath.IsAbs(o.Dir) {
+		return nil, fmt.Errorf("actions runner: directory %q must be an absolute path", o.Dir)
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = "_work"
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 30 * time.Second
+	}
+	if o.Output == nil {
+		o.Output = io.Discard
+	}
+	if o.User == "root" {
+		return nil, errors.New("actions runner: refusing to run the runner as root")
+	}
+	return &Actions{o: o, start: (*exec.Cmd).Start}, nil
+}
+
+// jitFile keeps a JIT runner configuration between Register and Run (root-only: the runner user's
+// jobs must not read it). A JIT configuration registers exactly one runner and is spent once used.
+const jitFile = ".runnerpool-jitconfig"
+
+// RegisterCommand is config.sh's command line for a registration-token credential (nil for a JIT
+// credential, which needs no configuration step).
+func (a *Actions) RegisterCommand(ctx context.Context, cred store.Credential, name string) (*exec.Cmd, error) {
+	if cred.JIT {
+		return nil, nil
+	}
+	if err := checkArg("url", cred.URL); err != nil {
+		return nil, err
+	}
+	if err := checkArg("name", name); err != nil {
+		return nil, err
+	}
+	for _, l := range cred.Labels {
+		if err := checkArg("label", l); err != nil {
+			return nil, err
+		}
+		if strings.Contains(l, ",") {
+			return nil, fmt.Errorf("actions runner: label %q contains a comma", l)
+		}
+	}
+	if len(cred.Labels) == 0 {
+		return nil, errors.New("actions runner: the credential names no labels")
+	}
+	args := []string{"--unattended", "--url", cred.URL, "--token", cred.Token, "--name", name,
+		"--labels", strings.Join(cred.Labels, ","), "--work", a.o.WorkDir, "--replace", "--disableupdate"}
+	return a.command(ctx, "./config.sh", args...)
+}
+
+// RunCommand is run.sh's command line (with --jitconfig for a JIT registration).
+func (a *Actions) RunCommand(ctx context.Context) (*exec.Cmd, error) {
+	jit, err := os.ReadFile(filepath.Join(a.o.Dir, jitFile))
+	switch {
+	case err == nil:
+		return a.command(ctx, "./run.sh", "--jitconfig", strings.TrimSpace(string(jit)))
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("actions runner: reading JIT configuration: %w", err)
+	}
+	if !a.configured() {
+		return nil, ErrNotRegistered
+	}
+	return a.command(ctx, "./run.sh")
+}
+
+// RemoveCommand is `config.sh remove`'s command line.
+func (a *Actions) RemoveCommand(ctx context.Context, cred store.Credential) (*exec.Cmd, error) {
+	return a.command(ctx, "./config.sh", "remove", "--token", cred.Token)
+}
+
+// configured reports whether config.sh has registered a runner here (it writes .runner).
+func (a *Actions) configured() bool {
+	_, err := os.Stat(filepath.Join(a.o.Dir, ".runner"))
+	return err == nil
+}
+
+// Register runs config.sh, or keeps a JIT configuration for run.sh.
+func (a *Actions) Register(ctx context.Context, cred store.Credential, name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cred.Token == "" {
+		return errors.New("actions runner: empty registration credential")
+	}
+	if cred.JIT {
+		if err := checkArg("JIT configuration", cred.Token); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(a.o.Dir, jitFile), []byte(cred.Token), 0o600); err != nil {
+			return fmt.Errorf("actions runner: keeping JIT configuration: %w", err)
+		}
+		return nil
+	}
+	cmd, err := a.RegisterCommand(ctx, cred, name)
+	if err != nil {
+		return err
+	}
+	if err := a.runToEnd(cmd); err != nil {
+		return fmt.Errorf("actions runner: config.sh: %w", err)
+	}
+	return nil
+}
+
+// Run runs run.sh until it exits or ctx is done; then it interrupts the runner's process group and
+// kills it after StopTimeout.
+func (a *Actions) Run(ctx context.Context) error {
+	cmd, err := a.RunCommand(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if err := a.start(cmd); err != nil {
+		return fmt.Errorf("actions runner: starting run.sh: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			return errors.New("actions runner: run.sh exited")
+		}
+		return fmt.Errorf("actions runner: run.sh exited: %w", err)
+	case <-ctx.Done():
+	}
+	// The runner finishes or cancels its job on SIGINT and deletes its session with GitHub.
+	signalGroup(cmd, sigInterrupt)
+	select {
+	case <-done:
+	case <-time.After(a.o.StopTimeout):
+		signalGroup(cmd, sigKill)
+		<-done
+	}
+	return nil
+}
+
+// Remove runs `config.sh remove` when a runner is configured here, and forgets a JIT configuration
+// (a JIT runner is removed by GitHub after its job, or by the control plane through the API).
+func (a *Actions) Remove(ctx context.Context, cred store.Credential) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := os.Remove(filepath.Join(a.o.Dir, jitFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("actions runner: forgetting JIT configuration: %w", err)
+	}
+	if !a.configured() {
+		return nil
+	}
+	if cred.Token == "" {
+		return errors.New("actions runner: empty remove token")
+	}
+	cmd, err := a.RemoveCommand(ctx, cred)
+	if err != nil {
+		return err
+	}
+	if err := a.runToEnd(cmd); err != nil {
+		return fmt.Errorf("actions runner: config.sh remove: %w", err)
+	}
+	return nil
+}
+
+func (a *Actions) runToEnd(cmd *exec.Cmd) error {
+	if err := a.start(cmd); err != nil {
+		return err
+	}
+	return cmd.Wait()
+}
+
+// command prepares a command in Dir, as User, in its own process group.
+func (a *Actions) command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = a.o.Dir
+	cmd.Stdout, cmd.Stderr = a.o.Output, a.o.Output
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	if err := asUser(cmd, a.o.User); err != nil {
+		return nil, fmt.Errorf("actions runner: %w", err)
+	}
+	return cmd, nil
+}
+
+// checkArg refuses values that cannot be a single, well-formed argument.
+func checkArg(what, v string) error {
+	if v == "" {
+		return fmt.Errorf("actions runner: empty %s", what)
+	}
+	if strings.ContainsAny(v, "\x00\r\n") {
+		return fmt.Errorf("actions runner: %s contains a control character", what)
+	}
+	return nil
+}
+
+// writeFileAtomic writes a file through a temporary file and a rename.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,238 @@
+// Package userdata renders the user data of runnerpool's instances: a bash script, run once by
+// cloud-init at first boot, that installs the runnerpool agent and the pinned GitHub Actions runner
+// (both downloads checked against a SHA-256), creates the unprivileged runner user, and runs
+// `runnerpool agent` as a systemd service. The agent then does everything else (pre-runner script,
+// registration, heartbeats, release, self-termination).
+//
+// IMDSv2 only: the launch template sets MetadataOptions HttpTokens=required (and InstanceMetadataTags=
+// enabled, for the agent's claim notice), so every metadata call in the script first PUTs for a session
+// token. The script itself never calls `aws ec2 modify-instance-metadata-options`: the launch template
+// already enforces it, before any code runs on the instance.
+//
+// Every value from Params is validated and single-quoted; the pre-runner script travels base64-encoded.
+package userdata
+
+import (
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// RunnerVersion is the GitHub Actions runner version every instance installs. It is pinned (and the
+// runner started with --disableupdate) so all instances of a pool run the same, verified runner.
+// GitHub stops sending jobs to runners that fall too far behind the latest release: bump it (with both
+// checksums, from the release notes) as part of the regular dependency updates.
+const RunnerVersion = "2.319.0"
+
+// runnerSHA256 are the SHA-256 checksums of actions-runner-linux-<arch>-<RunnerVersion>.tar.gz.
+var runnerSHA256 = map[Arch]string{
+	ArchX64:   "52b8f9c5abb1a47cc506185a1a20ecea19daf0d94bbf4ddde7e617e7be109b14",
+	ArchARM64: "524e75dc384ba8289fcea4914eb210f10c8c4e143213cef7d28f0c84dd2d017c",
+}
+
+// DefaultRunnerBaseURL is where runner releases are downloaded from.
+const DefaultRunnerBaseURL = "https://github.com/actions/runner/releases/download"
+
+// Fixed paths on the instance (the agent's flags in the unit name them).
+const (
+	AgentPath       = "/usr/local/bin/runnerpool"
+	RunnerDir       = "/opt/actions-runner"
+	RunnerUser      = "runner"
+	StateDir        = "/var/lib/runnerpool"
+	PreRunnerPath   = "/opt/runnerpool/pre-runner.sh"
+	ServiceName     = "runnerpool-agent.service"
+	maxUserDataSize = 16 * 1024 // EC2's limit on user data, before base64
+)
+
+// Arch is a CPU architecture in the runner's naming.
+type Arch string
+
+const (
+	// ArchAny renders a script for both architectures, choosing at boot by `uname -m`.
+	ArchAny   Arch = ""
+	ArchX64   Arch = "x64"
+	ArchARM64 Arch = "arm64"
+)
+
+// Artifact is a download checked against its SHA-256.
+type Artifact struct {
+	URL    string
+	SHA256 string // lower-case hex
+}
+
+// Params are the inputs of a rendered script.
+type Params struct {
+	// Table is the state table the agent uses. Required.
+	Table string
+	// Region is the AWS region of the table. Required.
+	Region string
+	// Notice is the agent's claim notice: "imds-tags" (default) or "poll".
+	Notice string
+	// Arch restricts the script to one architecture; ArchAny supports both.
+	Arch Arch
+	// AgentX64 and AgentARM64 are the runnerpool binaries; the one(s) Arch needs are required.
+	AgentX64, AgentARM64 Artifact
+	// PreRunnerScript is the content of the user's pre-runner script; none when empty.
+	PreRunnerScript string
+	// RunnerBaseURL overrides DefaultRunnerBaseURL (a mirror holding the same release files).
+	RunnerBaseURL string
+}
+
+//go:embed userdata.sh.tmpl
+var tmplText string
+
+var tmpl = template.Must(template.New("userdata").Funcs(template.FuncMap{"sh": shellQuote, "dir": path.Dir}).Parse(tmplText))
+
+// archData is what the template needs per architecture.
+type archData struct {
+	Name         Arch
+	Machine      string // uname -m patterns
+	AgentURL     string
+	AgentSHA256  string
+	RunnerSHA256 string
+}
+
+type data struct {
+	Params
+	RunnerVersion                                                          string
+	Arches                                                                 []archData
+	PreRunnerB64                                                           string
+	AgentArgs                                                              string
+	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
+}
+
+// Render validates p and renders the user data script.
+func Render(p Params) (string, error) {
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	if p.Notice == "" {
+		p.Notice = "imds-tags"
+	}
+	if p.RunnerBaseURL == "" {
+		p.RunnerBaseURL = DefaultRunnerBaseURL
+	}
+	p.RunnerBaseURL = strings.TrimRight(p.RunnerBaseURL, "/")
+	d := data{
+		Params: p, RunnerVersion: RunnerVersion,
+		AgentPath: AgentPath, RunnerDir: RunnerDir, RunnerUser: RunnerUser, StateDir: StateDir,
+		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName,
+	}
+	if p.Arch != ArchARM64 {
+		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), runnerSHA256[ArchX64]})
+	}
+	if p.Arch != ArchX64 {
+		d.Arches = append(d.Arches, archData{ArchARM64, "aarch64|arm64", p.AgentARM64.URL, strings.ToLower(p.AgentARM64.SHA256), runnerSHA256[ArchARM64]})
+	}
+	if p.PreRunnerScript != "" {
+		d.PreRunnerB64 = base64.StdEncoding.EncodeToString([]byte(p.PreRunnerScript))
+	}
+	args := []string{"agent", "-table", p.Table, "-region", p.Region, "-notice", p.Notice,
+		"-runner", "actions", "-runner-dir", RunnerDir, "-runner-user", RunnerUser, "-state-dir", StateDir}
+	if p.PreRunnerScript != "" {
+		args = append(args, "-pre-runner-script", PreRunnerPath)
+	}
+	d.AgentArgs = strings.Join(args, " ") // every element is from a validated, space-free character set
+
+	var b strings.Builder
+	if err := tmpl.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("rendering user data: %w", err)
+	}
+	if b.Len() > maxUserDataSize {
+		return "", fmt.Errorf("rendered user data is %d bytes, over EC2's limit of %d: shorten the pre-runner script (or have it download the rest)", b.Len(), maxUserDataSize)
+	}
+	return b.String(), nil
+}
+
+var (
+	// tableRe is DynamoDB's table name syntax.
+	tableRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+	// regionRe matches AWS region names (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-5).
+	regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
+	sha256Re = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+)
+
+// Validate reports every problem with p.
+func (p Params) Validate() error {
+	var errs []error
+	if !tableRe.MatchString(p.Table) {
+		errs = append(errs, fmt.Errorf("table %q: want 3-255 characters of A-Z a-z 0-9 _ . -", p.Table))
+	}
+	if !regionRe.MatchString(p.Region) {
+		errs = append(errs, fmt.Errorf("region %q: want an AWS region name such as us-east-1", p.Region))
+	}
+	switch p.Notice {
+	case "", "imds-tags", "poll":
+	default:
+		errs = append(errs, fmt.Errorf("notice %q: want imds-tags or poll", p.Notice))
+	}
+	switch p.Arch {
+	case ArchAny, ArchX64, ArchARM64:
+	default:
+		errs = append(errs, fmt.Errorf("arch %q: want x64, arm64 or empty for both", p.Arch))
+	}
+	if p.Arch != ArchARM64 {
+		errs = append(errs, checkArtifact("agent (x64)", p.AgentX64)...)
+	}
+	if p.Arch != ArchX64 {
+		errs = append(errs, checkArtifact("agent (arm64)", p.AgentARM64)...)
+	}
+	if p.RunnerBaseURL != "" {
+		if err := checkURL(p.RunnerBaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("runner base URL: %w", err))
+		}
+	}
+	if strings.ContainsRune(p.PreRunnerScript, 0) {
+		errs = append(errs, errors.New("pre-runner script contains a NUL byte"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("user data parameters: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func checkArtifact(what string, a Artifact) []error {
+	var errs []error
+	if err := checkURL(a.URL); err != nil {
+		errs = append(errs, fmt.Errorf("%s URL: %w", what, err))
+	}
+	if !sha256Re.MatchString(a.SHA256) {
+		errs = append(errs, fmt.Errorf("%s SHA-256 %q: want 64 hexadecimal digits", what, a.SHA256))
+	}
+	return errs
+}
+
+// checkURL accepts absolute https URLs made of printable characters that need no escaping in a shell
+// word or a URL (no quotes, spaces, backslashes, backticks, dollar signs or control characters).
+func checkURL(raw string) error {
+	if raw == "" {
+		return errors.New("required")
+	}
+	for _, r := range raw {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune("'\"`$\\<>{}|^", r) {
+			return fmt.Errorf("%q contains %q", raw, r)
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q: want an https:// URL", raw)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials in URLs end up in logs; use a pre-signed or public URL", raw)
+	}
+	return nil
+}
+
+// shellQuote quotes s as one POSIX shell word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
