@@ -1,0 +1,300 @@
+// Package sandbox runs a whole runnerpool deployment on the local stack: the state table, a pool
+// queue, a launch template, the control-plane components (provision, release, refresh) and
+// simulated EC2 instances that each run the real instance agent with a fake actions runner talking
+// to the GitHub fake. The end-to-end tests, the demo and the benchmark all start one.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// The names the sandbox deploys under.
+const (
+	DeploymentID = "sandbox"
+	RunnerClass  = "default"
+	Scope        = "acme/app" // the repository the sandbox's workflows run in
+)
+
+// Subnets are the sandbox's subnets, one per zone.
+var Subnets = map[string]string{"subnet-0aaa": "us-east-1a", "subnet-0bbb": "us-east-1b", "subnet-0ccc": "us-east-1c"}
+
+// Options tunes the sandbox. Zero values are sensible defaults for tests.
+type Options struct {
+	Logger *slog.Logger
+	// Root holds the simulated instances' directories (required).
+	Root string
+	// JobDuration is how long a fake job takes (default 200 ms).
+	JobDuration time.Duration
+	// Agent intervals (defaults: heartbeat 1 s, notice 50 ms, fallback 5 s, grace 2 s,
+	// orphan grace 30 s).
+	Heartbeat, Notice, Fallback, Grace, OrphanGrace time.Duration
+	// AgentDisabled, when it returns true for an instance, makes that instance run no agent (a
+	// crashed agent; faults).
+	AgentDisabled func(instanceID string) bool
+	// FailRegistration, when it returns true for an instance at the moment its agent registers a
+	// runner, makes that registration fail as a refused GitHub registration would.
+	FailRegistration func(instanceID string) bool
+	// ChildOutput receives DynamoDB Local's and fauxqs's output.
+	ChildOutput io.Writer
+}
+
+// Sandbox is a running deployment.
+type Sandbox struct {
+	Stack          *stack.Stack
+	Table          string
+	Queue          *pool.Queue
+	LaunchTemplate string
+	Store          *store.Store
+	GitHub         *ghaccess.Client
+	EC2            *ec2.Client
+	Limits         *awslimit.Limits
+	Log            *slog.Logger
+
+	opts   Options
+	mu     sync.Mutex
+	agents map[string]context.CancelFunc // running agents, by instance
+}
+
+// Start starts the stack with agents in every simulated instance and creates the deployment's
+// table, queue and launch template.
+func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
+	if o.Root == "" {
+		return nil, errors.New("sandbox: a root directory for the instances is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.JobDuration, 200*time.Millisecond)
+	def(&o.Heartbeat, time.Second)
+	def(&o.Notice, 50*time.Millisecond)
+	def(&o.Fallback, 5*time.Second)
+	def(&o.Grace, 2*time.Second)
+	def(&o.OrphanGrace, 30*time.Second)
+
+	sb := &Sandbox{Table: "runnerpool-sandbox", opts: o, Log: o.Logger, agents: map[string]context.CancelFunc{}}
+	var hook func(context.Context, ec2server.RuntimeInstance)
+	stk, err := stack.Start(ctx, stack.Options{
+		Logger: o.Logger, ChildOutput: o.ChildOutput,
+		Runtime: func(ctx context.Context, inst ec2server.RuntimeInstance) {
+			if o.AgentDisabled != nil && o.AgentDisabled(inst.ID) {
+				<-ctx.Done()
+				return
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			sb.mu.Lock()
+			sb.agents[inst.ID] = cancel
+			sb.mu.Unlock()
+			defer func() {
+				cancel()
+				sb.mu.Lock()
+				delete(sb.agents, inst.ID)
+				sb.mu.Unlock()
+			}()
+			hook(ctx, inst)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	sb.Stack = stk
+	defer func() {
+		if err != nil {
+			_ = stk.Close()
+		}
+	}()
+	for s, z := range Subnets {
+		stk.EC2.SetSubnet(s, z)
+	}
+
+	db := stk.DynamoDB()
+	if err := store.CreateTable(ctx, db, sb.Table); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	sb.Store = store.New(db, sb.Table)
+	sb.Limits = awslimit.Default()
+	sb.EC2 = ec2.NewFromConfig(mustConfig(ctx, stk), func(eo *ec2.Options) {
+		eo.BaseEndpoint = aws.String(stk.Endpoints.EC2)
+	}, awslimit.WithEC2Limits(sb.Limits))
+
+	q, err := stk.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + RunnerClass)})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: creating the pool queue: %w", err)
+	}
+	sb.Queue = pool.NewQueue(stk.SQS(), aws.ToString(q.QueueUrl))
+
+	lt, err := sb.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String("runnerpool-sandbox"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
+			ImageId: aws.String("ami-0123456789abcdef0"),
+			// IMDSv2 only, and instance tags in the metadata: the agent's claim notice watches them.
+			MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+				HttpTokens:           ec2types.LaunchTemplateHttpTokensStateRequired,
+				InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled,
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: creating the launch template: %w", err)
+	}
+	sb.LaunchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
+
+	sb.GitHub, err = ghaccess.New(ghaccess.Config{APIURL: stk.Endpoints.GitHubAPI, Token: stk.GitHub.PAT(), Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+
+	agentEC2 := ec2.NewFromConfig(mustConfig(ctx, stk), func(eo *ec2.Options) { eo.BaseEndpoint = aws.String(stk.Endpoints.EC2) })
+	hook = agenttest.RuntimeHook(agent.Config{
+		Store: store.New(stk.DynamoDB(), sb.Table), EC2: agentEC2,
+		Notice: agent.NoticeIMDSTags, NoticeInterval: o.Notice, FallbackInterval: o.Fallback,
+		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
+		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
+		Logger: o.Logger,
+	}, agenttest.Options{Root: o.Root, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
+		r, err := fakerunner.New(fakerunner.Options{
+			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
+			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
+		})
+		if err != nil || o.FailRegistration == nil {
+			return r, err
+		}
+		return &failingRunner{Runner: r, fail: func() bool { return o.FailRegistration(inst.ID) }}, nil
+	}})
+	return sb, nil
+}
+
+// failingRunner refuses registrations while fail says so.
+type failingRunner struct {
+	runner.Runner
+	fail func() bool
+}
+
+func (f *failingRunner) Register(ctx context.Context, cred store.Credential, name string) error {
+	if f.fail() {
+		return errors.New("registration refused by GitHub (sandbox fault)")
+	}
+	return f.Runner.Register(ctx, cred, name)
+}
+
+func mustConfig(ctx context.Context, stk *stack.Stack) aws.Config {
+	cfg, err := stk.AWSConfig(ctx)
+	if err != nil {
+		panic(fmt.Sprintf("sandbox: the stack's AWS config: %v", err)) // built from constants; cannot fail
+	}
+	return cfg
+}
+
+// KillAgent stops the agent of an instance without touching the instance (a crashed agent process).
+func (s *Sandbox) KillAgent(instanceID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cancel, ok := s.agents[instanceID]
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// Close stops every agent, the servers and the emulators.
+func (s *Sandbox) Close() error { return s.Stack.Close() }
+
+// Resolver maps the sandbox's runner class to its queue.
+func (s *Sandbox) Resolver() pool.StaticResolver { return pool.StaticResolver{RunnerClass: s.Queue} }
+
+// ComponentOptions tunes the control plane's timings (defaults suit tests).
+type ComponentOptions struct {
+	RegistrationWait time.Duration // reused instances (default 10 s)
+	FleetWait        time.Duration // created instances (default 60 s)
+	ReleaseWait      time.Duration // deregistration signal (default 30 s)
+	IdleTime         time.Duration // default 10 min
+	MaxRuntime       time.Duration // default 1 h
+	PollInterval     time.Duration // default 50 ms
+}
+
+// Components are the control plane's domain components, wired to the sandbox.
+type Components struct {
+	Registrar   *claim.Registrar
+	Claimer     *claim.Claimer
+	Fleet       *fleet.Fleet
+	Provisioner *provision.Provisioner
+	Releaser    *release.Releaser
+	Refresher   *refresh.Refresher
+	Config      provision.Config
+}
+
+// Components builds a control plane (what one reconciler replica holds) over the sandbox.
+func (s *Sandbox) Components(o ComponentOptions) *Components {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.RegistrationWait, 10*time.Second)
+	def(&o.FleetWait, 60*time.Second)
+	def(&o.ReleaseWait, 30*time.Second)
+	def(&o.IdleTime, 10*time.Minute)
+	def(&o.MaxRuntime, time.Hour)
+	def(&o.PollInterval, 50*time.Millisecond)
+
+	subnets := make([]string, 0, len(Subnets))
+	for sn := range Subnets {
+		subnets = append(subnets, sn)
+	}
+	copts := claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval, ReleaseWait: o.ReleaseWait, Logger: s.Log}
+	c := &Components{}
+	c.Registrar = claim.NewRegistrar(s.Store, s.GitHub, s.EC2, copts)
+	c.Claimer = claim.NewClaimer(s.Store, c.Registrar, copts)
+	c.Fleet = fleet.New(s.EC2, fleet.Options{Logger: s.Log})
+	c.Config = provision.Config{
+		ResourceClasses: map[string]provision.ResourceClass{
+			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
+		},
+		RunnerClasses: map[string]provision.RunnerClass{RunnerClass: {
+			Name: RunnerClass, Queue: s.Queue, MaxRuntime: o.MaxRuntime, IdleTime: o.IdleTime,
+			Launch: fleet.LaunchSpec{LaunchTemplateID: s.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
+		}},
+		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
+	}
+	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
+	c.Releaser = release.New(s.Store, s.Resolver(), s.GitHub, s.EC2, release.Options{SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log})
+	c.Refresher = refresh.New(s.Store, s.EC2, s.GitHub, s.Resolver(), refresh.Options{
+		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,
+	})
+	return c
+}
+
+// TempRoot makes a directory for the instances that Close does not remove (callers own it).
+func TempRoot() (string, error) { return os.MkdirTemp("", "runnerpool-sandbox-") }
