@@ -26,11 +26,11 @@ var errUsage = errors.New("usage")
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":     {"run the reconciler service (HTTP API, cron, webhook routing)", notYet("serve", "the reconciler service issue")},
+		"serve":     {"run the reconciler service (HTTP API, cron, webhook routing)", runServe},
 		"agent":     {"run the instance agent on a runner instance", runAgent},
-		"provision": {"ask the reconciler for runners for this workflow run", notYet("provision", "the reconciler service issue")},
-		"release":   {"hand this workflow run's runners back to the pool", notYet("release", "the reconciler service issue")},
-		"status":    {"show pools and recent runs", notYet("status", "the reconciler service issue")},
+		"provision": {"ask the reconciler for runners for this workflow run", runProvision},
+		"release":   {"hand this workflow run's runners back to the pool", runRelease},
+		"status":    {"show pools and recent runs", runStatus},
 		"version":   {"print the version", runVersion},
 	}
 }
@@ -88,11 +88,4 @@ func usage(w io.Writer) {
 func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) error {
 	_, err := fmt.Fprintf(stdout, "runnerpool %s (commit %s)\n", version.Version, version.Commit)
 	return err
-}
-
-// notYet is the placeholder of a subcommand that a later capability builds.
-func notYet(name, owner string) func(context.Context, []string, io.Writer, io.Writer) error {
-	return func(context.Context, []string, io.Writer, io.Writer) error {
-		return fmt.Errorf("%s is not built yet (it comes with %s)", name, owner)
-	}
 }

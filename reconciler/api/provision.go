@@ -1,0 +1,131 @@
+// POST /v1/provision.
+//
+// Answers:
+//
+//	200  the runners (label, source of each); a repeated request of the same run answers the same
+//	400  the body is malformed or the request is not acceptable (nothing was read or written)
+//	401  403  see package auth (nothing was read or written)
+//	409  another request of the same run is still provisioning it (retryable)
+//	413  415  body too large, not JSON
+//	500  provision_dumped: an unexpected error; every instance it touched was terminated (final)
+//	503  provision_unsuccessful: no capacity, or a runner that did not register in time; what was
+//	     claimed went back to the pool, what was created was terminated (final for this run attempt:
+//	     a retry answers the same; re-run the workflow)
+//	503  shutting_down, unavailable: retryable, nothing was done
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+)
+
+func (a *API) provision(w http.ResponseWriter, r *http.Request) {
+	id, r, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var body apiv1.ProvisionRequest
+	if err := decodeJSON(r, &body, false); err != nil {
+		a.writeDecodeError(w, r, err)
+		return
+	}
+	req := toProvisionRequest(body)
+	req.RepositoryID, req.Repository, req.RunID, req.Attempt = id.RepositoryID, id.Repository, id.RunID, id.RunAttempt
+	key := store.RunKey(req.RepositoryID, req.RunID, req.Attempt)
+	r = annotate(r, slog.String(logging.KeyRunID, key))
+
+	if !a.ops.begin() {
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeShuttingDown, "this replica is shutting down; retry", true)
+		return
+	}
+	defer a.ops.end()
+	a.metrics.Inflight("provision", 1)
+	defer a.metrics.Inflight("provision", -1)
+
+	ctx, cancel := a.workContext(r, a.o.ProvisionTimeout)
+	defer cancel()
+	start := a.now()
+	res, err := a.o.Provisioner.Provision(ctx, req)
+	elapsed := a.now().Sub(start)
+
+	resp := toProvisionResponse(res)
+	switch {
+	case err == nil:
+		// A repeated request of the run gets the stored answer, whose timing is the first
+		// request's: longer than this call took. Only the call that ran the provision counts.
+		ran := elapsed >= res.Timing.Total
+		sources := make([]string, len(res.Runners))
+		for i, rn := range res.Runners {
+			sources[i] = rn.Source
+			if ran {
+				a.metrics.ObserveJobStartup(rn.Source, startup(res, rn.Source))
+			}
+			a.log.InfoContext(ctx, "runner provisioned", logging.KeyInstanceID, rn.InstanceID, "source", rn.Source,
+				"instance_type", rn.InstanceType, "zone", rn.Zone, "repeated_request", !ran)
+		}
+		if ran {
+			a.metrics.ObserveProvision(provision.StatusSucceeded, elapsed, sources)
+		} else {
+			a.metrics.ObserveProvision("repeated", elapsed, nil)
+		}
+		writeJSON(w, http.StatusOK, resp)
+
+	case errors.Is(err, provision.ErrInvalid):
+		a.metrics.ObserveProvision("invalid", elapsed, nil)
+		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
+
+	case errors.Is(err, provision.ErrInProgress):
+		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, err.Error(), true)
+
+	case errors.Is(err, provision.ErrFailed):
+		for _, u := range res.Undone {
+			a.log.InfoContext(ctx, "provision undone", logging.KeyInstanceID, u.InstanceID, "action", u.Action, "reason", u.Reason, "error", u.Error)
+		}
+		a.metrics.Error(metrics.ErrProvision)
+		outcome := res.Outcome
+		if outcome == "" {
+			outcome = "failed"
+		}
+		a.metrics.ObserveProvision(outcome, elapsed, nil)
+		status, code := http.StatusServiceUnavailable, apiv1.CodeUnsuccessful
+		if res.Outcome == "dump" {
+			status, code = http.StatusInternalServerError, apiv1.CodeDumped
+		}
+		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Provision: &resp})
+
+	case errors.Is(err, store.ErrThrottled):
+		a.metrics.ObserveProvision("error", elapsed, nil)
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, err.Error(), true)
+
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		// Cancelled before a provision of the run started (or while waiting for another request's
+		// provision of it): nothing of this request's making is left; retrying is safe.
+		a.metrics.ObserveProvision("error", elapsed, nil)
+		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, err.Error(), true)
+
+	default:
+		// The run record could not be read or written: a retry finds the run as it is.
+		a.metrics.ObserveProvision("error", elapsed, nil)
+		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, err.Error(), true)
+	}
+}
+
+// startup is how long a runner of a source took to be available to the run's jobs: a reused
+// runner is registered for the run when selection ends; a started or created one when fleet
+// validation (which waits for both) ends.
+func startup(res provision.Result, source string) time.Duration {
+	t := res.Timing
+	if source == provision.SourceReused {
+		return t.Select
+	}
+	return t.Select + t.Start + t.Create + t.Validate
+}

@@ -1,0 +1,221 @@
+// GET /v1/runs/{run} and GET /v1/pools.
+//
+// {run} is a run id (the token's attempt unless ?attempt=N) or a run key
+// "<repository id>:<run id>:<attempt>" as a provision answered it. Only a token of the same
+// repository and run may read it: another run is 403 other_run, another repository's key 403
+// other_repository, both decided from the token before anything is read.
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
+)
+
+func (a *API) run(w http.ResponseWriter, r *http.Request) {
+	id, r, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	key, err := a.runKeyOf(id, r)
+	if err != nil {
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			a.writeAuthError(w, r, err)
+			return
+		}
+		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
+		return
+	}
+	r = annotate(r, slog.String(logging.KeyRunID, key))
+	run, err := a.o.Store.GetRun(r.Context(), key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.writeError(w, r, http.StatusNotFound, apiv1.CodeRunNotFound, "run "+key+" has no provision", false)
+		return
+	case err != nil:
+		a.writeStoreError(w, r, err)
+		return
+	}
+	if err := id.CheckRun(run.RepositoryID, run.RunID); err != nil {
+		a.writeAuthError(w, r, err)
+		return
+	}
+	resp, err := a.runResponse(r.Context(), run)
+	if err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// runKeyOf resolves {run} and ?attempt against the token: the binding check happens here, before
+// anything is read.
+func (a *API) runKeyOf(id auth.Identity, r *http.Request) (string, error) {
+	ref := r.PathValue("run")
+	if strings.Contains(ref, ":") {
+		repoID, runID, attempt, err := apiv1.ParseRunKey(ref)
+		if err != nil {
+			return "", err
+		}
+		if err := id.CheckRun(repoID, runID); err != nil {
+			return "", err
+		}
+		if r.URL.Query().Has("attempt") {
+			return "", errors.New("give the attempt in the run key or as ?attempt=, not both")
+		}
+		return store.RunKey(repoID, runID, attempt), nil
+	}
+	if ref == "" || len(ref) > 20 || strings.ContainsFunc(ref, func(c rune) bool { return c < '0' || c > '9' }) {
+		return "", fmt.Errorf("run %q: want a run id (digits) or a run key", ref)
+	}
+	if err := id.CheckRun(id.RepositoryID, ref); err != nil {
+		return "", err
+	}
+	attempt := id.RunAttempt
+	if v := r.URL.Query().Get("attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return "", fmt.Errorf("attempt %q: want a positive number", v)
+		}
+		attempt = n
+	}
+	return store.RunKey(id.RepositoryID, ref, attempt), nil
+}
+
+// runResponse renders a run record, with the current record of every instance it names.
+func (a *API) runResponse(ctx context.Context, run store.Run) (apiv1.RunResponse, error) {
+	resp := apiv1.RunResponse{
+		RunKey: run.Key, RepositoryID: run.RepositoryID, Repository: run.Repository, RunID: run.RunID,
+		Attempt: run.Attempt, Status: run.Status, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt,
+	}
+	var req provision.Request
+	if len(run.Request) > 0 && json.Unmarshal(run.Request, &req) == nil {
+		pr := fromProvisionRequest(req)
+		resp.Request = &pr
+	}
+	sr, err := parseStoredResult(run.Result)
+	if err != nil {
+		return resp, err
+	}
+	var ids []string
+	if run.Status != provision.StatusProvisioning && len(run.Result) > 0 {
+		res, err := sr.provision()
+		if err != nil {
+			return resp, fmt.Errorf("run %s: stored result: %w", run.Key, err)
+		}
+		pr := toProvisionResponse(res)
+		resp.Provision = &pr
+		for _, rn := range res.Runners {
+			ids = append(ids, rn.InstanceID)
+		}
+		for _, u := range res.Undone {
+			ids = append(ids, u.InstanceID)
+		}
+	}
+	resp.Releases = sr.releases()
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	resp.Instances = make([]apiv1.InstanceStatus, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, iid := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp.Instances[i], errs[i] = a.instanceStatus(ctx, iid, run.Key)
+		})
+	}
+	wg.Wait()
+	return resp, errors.Join(errs...)
+}
+
+// instanceStatus is an instance's current record as the run may see it: its state and reason
+// while the record is the run's or nobody's, "reassigned" (without the other run's name) once
+// another run owns it.
+func (a *API) instanceStatus(ctx context.Context, id, runKey string) (apiv1.InstanceStatus, error) {
+	in, err := a.o.Store.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return apiv1.InstanceStatus{InstanceID: id, State: "no record", Reason: "terminated before a record was written, or expired from the table"}, nil
+	case err != nil:
+		return apiv1.InstanceStatus{}, err
+	}
+	if in.RunID != "" && in.RunID != runKey {
+		return apiv1.InstanceStatus{InstanceID: id, State: apiv1.StateReassigned}, nil
+	}
+	return apiv1.InstanceStatus{InstanceID: id, State: string(in.State), Reason: in.Reason, Threshold: in.Threshold, UpdatedAt: in.UpdatedAt}, nil
+}
+
+func (a *API) pools(w http.ResponseWriter, r *http.Request) {
+	id, r, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	live, err := a.o.Store.Live(r.Context())
+	if err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Pools(live, id.RepositoryID, a.now()))
+}
+
+// Pools groups live records by runner class and pool, and lists the runs of repositoryID that hold
+// some ("" lists none).
+func Pools(live []store.Instance, repositoryID string, at time.Time) apiv1.PoolsResponse {
+	resp := apiv1.PoolsResponse{At: at.UTC(), Pools: []apiv1.PoolCount{}, Totals: map[string]int{}, Runs: []apiv1.ActiveRun{}}
+	type poolKey struct{ class, pool string }
+	pools := map[poolKey]*apiv1.PoolCount{}
+	runs := map[string]*apiv1.ActiveRun{}
+	prefix := repositoryID + ":"
+	for _, in := range live {
+		k := poolKey{in.RunnerClass, in.Pool}
+		p := pools[k]
+		if p == nil {
+			p = &apiv1.PoolCount{RunnerClass: in.RunnerClass, Pool: in.Pool, States: map[string]int{}}
+			pools[k] = p
+		}
+		p.States[string(in.State)]++
+		p.Total++
+		resp.Totals[string(in.State)]++
+		if repositoryID != "" && strings.HasPrefix(in.RunID, prefix) {
+			ar := runs[in.RunID]
+			if ar == nil {
+				ar = &apiv1.ActiveRun{RunKey: in.RunID, States: map[string]int{}}
+				if _, runID, attempt, err := apiv1.ParseRunKey(in.RunID); err == nil {
+					ar.RunID, ar.Attempt = runID, attempt
+				}
+				runs[in.RunID] = ar
+			}
+			ar.States[string(in.State)]++
+			ar.Instances++
+		}
+	}
+	for _, p := range pools {
+		resp.Pools = append(resp.Pools, *p)
+	}
+	slices.SortFunc(resp.Pools, func(a, b apiv1.PoolCount) int {
+		return cmp.Or(strings.Compare(a.RunnerClass, b.RunnerClass), strings.Compare(a.Pool, b.Pool))
+	})
+	for _, r := range runs {
+		resp.Runs = append(resp.Runs, *r)
+	}
+	slices.SortFunc(resp.Runs, func(a, b apiv1.ActiveRun) int { return strings.Compare(b.RunKey, a.RunKey) })
+	return resp
+}

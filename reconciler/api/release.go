@@ -1,0 +1,223 @@
+// POST /v1/release.
+//
+// The run released is always the caller's: the repository id and run id of its token, and the
+// token's attempt unless the body names an earlier one. A body naming another repository's or
+// another run's provision (run_key) is refused with 403 before anything is read. A release waits for a provision of the run
+// that is still in progress, then hands every running instance of the run back to the pool and
+// records what it did on the run record (GET /v1/runs shows it).
+//
+// Answers: 200 with what happened to each instance (also when there was nothing left to release);
+// 404 run_not_found when the run never provisioned; 409 (retryable) when its provision is still in
+// progress at the time limit; 500 release_incomplete (retryable) when a control-plane call failed
+// for some instance (a retry picks those up); 400, 401, 403, 413, 415, 503 as for provision.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+)
+
+func (a *API) release(w http.ResponseWriter, r *http.Request) {
+	id, r, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var body apiv1.ReleaseRequest
+	if err := decodeJSON(r, &body, true); err != nil {
+		a.writeDecodeError(w, r, err)
+		return
+	}
+	attempt := id.RunAttempt
+	if body.RunKey != "" {
+		if body.Attempt != 0 {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, "give run_key or attempt, not both", false)
+			return
+		}
+		repoID, runID, n, err := apiv1.ParseRunKey(body.RunKey)
+		if err != nil {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
+			return
+		}
+		if err := id.CheckRun(repoID, runID); err != nil {
+			a.writeAuthError(w, r, err)
+			return
+		}
+		body.Attempt = n
+	}
+	if body.Attempt != 0 {
+		if body.Attempt < 1 || body.Attempt > id.RunAttempt {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
+				fmt.Sprintf("attempt %d: must be between 1 and the token's run attempt %d", body.Attempt, id.RunAttempt), false)
+			return
+		}
+		attempt = body.Attempt
+	}
+	var idle time.Duration
+	if body.IdleTimeSeconds != 0 {
+		idle = time.Duration(body.IdleTimeSeconds) * time.Second
+		if body.IdleTimeSeconds < 0 || idle > a.o.MaxIdleTime {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
+				fmt.Sprintf("idle_time_seconds %d: must be between 1 and %d", body.IdleTimeSeconds, int(a.o.MaxIdleTime/time.Second)), false)
+			return
+		}
+	}
+	key := store.RunKey(id.RepositoryID, id.RunID, attempt)
+	r = annotate(r, slog.String(logging.KeyRunID, key))
+
+	if !a.ops.begin() {
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeShuttingDown, "this replica is shutting down; retry", true)
+		return
+	}
+	defer a.ops.end()
+	a.metrics.Inflight("release", 1)
+	defer a.metrics.Inflight("release", -1)
+	ctx, cancel := a.workContext(r, a.o.ReleaseTimeout)
+	defer cancel()
+	start := a.now()
+
+	run, err := a.settledRun(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.writeError(w, r, http.StatusNotFound, apiv1.CodeRunNotFound, "run "+key+" has no provision to release", false)
+		return
+	case errors.Is(err, errStillProvisioning):
+		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, "the provision of run "+key+" is still in progress; retry", true)
+		return
+	case err != nil:
+		a.writeStoreError(w, r, err)
+		return
+	}
+	// The key is built from the token, so the record is the caller's; checked anyway, since this
+	// is the line between one repository's runners and another's.
+	if err := id.CheckRun(run.RepositoryID, run.RunID); err != nil {
+		a.writeAuthError(w, r, err)
+		return
+	}
+	if idle == 0 {
+		idle = a.idleTimeOf(run)
+	}
+
+	rep, err := a.o.Releaser.Release(ctx, key, idle)
+	resp := toReleaseResponse(key, rep, a.now())
+	for _, in := range rep.Instances {
+		a.log.InfoContext(ctx, "instance released", logging.KeyInstanceID, in.ID, "outcome", in.Outcome, "reason", in.Reason)
+	}
+	if err != nil && errors.Is(err, release.ErrInvalid) {
+		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
+		return
+	}
+	if len(rep.Instances) > 0 {
+		// What the release did is recorded even when part of it failed; a failure to record is
+		// logged, not answered: the instances are where the report says.
+		rec := apiv1.ReleaseRecord{At: resp.ReleasedAt, IdleTimeSeconds: int(idle / time.Second), Message: resp.Message, Instances: resp.Instances}
+		if rerr := a.recordRelease(ctx, key, rec); rerr != nil {
+			a.log.WarnContext(ctx, "release not recorded on the run", "error", rerr)
+		}
+	}
+	result := "ok"
+	defer func() { a.metrics.ObserveRelease(result, a.now().Sub(start)) }()
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, resp)
+	case rep.RunID != "" && len(rep.Instances) > 0:
+		result = "incomplete"
+		a.metrics.Error(metrics.ErrRelease)
+		a.writeErrorBody(w, r, http.StatusInternalServerError, apiv1.Error{Error: err.Error(), Code: apiv1.CodeReleaseIncomplete, Retryable: true, Release: &resp})
+	default:
+		result = "error"
+		a.metrics.Error(metrics.ErrRelease)
+		a.writeStoreError(w, r, err)
+	}
+}
+
+var errStillProvisioning = errors.New("still provisioning")
+
+// settledRun reads the run record, waiting while its provision is in progress (on this or another
+// replica) until ctx ends.
+func (a *API) settledRun(ctx context.Context, key string) (store.Run, error) {
+	tick := time.NewTicker(a.o.PollInterval)
+	defer tick.Stop()
+	for {
+		run, err := a.o.Store.GetRun(ctx, key)
+		if err != nil {
+			if ctx.Err() != nil && !errors.Is(err, store.ErrNotFound) {
+				return store.Run{}, errStillProvisioning
+			}
+			return store.Run{}, err
+		}
+		if run.Status != provision.StatusProvisioning {
+			return run, nil
+		}
+		select {
+		case <-ctx.Done():
+			return store.Run{}, errStillProvisioning
+		case <-tick.C:
+		}
+	}
+}
+
+// idleTimeOf is the default idle time of a run's runners: its runner class's, else the API's.
+func (a *API) idleTimeOf(run store.Run) time.Duration {
+	var req provision.Request
+	if len(run.Request) > 0 && json.Unmarshal(run.Request, &req) == nil && a.o.RunnerClassIdleTime != nil {
+		class := req.RunnerClass
+		if class == "" {
+			class = a.o.DefaultRunnerClass
+		}
+		if d := a.o.RunnerClassIdleTime(class); d > 0 {
+			return min(d, a.o.MaxIdleTime)
+		}
+	}
+	return a.o.IdleTime
+}
+
+// recordRelease appends a release to the run record's result (optimistic concurrency on the
+// record's version; a concurrent release of the same run makes it re-read and retry).
+func (a *API) recordRelease(ctx context.Context, key string, rec apiv1.ReleaseRecord) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var last error
+	for range 4 {
+		run, err := a.o.Store.GetRun(ctx, key)
+		if err != nil {
+			return err
+		}
+		sr, err := parseStoredResult(run.Result)
+		if err != nil {
+			return err
+		}
+		body, err := sr.withRelease(rec)
+		if err != nil {
+			return err
+		}
+		run.Result = body
+		if _, last = a.o.Store.UpdateRun(ctx, run, run.Version); last == nil || !errors.Is(last, store.ErrConflict) {
+			return last
+		}
+	}
+	return last
+}
+
+// writeStoreError answers an error of a store read.
+func (a *API) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, store.ErrThrottled):
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, err.Error(), true)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, err.Error(), true)
+	default:
+		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, err.Error(), true)
+	}
+}

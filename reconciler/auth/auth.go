@@ -1,0 +1,318 @@
+// Package auth authenticates workflow callers of the reconciler API with their GitHub Actions OIDC
+// token and decides what they may touch.
+//
+// A token is verified against the configured issuer (github.com's
+// https://token.actions.githubusercontent.com, a GHES host's /_services/token, or the local issuer):
+// discovery and the key set (JWKS, cached and refreshed by go-oidc when an unknown key id appears),
+// RS256 signature, issuer, expiry, and the deployment's audience. Its claims then give the caller's
+// identity: repository, repository id and owner, run id and attempt. GitHub sends the ids as
+// strings; numbers are accepted too.
+//
+// Rejections are typed (*Error) with the HTTP status the API answers: 401 when the token is missing
+// or not valid for this deployment (the caller is not authenticated), 403 when a valid token may
+// not do what it asks (repository not allowed, another repository's or another run's provision).
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+)
+
+// Identity is who a verified token says the caller is.
+type Identity struct {
+	Repository      string // owner/name as the token names it
+	RepositoryID    string
+	RepositoryOwner string
+	RunID           string
+	RunAttempt      int
+	Subject         string
+	Expiry          time.Time
+}
+
+// Error is a rejected request. Status is 401, 403 or 503 (the issuer could not be reached).
+type Error struct {
+	Status int
+	Code   string // apiv1.Code*
+	Msg    string
+	Err    error // the verifier's error behind a 401, for logs
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func unauthorized(code, msg string, err error) *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: code, Msg: msg, Err: err}
+}
+
+func forbidden(code, msg string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: code, Msg: msg}
+}
+
+// Config configures a Verifier.
+type Config struct {
+	// Issuer is the OIDC issuer URL, exactly as it appears in the tokens' iss claim.
+	Issuer string
+	// Audience is the aud every token must carry.
+	Audience string
+	// Allowed lists repositories ("owner/repo") and owners ("owner"); case-insensitive.
+	Allowed []string
+	// HTTPClient fetches discovery and keys (default: 10 s timeout).
+	HTTPClient *http.Client
+	// Now is the clock of the expiry check (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Verifier verifies tokens. Discovery happens on first use (and is retried, at most once a second,
+// until it succeeds), so the reconciler starts even while the issuer is briefly unreachable.
+type Verifier struct {
+	cfg     Config
+	allowed []string
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	verifier  *oidc.IDTokenVerifier
+	lastTry   time.Time
+	lastError error
+}
+
+// discoveryRetry is the least time between two discovery attempts.
+const discoveryRetry = time.Second
+
+// New checks the configuration and returns a Verifier.
+func New(cfg Config) (*Verifier, error) {
+	var errs []error
+	if cfg.Issuer == "" {
+		errs = append(errs, errors.New("issuer is required"))
+	}
+	if cfg.Audience == "" {
+		errs = append(errs, errors.New("audience is required"))
+	}
+	if len(cfg.Allowed) == 0 {
+		errs = append(errs, errors.New("at least one allowed repository or owner is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("oidc verifier: %w", err)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	v := &Verifier{cfg: cfg, log: cfg.Logger}
+	for _, a := range cfg.Allowed {
+		v.allowed = append(v.allowed, strings.ToLower(strings.TrimSpace(a)))
+	}
+	return v, nil
+}
+
+// idVerifier returns the go-oidc verifier, running discovery if it has not succeeded yet.
+func (v *Verifier) idVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verifier != nil {
+		return v.verifier, nil
+	}
+	if time.Since(v.lastTry) < discoveryRetry && v.lastError != nil {
+		return nil, v.lastError
+	}
+	v.lastTry = time.Now()
+	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), v.cfg.Issuer)
+	if err != nil {
+		v.lastError = fmt.Errorf("oidc discovery of %s: %w", v.cfg.Issuer, err)
+		return nil, v.lastError
+	}
+	// The audience is checked below, with an error of its own; everything else by go-oidc.
+	v.verifier = p.VerifierContext(oidc.ClientContext(context.Background(), v.cfg.HTTPClient), &oidc.Config{
+		SkipClientIDCheck:    true,
+		SupportedSigningAlgs: []string{oidc.RS256},
+		Now:                  v.cfg.Now,
+	})
+	v.lastError = nil
+	return v.verifier, nil
+}
+
+// Ready reports whether discovery succeeded (running it if needed).
+func (v *Verifier) Ready(ctx context.Context) error {
+	_, err := v.idVerifier(ctx)
+	return err
+}
+
+// Authenticate verifies the bearer token of r and checks the allow-list. The error is an *Error.
+func (v *Verifier) Authenticate(r *http.Request) (Identity, error) {
+	raw, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return Identity{}, unauthorized(apiv1.CodeMissingToken, "an Authorization: Bearer <GitHub Actions OIDC token> header is required", nil)
+	}
+	id, err := v.Verify(r.Context(), raw)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := v.Allow(id); err != nil {
+		return Identity{}, err
+	}
+	return id, nil
+}
+
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// Verify checks a raw token and returns the identity it carries. The error is an *Error.
+func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
+	iv, err := v.idVerifier(ctx)
+	if err != nil {
+		return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer cannot be reached to verify tokens", Err: err}
+	}
+	tok, err := iv.Verify(ctx, raw)
+	if err != nil {
+		var expired *oidc.TokenExpiredError
+		switch {
+		case errors.As(err, &expired):
+			return Identity{}, unauthorized(apiv1.CodeTokenExpired, "the token expired at "+expired.Expiry.UTC().Format(time.RFC3339), nil)
+		case strings.Contains(err.Error(), "fetching keys"):
+			// go-oidc refetches the key set for an unknown key id; that fetch failing is an
+			// outage of the issuer, not a bad token.
+			return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer's keys cannot be fetched", Err: err}
+		}
+		return Identity{}, unauthorized(apiv1.CodeInvalidToken, "the token is not valid", err)
+	}
+	if !slices.Contains(tok.Audience, v.cfg.Audience) {
+		return Identity{}, unauthorized(apiv1.CodeWrongAudience, fmt.Sprintf("the token's audience %q is not this deployment's", tok.Audience), nil)
+	}
+	var c claims
+	if err := tok.Claims(&c); err != nil {
+		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, "the token's claims cannot be read", err)
+	}
+	id := Identity{
+		Repository: string(c.Repository), RepositoryID: string(c.RepositoryID), RepositoryOwner: string(c.RepositoryOwner),
+		RunID: string(c.RunID), Subject: tok.Subject, Expiry: tok.Expiry,
+	}
+	var missing []string
+	for name, val := range map[string]string{"repository": id.Repository, "repository_id": id.RepositoryID, "run_id": id.RunID} {
+		if val == "" {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, "not a GitHub Actions run token: no "+strings.Join(missing, ", "), nil)
+	}
+	if owner, name, ok := strings.Cut(id.Repository, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, fmt.Sprintf("repository claim %q is not owner/name", id.Repository), nil)
+	}
+	if id.RepositoryOwner == "" {
+		id.RepositoryOwner, _, _ = strings.Cut(id.Repository, "/")
+	}
+	if !isID(id.RepositoryID) || !isID(id.RunID) {
+		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, "repository_id and run_id must be numbers", nil)
+	}
+	id.RunAttempt = 1
+	if c.RunAttempt != "" {
+		n, err := strconv.Atoi(string(c.RunAttempt))
+		if err != nil || n < 1 {
+			return Identity{}, unauthorized(apiv1.CodeInvalidClaims, fmt.Sprintf("run_attempt %q is not a positive number", c.RunAttempt), nil)
+		}
+		id.RunAttempt = n
+	}
+	return id, nil
+}
+
+func isID(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Allow checks the identity against the allow-list: its repository, or its owner, must be listed.
+func (v *Verifier) Allow(id Identity) error {
+	repo := strings.ToLower(id.Repository)
+	owner := strings.ToLower(id.RepositoryOwner)
+	if ro, _, _ := strings.Cut(repo, "/"); ro != owner {
+		// A token whose repository and owner claims disagree is not trusted with either.
+		return forbidden(apiv1.CodeNotAllowed, fmt.Sprintf("repository %s and owner %s disagree", id.Repository, id.RepositoryOwner))
+	}
+	if slices.Contains(v.allowed, repo) || slices.Contains(v.allowed, owner) {
+		return nil
+	}
+	return forbidden(apiv1.CodeNotAllowed, fmt.Sprintf("repository %s is not allowed to use this deployment", id.Repository))
+}
+
+// CheckRun is the binding check: a provision belongs to the repository and run that made it, and
+// only a token of that same repository and run may read or release it.
+func (id Identity) CheckRun(repositoryID, runID string) error {
+	if repositoryID != id.RepositoryID {
+		return forbidden(apiv1.CodeOtherRepository, "the run belongs to another repository")
+	}
+	if runID != id.RunID {
+		return forbidden(apiv1.CodeOtherRun, "the token is of run "+id.RunID+", not of run "+runID)
+	}
+	return nil
+}
+
+// claims are the GitHub Actions claims the reconciler reads.
+type claims struct {
+	Repository      flexString `json:"repository"`
+	RepositoryID    flexString `json:"repository_id"`
+	RepositoryOwner flexString `json:"repository_owner"`
+	RunID           flexString `json:"run_id"`
+	RunAttempt      flexString `json:"run_attempt"`
+}
+
+// flexString is a claim GitHub sends as a string ("12345") that other issuers may send as a number.
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("want a string or a number, got %s", b)
+	}
+	if _, err := n.Int64(); err != nil {
+		return fmt.Errorf("want an integer, got %s", b)
+	}
+	*f = flexString(n.String())
+	return nil
+}

@@ -1,0 +1,174 @@
+package auth_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/oidcissuer"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+)
+
+const audience = "runnerpool-test"
+
+func issuer(t *testing.T) *oidcissuer.Issuer {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	iss, err := newIssuer(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return iss
+}
+
+// newIssuer starts srv serving a local issuer at its own address.
+func newIssuer(srv *httptest.Server) (*oidcissuer.Issuer, error) {
+	iss, err := oidcissuer.New("http://" + srv.Listener.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	srv.Config.Handler = iss
+	srv.Start()
+	return iss, nil
+}
+
+func claims(extra map[string]any) map[string]any {
+	c := map[string]any{
+		"repository": "acme/api", "repository_id": "4242", "repository_owner": "acme", "run_id": "1001", "run_attempt": "2", "aud": audience,
+	}
+	for k, v := range extra {
+		c[k] = v
+	}
+	return c
+}
+
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	iss := issuer(t)
+	v, err := auth.New(auth.Config{Issuer: iss.URL(), Audience: audience, Allowed: []string{"ACME/api", "trusted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(extra map[string]any) string {
+		tok, err := iss.Mint(claims(extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	unknown, err := iss.MintWithUnknownKey(claims(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tests := []struct {
+		name   string
+		header string
+		want   auth.Identity // compared on the ids when no error is wanted
+		status int
+		code   string
+	}{
+		{"valid", "Bearer " + mint(nil), auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2}, 0, ""},
+		{"lower-case scheme", "bearer " + mint(nil), auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2}, 0, ""},
+		{"numbers instead of strings", "Bearer " + mint(map[string]any{"repository_id": 4242, "run_id": 1001, "run_attempt": 3}),
+			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 3}, 0, ""},
+		{"owner allowed", "Bearer " + mint(map[string]any{"repository": "trusted/x", "repository_owner": "trusted", "repository_id": "7"}),
+			auth.Identity{Repository: "trusted/x", RepositoryID: "7", RepositoryOwner: "trusted", RunID: "1001", RunAttempt: 2}, 0, ""},
+		{"audience among several", "Bearer " + mint(map[string]any{"aud": []string{"other", audience}}),
+			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2}, 0, ""},
+		{"no header", "", auth.Identity{}, 401, apiv1.CodeMissingToken},
+		{"basic scheme", "Basic dXNlcjpwYXNz", auth.Identity{}, 401, apiv1.CodeMissingToken},
+		{"empty bearer", "Bearer ", auth.Identity{}, 401, apiv1.CodeMissingToken},
+		{"garbage", "Bearer abc.def.ghi", auth.Identity{}, 401, apiv1.CodeInvalidToken},
+		{"unknown key", "Bearer " + unknown, auth.Identity{}, 401, apiv1.CodeInvalidToken},
+		{"bad signature", "Bearer " + mint(nil)[:len(mint(nil))-4] + "AAAA", auth.Identity{}, 401, apiv1.CodeInvalidToken},
+		{"other issuer", "Bearer " + mint(map[string]any{"iss": "https://token.actions.githubusercontent.com"}), auth.Identity{}, 401, apiv1.CodeInvalidToken},
+		{"expired", "Bearer " + mint(map[string]any{"iat": now.Add(-time.Hour), "nbf": now.Add(-time.Hour), "exp": now.Add(-time.Minute)}), auth.Identity{}, 401, apiv1.CodeTokenExpired},
+		{"wrong audience", "Bearer " + mint(map[string]any{"aud": "https://github.com/acme"}), auth.Identity{}, 401, apiv1.CodeWrongAudience},
+		{"no repository id", "Bearer " + mint(map[string]any{"repository_id": nil}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
+		{"non-numeric run id", "Bearer " + mint(map[string]any{"run_id": "12a"}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
+		{"bad attempt", "Bearer " + mint(map[string]any{"run_attempt": "0"}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
+		{"fractional id", "Bearer " + mint(map[string]any{"run_id": 1.5}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
+		{"not allowed", "Bearer " + mint(map[string]any{"repository": "acme/other"}), auth.Identity{}, 403, apiv1.CodeNotAllowed},
+		{"owner claim disagrees", "Bearer " + mint(map[string]any{"repository_owner": "trusted"}), auth.Identity{}, 403, apiv1.CodeNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodGet, "/v1/pools", nil)
+			if tt.header != "" {
+				r.Header.Set("Authorization", tt.header)
+			}
+			id, err := v.Authenticate(r)
+			if tt.status == 0 {
+				if err != nil {
+					t.Fatalf("Authenticate: %v", err)
+				}
+				if id.Repository != tt.want.Repository || id.RepositoryID != tt.want.RepositoryID || id.RepositoryOwner != tt.want.RepositoryOwner ||
+					id.RunID != tt.want.RunID || id.RunAttempt != tt.want.RunAttempt {
+					t.Errorf("identity %+v, want %+v", id, tt.want)
+				}
+				return
+			}
+			var ae *auth.Error
+			if !errors.As(err, &ae) || ae.Status != tt.status || ae.Code != tt.code {
+				t.Errorf("Authenticate: %v (%+v), want %d %s", err, ae, tt.status, tt.code)
+			}
+		})
+	}
+}
+
+func TestCheckRun(t *testing.T) {
+	t.Parallel()
+	id := auth.Identity{RepositoryID: "4242", RunID: "1001"}
+	for _, tt := range []struct {
+		repo, run, code string
+	}{
+		{"4242", "1001", ""},
+		{"4242", "1002", apiv1.CodeOtherRun},
+		{"5555", "1001", apiv1.CodeOtherRepository},
+		{"5555", "1002", apiv1.CodeOtherRepository},
+	} {
+		err := id.CheckRun(tt.repo, tt.run)
+		var ae *auth.Error
+		switch {
+		case tt.code == "" && err != nil:
+			t.Errorf("CheckRun(%s, %s): %v", tt.repo, tt.run, err)
+		case tt.code != "" && (!errors.As(err, &ae) || ae.Code != tt.code || ae.Status != http.StatusForbidden):
+			t.Errorf("CheckRun(%s, %s): %v, want 403 %s", tt.repo, tt.run, err, tt.code)
+		}
+	}
+}
+
+func TestIssuerUnreachable(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens there any more
+	v, err := auth.New(auth.Config{Issuer: srv.URL, Audience: audience, Allowed: []string{"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(t.Context(), "a.b.c")
+	var ae *auth.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != apiv1.CodeUnavailable {
+		t.Errorf("Verify with the issuer down: %v, want 503 unavailable", err)
+	}
+	if err := v.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "discovery") {
+		t.Errorf("Ready with the issuer down: %v", err)
+	}
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	t.Parallel()
+	_, err := auth.New(auth.Config{})
+	for _, want := range []string{"issuer", "audience", "allowed"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(empty): %v, want it to mention %s", err, want)
+		}
+	}
+}

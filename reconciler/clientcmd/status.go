@@ -1,0 +1,174 @@
+// `runnerpool status`: the deployment's pools and the caller's runs, as readable tables; with
+// --run, what one provision of the caller's run did.
+package clientcmd
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+)
+
+// stateColumns is the order of the state columns of the pools table.
+var stateColumns = []string{"created", "warming", "ready", "stopped", "idle", "claimed", "running", "terminating"}
+
+// Status runs `runnerpool status`.
+func Status(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs, env, time.Minute)
+	run := fs.String("run", "", "show one run: its run id (this repository) or run key")
+	attempt := fs.Int("attempt", 0, "with --run and a run id: the attempt; 0: the token's")
+	asJSON := fs.Bool("json", false, "print the API's answer as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: runnerpool status --api URL --audience AUD [--run ID] [flags]")
+		fs.PrintDefaults()
+	}
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	c.output = "" // status has no step outputs
+	cl, err := c.client(env, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	if *run != "" {
+		r, err := cl.Run(ctx, *run, *attempt)
+		if err != nil {
+			return fmt.Errorf("reading run %s: %w", *run, err)
+		}
+		if *asJSON {
+			return printJSON(stdout, r)
+		}
+		printRun(stdout, r)
+		return nil
+	}
+	p, err := cl.Pools(ctx)
+	if err != nil {
+		return fmt.Errorf("reading pools: %w", err)
+	}
+	if *asJSON {
+		return printJSON(stdout, p)
+	}
+	printPools(stdout, p)
+	return nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func printPools(w io.Writer, p apiv1.PoolsResponse) {
+	fmt.Fprintf(w, "Pools at %s\n\n", p.At.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := []string{"RUNNER CLASS", "POOL"}
+	for _, s := range stateColumns {
+		header = append(header, strings.ToUpper(s))
+	}
+	header = append(header, "TOTAL")
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	row := func(class, pool string, states map[string]int, total int) {
+		cells := []string{class, pool}
+		for _, s := range stateColumns {
+			cells = append(cells, fmt.Sprint(states[s]))
+		}
+		cells = append(cells, fmt.Sprint(total))
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	total := 0
+	for _, pc := range p.Pools {
+		pool := pc.Pool
+		if pool == "" {
+			pool = "-"
+		}
+		row(pc.RunnerClass, pool, pc.States, pc.Total)
+		total += pc.Total
+	}
+	row("all", "", p.Totals, total)
+	_ = tw.Flush()
+
+	fmt.Fprintln(w)
+	if len(p.Runs) == 0 {
+		fmt.Fprintln(w, "No run of this repository holds runners.")
+		return
+	}
+	fmt.Fprintln(w, "Runs of this repository holding runners:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tATTEMPT\tINSTANCES\tSTATES")
+	for _, r := range p.Runs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.RunID, r.Attempt, r.Instances, formatStates(r.States))
+	}
+	_ = tw.Flush()
+}
+
+func formatStates(m map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func printRun(w io.Writer, r apiv1.RunResponse) {
+	fmt.Fprintf(w, "Run %s (%s, run %s attempt %d): %s\n", r.RunKey, r.Repository, r.RunID, r.Attempt, r.Status)
+	fmt.Fprintf(w, "Requested %s, updated %s\n", r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
+	if q := r.Request; q != nil {
+		size := q.ResourceClass
+		if size == "" {
+			size = fmt.Sprintf("%d vCPU / %d MiB", q.CPU, q.MemoryMiB)
+		}
+		fmt.Fprintf(w, "Asked for %d %s runner(s) of %s, types %s\n", q.Count, q.UsageClass, size, strings.Join(q.AllowedInstanceTypes, ","))
+	}
+	if p := r.Provision; p != nil {
+		fmt.Fprintf(w, "Provision %s in %s", p.Status, time.Duration(p.Timing.TotalMS)*time.Millisecond)
+		if p.Error != "" {
+			fmt.Fprintf(w, " (%s: %s)", p.Outcome, p.Error)
+		}
+		fmt.Fprintln(w)
+		if len(p.Runners) > 0 {
+			fmt.Fprintln(w)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "INSTANCE\tTYPE\tUSAGE\tZONE\tSOURCE")
+			for _, rn := range p.Runners {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rn.InstanceID, rn.InstanceType, rn.UsageClass, rn.Zone, rn.Source)
+			}
+			_ = tw.Flush()
+		}
+		if len(p.Undone) > 0 {
+			fmt.Fprintln(w)
+			printUndone(w, *p)
+		}
+	}
+	for _, rel := range r.Releases {
+		fmt.Fprintf(w, "\nReleased at %s (idle time %ds): %s\n", rel.At.Format(time.RFC3339), rel.IdleTimeSeconds, rel.Message)
+	}
+	if len(r.Instances) > 0 {
+		fmt.Fprintln(w, "\nInstances now:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "INSTANCE\tSTATE\tSINCE\tREASON")
+		for _, in := range r.Instances {
+			since := ""
+			if !in.UpdatedAt.IsZero() {
+				since = in.UpdatedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", in.InstanceID, in.State, since, in.Reason)
+		}
+		_ = tw.Flush()
+	}
+}

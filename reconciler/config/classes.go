@@ -1,0 +1,141 @@
+// The runner classes file: where runners of each class come from (pool queue, launch template,
+// subnets) and the named resource classes. It is JSON, decoded strictly, until the warm-pools issue
+// moves runner classes into the state table (written by the Terraform provider).
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"time"
+)
+
+// Classes is the content of the runner classes file.
+//
+//	{
+//	  "default_runner_class": "linux",
+//	  "resource_classes": {"small": {"cpu": 2, "memory_mib": 4096}},
+//	  "runner_classes": {
+//	    "linux": {
+//	      "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/runnerpool-linux",
+//	      "launch_template_id": "lt-0123456789abcdef0",
+//	      "subnets": ["subnet-aaa", "subnet-bbb"],
+//	      "tags": {"team": "ci"},
+//	      "max_runtime": "6h",
+//	      "idle_time": "30m"
+//	    }
+//	  }
+//	}
+type Classes struct {
+	DefaultRunnerClass string                   `json:"default_runner_class,omitempty"`
+	ResourceClasses    map[string]ResourceClass `json:"resource_classes,omitempty"`
+	RunnerClasses      map[string]RunnerClass   `json:"runner_classes"`
+}
+
+// ResourceClass is a named minimum size.
+type ResourceClass struct {
+	CPU       int `json:"cpu"`
+	MemoryMiB int `json:"memory_mib"`
+}
+
+// RunnerClass says where runners of a class come from.
+type RunnerClass struct {
+	QueueURL              string            `json:"queue_url"`
+	LaunchTemplateID      string            `json:"launch_template_id"`
+	LaunchTemplateVersion string            `json:"launch_template_version,omitempty"`
+	Subnets               []string          `json:"subnets"`
+	Tags                  map[string]string `json:"tags,omitempty"`
+	MaxRuntime            Duration          `json:"max_runtime,omitzero"`
+	IdleTime              Duration          `json:"idle_time,omitzero"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30m") in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON reads "30m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes "30m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// LoadClasses reads and validates a runner classes file.
+func LoadClasses(path string) (Classes, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Classes{}, err
+	}
+	return ParseClasses(b)
+}
+
+// ParseClasses decodes a runner classes document strictly (unknown fields are errors) and
+// validates it, listing every problem.
+func ParseClasses(b []byte) (Classes, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Classes
+	if err := dec.Decode(&c); err != nil {
+		return Classes{}, fmt.Errorf("runner classes: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Classes{}, errors.New("runner classes: trailing data after the JSON object")
+	}
+	return c, c.Validate()
+}
+
+// Validate lists every problem of the document.
+func (c Classes) Validate() error {
+	var errs []error
+	if len(c.RunnerClasses) == 0 {
+		errs = append(errs, errors.New("no runner classes"))
+	}
+	names := make([]string, 0, len(c.RunnerClasses))
+	for n := range c.RunnerClasses {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		rc := c.RunnerClasses[n]
+		if u, err := url.Parse(rc.QueueURL); err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("runner class %q: queue_url %q is not a URL", n, rc.QueueURL))
+		}
+		if rc.LaunchTemplateID == "" {
+			errs = append(errs, fmt.Errorf("runner class %q: launch_template_id is required", n))
+		}
+		if len(rc.Subnets) == 0 {
+			errs = append(errs, fmt.Errorf("runner class %q: at least one subnet is required", n))
+		}
+	}
+	if c.DefaultRunnerClass != "" {
+		if _, ok := c.RunnerClasses[c.DefaultRunnerClass]; !ok {
+			errs = append(errs, fmt.Errorf("default_runner_class %q is not a runner class", c.DefaultRunnerClass))
+		}
+	}
+	for n, r := range c.ResourceClasses {
+		if r.CPU < 0 || r.MemoryMiB < 0 || (r.CPU == 0 && r.MemoryMiB == 0) {
+			errs = append(errs, fmt.Errorf("resource class %q: cpu and memory_mib must not be negative, and not both zero", n))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("runner classes: %w", err)
+	}
+	return nil
+}

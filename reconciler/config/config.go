@@ -1,0 +1,451 @@
+// Package config is the configuration of `runnerpool serve`: every setting from a command-line flag
+// or a RUNNERPOOL_* environment variable (a flag wins over the variable, the variable over the
+// default), validated together so that one run lists every problem. The settings table in
+// docs/reconciler.md is generated from the same list (Markdown), so the documentation cannot drift.
+//
+// AWS settings are not here: the AWS SDK's default chain (AWS_REGION, AWS_PROFILE, the instance or
+// task role, AWS_ENDPOINT_URL_DYNAMODB and friends) configures the clients.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Config is the reconciler's configuration.
+type Config struct {
+	Listen        string // address of the API (and of /metrics unless MetricsListen is set)
+	MetricsListen string // optional separate address for /metrics, /healthz and /readyz
+	Table         string
+	DeploymentID  string
+	ReplicaID     string // the lease holder name of this replica
+
+	OIDCIssuer   string
+	OIDCAudience string
+	// Allowed are the repositories ("owner/repo") and owners ("owner") whose workflows may use
+	// this deployment, lower-cased.
+	Allowed []string
+
+	GitHubAPIURL     string
+	GitHubToken      string // secret: never logged
+	GitHubAppID      int64
+	GitHubAppKeyPEM  []byte // secret: never logged
+	GitHubAppKeyFile string
+	GitHubScopes     []string // where refresh looks for leftover runners; default Allowed
+
+	ClassesFile string
+	Classes     Classes
+
+	RefreshSchedule  string
+	ConvergeSchedule string
+	JobTimeout       time.Duration
+	LeaseName        string
+	LeaseTTL         time.Duration
+
+	IdleTime         time.Duration
+	MaxIdleTime      time.Duration
+	MaxBodyBytes     int64
+	RequestTimeout   time.Duration
+	ProvisionTimeout time.Duration
+	ReleaseTimeout   time.Duration
+	DrainTimeout     time.Duration
+	RollbackTimeout  time.Duration
+
+	CreatedTimeout        time.Duration
+	RegistrationWait      time.Duration
+	ClaimRegistrationWait time.Duration
+	ClaimTimeout          time.Duration
+	HeartbeatMaxAge       time.Duration
+	ReleaseSignalWait     time.Duration
+	PollInterval          time.Duration
+	OrphanGrace           time.Duration
+
+	LogLevel          slog.Level
+	DynamoDBSkipCRC32 bool
+}
+
+// LogValue keeps secrets out of logs.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("listen", c.Listen), slog.String("table", c.Table), slog.String("deployment_id", c.DeploymentID),
+		slog.String("replica_id", c.ReplicaID), slog.String("oidc_issuer", c.OIDCIssuer), slog.String("oidc_audience", c.OIDCAudience),
+		slog.Any("allowed", c.Allowed), slog.String("github_api_url", c.GitHubAPIURL), slog.String("github_auth", c.GitHubAuth()),
+		slog.String("refresh_schedule", c.RefreshSchedule), slog.String("converge_schedule", c.ConvergeSchedule),
+		slog.String("lease", c.LeaseName), slog.Duration("lease_ttl", c.LeaseTTL), slog.Int("runner_classes", len(c.Classes.RunnerClasses)),
+	)
+}
+
+// GitHubAuth names the GitHub credential in use, without revealing it.
+func (c Config) GitHubAuth() string {
+	if c.GitHubAppID != 0 {
+		return fmt.Sprintf("app %d", c.GitHubAppID)
+	}
+	if c.GitHubToken != "" {
+		return "token"
+	}
+	return "none"
+}
+
+// setting is one configuration setting: its flag, environment variable, default and parser.
+type setting struct {
+	flag, env, def, doc string
+	secret              bool // env only is documented for the value; the flag takes a file
+	set                 func(c *Config, v string) error
+}
+
+// Settings, in the order of the documentation table.
+var settings = []setting{
+	{flag: "listen", env: "RUNNERPOOL_LISTEN", def: ":8080", doc: "Address of the HTTP API (host:port).",
+		set: func(c *Config, v string) error { c.Listen = v; return checkAddr(v) }},
+	{flag: "metrics-listen", env: "RUNNERPOOL_METRICS_LISTEN", doc: "Optional separate address for `/metrics`, `/healthz` and `/readyz`; empty serves them on the API address.",
+		set: func(c *Config, v string) error {
+			c.MetricsListen = v
+			if v == "" {
+				return nil
+			}
+			return checkAddr(v)
+		}},
+	{flag: "table", env: "RUNNERPOOL_TABLE", doc: "DynamoDB state table (required).",
+		set: func(c *Config, v string) error { c.Table = v; return required(v) }},
+	{flag: "deployment-id", env: "RUNNERPOOL_DEPLOYMENT_ID", doc: "This deployment's id, tagged on every instance; destructive sweeps touch only instances carrying it (required).",
+		set: func(c *Config, v string) error { c.DeploymentID = v; return required(v) }},
+	{flag: "replica-id", env: "RUNNERPOOL_REPLICA_ID", doc: "Name of this replica as leader-lease holder; default host name, process id and a random suffix.",
+		set: func(c *Config, v string) error { c.ReplicaID = v; return nil }},
+	{flag: "oidc-issuer", env: "RUNNERPOOL_OIDC_ISSUER", def: "https://token.actions.githubusercontent.com",
+		doc: "Issuer of the workflows' OIDC tokens: github.com's, `https://HOST/_services/token` for GHES, or the local issuer.",
+		set: func(c *Config, v string) error { c.OIDCIssuer = v; return checkURL(v) }},
+	{flag: "oidc-audience", env: "RUNNERPOOL_OIDC_AUDIENCE", doc: "Audience the tokens must carry (the workflow asks for it; required), e.g. the API URL.",
+		set: func(c *Config, v string) error { c.OIDCAudience = v; return required(v) }},
+	{flag: "allowed-repositories", env: "RUNNERPOOL_ALLOWED_REPOSITORIES", doc: "Comma-separated repositories (`owner/repo`) and owners (`owner`) whose workflows may provision (required).",
+		set: func(c *Config, v string) error {
+			c.Allowed = nil
+			for _, e := range splitList(v) {
+				if err := checkScope(e); err != nil {
+					return err
+				}
+				c.Allowed = append(c.Allowed, strings.ToLower(e))
+			}
+			if len(c.Allowed) == 0 {
+				return errors.New("at least one repository or owner is required")
+			}
+			return nil
+		}},
+	{flag: "github-api-url", env: "RUNNERPOOL_GITHUB_API_URL", def: "https://api.github.com/", doc: "GitHub REST API base: `https://HOST/api/v3/` for GHES.",
+		set: func(c *Config, v string) error { c.GitHubAPIURL = v; return checkURL(v) }},
+	{flag: "github-token-file", env: "RUNNERPOOL_GITHUB_TOKEN_FILE", secret: true,
+		doc: "File holding a personal access token for the reconciler alone. `RUNNERPOOL_GITHUB_TOKEN` may hold the token itself. Use a token or an app, not both.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			c.GitHubToken = strings.TrimSpace(string(b))
+			if c.GitHubToken == "" {
+				return fmt.Errorf("%s is empty", v)
+			}
+			return nil
+		}},
+	{flag: "github-app-id", env: "RUNNERPOOL_GITHUB_APP_ID", doc: "GitHub App id (installation tokens are minted per owner).",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				c.GitHubAppID = 0
+				return nil
+			}
+			id, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || id <= 0 {
+				return fmt.Errorf("%q is not a positive number", v)
+			}
+			c.GitHubAppID = id
+			return nil
+		}},
+	{flag: "github-app-key-file", env: "RUNNERPOOL_GITHUB_APP_KEY_FILE", secret: true, doc: "PEM file of the GitHub App's private key.",
+		set: func(c *Config, v string) error {
+			c.GitHubAppKeyFile = v
+			if v == "" {
+				return nil
+			}
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			c.GitHubAppKeyPEM = b
+			return nil
+		}},
+	{flag: "github-scopes", env: "RUNNERPOOL_GITHUB_SCOPES", doc: "Comma-separated repositories and owners whose runner lists refresh checks for leftovers; default the allowed repositories.",
+		set: func(c *Config, v string) error {
+			c.GitHubScopes = nil
+			for _, e := range splitList(v) {
+				if err := checkScope(e); err != nil {
+					return err
+				}
+				c.GitHubScopes = append(c.GitHubScopes, e)
+			}
+			return nil
+		}},
+	{flag: "runner-classes-file", env: "RUNNERPOOL_RUNNER_CLASSES_FILE", doc: "JSON file of runner classes and resource classes (see below; required).",
+		set: func(c *Config, v string) error {
+			c.ClassesFile = v
+			if v == "" {
+				return errors.New("required")
+			}
+			cl, err := LoadClasses(v)
+			c.Classes = cl
+			return err
+		}},
+	{flag: "refresh-schedule", env: "RUNNERPOOL_REFRESH_SCHEDULE", def: "@every 1m", doc: "Cron schedule of refresh (5 or 6 fields, seconds first when 6, or `@every DURATION`).",
+		set: func(c *Config, v string) error { c.RefreshSchedule = v; return checkSchedule(v) }},
+	{flag: "converge-schedule", env: "RUNNERPOOL_CONVERGE_SCHEDULE", def: "@every 30s", doc: "Cron schedule of warm-pool convergence.",
+		set: func(c *Config, v string) error { c.ConvergeSchedule = v; return checkSchedule(v) }},
+	{flag: "job-timeout", env: "RUNNERPOOL_JOB_TIMEOUT", def: "5m", doc: "Upper bound of one cron job run.",
+		set: duration(func(c *Config) *time.Duration { return &c.JobTimeout })},
+	{flag: "lease-name", env: "RUNNERPOOL_LEASE_NAME", def: "cron", doc: "Name of the leader lease in the table.",
+		set: func(c *Config, v string) error { c.LeaseName = v; return required(v) }},
+	{flag: "lease-ttl", env: "RUNNERPOOL_LEASE_TTL", def: "30s", doc: "Leader lease lifetime; renewed every third of it. A dead leader is replaced within about one TTL.",
+		set: duration(func(c *Config) *time.Duration { return &c.LeaseTTL })},
+	{flag: "idle-time", env: "RUNNERPOOL_IDLE_TIME", def: "15m", doc: "How long a released runner waits in the pool when neither the release nor its runner class says.",
+		set: duration(func(c *Config) *time.Duration { return &c.IdleTime })},
+	{flag: "max-idle-time", env: "RUNNERPOOL_MAX_IDLE_TIME", def: "24h", doc: "Largest idle time a release may ask for.",
+		set: duration(func(c *Config) *time.Duration { return &c.MaxIdleTime })},
+	{flag: "max-body-bytes", env: "RUNNERPOOL_MAX_BODY_BYTES", def: "65536", doc: "Largest request body accepted (413 beyond).",
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 64 || n > 16<<20 {
+				return fmt.Errorf("%q: want a number of bytes between 64 and 16777216", v)
+			}
+			c.MaxBodyBytes = n
+			return nil
+		}},
+	{flag: "request-timeout", env: "RUNNERPOOL_REQUEST_TIMEOUT", def: "30s", doc: "Time limit of reads (runs, pools).",
+		set: duration(func(c *Config) *time.Duration { return &c.RequestTimeout })},
+	{flag: "provision-timeout", env: "RUNNERPOOL_PROVISION_TIMEOUT", def: "10m", doc: "Time limit of one provision; past it the provision rolls back.",
+		set: duration(func(c *Config) *time.Duration { return &c.ProvisionTimeout })},
+	{flag: "release-timeout", env: "RUNNERPOOL_RELEASE_TIMEOUT", def: "5m", doc: "Time limit of one release.",
+		set: duration(func(c *Config) *time.Duration { return &c.ReleaseTimeout })},
+	{flag: "drain-timeout", env: "RUNNERPOOL_DRAIN_TIMEOUT", def: "60s", doc: "On SIGTERM, how long in-flight provisions and releases may finish before they are cancelled (and roll back).",
+		set: duration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
+	{flag: "rollback-timeout", env: "RUNNERPOOL_ROLLBACK_TIMEOUT", def: "2m", doc: "Time limit of undoing a cancelled or failed provision.",
+		set: duration(func(c *Config) *time.Duration { return &c.RollbackTimeout })},
+	{flag: "created-timeout", env: "RUNNERPOOL_CREATED_TIMEOUT", def: "5m", doc: "Threshold of a created instance (refresh terminates it after).",
+		set: duration(func(c *Config) *time.Duration { return &c.CreatedTimeout })},
+	{flag: "registration-wait", env: "RUNNERPOOL_REGISTRATION_WAIT", def: "180s", doc: "How long created instances have to register with GitHub.",
+		set: duration(func(c *Config) *time.Duration { return &c.RegistrationWait })},
+	{flag: "claim-registration-wait", env: "RUNNERPOOL_CLAIM_REGISTRATION_WAIT", def: "10s", doc: "How long a reused instance has to register for its new run.",
+		set: duration(func(c *Config) *time.Duration { return &c.ClaimRegistrationWait })},
+	{flag: "claim-timeout", env: "RUNNERPOOL_CLAIM_TIMEOUT", def: "5m", doc: "Threshold of the claimed state.",
+		set: duration(func(c *Config) *time.Duration { return &c.ClaimTimeout })},
+	{flag: "heartbeat-max-age", env: "RUNNERPOOL_HEARTBEAT_MAX_AGE", def: "15s", doc: "Oldest heartbeat a claimed instance may have.",
+		set: duration(func(c *Config) *time.Duration { return &c.HeartbeatMaxAge })},
+	{flag: "release-signal-wait", env: "RUNNERPOOL_RELEASE_SIGNAL_WAIT", def: "120s", doc: "How long a release (or a provision handing a claimed runner back) waits for an agent's deregistration signal before expiring the instance.",
+		set: duration(func(c *Config) *time.Duration { return &c.ReleaseSignalWait })},
+	{flag: "poll-interval", env: "RUNNERPOOL_POLL_INTERVAL", def: "250ms", doc: "How often agent signals and in-progress provisions are re-read.",
+		set: duration(func(c *Config) *time.Duration { return &c.PollInterval })},
+	{flag: "orphan-grace", env: "RUNNERPOOL_ORPHAN_GRACE", def: "2m", doc: "Age below which a tagged instance without a record is not yet an orphan.",
+		set: duration(func(c *Config) *time.Duration { return &c.OrphanGrace })},
+	{flag: "log-level", env: "RUNNERPOOL_LOG_LEVEL", def: "info", doc: "debug, info, warn or error.",
+		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+	{flag: "dynamodb-skip-crc32", env: "RUNNERPOOL_DYNAMODB_SKIP_CRC32", def: "false", doc: "Skip the CRC32 check of DynamoDB responses (DynamoDB Local only).",
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.DynamoDBSkipCRC32 = b
+			return err
+		}},
+}
+
+// EnvGitHubToken holds the PAT itself (an alternative to --github-token-file).
+const EnvGitHubToken = "RUNNERPOOL_GITHUB_TOKEN"
+
+func duration(field func(c *Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		if d <= 0 {
+			return fmt.Errorf("%q: must be positive", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func required(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("required")
+	}
+	return nil
+}
+
+func checkAddr(v string) error {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return fmt.Errorf("%q: want host:port", v)
+	}
+	return nil
+}
+
+func checkURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q: want an http(s) URL", v)
+	}
+	return nil
+}
+
+var (
+	ownerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+func checkScope(s string) error {
+	owner, repo, hasRepo := strings.Cut(s, "/")
+	if !ownerRE.MatchString(owner) || (hasRepo && (!repoRE.MatchString(repo) || repo == "." || repo == "..")) {
+		return fmt.Errorf("%q: want owner or owner/repo", s)
+	}
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+// ScheduleParser parses the cron schedules: 5 fields, 6 with seconds first, or a descriptor such
+// as "@every 30s".
+var ScheduleParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+func checkSchedule(v string) error {
+	_, err := ScheduleParser.Parse(v)
+	return err
+}
+
+// ErrUsage marks a command line the flag parser refused (flag.ErrHelp for -h is wrapped too).
+var ErrUsage = errors.New("usage")
+
+// Load reads the configuration from args (flags, without the command name) and the environment
+// (getenv, usually os.Getenv). A command line the flag parser refuses is an ErrUsage error;
+// otherwise every problem of the settings is listed in one error.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	vals := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		help := s.doc + " [" + s.env + "]"
+		vals[s.flag] = fs.String(s.flag, s.def, help)
+	}
+	fs.Usage = func() {
+		fmt.Fprintln(usage, "Usage: runnerpool serve [flags]\n\nEvery flag can also be set with the environment variable in brackets; a flag wins.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("%w: unexpected arguments: %q", ErrUsage, fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	var c Config
+	var errs []error
+	for _, s := range settings {
+		v, from := s.def, "default"
+		if e := getenv(s.env); e != "" {
+			v, from = e, s.env
+		}
+		if given[s.flag] {
+			v, from = *vals[s.flag], "--"+s.flag
+		}
+		if err := s.set(&c, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s): %w", s.flag, from, err))
+		}
+	}
+	if tok := getenv(EnvGitHubToken); tok != "" {
+		if c.GitHubToken != "" {
+			errs = append(errs, fmt.Errorf("github token: both %s and --github-token-file are set", EnvGitHubToken))
+		}
+		c.GitHubToken = strings.TrimSpace(tok)
+	}
+	if c.ReplicaID == "" {
+		c.ReplicaID = defaultReplicaID()
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("configuration: %w", err)
+	}
+	return c, nil
+}
+
+// validate checks settings against each other.
+func (c Config) validate() error {
+	var errs []error
+	switch {
+	case c.GitHubToken != "" && c.GitHubAppID != 0:
+		errs = append(errs, errors.New("github: configure a token or an app, not both"))
+	case c.GitHubToken == "" && c.GitHubAppID == 0:
+		errs = append(errs, fmt.Errorf("github: a token (%s or --github-token-file) or an app (--github-app-id and --github-app-key-file) is required", EnvGitHubToken))
+	case c.GitHubAppID != 0 && len(c.GitHubAppKeyPEM) == 0 && c.GitHubAppKeyFile == "":
+		errs = append(errs, errors.New("github: --github-app-id needs --github-app-key-file"))
+	}
+	if c.LeaseTTL > 0 && c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("lease-ttl %s: at least 1s (renewal every third of it)", c.LeaseTTL))
+	}
+	if c.IdleTime > 0 && c.MaxIdleTime > 0 && c.IdleTime > c.MaxIdleTime {
+		errs = append(errs, fmt.Errorf("idle-time %s exceeds max-idle-time %s", c.IdleTime, c.MaxIdleTime))
+	}
+	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
+		errs = append(errs, errors.New("metrics-listen: must differ from listen (or be empty)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Scopes is where refresh looks for leftover runners: GitHubScopes, else Allowed.
+func (c Config) Scopes() []string {
+	if len(c.GitHubScopes) > 0 {
+		return slices.Clone(c.GitHubScopes)
+	}
+	return slices.Clone(c.Allowed)
+}
+
+// Markdown renders the settings as the table in docs/reconciler.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| Flag | Environment variable | Default | Meaning |\n|---|---|---|---|\n")
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "—"
+		} else {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", s.flag, s.env, def, s.doc)
+	}
+	return b.String()
+}
+
+func defaultReplicaID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "replica"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), strconv.FormatInt(time.Now().UnixNano()%1e6, 36))
+}

@@ -1,0 +1,423 @@
+// Package service assembles the reconciler: AWS clients from the SDK's default chain (so
+// AWS_ENDPOINT_URL_* points it at the local stack), GitHub access (App or PAT), the domain's
+// provisioner, releaser and refresher over one state table, the HTTP API, and the cron jobs run
+// under the leader lease. `runnerpool serve` runs one Service; tests and the demo run several in
+// one process, each with its own clients, listener and lease holder name.
+//
+// Shutdown (Run's context ends, e.g. SIGTERM): the API stops taking provisions and releases (503
+// shutting_down, /readyz not ready), the cron jobs stop and the lease is released at once (renew
+// nothing: another replica takes over), in-flight provisions and releases get the drain timeout to
+// finish, then their context is cancelled and the provisioner rolls them back through its
+// unsuccessful path; Run returns once they have answered.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/robfig/cron/v3"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/leader"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+)
+
+// Converger converges the warm pools once. Until the warm-pools capability provides one, the
+// convergence job does nothing.
+type Converger interface {
+	Converge(ctx context.Context) error
+}
+
+// Refresher runs one refresh pass; *refresh.Refresher satisfies it.
+type Refresher interface {
+	Run(ctx context.Context) (refresh.Report, error)
+}
+
+// Job names.
+const (
+	JobRefresh  = "refresh"
+	JobConverge = "converge"
+)
+
+// Options are what the configuration does not say: injected clients and hooks.
+type Options struct {
+	// AWS is the SDK configuration; nil loads the default chain (environment, shared files,
+	// instance role, AWS_ENDPOINT_URL_*).
+	AWS *aws.Config
+	// HTTPClient is the base of the GitHub and OIDC clients (default: 30 s timeout).
+	HTTPClient *http.Client
+	// Converger is the warm-pool convergence (nil: none yet).
+	Converger Converger
+	// OnJob, if set, is called after every cron job run of the leader (tests and the demo watch
+	// refresh and convergence with it).
+	OnJob  func(job string, err error)
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Service is one reconciler replica.
+type Service struct {
+	cfg     config.Config
+	o       Options
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	store   *store.Store
+	api     *api.API
+	auth    *auth.Verifier
+	elector *leader.Elector
+	cron    *cron.Cron
+	jobs    map[string]cron.Job // wrapped with the chain (SkipIfStillRunning, Recover)
+	kicked  sync.WaitGroup      // job runs started on gaining the lease
+
+	refresher Refresher
+	converger Converger
+
+	srv, opsSrv *http.Server
+	ln, opsLn   net.Listener
+
+	work       context.Context
+	cancelWork context.CancelFunc
+
+	mu        sync.Mutex
+	abandoned bool
+	ready     readyCache
+}
+
+// New builds a replica from the configuration and starts listening (so Addr is known), but serves
+// nothing until Run.
+func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	log := o.Logger
+	s := &Service{cfg: cfg, o: o, log: log, converger: o.Converger, jobs: map[string]cron.Job{}}
+
+	var awsCfg aws.Config
+	if o.AWS != nil {
+		awsCfg = o.AWS.Copy()
+	} else if awsCfg, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	// Every AWS call of every client is counted by service, operation and result.
+	s.metrics = metrics.New(metrics.Options{Replica: cfg.ReplicaID, Logger: log, PoolCounts: s.poolSamples})
+	awsCfg.APIOptions = append(awsCfg.APIOptions, s.metrics.AWSMiddleware)
+	db := dynamodb.NewFromConfig(awsCfg, func(do *dynamodb.Options) {
+		do.DisableValidateResponseChecksum = cfg.DynamoDBSkipCRC32
+	})
+	s.store = store.New(db, cfg.Table, store.WithClock(o.Now))
+	sqsc := sqs.NewFromConfig(awsCfg)
+	ec2c := ec2.NewFromConfig(awsCfg, awslimit.WithEC2Limits(awslimit.Default()))
+
+	gh, err := ghaccess.New(ghaccess.Config{
+		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
+		HTTPClient: &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
+		Logger:     log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	classes := map[string]provision.RunnerClass{}
+	resolver := pool.StaticResolver{}
+	var queues []*pool.Queue
+	for name, rc := range cfg.Classes.RunnerClasses {
+		q := pool.NewQueue(sqsc, rc.QueueURL)
+		resolver[name] = q
+		queues = append(queues, q)
+		classes[name] = provision.RunnerClass{
+			Name: name, Queue: q,
+			Launch: fleet.LaunchSpec{
+				LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: rc.LaunchTemplateVersion,
+				Subnets: rc.Subnets, Tags: rc.Tags,
+			},
+			MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
+		}
+	}
+	resources := map[string]provision.ResourceClass{}
+	for name, r := range cfg.Classes.ResourceClasses {
+		resources[name] = provision.ResourceClass{CPU: r.CPU, MemoryMiB: r.MemoryMiB}
+	}
+	pcfg := provision.Config{
+		ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: cfg.Classes.DefaultRunnerClass,
+		DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
+	}
+	if err := pcfg.Validate(); err != nil {
+		return nil, err
+	}
+	copts := claim.Options{
+		ClaimTimeout: cfg.ClaimTimeout, HeartbeatMaxAge: cfg.HeartbeatMaxAge, RegistrationWait: cfg.ClaimRegistrationWait,
+		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
+	}
+	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
+	prov := provision.New(s.store, claim.NewClaimer(s.store, reg, copts), reg, fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log}), ec2c, pcfg,
+		provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Now: o.Now, Logger: log})
+	rel := release.New(s.store, resolver, gh, ec2c, release.Options{
+		SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
+	})
+	s.refresher = refresh.New(s.store, ec2c, gh, resolver, refresh.Options{
+		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), Queues: queues, SQS: sqsc,
+		Now: o.Now, Logger: log,
+	})
+
+	s.auth, err = auth.New(auth.Config{
+		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, Allowed: cfg.Allowed, HTTPClient: o.HTTPClient, Now: o.Now, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.work, s.cancelWork = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.cancelWork()
+		}
+	}()
+	s.api, err = api.New(api.Options{
+		Provisioner: prov, Releaser: rel, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
+		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
+		ReleaseTimeout: cfg.ReleaseTimeout, PollInterval: cfg.PollInterval, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
+		RunnerClassIdleTime: func(class string) time.Duration { return classes[class].IdleTime },
+		DefaultRunnerClass:  cfg.Classes.DefaultRunnerClass, Ready: s.readiness, Now: o.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	s.elector, err = leader.New(s.store, leader.Options{
+		Name: cfg.LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Now: o.Now, Logger: log, OnChange: s.leadershipChanged,
+		OnError: func(error) { s.metrics.Error(metrics.ErrLease) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.schedule(); err != nil {
+		return nil, err
+	}
+
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	s.srv = &http.Server{
+		// No ReadTimeout or WriteTimeout: a provision may take minutes. Headers have their own
+		// limit, bodies a per-request read deadline (package api).
+		Handler: s.api.Handler(cfg.MetricsListen == ""), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, ErrorLog: errLog,
+	}
+	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.MetricsListen != "" {
+		s.opsSrv = &http.Server{Handler: s.api.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+		if s.opsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			_ = s.ln.Close()
+			return nil, fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
+		}
+	}
+	return s, nil
+}
+
+// URL is the base URL of the API, e.g. http://127.0.0.1:8080.
+func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }
+
+// OpsURL is the base URL of /metrics, /healthz and /readyz.
+func (s *Service) OpsURL() string {
+	if s.opsLn != nil {
+		return "http://" + s.opsLn.Addr().String()
+	}
+	return s.URL()
+}
+
+// Metrics is the replica's metrics.
+func (s *Service) Metrics() *metrics.Metrics { return s.metrics }
+
+// Leading reports whether this replica holds the leader lease now.
+func (s *Service) Leading() bool {
+	_, ok := s.elector.Leading()
+	return ok
+}
+
+// Abandon makes Run stop like a crashed process as far as others can tell: the lease is not
+// released (another replica takes over once it expires) and in-flight work is cancelled at once,
+// without a drain. For tests and demos of failover.
+func (s *Service) Abandon() {
+	s.mu.Lock()
+	s.abandoned = true
+	s.mu.Unlock()
+	s.elector.Abandon()
+}
+
+// Run serves until ctx ends, then shuts down gracefully (see the package comment). It returns the
+// error that stopped the server, if one did.
+func (s *Service) Run(ctx context.Context) error {
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- s.srv.Serve(s.ln) }()
+	if s.opsSrv != nil {
+		go func() { serveErr <- s.opsSrv.Serve(s.opsLn) }()
+	}
+	leadCtx, stopLeading := context.WithCancel(context.Background())
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		s.elector.Run(leadCtx)
+	}()
+	s.cron.Start()
+	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("serving: %w", err)
+		}
+	}
+
+	s.mu.Lock()
+	abandoned := s.abandoned
+	s.mu.Unlock()
+	s.log.Info("reconciler shutting down", "abandoned", abandoned, "in_flight", s.api.InFlight())
+	s.api.Drain()
+	// Cron first: no new job starts; leadership ends, which cancels the running ones; the lease
+	// is released so another replica takes the jobs over now rather than after the TTL.
+	cronStopped := s.cron.Stop()
+	stopLeading()
+	<-leaderDone
+	cronDone := make(chan struct{})
+	go func() {
+		<-cronStopped.Done()
+		s.kicked.Wait()
+		close(cronDone)
+	}()
+	select {
+	case <-cronDone:
+	case <-time.After(30 * time.Second):
+		s.log.Warn("a cron job did not stop within 30s of cancellation")
+	}
+
+	drain := s.cfg.DrainTimeout
+	if abandoned {
+		drain = 0
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	err := s.shutdownServers(dctx)
+	cancel()
+	if err != nil {
+		// The drain timeout passed with provisions or releases still running: cancel them. The
+		// provisioner rolls back (claimed instances back to the pool, created ones terminated)
+		// and the handlers answer what was undone; wait for that.
+		s.log.Warn("drain timeout passed; cancelling in-flight operations", "in_flight", s.api.InFlight())
+		s.cancelWork()
+		wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.RollbackTimeout+30*time.Second)
+		if werr := s.api.Wait(wctx); werr != nil {
+			s.log.Error("in-flight operations did not finish rolling back", "in_flight", s.api.InFlight(), "error", werr)
+		}
+		wcancel()
+		// Let the answers written by now reach their clients before closing.
+		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.shutdownServers(fctx)
+		fcancel()
+		_ = s.srv.Close()
+		if s.opsSrv != nil {
+			_ = s.opsSrv.Close()
+		}
+	}
+	s.cancelWork()
+	s.log.Info("reconciler stopped")
+	return runErr
+}
+
+func (s *Service) shutdownServers(ctx context.Context) error {
+	var errs []error
+	if s.opsSrv != nil {
+		errs = append(errs, s.opsSrv.Shutdown(ctx))
+	}
+	errs = append(errs, s.srv.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// readyCache keeps the last store check for a few seconds: a probe every second must not read
+// the table every second.
+type readyCache struct {
+	at  time.Time
+	err error
+}
+
+const readyCacheTTL = 5 * time.Second
+
+func (s *Service) readiness(ctx context.Context) apiv1.ReadyResponse {
+	st := s.elector.Status()
+	resp := apiv1.ReadyResponse{
+		Ready: true, Replica: s.cfg.ReplicaID, Leader: st.Leading, Checks: map[string]string{},
+		Lease: &apiv1.LeaseStatus{Name: st.Name, Holder: st.Holder, ExpiresAt: st.ExpiresAt},
+	}
+	s.mu.Lock()
+	cached := s.ready
+	s.mu.Unlock()
+	if time.Since(cached.at) > readyCacheTTL {
+		_, err := s.store.CurrentLease(ctx, s.cfg.LeaseName)
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		cached = readyCache{at: time.Now(), err: err}
+		s.mu.Lock()
+		s.ready = cached
+		s.mu.Unlock()
+	}
+	resp.Checks["dynamodb"] = "ok"
+	if cached.err != nil {
+		resp.Ready, resp.Checks["dynamodb"] = false, cached.err.Error()
+	}
+	resp.Checks["oidc"] = "ok"
+	if err := s.auth.Ready(ctx); err != nil {
+		resp.Ready, resp.Checks["oidc"] = false, err.Error()
+	}
+	resp.Checks["lease"] = "follower"
+	if st.Leading {
+		resp.Checks["lease"] = "leader"
+	}
+	if st.LastError != nil {
+		resp.Checks["lease"] = "error: " + st.LastError.Error()
+	}
+	return resp
+}
+
+// poolSamples feeds the pool gauges.
+func (s *Service) poolSamples(ctx context.Context) ([]metrics.PoolSample, error) {
+	live, err := s.store.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []metrics.PoolSample
+	for _, p := range api.Pools(live, "", time.Now()).Pools {
+		for state, n := range p.States {
+			out = append(out, metrics.PoolSample{RunnerClass: p.RunnerClass, Pool: p.Pool, State: state, Count: n})
+		}
+	}
+	return out, nil
+}
