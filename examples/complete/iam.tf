@@ -1,0 +1,242 @@
+# Least privilege for the two kinds of principals:
+#   - runner instances (the agent): their own items in the state table, and terminating themselves;
+#   - the reconciler: the state table, the pool queues, and EC2 instances carrying this deployment's tag.
+# Terraform itself needs what the provider documentation lists.
+
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  account   = data.aws_caller_identity.current.account_id
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.name
+  instances = "arn:${local.partition}:ec2:${local.region}:${local.account}:instance/*"
+}
+
+# ---- runner instances ----
+
+data "aws_iam_policy_document" "runner_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "runner" {
+  name               = "${local.name}-runner"
+  assume_role_policy = data.aws_iam_policy_document.runner_assume.json
+}
+
+resource "aws_iam_instance_profile" "runner" {
+  name = "${local.name}-runner"
+  role = aws_iam_role.runner.name
+}
+
+data "aws_iam_policy_document" "runner" {
+  # The agent reads its record, writes its heartbeat and signals, and takes its per-claim credential:
+  # items whose partition key is the instance's (INSTANCE#<instance id>), never a query, a scan or an
+  # index, never configuration or leases.
+  statement {
+    sid       = "OwnItems"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+    resources = [runnerpool_state_table.main.arn]
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["INSTANCE#i-*"]
+    }
+    # Narrows the statement to requests made with instance-profile credentials (not a copy of them
+    # used elsewhere: ec2:SourceInstanceARN is only present on the instance's own calls).
+    condition {
+      test     = "ArnLike"
+      variable = "ec2:SourceInstanceARN"
+      values   = [local.instances]
+    }
+  }
+
+  # Self-termination past the instance's deadline: only the instance the credentials belong to.
+  statement {
+    sid       = "TerminateSelf"
+    actions   = ["ec2:TerminateInstances"]
+    resources = [local.instances]
+
+    condition {
+      test     = "ArnEquals"
+      variable = "ec2:SourceInstanceARN"
+      values   = ["arn:${local.partition}:ec2:${local.region}:${local.account}:instance/$${ec2:InstanceID}"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/runnerpool:deployment"
+      values   = [var.deployment_id]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "runner" {
+  name   = "runnerpool-agent"
+  role   = aws_iam_role.runner.id
+  policy = data.aws_iam_policy_document.runner.json
+}
+
+# ---- the reconciler (ECS task role) ----
+
+data "aws_iam_policy_document" "task_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ecs-tasks.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "reconciler" {
+  name               = "${local.name}-reconciler"
+  assume_role_policy = data.aws_iam_policy_document.task_assume.json
+}
+
+data "aws_iam_policy_document" "reconciler" {
+  statement {
+    sid = "StateTable"
+    actions = [
+      "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+      "dynamodb:Query", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem",
+    ]
+    resources = [runnerpool_state_table.main.arn, "${runnerpool_state_table.main.arn}/index/*"]
+  }
+
+  statement {
+    sid       = "PoolQueues"
+    actions   = ["sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"]
+    resources = [for q in runnerpool_pool_queue.class : q.arn]
+  }
+
+  statement {
+    sid = "Describe"
+    actions = [
+      "ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
+      "ec2:DescribeSubnets", "ec2:DescribeImages", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSpotPriceHistory",
+    ]
+    resources = ["*"]
+  }
+
+  # CreateFleet (instant) launches through RunInstances; new instances must carry this deployment's tag.
+  statement {
+    sid       = "CreateFleet"
+    actions   = ["ec2:CreateFleet"]
+    resources = ["*"]
+  }
+  statement {
+    sid       = "LaunchTaggedInstances"
+    actions   = ["ec2:RunInstances"]
+    resources = [local.instances]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestTag/runnerpool:deployment"
+      values   = [var.deployment_id]
+    }
+  }
+  statement {
+    sid     = "LaunchFrom"
+    actions = ["ec2:RunInstances"]
+    resources = [
+      "arn:${local.partition}:ec2:${local.region}:${local.account}:volume/*",
+      "arn:${local.partition}:ec2:${local.region}:${local.account}:network-interface/*",
+      "arn:${local.partition}:ec2:${local.region}:${local.account}:spot-instances-request/*",
+      "arn:${local.partition}:ec2:${local.region}:${local.account}:security-group/${aws_security_group.runner.id}",
+      "arn:${local.partition}:ec2:${local.region}::image/*",
+    ]
+  }
+  statement {
+    sid       = "LaunchTemplates"
+    actions   = ["ec2:RunInstances", "ec2:CreateFleet"]
+    resources = [for lt in aws_launch_template.runner : lt.arn]
+  }
+  statement {
+    sid       = "LaunchInSubnets"
+    actions   = ["ec2:RunInstances"]
+    resources = [for s in var.runner_subnet_ids : "arn:${local.partition}:ec2:${local.region}:${local.account}:subnet/${s}"]
+  }
+  statement {
+    sid       = "TagOnLaunch"
+    actions   = ["ec2:CreateTags"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:CreateAction"
+      values   = ["CreateFleet", "RunInstances"]
+    }
+  }
+
+  # Start, stop, terminate and tag (claim notices) only this deployment's instances.
+  statement {
+    sid       = "ManageOwnInstances"
+    actions   = ["ec2:StartInstances", "ec2:StopInstances", "ec2:TerminateInstances", "ec2:CreateTags"]
+    resources = [local.instances]
+    condition {
+      test     = "StringEquals"
+      variable = "aws:ResourceTag/runnerpool:deployment"
+      values   = [var.deployment_id]
+    }
+  }
+
+  statement {
+    sid       = "PassRunnerRole"
+    actions   = ["iam:PassRole"]
+    resources = [aws_iam_role.runner.arn]
+    condition {
+      test     = "StringEquals"
+      variable = "iam:PassedToService"
+      values   = ["ec2.amazonaws.com"]
+    }
+  }
+
+  # Spot runner classes need EC2's spot service-linked role once per account.
+  statement {
+    sid       = "SpotServiceLinkedRole"
+    actions   = ["iam:CreateServiceLinkedRole"]
+    resources = ["*"]
+    condition {
+      test     = "StringEquals"
+      variable = "iam:AWSServiceName"
+      values   = ["spot.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "reconciler" {
+  name   = "runnerpool-reconciler"
+  role   = aws_iam_role.reconciler.id
+  policy = data.aws_iam_policy_document.reconciler.json
+}
+
+# ---- ECS task execution (image pull, logs, the GitHub token) ----
+
+resource "aws_iam_role" "execution" {
+  name               = "${local.name}-execution"
+  assume_role_policy = data.aws_iam_policy_document.task_assume.json
+}
+
+resource "aws_iam_role_policy_attachment" "execution" {
+  role       = aws_iam_role.execution.name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
+}
+
+data "aws_iam_policy_document" "execution_secret" {
+  statement {
+    actions   = ["secretsmanager:GetSecretValue"]
+    resources = [var.github_token_secret_arn]
+  }
+}
+
+resource "aws_iam_role_policy" "execution_secret" {
+  name   = "github-token"
+  role   = aws_iam_role.execution.id
+  policy = data.aws_iam_policy_document.execution_secret.json
+}

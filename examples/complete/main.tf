@@ -1,0 +1,150 @@
+# runnerpool on AWS: the state table and the pool queues (this provider), the runner classes and
+# warm pools the reconciler reads from the table, a launch template per runner class with the rendered bootstrap,
+# and the IAM roles (iam.tf) and the reconciler service (reconciler.tf).
+
+locals {
+  name = "runnerpool-${var.deployment_id}"
+}
+
+resource "runnerpool_state_table" "main" {
+  name                   = local.name
+  point_in_time_recovery = true
+  deletion_protection    = true
+}
+
+resource "runnerpool_pool_queue" "class" {
+  for_each = var.runner_classes
+
+  runner_class = each.key
+}
+
+resource "aws_security_group" "runner" {
+  name        = "${local.name}-runner"
+  description = "runnerpool runners: no inbound; outbound to GitHub, AWS APIs and package mirrors."
+  vpc_id      = var.vpc_id
+
+  egress {
+    description = "HTTPS to GitHub and AWS APIs."
+    from_port   = 443
+    to_port     = 443
+    protocol    = "tcp"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+
+  egress {
+    description = "HTTP for package mirrors."
+    from_port   = 80
+    to_port     = 80
+    protocol    = "tcp"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+}
+
+# The bootstrap every instance runs once: installs the agent (checked against its SHA-256) and the
+# pinned GitHub Actions runner, and starts the agent. It carries no secret.
+data "runnerpool_user_data" "runner" {
+  table       = runnerpool_state_table.main.name
+  agent_x64   = var.agent.x64
+  agent_arm64 = var.agent.arm64
+}
+
+# One launch template per runner class: the fleet requests carry instance requirements and subnets,
+# the launch template the rest (image, root volume, security group, role, bootstrap). The runner
+# class repeats those values so they are part of the warm pools' spec hash: changing one rolls the
+# pools over to new instances.
+resource "aws_launch_template" "runner" {
+  for_each = var.runner_classes
+
+  name_prefix            = "${local.name}-${each.key}-"
+  description            = "runnerpool runners of class ${each.key}."
+  update_default_version = true
+  image_id               = each.value.image
+  user_data              = data.runnerpool_user_data.runner.rendered_base64
+  vpc_security_group_ids = [aws_security_group.runner.id]
+
+  iam_instance_profile {
+    arn = aws_iam_instance_profile.runner.arn
+  }
+
+  block_device_mappings {
+    device_name = each.value.root_device_name
+    ebs {
+      volume_type           = "gp3"
+      volume_size           = each.value.volume_size_gib
+      iops                  = each.value.volume_iops
+      throughput            = each.value.volume_throughput_mibps
+      encrypted             = true
+      delete_on_termination = true
+    }
+  }
+
+  # IMDSv2 only; instance metadata tags carry the claim notice the agent watches (runnerpool:wake).
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+    instance_metadata_tags      = "enabled"
+  }
+
+  # Terminate on shutdown: an instance that stops itself past its deadline is gone, not stopped.
+  instance_initiated_shutdown_behavior = "terminate"
+
+  tag_specifications {
+    resource_type = "volume"
+    tags = {
+      "runnerpool:deployment"   = var.deployment_id
+      "runnerpool:runner-class" = each.key
+    }
+  }
+}
+
+resource "runnerpool_runner_class" "class" {
+  for_each = var.runner_classes
+
+  table                   = runnerpool_state_table.main.name
+  name                    = each.key
+  image                   = each.value.image
+  cpu                     = each.value.cpu
+  memory_mib              = each.value.memory_mib
+  instance_types          = each.value.instance_types
+  volume_size_gib         = each.value.volume_size_gib
+  volume_iops             = each.value.volume_iops
+  volume_throughput_mibps = each.value.volume_throughput_mibps
+  usage_class             = each.value.usage_class
+  subnets                 = var.runner_subnet_ids
+  security_groups         = [aws_security_group.runner.id]
+  instance_profile        = aws_iam_instance_profile.runner.arn
+  labels                  = each.value.labels
+  pre_runner_script       = each.value.pre_runner_script
+  max_runtime             = each.value.max_runtime
+  idle_time               = each.value.idle_time
+  launch_template_id      = aws_launch_template.runner[each.key].id
+  queue_url               = runnerpool_pool_queue.class[each.key].url
+}
+
+resource "runnerpool_warm_pool" "pool" {
+  for_each = var.warm_pools
+
+  table        = runnerpool_state_table.main.name
+  name         = each.key
+  runner_class = runnerpool_runner_class.class[each.value.runner_class].name
+  timezone     = each.value.timezone
+
+  dynamic "schedule" {
+    for_each = each.value.schedules
+    content {
+      name    = schedule.value.name
+      days    = schedule.value.days
+      hot     = schedule.value.hot
+      stopped = schedule.value.stopped
+
+      dynamic "time_range" {
+        for_each = schedule.value.time_ranges
+        content {
+          start = time_range.value.start
+          end   = time_range.value.end
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,155 @@
+// The stored form of runner classes and warm pools: strict JSON (an unknown field is an error naming
+// the item, so a spec written by a newer provider is never half-read), and the spec hash that tags
+// warm-pool instances for rollouts.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Duration is a time.Duration stored in JSON as a Go duration string in its short form ("6h",
+// "1h30m", "10m"; see FormatDuration).
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(FormatDuration(time.Duration(d)))
+}
+
+// FormatDuration is time.Duration.String without zero trailing units: "6h" rather than "6h0m0s",
+// the way people write durations in Terraform.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// UnmarshalJSON reads a duration string such as "90m" or "6h".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"6h\" or \"90m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std is the duration as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// decodeStrict decodes exactly one JSON value, refusing unknown fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the spec")
+	}
+	return nil
+}
+
+// DecodeRunnerClass decodes and validates the stored spec of the runner class named name.
+func DecodeRunnerClass(name string, spec []byte) (RunnerClass, error) {
+	var rc RunnerClass
+	if err := decodeStrict(spec, &rc); err != nil {
+		return RunnerClass{}, fmt.Errorf("runner class %q: decoding its spec: %w", name, err)
+	}
+	if rc.Name != name {
+		return RunnerClass{}, fmt.Errorf("runner class %q: its spec names %q", name, rc.Name)
+	}
+	if err := rc.Validate(); err != nil {
+		return RunnerClass{}, err
+	}
+	return rc, nil
+}
+
+// DecodeWarmPool decodes and validates the stored spec of the warm pool named name.
+func DecodeWarmPool(name string, spec []byte) (WarmPool, error) {
+	var p WarmPool
+	if err := decodeStrict(spec, &p); err != nil {
+		return WarmPool{}, fmt.Errorf("warm pool %q: decoding its spec: %w", name, err)
+	}
+	if p.Name != name {
+		return WarmPool{}, fmt.Errorf("warm pool %q: its spec names %q", name, p.Name)
+	}
+	if err := p.Validate(); err != nil {
+		return WarmPool{}, err
+	}
+	return p, nil
+}
+
+// hashedPool is the part of a warm pool that changes what its instances are. Timezone and schedules
+// change only how many there are, so they are left out: retuning a schedule never replaces warm
+// instances.
+type hashedPool struct {
+	Name        string `json:"name"`
+	RunnerClass string `json:"runner_class"`
+	Environment string `json:"environment"`
+}
+
+// hashedClass is the part of a runner class an instance is launched or warmed with. MaxRuntime and
+// IdleTime are thresholds the reconciler and the agent read from the record on every use, and the
+// queue URL is where idle instances are announced: changing those needs no new instances.
+type hashedClass struct {
+	Name             string   `json:"name"`
+	Image            string   `json:"image"`
+	CPU              int      `json:"cpu"`
+	MemoryMiB        int      `json:"memory_mib"`
+	InstanceTypes    []string `json:"instance_types"`
+	Volume           Volume   `json:"volume"`
+	UsageClass       string   `json:"usage_class"`
+	Subnets          []string `json:"subnets"`
+	SecurityGroups   []string `json:"security_groups"`
+	InstanceProfile  string   `json:"instance_profile"`
+	PreRunnerScript  string   `json:"pre_runner_script"`
+	Labels           []string `json:"labels"`
+	LaunchTemplateID string   `json:"launch_template_id"`
+}
+
+// specHashVersion prefixes every hash, so a change of what is hashed is a deliberate, visible
+// rollout rather than a silent one.
+const specHashVersion = "v1-"
+
+// SpecHash is the stable hash of what a warm pool's instances are made of: the runner class
+// (including its image) and the pool's identity. The reconciler tags every warm instance with it
+// (tags.SpecHash) and replaces instances whose tag differs. Lists that are sets (instance types,
+// subnets, security groups, labels) are sorted first, so reordering them changes nothing.
+func SpecHash(rc RunnerClass, p WarmPool) string {
+	n := rc.normalized()
+	b, err := json.Marshal(struct {
+		Class hashedClass `json:"class"`
+		Pool  hashedPool  `json:"pool"`
+	}{
+		Class: hashedClass{
+			Name: n.Name, Image: n.Image, CPU: n.CPU, MemoryMiB: n.MemoryMiB, InstanceTypes: n.InstanceTypes,
+			Volume: n.Volume, UsageClass: n.UsageClass, Subnets: n.Subnets, SecurityGroups: n.SecurityGroups,
+			InstanceProfile: n.InstanceProfile, PreRunnerScript: n.PreRunnerScript, Labels: n.Labels,
+			LaunchTemplateID: n.LaunchTemplateID,
+		},
+		Pool: hashedPool{Name: p.Name, RunnerClass: p.RunnerClass, Environment: p.Environment},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("config: marshalling spec hash input: %v", err)) // plain structs of strings and ints
+	}
+	sum := sha256.Sum256(b)
+	return specHashVersion + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,197 @@
+// runnerpool_user_data: the instance bootstrap (internal/userdata) rendered for a launch template,
+// so the launch template Terraform creates and the instances the reconciler launches agree on table,
+// region, agent binaries and claim notice.
+package provider
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
+)
+
+var (
+	_ datasource.DataSourceWithConfigure      = &UserDataDataSource{}
+	_ datasource.DataSourceWithValidateConfig = &UserDataDataSource{}
+)
+
+// NewUserDataDataSource returns the runnerpool_user_data data source.
+func NewUserDataDataSource() datasource.DataSource { return &UserDataDataSource{} }
+
+// UserDataDataSource renders user data.
+type UserDataDataSource struct{ c *clients }
+
+type artifactModel struct {
+	URL    types.String `tfsdk:"url"`
+	SHA256 types.String `tfsdk:"sha256"`
+}
+
+type userDataModel struct {
+	Table           types.String   `tfsdk:"table"`
+	Region          types.String   `tfsdk:"region"`
+	Notice          types.String   `tfsdk:"notice"`
+	Arch            types.String   `tfsdk:"arch"`
+	AgentX64        *artifactModel `tfsdk:"agent_x64"`
+	AgentARM64      *artifactModel `tfsdk:"agent_arm64"`
+	PreRunnerScript types.String   `tfsdk:"pre_runner_script"`
+	RunnerBaseURL   types.String   `tfsdk:"runner_base_url"`
+	Rendered        types.String   `tfsdk:"rendered"`
+	RenderedBase64  types.String   `tfsdk:"rendered_base64"`
+	RunnerVersion   types.String   `tfsdk:"runner_version"`
+}
+
+var sha256RE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+func httpsURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q: want an https:// URL", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: credentials in URLs end up in logs; use a pre-signed or public URL", s)
+	}
+	return nil
+}
+
+func (d *UserDataDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_user_data"
+}
+
+func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	artifact := func(arch string) schema.SingleNestedAttribute {
+		return schema.SingleNestedAttribute{
+			MarkdownDescription: fmt.Sprintf("The runnerpool binary for %s (linux), downloaded at boot and checked against its SHA-256. "+
+				"Required unless `arch` excludes %s.", arch, arch),
+			Optional: true,
+			Attributes: map[string]schema.Attribute{
+				"url": schema.StringAttribute{
+					MarkdownDescription: "https URL of the binary (a release asset, an S3 object behind a VPC endpoint).",
+					Required:            true,
+					Validators:          []validator.String{check("agent URL", "an https:// URL", httpsURL)},
+				},
+				"sha256": schema.StringAttribute{
+					MarkdownDescription: "SHA-256 of the binary, 64 hexadecimal digits (the release's SHA256SUMS).",
+					Required:            true,
+					Validators:          []validator.String{matches("SHA-256", "64 hexadecimal digits", sha256RE)},
+				},
+			},
+		}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Renders the user data of runnerpool instances: a bash script, run once by cloud-init, that installs the " +
+			"runnerpool agent and the pinned GitHub Actions runner (both checked against a SHA-256), creates the unprivileged runner user " +
+			"and starts the agent as a systemd service. Use `rendered_base64` as a launch template's `user_data`, with " +
+			"`metadata_options { http_tokens = \"required\", instance_metadata_tags = \"enabled\" }` (IMDSv2 only; the agent reads its " +
+			"claim notice from instance tags). No secret is rendered: instances get per-claim credentials through their own items.",
+		Attributes: map[string]schema.Attribute{
+			"table": schema.StringAttribute{
+				MarkdownDescription: "State table the agent uses.",
+				Required:            true,
+				Validators:          []validator.String{tableNameValidator()},
+			},
+			"region": schema.StringAttribute{
+				MarkdownDescription: "AWS region of the table. Defaults to the provider's region.",
+				Optional:            true,
+				Validators: []validator.String{matches("region", "an AWS region name such as eu-west-1",
+					regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`))},
+			},
+			"notice": schema.StringAttribute{
+				MarkdownDescription: "How an idle agent notices its claim: `imds-tags` (default; instance metadata tags, free and fast) or `poll` (DynamoDB reads).",
+				Optional:            true,
+				Validators:          []validator.String{oneOf("notice", "imds-tags", "poll")},
+			},
+			"arch": schema.StringAttribute{
+				MarkdownDescription: "`x64` or `arm64` to render for one architecture; unset renders a script that picks at boot.",
+				Optional:            true,
+				Validators:          []validator.String{oneOf("architecture", string(userdata.ArchX64), string(userdata.ArchARM64))},
+			},
+			"agent_x64":   artifact("x64"),
+			"agent_arm64": artifact("arm64"),
+			"pre_runner_script": schema.StringAttribute{
+				MarkdownDescription: "Pre-runner script to install on the instance (usually the runner class's `pre_runner_script`).",
+				Optional:            true,
+				Validators:          []validator.String{check("pre-runner script", "at most 12 KiB without NUL bytes", config.ValidatePreRunnerScript)},
+			},
+			"runner_base_url": schema.StringAttribute{
+				MarkdownDescription: "Mirror of the GitHub Actions runner releases (same file names). Defaults to " + userdata.DefaultRunnerBaseURL + ".",
+				Optional:            true,
+				Validators:          []validator.String{check("runner base URL", "an https:// URL", httpsURL)},
+			},
+			"rendered": schema.StringAttribute{
+				MarkdownDescription: "The script.",
+				Computed:            true,
+			},
+			"rendered_base64": schema.StringAttribute{
+				MarkdownDescription: "The script, base64-encoded, as launch templates take it.",
+				Computed:            true,
+			},
+			"runner_version": schema.StringAttribute{
+				MarkdownDescription: "The GitHub Actions runner version the script installs.",
+				Computed:            true,
+			},
+		},
+	}
+}
+
+// ValidateConfig requires the agent binaries the chosen architecture needs.
+func (d *UserDataDataSource) ValidateConfig(ctx context.Context, req datasource.ValidateConfigRequest, resp *datasource.ValidateConfigResponse) {
+	var m userDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() || m.Arch.IsUnknown() {
+		return
+	}
+	arch := m.Arch.ValueString()
+	if arch != string(userdata.ArchARM64) && m.AgentX64 == nil {
+		resp.Diagnostics.AddAttributeError(path.Root("agent_x64"), "Missing agent binary",
+			"agent_x64 is required unless arch = \"arm64\".")
+	}
+	if arch != string(userdata.ArchX64) && m.AgentARM64 == nil {
+		resp.Diagnostics.AddAttributeError(path.Root("agent_arm64"), "Missing agent binary",
+			"agent_arm64 is required unless arch = \"x64\".")
+	}
+}
+
+func (d *UserDataDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.c = providerData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m userDataModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	p := userdata.Params{
+		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(),
+		Arch: userdata.Arch(m.Arch.ValueString()), PreRunnerScript: m.PreRunnerScript.ValueString(),
+		RunnerBaseURL: m.RunnerBaseURL.ValueString(),
+	}
+	if p.Region == "" && d.c != nil {
+		p.Region = d.c.region
+	}
+	if a := m.AgentX64; a != nil {
+		p.AgentX64 = userdata.Artifact{URL: a.URL.ValueString(), SHA256: a.SHA256.ValueString()}
+	}
+	if a := m.AgentARM64; a != nil {
+		p.AgentARM64 = userdata.Artifact{URL: a.URL.ValueString(), SHA256: a.SHA256.ValueString()}
+	}
+	script, err := userdata.Render(p)
+	if err != nil {
+		addError(&resp.Diagnostics, "Cannot render the user data", "The parameters were refused by the renderer.", err)
+		return
+	}
+	m.Rendered = types.StringValue(script)
+	m.RenderedBase64 = types.StringValue(base64.StdEncoding.EncodeToString([]byte(script)))
+	m.RunnerVersion = types.StringValue(userdata.RunnerVersion)
+	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
+}

@@ -1,0 +1,464 @@
+// runnerpool_runner_class: a runner class (what an instance is: image, size, types, volume,
+// network, labels, thresholds) written as a configuration item of the state table, where the
+// reconciler reads it on its next cycle.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+var (
+	_ resource.ResourceWithConfigure      = &RunnerClassResource{}
+	_ resource.ResourceWithImportState    = &RunnerClassResource{}
+	_ resource.ResourceWithValidateConfig = &RunnerClassResource{}
+)
+
+// NewRunnerClassResource returns the runnerpool_runner_class resource.
+func NewRunnerClassResource() resource.Resource { return &RunnerClassResource{} }
+
+// RunnerClassResource manages a runner class.
+type RunnerClassResource struct{ c *clients }
+
+type runnerClassModel struct {
+	ID               types.String `tfsdk:"id"`
+	Table            types.String `tfsdk:"table"`
+	Name             types.String `tfsdk:"name"`
+	Image            types.String `tfsdk:"image"`
+	CPU              types.Int64  `tfsdk:"cpu"`
+	MemoryMiB        types.Int64  `tfsdk:"memory_mib"`
+	InstanceTypes    types.List   `tfsdk:"instance_types"`
+	VolumeType       types.String `tfsdk:"volume_type"`
+	VolumeSizeGiB    types.Int64  `tfsdk:"volume_size_gib"`
+	VolumeIOPS       types.Int64  `tfsdk:"volume_iops"`
+	VolumeThroughput types.Int64  `tfsdk:"volume_throughput_mibps"`
+	UsageClass       types.String `tfsdk:"usage_class"`
+	Subnets          types.List   `tfsdk:"subnets"`
+	SecurityGroups   types.List   `tfsdk:"security_groups"`
+	InstanceProfile  types.String `tfsdk:"instance_profile"`
+	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
+	Labels           types.List   `tfsdk:"labels"`
+	MaxRuntime       types.String `tfsdk:"max_runtime"`
+	IdleTime         types.String `tfsdk:"idle_time"`
+	LaunchTemplateID types.String `tfsdk:"launch_template_id"`
+	QueueURL         types.String `tfsdk:"queue_url"`
+	Version          types.Int64  `tfsdk:"version"`
+}
+
+func (r *RunnerClassResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_runner_class"
+}
+
+func check(what, desc string, fn func(string) error) stringCheck {
+	return stringCheck{what: what, desc: desc, fn: fn}
+}
+
+// tableAttribute is the table attribute of the configuration resources and data sources.
+func tableAttribute(forResource bool) schema.StringAttribute {
+	a := schema.StringAttribute{
+		MarkdownDescription: "Name of the state table the item lives in (`runnerpool_state_table.<name>.name`).",
+		Required:            true,
+		Validators:          []validator.String{tableNameValidator()},
+	}
+	if forResource {
+		// An item belongs to one table; moving it is a delete in one and a create in the other.
+		a.PlanModifiers = []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	}
+	return a
+}
+
+func idAttribute() schema.StringAttribute {
+	return schema.StringAttribute{
+		MarkdownDescription: "`<table>/<name>`, the import id.",
+		Computed:            true,
+		// Derived from table and name, which both force a replacement when they change.
+		PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+	}
+}
+
+func versionAttribute() schema.Int64Attribute {
+	return schema.Int64Attribute{
+		MarkdownDescription: "Version of the item in the table, incremented by every write. An update is refused when the item " +
+			"was changed since Terraform last read it (optimistic concurrency); refresh and apply again.",
+		Computed: true,
+		// No UseStateForUnknown: every update writes a new version.
+	}
+}
+
+func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	ids := func(what, example string, fn func(string) error) validator.List {
+		return listEach{check: check(what, "a "+what+" id such as "+example, fn), unique: true}
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A runner class: what a runnerpool instance is (image, size, allowed instance types, root volume, network, " +
+			"labels and time limits). Stored as a configuration item of the state table, read by the reconciler on its next cycle; warm " +
+			"pools and provisions name it.",
+		Attributes: map[string]schema.Attribute{
+			"id":    idAttribute(),
+			"table": tableAttribute(true),
+			"name": schema.StringAttribute{
+				MarkdownDescription: "Runner class name: 1-63 lower-case letters, digits, `-` or `_`. It appears in queue names, EC2 tags and GitHub labels.",
+				Required:            true,
+				// The name is the item's key.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{nameValidator("runner class name")},
+			},
+			"image": schema.StringAttribute{
+				MarkdownDescription: "AMI id the instances boot from. Changing it rolls warm pools over to new instances.",
+				Required:            true,
+				Validators:          []validator.String{check("image", "an AMI id such as ami-0123456789abcdef0", config.ValidateImage)},
+			},
+			"cpu": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("vCPUs an instance needs at least (1-%d).", config.MaxCPU),
+				Required:            true,
+				Validators:          []validator.Int64{int64Between{what: "cpu", min: 1, max: config.MaxCPU}},
+			},
+			"memory_mib": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("Memory an instance needs at least, in MiB (%d-%d).", config.MinMemoryMiB, config.MaxMemoryMiB),
+				Required:            true,
+				Validators:          []validator.Int64{int64Between{what: "memory", min: config.MinMemoryMiB, max: config.MaxMemoryMiB}},
+			},
+			"instance_types": schema.ListAttribute{
+				MarkdownDescription: "Allowed instance types, as EC2 attribute-based selection patterns: `*` matches any run of characters " +
+					"(`c7i.*`, `m6a.large`, `*.xlarge`; a family such as t3 is `t3.*`). Unset allows every type with the cpu and memory.",
+				ElementType: types.StringType,
+				Optional:    true,
+				Validators: []validator.List{
+					listSize{what: "instance type patterns", min: 1, max: 40},
+					listEach{check: check("instance type pattern", "an instance type pattern such as c7i.* or m6a.large", instancetype.ValidatePattern), unique: true},
+				},
+			},
+			"volume_type": schema.StringAttribute{
+				MarkdownDescription: "Root volume type. Only `gp3` (default): its baseline IOPS and throughput are free, which is what a stopped warm instance should cost.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(config.VolumeGP3),
+				Validators:          []validator.String{oneOf("volume type", config.VolumeGP3)},
+			},
+			"volume_size_gib": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("Root volume size in GiB (%d-%d). Defaults to 30.", config.MinVolumeGiB, config.MaxVolumeGiB),
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(30),
+				Validators:          []validator.Int64{int64Between{what: "volume size", min: config.MinVolumeGiB, max: config.MaxVolumeGiB}},
+			},
+			"volume_iops": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("Root volume IOPS (%d-%d, at most 500 per GiB above the baseline). Defaults to 3000, the free baseline.", config.MinIOPS, config.MaxIOPS),
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(config.MinIOPS),
+				Validators:          []validator.Int64{int64Between{what: "volume IOPS", min: config.MinIOPS, max: config.MaxIOPS}},
+			},
+			"volume_throughput_mibps": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("Root volume throughput in MiB/s (%d-%d, at most 0.25 per IOPS). Defaults to 125, the free baseline.", config.MinThroughput, config.MaxThroughput),
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(config.MinThroughput),
+				Validators:          []validator.Int64{int64Between{what: "volume throughput", min: config.MinThroughput, max: config.MaxThroughput}},
+			},
+			"usage_class": schema.StringAttribute{
+				MarkdownDescription: "`on-demand` (default) or `spot`.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(config.UsageOnDemand),
+				Validators:          []validator.String{oneOf("usage class", config.UsageOnDemand, config.UsageSpot)},
+			},
+			"subnets": schema.ListAttribute{
+				MarkdownDescription: "Subnet ids instances may launch in (one or more; several zones give CreateFleet more capacity to choose from).",
+				ElementType:         types.StringType,
+				Required:            true,
+				Validators: []validator.List{
+					listSize{what: "subnets", min: 1, max: 32},
+					ids("subnet", "subnet-0123456789abcdef0", config.ValidateSubnet),
+				},
+			},
+			"security_groups": schema.ListAttribute{
+				MarkdownDescription: "Security group ids of the instances. Unset uses the launch template's or the VPC default.",
+				ElementType:         types.StringType,
+				Optional:            true,
+				Validators: []validator.List{
+					listSize{what: "security groups", min: 1, max: 5},
+					ids("security group", "sg-0123456789abcdef0", config.ValidateSecurityGroup),
+				},
+			},
+			"instance_profile": schema.StringAttribute{
+				MarkdownDescription: "IAM instance profile name or ARN of the instances (the agent's role: its own items only, terminate only itself).",
+				Optional:            true,
+				Validators:          []validator.String{check("instance profile", "an instance profile name or ARN", config.ValidateInstanceProfile)},
+			},
+			"pre_runner_script": schema.StringAttribute{
+				MarkdownDescription: fmt.Sprintf("Script run on the instance before its first registration (and before a warm instance is "+
+					"stopped or declared ready): install tools, warm caches. At most %d bytes.", config.MaxPreRunnerScript),
+				Optional:   true,
+				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes without NUL bytes", config.MaxPreRunnerScript), config.ValidatePreRunnerScript)},
+			},
+			"labels": schema.ListAttribute{
+				MarkdownDescription: "Extra GitHub runner labels of the instances.",
+				ElementType:         types.StringType,
+				Optional:            true,
+				Validators: []validator.List{
+					listSize{what: "labels", min: 1, max: config.MaxLabels},
+					listEach{check: check("label", "a label without spaces, commas or quotes", config.ValidateLabel), unique: true},
+				},
+			},
+			"max_runtime": schema.StringAttribute{
+				MarkdownDescription: "Longest a run may hold an instance, as a Go duration (1m-120h). Past it the instance is terminated by the reconciler and by itself. Defaults to `6h`.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString("6h"),
+				Validators:          []validator.String{durationBetween("max runtime", config.MinMaxRuntime, config.MaxMaxRuntime)},
+			},
+			"idle_time": schema.StringAttribute{
+				MarkdownDescription: "How long a hot or idle instance waits for a claim before it is recycled, as a Go duration (1m-24h). Defaults to `10m`.",
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString("10m"),
+				Validators:          []validator.String{durationBetween("idle time", config.MinIdleTime, config.MaxIdleTime)},
+			},
+			"launch_template_id": schema.StringAttribute{
+				MarkdownDescription: "Launch template the instances are created from (user data from `runnerpool_user_data`, IMDSv2 and " +
+					"instance metadata tags); the attributes above override it.",
+				Optional:   true,
+				Validators: []validator.String{check("launch template", "a launch template id such as lt-0123456789abcdef0", config.ValidateLaunchTemplate)},
+			},
+			"queue_url": schema.StringAttribute{
+				MarkdownDescription: "URL of the class's pool queue (`runnerpool_pool_queue.<name>.url`).",
+				Required:            true,
+				Validators:          []validator.String{check("queue URL", "an SQS queue URL", config.ValidateQueueURL)},
+			},
+			"version": versionAttribute(),
+		},
+	}
+}
+
+// ValidateConfig checks what single attributes cannot: the gp3 ratios between size, IOPS and
+// throughput.
+func (r *RunnerClassResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var m runnerClassModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	v := config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: config.MinIOPS, ThroughputMiBps: config.MinThroughput}
+	for _, f := range []struct {
+		val types.Int64
+		dst *int
+	}{{m.VolumeSizeGiB, &v.SizeGiB}, {m.VolumeIOPS, &v.IOPS}, {m.VolumeThroughput, &v.ThroughputMiBps}} {
+		if f.val.IsUnknown() {
+			return
+		}
+		if !f.val.IsNull() {
+			*f.dst = int(f.val.ValueInt64())
+		}
+	}
+	// Values outside their own range are reported by the attribute validators; only when all three
+	// are in range are the remaining problems the ratios between them.
+	if v.SizeGiB < config.MinVolumeGiB || v.SizeGiB > config.MaxVolumeGiB || v.IOPS < config.MinIOPS || v.IOPS > config.MaxIOPS ||
+		v.ThroughputMiBps < config.MinThroughput || v.ThroughputMiBps > config.MaxThroughput {
+		return
+	}
+	for _, p := range v.Problems() {
+		at := map[string]string{"iops": "volume_iops", "throughput_mibps": "volume_throughput_mibps"}[p.Field]
+		resp.Diagnostics.AddAttributeError(path.Root(at), "Invalid volume performance", p.Err.Error())
+	}
+}
+
+func (r *RunnerClassResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.c = providerData(req.ProviderData, &resp.Diagnostics)
+}
+
+// toConfig converts the plan into the domain model.
+func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	list := func(l types.List) []string {
+		v, d := stringList(ctx, l)
+		diags.Append(d...)
+		return v
+	}
+	dur := func(s types.String) config.Duration {
+		d, err := time.ParseDuration(s.ValueString())
+		if err != nil {
+			diags.AddError("Invalid duration", err.Error())
+		}
+		return config.Duration(d)
+	}
+	rc := config.RunnerClass{
+		Name: m.Name.ValueString(), Image: m.Image.ValueString(),
+		CPU: int(m.CPU.ValueInt64()), MemoryMiB: int(m.MemoryMiB.ValueInt64()),
+		InstanceTypes: list(m.InstanceTypes),
+		Volume: config.Volume{
+			Type: m.VolumeType.ValueString(), SizeGiB: int(m.VolumeSizeGiB.ValueInt64()),
+			IOPS: int(m.VolumeIOPS.ValueInt64()), ThroughputMiBps: int(m.VolumeThroughput.ValueInt64()),
+		},
+		UsageClass: m.UsageClass.ValueString(), Subnets: list(m.Subnets), SecurityGroups: list(m.SecurityGroups),
+		InstanceProfile: m.InstanceProfile.ValueString(), PreRunnerScript: m.PreRunnerScript.ValueString(),
+		Labels: list(m.Labels), MaxRuntime: dur(m.MaxRuntime), IdleTime: dur(m.IdleTime),
+		LaunchTemplateID: m.LaunchTemplateID.ValueString(), QueueURL: m.QueueURL.ValueString(),
+	}
+	return rc, diags
+}
+
+// fromConfig sets m from a stored runner class, keeping null for unset optional values.
+func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, version int64) {
+	m.ID = types.StringValue(table + "/" + rc.Name)
+	m.Table = types.StringValue(table)
+	m.Name = types.StringValue(rc.Name)
+	m.Image = types.StringValue(rc.Image)
+	m.CPU = types.Int64Value(int64(rc.CPU))
+	m.MemoryMiB = types.Int64Value(int64(rc.MemoryMiB))
+	m.InstanceTypes = listValue(rc.InstanceTypes, m.InstanceTypes)
+	m.VolumeType = types.StringValue(rc.Volume.Type)
+	m.VolumeSizeGiB = types.Int64Value(int64(rc.Volume.SizeGiB))
+	m.VolumeIOPS = types.Int64Value(int64(rc.Volume.IOPS))
+	m.VolumeThroughput = types.Int64Value(int64(rc.Volume.ThroughputMiBps))
+	m.UsageClass = types.StringValue(rc.UsageClass)
+	m.Subnets = listValue(rc.Subnets, m.Subnets)
+	m.SecurityGroups = listValue(rc.SecurityGroups, m.SecurityGroups)
+	m.InstanceProfile = optionalString(rc.InstanceProfile, m.InstanceProfile)
+	m.PreRunnerScript = optionalString(rc.PreRunnerScript, m.PreRunnerScript)
+	m.Labels = listValue(rc.Labels, m.Labels)
+	m.MaxRuntime = durationValue(rc.MaxRuntime.Std(), m.MaxRuntime)
+	m.IdleTime = durationValue(rc.IdleTime.Std(), m.IdleTime)
+	m.LaunchTemplateID = optionalString(rc.LaunchTemplateID, m.LaunchTemplateID)
+	m.QueueURL = types.StringValue(rc.QueueURL)
+	m.Version = types.Int64Value(version)
+}
+
+func (r *RunnerClassResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan runnerClassModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	rc, d := plan.toConfig(ctx)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table := plan.Table.ValueString()
+	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, 0)
+	if err != nil {
+		configWriteError(&resp.Diagnostics, "runner class", table, rc.Name, err)
+		return
+	}
+	plan.fromConfig(table, rc, version)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *RunnerClassResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state runnerClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table, name := state.Table.ValueString(), state.Name.ValueString()
+	rc, version, err := r.c.repo(table).GetRunnerClass(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted out of band (or its table is gone): forget it, so the next plan re-creates it.
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addError(&resp.Diagnostics, "Cannot read the runner class",
+			fmt.Sprintf("Reading runner class %q from table %s failed. If the stored item is invalid, fix or delete it in the table.", name, table), err)
+		return
+	}
+	state.fromConfig(table, rc, version)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *RunnerClassResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state runnerClassModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	rc, d := plan.toConfig(ctx)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table := plan.Table.ValueString()
+	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, state.Version.ValueInt64())
+	if err != nil {
+		configWriteError(&resp.Diagnostics, "runner class", table, rc.Name, err)
+		return
+	}
+	plan.fromConfig(table, rc, version)
+	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+func (r *RunnerClassResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state runnerClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table, name := state.Table.ValueString(), state.Name.ValueString()
+	err := r.c.repo(table).DeleteRunnerClass(ctx, name)
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, config.ErrInUse):
+		addError(&resp.Diagnostics, "Runner class is in use",
+			fmt.Sprintf("Runner class %q in table %s is used by warm pools; destroy or move them first.", name, table), err)
+	default:
+		addError(&resp.Diagnostics, "Cannot delete the runner class", fmt.Sprintf("Deleting runner class %q from table %s failed.", name, table), err)
+	}
+}
+
+// ImportState imports "<table>/<name>".
+func (r *RunnerClassResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importTableItem(ctx, req, resp)
+}
+
+var importIDRE = regexp.MustCompile(`^([A-Za-z0-9_.-]{3,255})/([a-z0-9][a-z0-9_-]{0,62})$`)
+
+// importTableItem sets table and name from an import id "<table>/<name>".
+func importTableItem(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	m := importIDRE.FindStringSubmatch(req.ID)
+	if m == nil {
+		resp.Diagnostics.AddError("Invalid import id",
+			fmt.Sprintf("Import a configuration item as <table>/<name>, for example runnerpool-prod/small-x64; got %q.", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("table"), m[1])...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), m[2])...)
+}
+
+// configWriteError explains a failed configuration write.
+func configWriteError(diags *diag.Diagnostics, kind, table, name string, err error) {
+	switch {
+	case errors.Is(err, config.ErrUnknownRunnerClass):
+		diags.AddAttributeError(path.Root("runner_class"), "Unknown runner class",
+			fmt.Sprintf("The %s %q names a runner class that is not in table %s. Create it first (reference runnerpool_runner_class.<name>.name so Terraform orders the two).\n\nOriginal Error: %s",
+				kind, name, table, err))
+	case errors.Is(err, store.ErrConflict):
+		addError(diags, "Configuration item changed concurrently",
+			fmt.Sprintf("The %s %q in table %s exists already, or was changed since Terraform last read it. Run terraform apply -refresh-only "+
+				"(or import it, if Terraform does not manage it yet) and apply again.", kind, name, table), err)
+	case errors.Is(err, store.ErrNotFound):
+		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
+	default:
+		addError(diags, "Cannot write the "+kind, fmt.Sprintf("Writing %s %q to table %s failed.", kind, name, table), err)
+	}
+}

@@ -1,0 +1,36 @@
+# Acceptance tests of the Terraform provider, docs and release checks. Included by GNUmakefile
+# (`include provider/testacc.mk`), which defines GO, GOTEST, STACK and the deps target.
+#
+#   make testacc            the provider's acceptance tests on Terraform, then on OpenTofu
+#   make testacc-terraform  ... on `terraform` from PATH, else terraform v1.5.7 built once into the tools cache
+#   make testacc-opentofu   ... on `tofu` from PATH, else OpenTofu built once into the tools cache
+#   make docs-check         fails when `make docs` would change docs/
+#   make examples-check     fails when an example is not `terraform fmt`-formatted
+#   make release-check      goreleaser check on .goreleaser.yml
+#
+# The tools cache is ${RUNNERPOOL_TOOLS_CACHE:-~/.cache/runnerpool-tools}: keep it in CI's cache so a
+# fresh clone does not rebuild the CLIs (several minutes).
+
+ENSURE_TF := tools/tf/ensure-terraform.sh
+
+.PHONY: testacc testacc-terraform testacc-opentofu docs-check examples-check release-check
+
+testacc: testacc-terraform testacc-opentofu
+
+# Each run starts its own local stack (or reuses the one in the environment under `make test`).
+testacc-terraform: deps
+	tf=$$($(ENSURE_TF) terraform) && \
+	TF_ACC=1 TF_ACC_TERRAFORM_PATH="$$tf" $(STACK) -- $(GOTEST) ./provider/...
+
+testacc-opentofu: deps
+	tf=$$($(ENSURE_TF) tofu) && \
+	TF_ACC=1 TF_ACC_TERRAFORM_PATH="$$tf" TF_ACC_PROVIDER_HOST=registry.opentofu.org $(STACK) -- $(GOTEST) ./provider/...
+
+docs-check:
+	tools/docs-check.sh
+
+examples-check:
+	tf=$$($(ENSURE_TF) terraform) && "$$tf" fmt -check -recursive -diff examples
+
+release-check:
+	tools/release-check.sh
