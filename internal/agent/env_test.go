@@ -53,7 +53,6 @@ type env struct {
 type envOptions struct {
 	notice    agent.NoticeMode
 	preRunner string // script content; none when empty
-	runtime   func(ctx context.Context, inst ec2server.RuntimeInstance)
 	grace     time.Duration
 	// manual makes the EC2 double's runtime do nothing but keep the instance's IMDS up: the test
 	// runs agent.Run itself (to stop and restart it).

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// ErrExhausted: the pool has no (more) candidate for this request. Selection is over for it and
+// ErrExhausted says the pool has no (more) candidate for this request. Selection is over for it and
 // creation makes up the difference.
 var ErrExhausted = errors.New("pool exhausted")
 

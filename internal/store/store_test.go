@@ -49,15 +49,15 @@ func newStore(t *testing.T, opts ...store.Option) (*store.Store, *dynamodb.Clien
 func idle(t *testing.T, st *store.Store, id string) store.Instance {
 	t.Helper()
 	ctx := t.Context()
-	in, err := st.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: "seed", Threshold: st.Now().Add(time.Hour)})
+	_, err := st.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: "seed", Threshold: st.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
-	if in, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: "seed"}); err != nil {
+	if _, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: "seed"}); err != nil {
 		t.Fatalf("created->running %s: %v", id, err)
 	}
 	empty := ""
-	in, err = st.Transition(ctx, id, store.Change{
+	in, err := st.Transition(ctx, id, store.Change{
 		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "seed", SetRunID: &empty,
 		Threshold: st.Now().Add(time.Hour),
 	})

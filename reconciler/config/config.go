@@ -320,11 +320,7 @@ func checkScope(s string) error {
 }
 
 func splitList(v string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		out = append(out, f)
-	}
-	return out
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
 }
 
 // ScheduleParser parses the cron schedules: 5 fields, 6 with seconds first, or a descriptor such

@@ -218,7 +218,9 @@ func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, log 
 	go func() { done <- svc.Run(rctx) }()
 	stop := func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			log.Warn("demo: the reconciler stopped with an error", "err", err)
+		}
 	}
 	// The leader runs a refresh pass as soon as it takes the lease; wait for it so the walkthrough
 	// starts from a converged state.

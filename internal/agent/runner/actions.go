@@ -174,10 +174,10 @@ func (a *Actions) Run(ctx context.Context) error {
 	// The runner finishes or cancels its job on SIGINT and deletes its session with GitHub.
 	signalGroup(cmd, sigInterrupt)
 	select {
-	case <-done:
+	case <-done: // stopped on request: its exit status says nothing
 	case <-time.After(a.o.StopTimeout):
 		signalGroup(cmd, sigKill)
-		<-done
+		<-done //nolint:errcheck // killed: its exit status says nothing
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ const jwtLeeway = 60 * time.Second
 func (s *Server) verifyAppJWT(r *http.Request) error {
 	scheme, raw, ok := credential(r)
 	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return errors.New("App endpoints need Authorization: Bearer <JWT>")
+		return errors.New("app endpoints need Authorization: Bearer <JWT>")
 	}
 	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {

@@ -393,7 +393,7 @@ func (e *Env) Fill(t testing.TB, n int) []string {
 	for _, inst := range ro.Instances {
 		id := aws.ToString(inst.InstanceId)
 		ids = append(ids, id)
-		rec, err := e.Store.Create(ctx, store.Instance{
+		_, err := e.Store.Create(ctx, store.Instance{
 			ID: id, State: store.StateCreated, RunID: "seed-run", Threshold: time.Now().Add(time.Hour),
 			UsageClass: "on-demand", InstanceType: InstanceType, CPU: 2, MemoryMiB: 4096, ResourceClass: "small",
 			RunnerClass: RunnerClass, Scope: Repository, Zone: Subnets["subnet-a"],
@@ -401,11 +401,11 @@ func (e *Env) Fill(t testing.TB, n int) []string {
 		if err != nil {
 			t.Fatalf("Create %s: %v", id, err)
 		}
-		if rec, err = e.Store.Transition(ctx, id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: "seed-run"}); err != nil {
+		if _, err = e.Store.Transition(ctx, id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: "seed-run"}); err != nil {
 			t.Fatalf("%s to running: %v", id, err)
 		}
 		empty := ""
-		rec, err = e.Store.Transition(ctx, id, store.Change{
+		rec, err := e.Store.Transition(ctx, id, store.Change{
 			From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "seed-run", SetRunID: &empty,
 			Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
 		})
