@@ -174,7 +174,7 @@ func (a *Actions) Run(ctx context.Context) error {
 	// The runner finishes or cancels its job on SIGINT and deletes its session with GitHub.
 	signalGroup(cmd, sigInterrupt)
 	select {
-	case <-done: // stopped on request: its exit status says nothing
+	case <-done: //nolint:errcheck // stopped on request: its exit status says nothing
 	case <-time.After(a.o.StopTimeout):
 		signalGroup(cmd, sigKill)
 		<-done //nolint:errcheck // killed: its exit status says nothing
