@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,11 @@ import (
 
 // MaxCount bounds the runners of one request.
 const MaxCount = 100
+
+// PoolStates are the states of an instance a pool message may stand for, and so the states a claim
+// of a pool candidate accepts: idle (released by a run) and ready (a hot warm-pool instance,
+// announced in its runner class's pool when it finished warming up).
+var PoolStates = []store.State{store.StateIdle, store.StateReady}
 
 // Request is one provision request's selection.
 type Request struct {
@@ -202,7 +208,7 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		return false, nil
 	}
 	start := c.opts.Now()
-	in, err := c.st.Claim(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout))
+	in, err := c.st.Claim(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout), PoolStates...)
 	if err != nil {
 		in, err = c.resolveClaim(ctx, req, p, m, err, log)
 		if err != nil {
@@ -268,7 +274,7 @@ func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup,
 	switch {
 	case err == nil && in.State == store.StateClaimed && in.RunID == req.RunID:
 		return in, nil
-	case errors.Is(err, store.ErrNotFound), err == nil && (in.State != store.StateIdle || in.RunID != ""):
+	case errors.Is(err, store.ErrNotFound), err == nil && (!slices.Contains(PoolStates, in.State) || in.RunID != ""):
 		log.Info("candidate not idle after a failed claim: dropped", "state", in.State, "owner", in.RunID)
 		return store.Instance{}, nil
 	}

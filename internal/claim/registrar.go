@@ -70,8 +70,11 @@ type Options struct {
 	RegistrationWait time.Duration // wait for a reused instance's registration; default 10 s
 	PollInterval     time.Duration // signal polling; default 250 ms
 	ReleaseWait      time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
-	Now              func() time.Time
-	Logger           *slog.Logger
+	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
+	// again before it is given up; default 60 s.
+	StartWait time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -85,6 +88,7 @@ func (o Options) withDefaults() Options {
 	def(&o.RegistrationWait, 10*time.Second)
 	def(&o.PollInterval, 250*time.Millisecond)
 	def(&o.ReleaseWait, 120*time.Second)
+	def(&o.StartWait, 60*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

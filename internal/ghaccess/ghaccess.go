@@ -1,7 +1,7 @@
 // Package ghaccess is the control plane's access to GitHub: short-lived runner registration and
-// removal tokens, the runner list, and cancelling a run. It authenticates as a GitHub App
-// (installation tokens, minted per owner by ghinstallation) or with a personal access token; either
-// credential stays in the reconciler and never reaches an instance.
+// removal tokens, just-in-time runner configurations, the runner list, and cancelling a run. It
+// authenticates as a GitHub App (installation tokens, minted per owner by ghinstallation) or with a
+// personal access token; either credential stays in the reconciler and never reaches an instance.
 package ghaccess
 
 import (
@@ -369,6 +369,63 @@ func (c *Client) DeleteRunner(ctx context.Context, scope string, id int64) error
 		return nil
 	}
 	return err
+}
+
+// JITConfig is a just-in-time runner configuration: the runner exists at GitHub from the moment it
+// is generated, is ephemeral (GitHub removes it after one job) and needs no registration token on
+// the instance. Encoded is what `run.sh --jitconfig` takes.
+type JITConfig struct {
+	Encoded    string
+	RunnerID   int64
+	RunnerName string
+}
+
+// DefaultRunnerGroup is the id of the Default runner group; repository runners are always in it.
+const DefaultRunnerGroup = 1
+
+// GenerateJITConfig creates a just-in-time runner named name with labels in scope ("owner/repo"
+// or "owner") and returns its encoded configuration. Repository runners must be in the Default
+// group (GitHub refuses another id for them), so runnerGroupID is only used for an owner scope (0:
+// Default). A name already taken in the scope is an error (GitHub answers 409).
+func (c *Client) GenerateJITConfig(ctx context.Context, scope, name string, labels []string, runnerGroupID int64) (JITConfig, error) {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return JITConfig{}, err
+	}
+	if strings.TrimSpace(name) == "" || len(labels) == 0 {
+		return JITConfig{}, fmt.Errorf("jit config for %s: a runner name and at least one label are required", scope)
+	}
+	if repo != "" || runnerGroupID <= 0 {
+		runnerGroupID = DefaultRunnerGroup
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return JITConfig{}, err
+	}
+	req := &github.GenerateJITConfigRequest{Name: name, RunnerGroupID: runnerGroupID, Labels: labels}
+	var out JITConfig
+	err = c.retry(ctx, "jit config "+name+" for "+scope, func() (*github.Response, error) {
+		var cfg *github.JITRunnerConfig
+		var resp *github.Response
+		var err error
+		if repo == "" {
+			cfg, resp, err = gc.Actions.GenerateOrgJITConfig(ctx, owner, req)
+		} else {
+			cfg, resp, err = gc.Actions.GenerateRepoJITConfig(ctx, owner, repo, req)
+		}
+		if err != nil {
+			return resp, err
+		}
+		if cfg.GetEncodedJITConfig() == "" {
+			return resp, fmt.Errorf("empty encoded_jit_config in response")
+		}
+		out = JITConfig{Encoded: cfg.GetEncodedJITConfig(), RunnerID: cfg.GetRunner().GetID(), RunnerName: cfg.GetRunner().GetName()}
+		if out.RunnerName == "" {
+			out.RunnerName = name
+		}
+		return resp, nil
+	})
+	return out, err
 }
 
 // CancelRun cancels a workflow run of repo ("owner/name"), e.g. when a job asks for an unknown pool.

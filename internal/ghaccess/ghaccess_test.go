@@ -154,3 +154,50 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+func TestGenerateJITConfig(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	labels := []string{"runs-on/pool=small", "runnerpool"}
+	// A repository runner goes to the Default group whatever group is asked for.
+	cfg, err := c.GenerateJITConfig(ctx, "acme/api", "runnerpool-i-1", labels, 7)
+	if err != nil {
+		t.Fatalf("GenerateJITConfig: %v", err)
+	}
+	if cfg.Encoded == "" || cfg.RunnerID == 0 || cfg.RunnerName != "runnerpool-i-1" {
+		t.Fatalf("GenerateJITConfig = %+v", cfg)
+	}
+	runners := fake.Runners("acme", "api")
+	if len(runners) != 1 || !runners[0].JIT || !runners[0].Ephemeral || runners[0].RunnerGroupID != 1 || !contains(runners[0].Labels, labels[0]) {
+		t.Fatalf("runners at the fake = %+v", runners)
+	}
+	// The config is what a runner registers with.
+	rc := githubfake.NewRunnerClient(url, nil)
+	if _, err := rc.Register(ctx, githubfake.RegisterOptions{JITConfig: cfg.Encoded}); err != nil {
+		t.Fatalf("registering with the JIT config: %v", err)
+	}
+	// Names are unique per scope; bad arguments fail before any call.
+	if _, err := c.GenerateJITConfig(ctx, "acme/api", "runnerpool-i-1", labels, 0); err == nil {
+		t.Error("a second runner with the same name was created")
+	}
+	for _, tc := range []struct {
+		scope, name string
+		labels      []string
+	}{
+		{"acme/api", "", labels}, {"acme/api", "x", nil}, {"bad scope", "x", labels},
+	} {
+		if _, err := c.GenerateJITConfig(ctx, tc.scope, tc.name, tc.labels, 0); err == nil {
+			t.Errorf("GenerateJITConfig(%q, %q, %v) succeeded", tc.scope, tc.name, tc.labels)
+		}
+	}
+	// An organisation runner goes to the group asked for (Default when none).
+	org, err := c.GenerateJITConfig(ctx, "acme", "runnerpool-i-2", labels, 0)
+	if err != nil || org.Encoded == "" {
+		t.Fatalf("GenerateJITConfig for an owner = %+v, %v", org, err)
+	}
+}

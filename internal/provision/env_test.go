@@ -205,6 +205,8 @@ type sideOptions struct {
 	claimWait        time.Duration // registration wait of reused instances; default 4 s
 	registrationWait time.Duration // fleet validation; default 8 s
 	inProgressWait   time.Duration
+	// warm adds the stopped branch of selection (claim.Starter).
+	warm bool
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -253,10 +255,14 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 		DefaultRunnerClass: runnerClass, DeploymentID: deployment,
 		CreatedTimeout: 2 * time.Minute, RegistrationWait: o.registrationWait, InProgressWait: o.inProgressWait,
 	}
-	s.p = provision.New(s.st, s.cl, s.reg, s.fl, s.ec2, s.cfg, provision.Options{
+	popts := provision.Options{
 		PollInterval: 50 * time.Millisecond, Logger: quiet,
 		Pickup: pool.PickupOptions{MisfitDelay: time.Second},
-	})
+	}
+	if o.warm {
+		popts.Starter = claim.NewStarter(s.st, s.ec2, s.reg, copts)
+	}
+	s.p = provision.New(s.st, s.cl, s.reg, s.fl, s.ec2, s.cfg, popts)
 	return s
 }
 
@@ -341,6 +347,52 @@ func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int
 		t.Errorf("Put %s: %v", in.ID, err)
 	}
 	return rec
+}
+
+// warm launches n instances of a warm pool and takes their records through warming to state
+// (ready: announced in the pool queue, as convergence does; stopped: stopped in EC2 too).
+func (e *env) warm(t testing.TB, n int, state store.State) []store.Instance {
+	t.Helper()
+	ctx := context.Background()
+	ro, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
+		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: "c6i.large", SubnetId: aws.String("subnet-a"),
+		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
+	})
+	if err != nil {
+		t.Fatalf("RunInstances: %v", err)
+	}
+	var out []store.Instance
+	for _, inst := range ro.Instances {
+		id := aws.ToString(inst.InstanceId)
+		if _, err := e.st.Create(ctx, store.Instance{
+			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: fleet.OnDemand,
+			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: runnerClass, Pool: "warm", Scope: "acme",
+			Zone: "us-east-1a", SpecHash: "v1-test",
+		}); err != nil {
+			t.Fatalf("Create %s: %v", id, err)
+		}
+		rec, err := e.st.Transition(ctx, id, store.Change{
+			From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
+		})
+		if err != nil {
+			t.Fatalf("%s to %s: %v", id, state, err)
+		}
+		switch state {
+		case store.StateReady:
+			if err := pool.NewQueue(e.sqs, e.queue).Put(ctx, claim.MessageOf(rec), 0); err != nil {
+				t.Fatalf("Put %s: %v", id, err)
+			}
+		case store.StateStopped:
+			if _, err := e.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
+				t.Fatalf("StopInstances %s: %v", id, err)
+			}
+			for v, _ := e.ec2srv.Instance(id); v.State != "stopped"; v, _ = e.ec2srv.Instance(id) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // drain receives every message of the pool queue (deleting them) until it has been empty for
@@ -458,6 +510,21 @@ func (e *env) audit(t testing.TB, results []provision.Result, allowNoRecord bool
 		t.Errorf("pool holds %d messages %v, idle records are %d %v", len(pooled), pooled, len(idle), idle)
 	}
 	return counts
+}
+
+// waitAgents waits until the simulated agents of recs have started, so that a behaviour set for
+// instances launched later (setCreatedBehaviour) cannot reach them.
+func (e *env) waitAgents(t testing.TB, recs []store.Instance) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, r := range recs {
+		for e.agent(r.ID) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the agent of %s did not start", r.ID)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 func (e *env) agent(id string) *claimtest.Agent {

@@ -1,9 +1,11 @@
 // Package provision is the provision orchestrator (seed 000): a workflow run asks for N runners;
-// selection claims what it can from the run's pool (package claim), creation launches the rest with
-// one instant fleet (package fleet) and writes their records straight away, fleet validation waits
-// for every created instance to register, and post-provision either promotes everything to running
-// or undoes it: selected instances go back to the pool and created ones are terminated
-// (unsuccessful), or, on an error nobody planned for, everything is terminated (dump).
+// selection claims what it can from the run's pool (package claim: idle instances and hot warm-pool
+// ones), stopped warm-pool instances of the runner class are claimed and started next (seed 002, when
+// Options.Starter is set), creation launches the rest with one instant fleet (package fleet) and
+// writes their records straight away, fleet validation waits for every started and created instance
+// to register, and post-provision either promotes everything to running or undoes it: selected
+// instances go back to the pool and started and created ones are terminated (unsuccessful), or, on
+// an error nobody planned for, everything is terminated (dump).
 //
 // A provision is idempotent per run: the run record (repository id, run id, attempt) is created
 // first, and asking again returns what the first provision did, never a second set of runners.
@@ -47,9 +49,11 @@ const (
 	StatusFailed       = "failed"
 )
 
-// Sources of a runner.
+// Sources of a runner: reused from the pool (an idle instance, or a hot warm-pool one), started (a
+// stopped warm-pool instance), or created by the request's fleet.
 const (
 	SourceReused  = "reused"
+	SourceStarted = "started"
 	SourceCreated = "created"
 )
 
@@ -75,7 +79,7 @@ type Runner struct {
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
 	Zone         string `json:"zone,omitempty"`
-	Source       string `json:"source"` // SourceReused or SourceCreated (warm pools will add "started")
+	Source       string `json:"source"` // SourceReused, SourceStarted or SourceCreated
 }
 
 // Undone is an instance a provision gave back or terminated.
@@ -91,6 +95,7 @@ type Undone struct {
 // Timing is where a provision's time went (control plane plus the waits it contains).
 type Timing struct {
 	Select   time.Duration `json:"select"`
+	Start    time.Duration `json:"start"` // claiming and starting stopped warm instances
 	Create   time.Duration `json:"create"`
 	Validate time.Duration `json:"validate"`
 	Post     time.Duration `json:"post"`
@@ -122,8 +127,13 @@ type Options struct {
 	Concurrency int
 	// Pickup tunes the pickup manager of each selection (package pool's defaults when zero).
 	Pickup pool.PickupOptions
-	Now    func() time.Time
-	Logger *slog.Logger
+	// Starter, when set, adds the stopped branch of selection: what the pool (idle and hot
+	// instances) cannot give is taken from stopped warm-pool instances of the runner class, which
+	// are claimed and started (StartInstances in batches of 50), before creation launches the rest.
+	// Nil: reuse, then creation.
+	Starter *claim.Starter
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Provisioner provisions runners. It is safe for concurrent use, and several Provisioners (one

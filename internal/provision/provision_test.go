@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -401,6 +402,7 @@ func TestFleetValidationFails(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.side(t, sideOptions{registrationWait: 2 * time.Second})
 	pooled := e.idle(t, poolSpec{n: 1, resourceClass: "small"})
+	e.waitAgents(t, pooled)
 	e.setCreatedBehaviour(claimtest.Behaviour{NeverRegister: true})
 
 	res, err := s.p.Provision(t.Context(), request("6001", 3))
@@ -427,6 +429,7 @@ func TestCancelledProvisionRollsBack(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.side(t, sideOptions{registrationWait: 20 * time.Second})
 	pooled := e.idle(t, poolSpec{n: 1, resourceClass: "small"})
+	e.waitAgents(t, pooled)
 	e.setCreatedBehaviour(claimtest.Behaviour{NeverRegister: true})
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -519,5 +522,82 @@ func TestAbandonedProvision(t *testing.T) {
 	}
 	if n := e.ec2srv.Calls()["CreateFleet"]; n != 0 {
 		t.Errorf("%d CreateFleet calls for an abandoned run", n)
+	}
+}
+
+// With warm pools, selection goes hot (a ready instance's pool message), then stopped (claimed and
+// started, one StartInstances for the lot), then cold; each runner says where it came from.
+func TestWarmSelectionOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	counter := awslimit.NewCounter()
+	s := e.side(t, sideOptions{warm: true, counter: counter})
+	hot := e.warm(t, 1, store.StateReady)
+	stopped := e.warm(t, 2, store.StateStopped)
+	e.waitAgents(t, hot)
+
+	req := request("8001", 4)
+	req.ResourceClass, req.CPU, req.MemoryMiB = "", 2, 4096 // warm instances have no resource class
+	res, err := s.p.Provision(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Provision: %v (%+v)", err, res)
+	}
+	got := map[string][]string{}
+	for _, r := range res.Runners {
+		got[r.Source] = append(got[r.Source], r.InstanceID)
+	}
+	want := map[string][]string{
+		provision.SourceReused:  {hot[0].ID},
+		provision.SourceStarted: ids([]provision.Runner{{InstanceID: stopped[0].ID}, {InstanceID: stopped[1].ID}}),
+	}
+	if !slices.Equal(got[provision.SourceReused], want[provision.SourceReused]) ||
+		!slices.Equal(slices.Sorted(slices.Values(got[provision.SourceStarted])), want[provision.SourceStarted]) ||
+		len(got[provision.SourceCreated]) != 1 {
+		t.Fatalf("runners by source %v; want hot %v reused, stopped %v started, one created", got, want[provision.SourceReused], want[provision.SourceStarted])
+	}
+	// Runners are listed hot, started, created.
+	var order []string
+	for _, r := range res.Runners {
+		order = append(order, r.Source)
+	}
+	if !slices.Equal(order, []string{provision.SourceReused, provision.SourceStarted, provision.SourceStarted, provision.SourceCreated}) {
+		t.Errorf("runner order %v", order)
+	}
+	if n := counter.Counts()["EC2.StartInstances"]; n != 1 {
+		t.Errorf("StartInstances calls = %d, want 1 for 2 stopped instances", n)
+	}
+	for _, st := range stopped {
+		if v, _ := e.ec2srv.Instance(st.ID); v.State != "running" {
+			t.Errorf("started instance %s is %s in EC2", st.ID, v.State)
+		}
+		if rec := e.get(t, st.ID); rec.State != store.StateRunning || rec.RunID != res.RunKey {
+			t.Errorf("started instance %s record %s run %q", st.ID, rec.State, rec.RunID)
+		}
+	}
+	counts := e.audit(t, []provision.Result{res}, false)
+	if counts["running"] != 4 {
+		t.Errorf("audit %v: want 4 running", counts)
+	}
+}
+
+// A failed provision terminates the warm instances it started (claimed cannot go back to stopped).
+func TestStartedInstancesUndoneOnFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	s := e.side(t, sideOptions{warm: true, registrationWait: 2 * time.Second})
+	stopped := e.warm(t, 1, store.StateStopped)
+	e.setCreatedBehaviour(claimtest.Behaviour{NeverRegister: true}) // the started one boots after this
+
+	req := request("8002", 1)
+	req.ResourceClass, req.CPU, req.MemoryMiB = "", 2, 4096
+	res, err := s.p.Provision(t.Context(), req)
+	if !errors.Is(err, provision.ErrFailed) || res.Outcome != "unsuccessful" {
+		t.Fatalf("Provision = %v (%+v), want unsuccessful", err, res)
+	}
+	if len(res.Undone) != 1 || res.Undone[0].InstanceID != stopped[0].ID || res.Undone[0].Action != provision.ActionTerminated {
+		t.Errorf("undone %+v: want the started instance terminated", res.Undone)
+	}
+	if rec := e.get(t, stopped[0].ID); rec.State != store.StateTerminated {
+		t.Errorf("started instance record %s, want terminated", rec.State)
 	}
 }

@@ -31,6 +31,7 @@ type job struct {
 
 	res     Result
 	claimed []claim.Claimed  // selected: claimed for the run
+	started []store.Instance // stopped warm instances claimed for the run and started
 	created []store.Instance // created: launched, with a record written
 	mu      sync.Mutex       // guards res.Undone
 }
@@ -61,7 +62,8 @@ func (p *Provisioner) provision(ctx context.Context, req Request, key string, lo
 	return j.res, err
 }
 
-// steps runs selection, creation, validation and post-provision; the outcome is in j.res.
+// steps runs selection (pool, then stopped warm instances), creation, validation and
+// post-provision; the outcome is in j.res.
 func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	req, key, log := j.req, j.key, j.log
 	usage := req.usageClass()
@@ -69,12 +71,13 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 
 	// Selection: claim workers over the runner class's pool.
 	t := time.Now()
+	filter := pool.Filter{
+		UsageClass: usage, InstanceTypes: req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
+		ResourceClass: req.ResourceClass, Scope: req.Repository,
+	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
-		Filter: pool.Filter{
-			UsageClass: usage, InstanceTypes: req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
-			ResourceClass: req.ResourceClass, Scope: req.Repository,
-		},
+		Filter: filter,
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
@@ -89,13 +92,27 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	}
 	log.Debug("selection done", "claimed", len(j.claimed), "discarded", len(cres.Discarded), "lost", cres.Lost)
 
-	if n := req.Count - len(j.claimed); n > 0 {
+	if n := req.Count - len(j.claimed); n > 0 && p.opts.Starter != nil {
+		if err := ctx.Err(); err != nil {
+			return p.unsuccessful(ctx, j, fmt.Errorf("before starting stopped instances: %w", err))
+		}
+		t = time.Now()
+		err := p.startStopped(ctx, j, n, filter)
+		j.res.Timing.Start = time.Since(t)
+		if err != nil {
+			return p.failed(ctx, j, err)
+		}
+	}
+
+	if n := req.Count - len(j.claimed) - len(j.started); n > 0 {
 		if err := ctx.Err(); err != nil {
 			return p.unsuccessful(ctx, j, fmt.Errorf("before creation: %w", err))
 		}
 		if err := p.create(ctx, j, n, usage, cpu, mem); err != nil {
 			return p.failed(ctx, j, err)
 		}
+	}
+	if len(j.started)+len(j.created) > 0 {
 		t = time.Now()
 		err := p.validateFleet(ctx, j)
 		j.res.Timing.Validate = time.Since(t)
@@ -177,6 +194,55 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 	return nil
 }
 
+// startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
+// the runner class that fit the request, starts them (one StartInstances per 50) and issues their
+// registration credentials; their agents register once booted, and validation waits for them with
+// the created ones. Candidates are taken soonest-to-expire first, so the instances closest to being
+// replaced serve first. A failure of this branch is not the request's: what it could not start is
+// left to creation, and only an instance it claimed and cannot hand a credential fails the request.
+func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Filter) error {
+	recs, err := p.st.ByState(ctx, store.StateStopped, time.Time{})
+	if err != nil {
+		j.log.Warn("stopped warm instances not listed; creating instead", "err", err)
+		return nil
+	}
+	now := p.opts.Now()
+	var cands []store.Instance
+	for _, rec := range recs {
+		if rec.RunnerClass == j.rc.Name && rec.RunID == "" && !rec.Expired(now) && f.Matches(claim.MessageOf(rec)) {
+			cands = append(cands, rec)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b store.Instance) int {
+		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
+	})
+	runs := make([]string, n)
+	for i := range runs {
+		runs[i] = j.key
+	}
+	// A started instance boots and registers within the created timeout, as a created one does.
+	sres, serr := p.opts.Starter.ClaimAndStart(ctx, cands, runs, now.Add(p.cfg.CreatedTimeout))
+	j.started = sres.Started
+	for _, d := range sres.Discarded {
+		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "stopped warm instance not started: " + d.Reason, Error: errString(d.Err)})
+	}
+	if serr != nil || len(sres.StartFailed) > 0 {
+		j.log.Warn("stopped warm instances not all started; creating the rest", "start_failed", len(sres.StartFailed), "err", serr)
+	}
+	if ctx.Err() != nil {
+		return &stepError{err: fmt.Errorf("starting stopped instances: %w", ctx.Err()), unsuccessful: true}
+	}
+	j.log.Debug("stopped warm instances started", "started", len(j.started), "lost", sres.Lost, "start_calls", sres.StartCalls)
+	err = p.each(len(j.started), func(i int) error { return p.reg.IssueFor(ctx, j.started[i], j.req.Repository, j.labels) })
+	if err != nil {
+		return &stepError{err: fmt.Errorf("issuing registrations to started instances: %w", err), unsuccessful: ctx.Err() != nil}
+	}
+	return nil
+}
+
 // writeRecords writes a created record for each launched instance, straight after CreateFleet
 // returned and whatever happens to the request's ctx. An instance whose record cannot be written
 // is terminated at once (nothing else would know of it but the orphan sweep). The record carries
@@ -219,14 +285,15 @@ func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet
 	return out, err
 }
 
-// validateFleet waits for every created instance to register and be alive: all or nothing. The
-// first failure ends the wait for the others.
+// validateFleet waits for every started and created instance to register and be alive: all or
+// nothing. The first failure ends the wait for the others.
 func (p *Provisioner) validateFleet(ctx context.Context, j *job) error {
 	vctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(j.created))
+	booting := append(slices.Clone(j.started), j.created...)
+	errs := make([]error, len(booting))
 	var wg sync.WaitGroup
-	for i, rec := range j.created {
+	for i, rec := range booting {
 		wg.Go(func() {
 			errs[i] = p.reg.WaitRegistered(vctx, rec.ID, j.key, p.cfg.RegistrationWait)
 			if errs[i] != nil {
@@ -263,7 +330,7 @@ func (p *Provisioner) succeed(ctx context.Context, j *job) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
 	defer cancel()
 	threshold := p.opts.Now().Add(p.runningThreshold(j.rc))
-	runners := make([]Runner, len(j.claimed)+len(j.created))
+	runners := make([]Runner, len(j.claimed)+len(j.started)+len(j.created))
 	err := p.each(len(runners), func(i int) error {
 		if i < len(j.claimed) {
 			cl := j.claimed[i]
@@ -271,7 +338,13 @@ func (p *Provisioner) succeed(ctx context.Context, j *job) error {
 			runners[i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceReused}
 			return err
 		}
-		rec := j.created[i-len(j.claimed)]
+		if i -= len(j.claimed); i < len(j.started) {
+			in, err := p.claimer.Promote(dctx, claim.Claimed{Instance: j.started[i]}, threshold)
+			runners[len(j.claimed)+i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceStarted}
+			return err
+		}
+		i -= len(j.started)
+		rec := j.created[i]
 		in, err := p.st.Transition(dctx, rec.ID, store.Change{
 			From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: j.key,
 			Threshold: threshold, Reason: "registered for run " + j.key,
@@ -279,7 +352,7 @@ func (p *Provisioner) succeed(ctx context.Context, j *job) error {
 		if err != nil {
 			return fmt.Errorf("promoting %s: %w", rec.ID, err)
 		}
-		runners[i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceCreated}
+		runners[len(j.claimed)+len(j.started)+i] = Runner{InstanceID: in.ID, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone, Source: SourceCreated}
 		return nil
 	})
 	if err != nil {
@@ -290,11 +363,11 @@ func (p *Provisioner) succeed(ctx context.Context, j *job) error {
 	})
 	j.res.Status, j.res.Runners = StatusSucceeded, runners
 	j.res.Timing.Post = time.Since(t)
-	j.log.Info("provisioned", "reused", len(j.claimed), "created", len(j.created))
+	j.log.Info("provisioned", "reused", len(j.claimed), "started", len(j.started), "created", len(j.created))
 	return nil
 }
 
-var sourceRank = map[string]int{SourceReused: 0, SourceCreated: 1}
+var sourceRank = map[string]int{SourceReused: 0, SourceStarted: 1, SourceCreated: 2}
 
 func (p *Provisioner) runningThreshold(rc RunnerClass) time.Duration {
 	switch {
@@ -307,7 +380,8 @@ func (p *Provisioner) runningThreshold(rc RunnerClass) time.Duration {
 }
 
 // unsuccessful undoes a provision that could not be completed: selected instances go back to the
-// pool (terminated if that fails), created ones are terminated.
+// pool (terminated if that fails), started and created ones are terminated (a started warm instance
+// cannot go back to stopped; its pool's convergence replaces it).
 func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) error {
 	t := time.Now()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
@@ -328,7 +402,7 @@ func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) err
 	p.discardCreated(dctx, j, reason)
 	j.res.Timing.Post = time.Since(t)
 	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "unsuccessful", cause.Error()
-	j.log.Info("provision unsuccessful", "err", cause, "returned", len(j.claimed), "terminated", len(j.created))
+	j.log.Info("provision unsuccessful", "err", cause, "returned", len(j.claimed), "terminated", len(j.started)+len(j.created))
 	return cause
 }
 
@@ -348,13 +422,15 @@ func (p *Provisioner) dump(ctx context.Context, j *job, cause error) error {
 	p.discardCreated(dctx, j, reason)
 	j.res.Timing.Post = time.Since(t)
 	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "dump", cause.Error()
-	j.log.Error("provision dumped", "err", cause, "claimed", len(j.claimed), "created", len(j.created))
+	j.log.Error("provision dumped", "err", cause, "claimed", len(j.claimed), "started", len(j.started), "created", len(j.created))
 	return cause
 }
 
+// discardCreated terminates the started and created instances of the job.
 func (p *Provisioner) discardCreated(ctx context.Context, j *job, reason string) {
-	_ = p.each(len(j.created), func(i int) error {
-		id := j.created[i].ID
+	booting := append(slices.Clone(j.started), j.created...)
+	_ = p.each(len(booting), func(i int) error {
+		id := booting[i].ID
 		derr := p.reg.Discard(ctx, id, j.key, reason)
 		j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: reason, Error: errString(derr)})
 		return nil

@@ -151,8 +151,8 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 			v.live = true
 		case poolable(rec, p.now):
 			v.live = true
-		case rec.State == store.StateIdle && rec.RunID == "":
-			v.why = "the record's idle threshold passed"
+		case (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "":
+			v.why = "the record's " + string(rec.State) + " threshold passed"
 		default:
 			v.why = "the record is " + string(rec.State)
 		}
@@ -161,9 +161,10 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 	return out
 }
 
-// poolable reports whether a record may stand behind a pool message.
+// poolable reports whether a record may stand behind a pool message: an idle (released, clean) or
+// ready (hot warm-pool) instance with no run and a deadline ahead.
 func poolable(rec store.Instance, now time.Time) bool {
-	return rec.State == store.StateIdle && rec.RunID == "" && !rec.Expired(now)
+	return (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "" && !rec.Expired(now)
 }
 
 func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) {

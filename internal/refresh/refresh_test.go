@@ -161,6 +161,17 @@ func (e *env) record(t testing.TB, id string, state store.State, threshold time.
 	t.Helper()
 	ctx := t.Context()
 	const runID = "77"
+	if state == store.StateReady { // a hot warm-pool instance: warming -> ready, never owned by a run
+		rec, err := e.st.Create(ctx, store.Instance{ID: id, State: store.StateWarming, Pool: "hot", Threshold: threshold,
+			UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Scope: scope})
+		if err == nil {
+			rec, err = e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: store.StateReady, Threshold: threshold})
+		}
+		if err != nil {
+			t.Fatalf("record %s ready: %v", id, err)
+		}
+		return rec
+	}
 	rec, err := e.st.Create(ctx, store.Instance{
 		ID: id, State: store.StateCreated, RunID: runID, Threshold: threshold,
 		UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Scope: scope,
@@ -504,9 +515,10 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	ids := e.launch(t, 3, deployment)
+	ids := e.launch(t, 4, deployment)
 	live, claimed, stale := ids[0], ids[1], ids[2]
 	future := e.clock.Now().Add(time.Hour)
+	hot := e.record(t, ids[3], store.StateReady, future).ID // a hot warm-pool instance is poolable too
 	e.record(t, live, store.StateIdle, future)
 	e.record(t, claimed, store.StateClaimed, future)
 	e.record(t, stale, store.StateIdle, future)
@@ -520,6 +532,7 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 		}
 	}
 	put(live, future)
+	put(hot, future)
 	put(live, future) // a duplicate
 	put(claimed, future)
 	put(noRecord, future)
@@ -534,19 +547,19 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	if err == nil || len(rep.Errors) != 1 || rep.Errors[0].Phase != refresh.PhaseRunners {
 		t.Errorf("Run error = %v, errors %v; want one error of the runners phase", err, rep.Errors)
 	}
-	if got, want := rep.Pool, (refresh.PoolReport{Queues: 1, Checked: 6, Dropped: 5, Kept: 1}); got != want {
+	if got, want := rep.Pool, (refresh.PoolReport{Queues: 1, Checked: 7, Dropped: 5, Kept: 2}); got != want {
 		t.Errorf("pool = %+v, want %+v", got, want)
 	}
-	// The live message is receivable again at once.
-	if diff := cmp.Diff([]string{live}, e.peek(t)); diff != "" {
+	// The live messages are receivable again at once.
+	if diff := cmp.Diff(sorted([]string{hot, live}), sorted(e.peek(t))); diff != "" {
 		t.Errorf("messages left (-want +got):\n%s", diff)
 	}
 
 	again, _ := e.refresher().Run(ctx)
-	if again.Changed() || again.Pool.Kept != 1 {
-		t.Errorf("second pass = %+v, want nothing dropped and the live message kept", again.Pool)
+	if again.Changed() || again.Pool.Kept != 2 {
+		t.Errorf("second pass = %+v, want nothing dropped and the live messages kept", again.Pool)
 	}
-	if diff := cmp.Diff([]string{live}, e.peek(t)); diff != "" {
+	if diff := cmp.Diff(sorted([]string{hot, live}), sorted(e.peek(t))); diff != "" {
 		t.Errorf("messages left after the second pass (-want +got):\n%s", diff)
 	}
 }
@@ -613,4 +626,9 @@ func TestRefreshTerminationFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+func sorted(ids []string) []string {
+	slices.Sort(ids)
+	return ids
 }

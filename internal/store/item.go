@@ -46,9 +46,32 @@ const (
 	terminatedRetention = 7 * 24 * time.Hour
 )
 
-// InstancePK is the partition key of every item of an instance. The Terraform module uses it in the
-// instance role's dynamodb:LeadingKeys condition.
+// InstancePK is the partition key of every item of an instance in a store without an instance key
+// prefix (see WithInstanceKeyPrefix).
 func InstancePK(id string) string { return prefixInstance + id }
+
+// InstanceARNPrefix is the instance key prefix of a deployment whose instance role confines every
+// instance to its own items: the partition key of an instance's items is then
+// INSTANCE#arn:PARTITION:ec2:REGION:ACCOUNT:instance/ID, which is exactly
+// "INSTANCE#${ec2:SourceInstanceARN}" in the instance role's dynamodb:LeadingKeys condition.
+func InstanceARNPrefix(region, account string) string {
+	return fmt.Sprintf("arn:%s:ec2:%s:%s:instance/", PartitionOf(region), region, account)
+}
+
+// PartitionOf is the AWS partition of a region.
+func PartitionOf(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "aws-cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		return "aws-us-gov"
+	case strings.HasPrefix(region, "us-iso-"):
+		return "aws-iso"
+	case strings.HasPrefix(region, "us-isob-"):
+		return "aws-iso-b"
+	}
+	return "aws"
+}
 
 // Instance is the record of one EC2 instance.
 type Instance struct {
@@ -92,13 +115,16 @@ func fromMS(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-func instanceKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skInstance)}
+// instancePK is the partition key of every item of an instance in this store.
+func (s *Store) instancePK(id string) string { return prefixInstance + s.keyPrefix + id }
+
+func (s *Store) instanceKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skInstance)}
 }
 
 // encodeInstance renders a record as a full item, index attributes included.
-func encodeInstance(in Instance) map[string]types.AttributeValue {
-	item := instanceKey(in.ID)
+func (s *Store) encodeInstance(in Instance) map[string]types.AttributeValue {
+	item := s.instanceKey(in.ID)
 	item[attrID] = sv(in.ID)
 	item["state"] = sv(string(in.State))
 	item["version"] = n(in.Version)
@@ -207,7 +233,8 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		d.fail(err)
 	}
 	in.State = st
-	if in.ID == "" || pk != InstancePK(in.ID) {
+	// The key is INSTANCE#<prefix><id>; the prefix (an ARN's, or none) is the store's business.
+	if in.ID == "" || !strings.HasPrefix(pk, prefixInstance) || !strings.HasSuffix(pk, in.ID) {
 		d.fail(fmt.Errorf("id %q does not match key %q", in.ID, pk))
 	}
 	if d.err != nil {

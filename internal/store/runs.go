@@ -157,8 +157,8 @@ type Credential struct {
 	ExpiresAt time.Time // GitHub's expiry of the token
 }
 
-func credentialKey(id string, kind CredentialKind) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skCredential + "#" + string(kind))}
+func (s *Store) credentialKey(id string, kind CredentialKind) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skCredential + "#" + string(kind))}
 }
 
 // PutCredential writes a credential to the instance's own partition, replacing any older one.
@@ -170,7 +170,7 @@ func (s *Store) PutCredential(ctx context.Context, id string, c Credential) erro
 		return fmt.Errorf("credential for %s: kind, run id and token are required: %w", id, ErrInvalid)
 	}
 	labels, _ := json.Marshal(c.Labels)
-	item := credentialKey(id, c.Kind)
+	item := s.credentialKey(id, c.Kind)
 	item["run_id"] = sv(c.RunID)
 	item["url"] = sv(c.URL)
 	item["token"] = sv(c.Token)
@@ -196,7 +196,7 @@ func (s *Store) TakeCredential(ctx context.Context, id string, kind CredentialKi
 	}
 	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                           &s.table,
-		Key:                                 credentialKey(id, kind),
+		Key:                                 s.credentialKey(id, kind),
 		ConditionExpression:                 aws.String("run_id = :r"),
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":r": sv(runID)},
 		ReturnValues:                        types.ReturnValueAllOld,

@@ -21,12 +21,12 @@ type SignalRecord struct {
 	Detail string // free text, e.g. why registration failed
 }
 
-func signalKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skSignal)}
+func (s *Store) signalKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skSignal)}
 }
 
-func heartbeatKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(InstancePK(id)), attrSK: sv(skHeartbeat)}
+func (s *Store) heartbeatKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skHeartbeat)}
 }
 
 // PutHeartbeat records that the instance is alive at the store's now.
@@ -34,7 +34,7 @@ func (s *Store) PutHeartbeat(ctx context.Context, id string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	item := heartbeatKey(id)
+	item := s.heartbeatKey(id)
 	item["at"] = ms(s.now())
 	item[attrTTL] = n(s.now().Add(terminatedRetention).Unix())
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
@@ -43,7 +43,7 @@ func (s *Store) PutHeartbeat(ctx context.Context, id string) error {
 
 // Heartbeat returns the time of the instance's last heartbeat (ErrNotFound if it never sent one).
 func (s *Store) Heartbeat(ctx context.Context, id string) (time.Time, error) {
-	item, err := s.getItem(ctx, "heartbeat of "+id, heartbeatKey(id))
+	item, err := s.getItem(ctx, "heartbeat of "+id, s.heartbeatKey(id))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -69,7 +69,7 @@ func (s *Store) PutSignal(ctx context.Context, id string, sig SignalRecord) erro
 	if sig.At.IsZero() {
 		sig.At = s.now()
 	}
-	item := signalKey(id)
+	item := s.signalKey(id)
 	item["signal"] = sv(string(sig.Signal))
 	item["at"] = ms(sig.At)
 	item[attrTTL] = n(sig.At.Add(terminatedRetention).Unix())
@@ -85,7 +85,7 @@ func (s *Store) PutSignal(ctx context.Context, id string, sig SignalRecord) erro
 
 // LastSignal returns the instance's last signal (ErrNotFound if it never sent one).
 func (s *Store) LastSignal(ctx context.Context, id string) (SignalRecord, error) {
-	item, err := s.getItem(ctx, "signal of "+id, signalKey(id))
+	item, err := s.getItem(ctx, "signal of "+id, s.signalKey(id))
 	if err != nil {
 		return SignalRecord{}, err
 	}

@@ -59,7 +59,7 @@ func TestParseState(t *testing.T) {
 func TestDecodeInstanceRejectsBadItems(t *testing.T) {
 	t.Parallel()
 	good := func() map[string]types.AttributeValue {
-		return encodeInstance(Instance{ID: "i-1", State: StateIdle, Version: 1})
+		return (&Store{}).encodeInstance(Instance{ID: "i-1", State: StateIdle, Version: 1})
 	}
 	tests := []struct {
 		name   string

@@ -23,9 +23,10 @@ type DynamoDBAPI interface {
 
 // Store reads and writes one runnerpool state table.
 type Store struct {
-	db    DynamoDBAPI
-	table string
-	now   func() time.Time
+	db        DynamoDBAPI
+	table     string
+	now       func() time.Time
+	keyPrefix string // between INSTANCE# and the instance id in instance keys
 }
 
 // Option configures a Store.
@@ -33,6 +34,13 @@ type Option func(*Store)
 
 // WithClock injects the clock used for thresholds, heartbeats and leases.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithInstanceKeyPrefix puts prefix between INSTANCE# and the instance id in the partition key of
+// every instance item. With InstanceARNPrefix(region, account) the key is the instance's ARN, which an
+// IAM policy can match exactly ("INSTANCE#${ec2:SourceInstanceARN}"), so an instance role can be
+// confined to the instance's own items. Every component of a deployment (reconciler, agents,
+// provider) must use the same prefix.
+func WithInstanceKeyPrefix(prefix string) Option { return func(s *Store) { s.keyPrefix = prefix } }
 
 // New returns a store over the named table.
 func New(db DynamoDBAPI, table string, opts ...Option) *Store {
@@ -62,7 +70,7 @@ func (s *Store) Create(ctx context.Context, in Instance) (Instance, error) {
 	in.CreatedAt, in.UpdatedAt, in.Version = now, now, 1
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.table,
-		Item:                encodeInstance(in),
+		Item:                s.encodeInstance(in),
 		ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	if err != nil {
@@ -77,7 +85,7 @@ func (s *Store) Get(ctx context.Context, id string) (Instance, error) {
 		return Instance{}, err
 	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.table, Key: instanceKey(id), ConsistentRead: aws.Bool(true),
+		TableName: &s.table, Key: s.instanceKey(id), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Instance{}, classify("reading instance "+id, err)
@@ -224,7 +232,7 @@ func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance,
 func (s *Store) update(ctx context.Context, id string, u *update, cond, want string) (Instance, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
-		Key:                                 instanceKey(id),
+		Key:                                 s.instanceKey(id),
 		UpdateExpression:                    aws.String(u.expression()),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            u.names,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -497,5 +498,52 @@ func TestMarkOnce(t *testing.T) {
 	}
 	if _, err := st.MarkOnce(ctx, "", time.Hour); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("empty key = %v, want ErrInvalid", err)
+	}
+}
+
+func TestInstanceARNKeys(t *testing.T) {
+	t.Parallel()
+	prefix := store.InstanceARNPrefix("eu-west-1", "123456789012")
+	if prefix != "arn:aws:ec2:eu-west-1:123456789012:instance/" {
+		t.Fatalf("InstanceARNPrefix = %q", prefix)
+	}
+	for region, want := range map[string]string{"cn-north-1": "aws-cn", "us-gov-west-1": "aws-us-gov", "us-east-1": "aws"} {
+		if got := store.PartitionOf(region); got != want {
+			t.Errorf("PartitionOf(%s) = %s, want %s", region, got, want)
+		}
+	}
+	st, db, table := newStore(t, store.WithInstanceKeyPrefix(prefix))
+	ctx := t.Context()
+	in := idle(t, st, "i-0abc")
+	if _, err := st.Claim(ctx, in.ID, "run-1", time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if err := st.PutCredential(ctx, in.ID, store.Credential{Kind: store.CredentialRegistration, RunID: "run-1", Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutHeartbeat(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Every item of the instance sits under the partition key an IAM policy can name exactly:
+	// INSTANCE#${ec2:SourceInstanceARN}.
+	out, err := db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &table, KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "INSTANCE#" + prefix + "i-0abc"}},
+	})
+	if err != nil || len(out.Items) != 4 {
+		t.Fatalf("items under the ARN key = %d, %v; want record, credential, heartbeat and signal", len(out.Items), err)
+	}
+	if got, err := st.ByRun(ctx, "run-1"); err != nil || len(got) != 1 || got[0].ID != "i-0abc" {
+		t.Errorf("ByRun = %+v, %v", got, err)
+	}
+	if _, err := st.TakeCredential(ctx, in.ID, store.CredentialRegistration, "run-1"); err != nil {
+		t.Errorf("TakeCredential: %v", err)
+	}
+	// A store without the prefix does not see the instance: every component must agree on it.
+	if _, err := store.New(db, table).Get(ctx, "i-0abc"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get without the prefix = %v, want ErrNotFound", err)
 	}
 }

@@ -1,0 +1,134 @@
+// Completed pool jobs: the instance that ran the job is ephemeral and is terminated, unless its pool
+// allows recycling for the same repository. The instance is found by the runner name the webhook
+// reports (RunnerName's form), and any other instance picked for the job is ended too, unless its
+// runner is busy with another job that carries the same labels (its own completion ends it then).
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+func (w *Worker) handleCompleted(ctx context.Context, m message, o *outcomes) {
+	err := w.complete(ctx, m.job)
+	o.lock(func() {
+		if err != nil {
+			o.errors = append(o.errors, err)
+			o.retry = append(o.retry, m)
+			o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
+			return
+		}
+		o.del = append(o.del, m)
+		o.rep.Completed = append(o.rep.Completed, m.job.JobID)
+	})
+}
+
+// complete ends the instances of a completed job. It is idempotent.
+func (w *Worker) complete(ctx context.Context, j Job) error {
+	run := j.RunKey()
+	var targets []store.Instance
+	seen := map[string]bool{}
+	ranIt := ""
+	if id, ok := instanceOfRunner(j.RunnerName); ok {
+		in, err := w.cfg.Store.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("completed job %d: %w", j.JobID, err)
+		case poolJobLive(in):
+			// It ran this job, whichever job it was picked for: an ephemeral runner is done.
+			targets = append(targets, in)
+			seen[in.ID], ranIt = true, in.ID
+		}
+	}
+	recs, err := w.cfg.Store.ByRun(ctx, run)
+	if err != nil {
+		return fmt.Errorf("completed job %d: %w", j.JobID, err)
+	}
+	var others []store.Instance
+	for _, in := range recs {
+		if !seen[in.ID] && poolJobLive(in) {
+			others = append(others, in)
+		}
+	}
+	if len(others) > 0 {
+		// Picked for this job but did not run it: its runner may have taken another queued job
+		// with the same labels. Ask GitHub before ending it.
+		busy, err := w.busyRunners(ctx, j.Repository)
+		if err != nil {
+			return fmt.Errorf("completed job %d: %w", j.JobID, err)
+		}
+		for _, in := range others {
+			if busy[strings.ToLower(RunnerName(in.ID))] {
+				w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID)
+				continue
+			}
+			targets = append(targets, in)
+		}
+	}
+
+	var recycle bool
+	if spec, ok, err := w.cfg.Pools.Lookup(ctx, j.Pool); err == nil && ok && spec.Err == nil {
+		recycle = spec.Recycle && w.cfg.Recycle != nil
+		if recycle {
+			for i := 0; i < len(targets); i++ {
+				in := targets[i]
+				if in.ID != ranIt || in.State != store.StateRunning || !strings.EqualFold(in.Scope, j.Repository) {
+					continue
+				}
+				targets = append(targets[:i], targets[i+1:]...)
+				idle := spec.DanglingAfter
+				if idle <= 0 {
+					idle = DefaultDanglingAfter
+				}
+				w.bg.Go(func() {
+					// The release waits for the agent's deregistration, so it does not hold up the
+					// batch. If it fails the instance is expired by the release, or runs out its
+					// running deadline.
+					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*idle)
+					defer cancel()
+					if err := w.cfg.Recycle(bctx, in.RunID, idle); err != nil {
+						w.log.Warn("instance of a completed job not recycled", "job", j.JobID, "instance", in.ID, "err", err)
+					}
+				})
+				break
+			}
+		}
+	}
+	victims := make([]victim, len(targets))
+	for i, in := range targets {
+		victims[i] = victim{in, fmt.Sprintf("job %d completed (%s)", j.JobID, j.Conclusion)}
+	}
+	if _, _, err := w.term.terminate(ctx, victims); err != nil {
+		return fmt.Errorf("completed job %d: %w", j.JobID, err)
+	}
+	if err := w.ledger.end(ctx, j); err != nil {
+		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
+	}
+	return nil
+}
+
+// poolJobLive reports whether a record is a live instance serving a pool job (never a
+// step-driven run's instance, whatever a webhook says).
+func poolJobLive(in store.Instance) bool {
+	return in.State.Live() && in.State != store.StateTerminating && strings.HasPrefix(in.RunID, JobRunPrefix)
+}
+
+// busyRunners lists the runners of the scope that are running a job, by lower-case name.
+func (w *Worker) busyRunners(ctx context.Context, scope string) (map[string]bool, error) {
+	runners, err := w.cfg.GitHub.ListRunners(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range runners {
+		if r.Busy {
+			out[strings.ToLower(r.Name)] = true
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,139 @@
+// From configuration to pool specs: ConfigTargets reads the runner classes and warm pools the
+// Terraform provider wrote (internal/config) and evaluates each pool's schedule; Catalog caches the
+// answer briefly for the webhook and the pool workers, which ask on every job.
+package warmpool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// ConfigLoader reads the configuration; *config.Repository satisfies it.
+type ConfigLoader interface {
+	Load(ctx context.Context) (config.Snapshot, error)
+}
+
+// ConfigOptions tell ConfigTargets what the configuration does not hold.
+type ConfigOptions struct {
+	// Queue returns the pool queue at a runner class's queue URL (for example pool.NewQueue with
+	// the SQS client). Nil: hot instances are not announced to step-driven provisions.
+	Queue func(url string) *pool.Queue
+	// Scope is the GitHub owner (or repository) warm instances may serve: the deployment's
+	// organisation. Empty: hot instances serve pool jobs only (a pool message without a scope never
+	// matches a scoped provision).
+	Scope string
+	// Tags are extra tags for every warm instance.
+	Tags map[string]string
+}
+
+// ConfigTargets returns Targets that read the configuration on every call.
+//
+// A runner class's launch template and subnets are what fleet launches with; its image, volume,
+// security groups and instance profile are expected in that launch template (the fleet request
+// carries attribute-based instance requirements and subnets only). They are part of the spec hash,
+// so changing any of them rolls the pool all the same.
+func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
+	return func(ctx context.Context, now time.Time) ([]PoolSpec, error) {
+		snap, err := cfg.Load(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []PoolSpec
+		for _, p := range snap.Pools() {
+			out = append(out, specOf(snap, p, now, opts))
+		}
+		// Pools whose item is present but unusable: their instances are left alone.
+		for _, pe := range snap.Problems {
+			if pe.Kind == store.ConfigWarmPool {
+				out = append(out, PoolSpec{Name: pe.Name, Err: pe})
+			}
+		}
+		return out, nil
+	}
+}
+
+func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
+	rc := snap.RunnerClasses[p.RunnerClass]
+	spec := PoolSpec{Name: p.Name, RunnerClass: rc.Name, Scope: opts.Scope}
+	tgt, err := snap.Target(p.Name, now)
+	if err != nil {
+		spec.Err = err
+		return spec
+	}
+	hash, _ := snap.SpecHash(p.Name)
+	if rc.LaunchTemplateID == "" {
+		spec.Err = fmt.Errorf("warm pool %q: runner class %q has no launch template to launch from", p.Name, rc.Name)
+		return spec
+	}
+	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
+	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: rc.Subnets, Tags: opts.Tags}
+	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
+	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()
+	if opts.Queue != nil && rc.QueueURL != "" {
+		spec.Queue = opts.Queue(rc.QueueURL)
+	}
+	return spec
+}
+
+// Catalog answers "which pools exist, and what are they now" from Targets, cached for a short TTL
+// so a burst of webhooks costs one configuration read, not one per job.
+type Catalog struct {
+	targets Targets
+	ttl     time.Duration
+	now     func() time.Time
+
+	mu     sync.Mutex
+	at     time.Time
+	byName map[string]PoolSpec
+}
+
+// NewCatalog returns a catalog over targets; ttl <= 0 means 5 s. now defaults to time.Now.
+func NewCatalog(targets Targets, ttl time.Duration, now func() time.Time) *Catalog {
+	if ttl <= 0 {
+		ttl = 5 * time.Second
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Catalog{targets: targets, ttl: ttl, now: now}
+}
+
+// Lookup returns the pool's spec in force now. ok is false when the pool is not configured.
+func (c *Catalog) Lookup(ctx context.Context, name string) (PoolSpec, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if c.byName == nil || now.Sub(c.at) >= c.ttl || now.Before(c.at) {
+		specs, err := c.targets(ctx, now)
+		if err != nil {
+			return PoolSpec{}, false, fmt.Errorf("warm pools: %w", err)
+		}
+		c.byName = make(map[string]PoolSpec, len(specs))
+		for _, s := range specs {
+			c.byName[s.Name] = s
+		}
+		c.at = now
+	}
+	s, ok := c.byName[name]
+	return s, ok, nil
+}
+
+// Known reports whether a pool is configured (a pool whose configuration is present but unusable
+// counts: its jobs wait for it to be fixed rather than fail).
+func (c *Catalog) Known(ctx context.Context, name string) (bool, error) {
+	_, ok, err := c.Lookup(ctx, name)
+	return ok, err
+}
+
+// StaticTargets returns Targets that always answer specs (tests, and deployments that configure
+// pools without the state table).
+func StaticTargets(specs ...PoolSpec) Targets {
+	return func(context.Context, time.Time) ([]PoolSpec, error) { return specs, nil }
+}

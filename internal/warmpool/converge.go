@@ -1,0 +1,724 @@
+// The convergence loop (seed 002, "Rebalance Algorithm"): one Pass per 30 s under the leader lease.
+// Per pool, in this order: categorize the pool's records; terminate the errored ones, the dangling
+// ones (hot past the dangling limit, stopped past MaxStoppedAge) and the outdated ones (spec hash
+// changed: terminated at once to free quota, so a rollout briefly shrinks the pool); turn warmed-up
+// instances into hot (ready) or stopped ones; create what is missing through the fleet code; and
+// terminate the excess. Records claimed by a run or a job (claimed, running, created) are never
+// counted or terminated. A pool that fails is reported and skipped; it never blocks the others.
+package warmpool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+)
+
+// Options tune a Converger. Zero values take the defaults.
+type Options struct {
+	// DeploymentID is tagged on every instance launched (required): destructive sweeps only touch
+	// instances carrying it.
+	DeploymentID string
+	// WarmupTimeout bounds the warming state: an instance without UD_OK by then is errored
+	// (default 15 min).
+	WarmupTimeout time.Duration
+	// DanglingAfter is the default dangling limit of hot instances (default 10 min); a pool's
+	// PoolSpec.DanglingAfter overrides it.
+	DanglingAfter time.Duration
+	// MaxStoppedAge bounds how long an instance stays stopped before it is replaced by a fresh one
+	// (latest image, fresh EBS warm-up; default 24 h).
+	MaxStoppedAge time.Duration
+	// CreateBatch is the most instances one CreateFleet launches (default 50, at most 100).
+	CreateBatch int
+	// Concurrency is how many pools converge at once (default 4).
+	Concurrency int
+	// Jobs, when set, lets a pass put a pool job back in the job queue when the instance that
+	// served it failed to register (UD_REG_FAILED, or no registration before its deadline).
+	Jobs *JobQueue
+	Now  func() time.Time
+	// Logger receives a line per pool and pass; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.WarmupTimeout, DefaultWarmupTimeout)
+	def(&o.DanglingAfter, DefaultDanglingAfter)
+	def(&o.MaxStoppedAge, DefaultMaxStoppedAge)
+	if o.CreateBatch <= 0 {
+		o.CreateBatch = 50
+	}
+	o.CreateBatch = min(o.CreateBatch, fleet.MaxCount)
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Converger runs convergence passes. One pass at a time per deployment (the leader's); a pass is
+// idempotent, and every change is a conditional write, so an overlapping pass of a replica that
+// just lost the lease cannot hand one instance to two owners.
+type Converger struct {
+	st      Store
+	api     EC2API
+	fleet   Launcher
+	targets Targets
+	opts    Options
+	log     *slog.Logger
+	term    *terminator
+
+	mu   sync.Mutex
+	last Report
+}
+
+// NewConverger returns a Converger.
+func NewConverger(st Store, api EC2API, fl Launcher, targets Targets, opts Options) (*Converger, error) {
+	if st == nil || api == nil || fl == nil || targets == nil {
+		return nil, errors.New("warm pool converger: store, EC2, fleet and targets are required")
+	}
+	if opts.DeploymentID == "" {
+		return nil, errors.New("warm pool converger: deployment id is required")
+	}
+	opts = opts.withDefaults()
+	return &Converger{
+		st: st, api: api, fleet: fl, targets: targets, opts: opts, log: opts.Logger,
+		term: &terminator{st: st, api: api, batch: MaxBatch, log: opts.Logger},
+	}, nil
+}
+
+// Report is what one pass did.
+type Report struct {
+	At    time.Time
+	Pools []PoolReport // by pool name
+	Took  time.Duration
+	// Err is a failure outside the pools: finding pools removed from the configuration.
+	Err error
+}
+
+// Failed lists the pools whose convergence failed (in part).
+func (r Report) Failed() []PoolReport {
+	var out []PoolReport
+	for _, p := range r.Pools {
+		if p.Err != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Pool returns the report of one pool.
+func (r Report) Pool(name string) (PoolReport, bool) {
+	for _, p := range r.Pools {
+		if p.Pool == name {
+			return p, true
+		}
+	}
+	return PoolReport{}, false
+}
+
+// PoolReport is what a pass did to one pool.
+type PoolReport struct {
+	Pool, Schedule           string
+	TargetHot, TargetStopped int
+	// Removed: the pool is no longer configured; its instances are scaled to zero.
+	Removed bool
+	// Skipped says why the pool was left alone (its configuration cannot be used).
+	Skipped string
+
+	// What the pool holds after the pass (instances launched or marked by it included).
+	Warming, Ready, Stopped int
+	// Detached counts the pool's instances that belong to a run or a job (left alone).
+	Detached int
+
+	// Instances terminated, by reason.
+	Errored, Dangling, Outdated, Excess []string
+	// Readied became hot; StoppedNow were stopped; Created were launched.
+	Readied, StoppedNow, Created []string
+	// Promoted: pool-job instances that registered, moved to running. Requeued: jobs put back in
+	// the job queue because their instance failed.
+	Promoted, Requeued []string
+
+	TerminateCalls, StopCalls, CreateCalls int
+	Err                                    error
+	Took                                   time.Duration
+}
+
+// Converge runs one pass: the reconciler's convergence cron job (every 30 s, leader only). Its
+// error joins everything that failed: the targets, the search for removed pools, and each pool
+// that failed (named); the pools that did not fail were converged all the same.
+func (c *Converger) Converge(ctx context.Context) error {
+	rep, err := c.Pass(ctx)
+	if err != nil {
+		return err
+	}
+	errs := []error{rep.Err}
+	for _, p := range rep.Failed() {
+		errs = append(errs, p.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// Last returns the report of the last pass (for status and metrics); ok is false before the first.
+func (c *Converger) Last() (_ Report, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, !c.last.At.IsZero()
+}
+
+// Pass converges every pool once. The error is only for a failure to know the targets; pools that
+// fail are in the report (Report.Failed) and never stop the others.
+func (c *Converger) Pass(ctx context.Context) (Report, error) {
+	began := time.Now()
+	now := c.opts.Now()
+	rep := Report{At: now}
+	specs, err := c.targets(ctx, now)
+	if err != nil {
+		return rep, fmt.Errorf("warm pool targets: %w", err)
+	}
+	byName := map[string]PoolSpec{}
+	for _, s := range specs {
+		byName[s.Name] = s
+	}
+	// Pools removed from the configuration still have records: find them so they are scaled in.
+	removed, derr := c.discover(ctx, byName)
+	if derr != nil {
+		rep.Err = derr
+		c.log.Warn("warm pools: removed pools not looked for", "err", derr)
+	}
+	for _, name := range removed {
+		byName[name] = PoolSpec{Name: name}
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	rep.Pools = make([]PoolReport, len(names))
+	sem := make(chan struct{}, c.opts.Concurrency)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			spec := byName[name]
+			pr := c.converge(ctx, spec, slices.Contains(removed, name), now)
+			rep.Pools[i] = pr
+			c.logPool(pr)
+		})
+	}
+	wg.Wait()
+	rep.Took = time.Since(began)
+	c.mu.Lock()
+	c.last = rep
+	c.mu.Unlock()
+	return rep, nil
+}
+
+func (c *Converger) logPool(pr PoolReport) {
+	attrs := []any{"pool", pr.Pool, "schedule", pr.Schedule, "target_hot", pr.TargetHot, "target_stopped", pr.TargetStopped,
+		"warming", pr.Warming, "ready", pr.Ready, "stopped", pr.Stopped, "detached", pr.Detached, "took", pr.Took}
+	changed := map[string][]string{"errored": pr.Errored, "dangling": pr.Dangling, "outdated": pr.Outdated, "excess": pr.Excess,
+		"readied": pr.Readied, "stopped_now": pr.StoppedNow, "created": pr.Created, "promoted": pr.Promoted, "requeued": pr.Requeued}
+	for _, k := range slices.Sorted(maps.Keys(changed)) {
+		if n := len(changed[k]); n > 0 {
+			attrs = append(attrs, k, n)
+		}
+	}
+	switch {
+	case pr.Err != nil:
+		c.log.Error("warm pool convergence failed", append(attrs, "err", pr.Err)...)
+	case pr.Skipped != "":
+		c.log.Warn("warm pool left alone", "pool", pr.Pool, "reason", pr.Skipped)
+	default:
+		c.log.Debug("warm pool converged", attrs...)
+	}
+}
+
+// discover returns pools that have warm records (warming, ready or stopped) but no spec.
+func (c *Converger) discover(ctx context.Context, known map[string]PoolSpec) ([]string, error) {
+	found := map[string]bool{}
+	for _, st := range []store.State{store.StateWarming, store.StateReady, store.StateStopped} {
+		recs, err := c.st.ByState(ctx, st, time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s instances: %w", st, err)
+		}
+		for _, r := range recs {
+			if _, ok := known[r.Pool]; r.Pool != "" && !ok {
+				found[r.Pool] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(found)), nil
+}
+
+// categories sorts a pool's records.
+type categories struct {
+	errored, dangling, outdated []victim
+	warming                     []store.Instance // warming up, no signal yet
+	warmed                      []store.Instance // UD_OK: to become hot or stopped
+	ready, stopped              []store.Instance
+	jobs                        []store.Instance // claimed or created for a pool job, not yet running
+	detached                    int
+}
+
+// converge runs the steps for one pool.
+func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, now time.Time) (pr PoolReport) {
+	began := time.Now()
+	pr = PoolReport{Pool: spec.Name, Schedule: spec.Schedule, TargetHot: spec.Hot, TargetStopped: spec.Stopped, Removed: removed}
+	defer func() { pr.Took = time.Since(began) }()
+	if spec.Err != nil {
+		pr.Skipped = spec.Err.Error()
+		return pr
+	}
+	if spec.Hot < 0 || spec.Stopped < 0 {
+		pr.Err = fmt.Errorf("pool %s: negative target %d hot, %d stopped", spec.Name, spec.Hot, spec.Stopped)
+		return pr
+	}
+	log := c.log.With("pool", spec.Name)
+	var errs []error
+	defer func() {
+		if err := errors.Join(errs...); err != nil {
+			pr.Err = fmt.Errorf("pool %s: %w", spec.Name, err)
+		}
+	}()
+
+	// 1. Categorize.
+	recs, err := c.st.ByPool(ctx, spec.Name)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing instances: %w", err))
+		return pr
+	}
+	cat, err := c.categorize(ctx, spec, recs, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pr.Detached = cat.detached
+
+	// Pool jobs: promote what registered, recover what failed. Not part of the pool's capacity.
+	failedJobs := c.jobs(ctx, spec, cat.jobs, now, &pr, &errs)
+
+	// 2-4. Terminate errored, dangling and outdated instances, in that order, in shared batches.
+	doomed := slices.Concat(cat.errored, cat.dangling, cat.outdated, failedJobs)
+	gone, calls, err := c.term.terminate(ctx, doomed)
+	pr.TerminateCalls += calls
+	if err != nil {
+		errs = append(errs, err)
+	}
+	isGone := setOf(gone)
+	pr.Errored = goneOf(cat.errored, isGone)
+	pr.Dangling = goneOf(cat.dangling, isGone)
+	pr.Outdated = goneOf(cat.outdated, isGone)
+	for _, v := range failedJobs {
+		if isGone[v.rec.ID] {
+			pr.Detached--
+		}
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+		return pr
+	}
+
+	// 5. Warmed-up instances become hot while the pool lacks hot ones, then stopped; the rest are
+	// excess (terminated in step 7).
+	var excessWarmed []store.Instance
+	var toReady, toStop []store.Instance
+	for _, in := range cat.warmed {
+		switch {
+		case len(cat.ready)+len(toReady) < spec.Hot:
+			toReady = append(toReady, in)
+		case len(cat.stopped)+len(toStop) < spec.Stopped:
+			toStop = append(toStop, in)
+		default:
+			excessWarmed = append(excessWarmed, in)
+		}
+	}
+	readied, err := c.ready(ctx, spec, toReady, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pr.Readied = ids(readied)
+	cat.ready = append(cat.ready, readied...)
+	stopped, stopCalls, failedStops, err := c.stop(ctx, toStop, now)
+	pr.StopCalls += stopCalls
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pr.StoppedNow = ids(stopped)
+	cat.stopped = append(cat.stopped, stopped...)
+
+	// 6. Create what is missing. Warming instances count: they become hot or stopped when ready.
+	keepReady := min(len(cat.ready), spec.Hot)
+	keepStopped := min(len(cat.stopped), spec.Stopped)
+	slots := spec.Hot + spec.Stopped - keepReady - keepStopped
+	keepWarming := min(len(cat.warming), slots)
+	if missing := slots - keepWarming; missing > 0 && !removed {
+		created, ccalls, err := c.create(ctx, spec, missing, now, log)
+		pr.CreateCalls += ccalls
+		if err != nil {
+			errs = append(errs, err)
+		}
+		pr.Created = ids(created)
+		cat.warming = append(cat.warming, created...)
+		keepWarming += len(created)
+	}
+
+	// 7. Terminate the excess: hot beyond the target (those closest to dangling first), stopped
+	// beyond it (the oldest first), warming instances beyond the remaining slots (the youngest
+	// first: least invested), warmed-up ones nobody needs, and instances that could not be stopped.
+	var excess []victim
+	byThreshold := func(a, b store.Instance) int {
+		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
+	}
+	slices.SortFunc(cat.ready, byThreshold)
+	slices.SortFunc(cat.stopped, byThreshold)
+	slices.SortFunc(cat.warming, func(a, b store.Instance) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	for _, in := range cat.ready[:len(cat.ready)-keepReady] {
+		excess = append(excess, victim{in, "hot instance beyond the pool's target"})
+	}
+	for _, in := range cat.stopped[:len(cat.stopped)-keepStopped] {
+		excess = append(excess, victim{in, "stopped instance beyond the pool's target"})
+	}
+	for _, in := range cat.warming[:len(cat.warming)-keepWarming] {
+		excess = append(excess, victim{in, "warming instance beyond the pool's target"})
+	}
+	for _, in := range excessWarmed {
+		excess = append(excess, victim{in, "warmed-up instance beyond the pool's target"})
+	}
+	excess = append(excess, failedStops...)
+	gone, calls, err = c.term.terminate(ctx, excess)
+	pr.TerminateCalls += calls
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pr.Excess = goneOf(excess, setOf(gone))
+	pr.Ready, pr.Stopped, pr.Warming = keepReady, keepStopped, keepWarming
+	return pr
+}
+
+// categorize sorts the records of a pool. Warming records are judged by their last signal.
+func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time) (categories, error) {
+	var cat categories
+	var warming []store.Instance
+	outdated := func(in store.Instance) bool {
+		// A removed pool has no spec hash: its instances are excess, not outdated.
+		return spec.SpecHash != "" && in.SpecHash != spec.SpecHash
+	}
+	for _, in := range recs {
+		switch in.State {
+		case store.StateWarming:
+			if outdated(in) {
+				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+				continue
+			}
+			warming = append(warming, in)
+		case store.StateReady:
+			switch {
+			case in.RunID != "":
+				cat.detached++ // not reachable through the state machine; never touched
+			case in.Expired(now):
+				cat.dangling = append(cat.dangling, victim{in, "dangling: hot and not picked for a job before " + in.Threshold.Format(time.RFC3339)})
+			case outdated(in):
+				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+			default:
+				cat.ready = append(cat.ready, in)
+			}
+		case store.StateStopped:
+			switch {
+			case in.RunID != "":
+				cat.detached++
+			case in.Expired(now):
+				cat.dangling = append(cat.dangling, victim{in, "stale: stopped since before " + in.Threshold.Add(-c.opts.MaxStoppedAge).Format(time.RFC3339)})
+			case outdated(in):
+				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+			default:
+				cat.stopped = append(cat.stopped, in)
+			}
+		case store.StateClaimed, store.StateCreated:
+			if strings.HasPrefix(in.RunID, JobRunPrefix) {
+				cat.jobs = append(cat.jobs, in)
+			}
+			cat.detached++
+		default:
+			// running (job started), idle (returned to the resource pool by a run), terminating.
+			if in.State != store.StateTerminating {
+				cat.detached++
+			}
+		}
+	}
+	sigs := make([]store.SignalRecord, len(warming))
+	errs := make([]error, len(warming))
+	each(len(warming), func(i int) {
+		sigs[i], errs[i] = c.st.LastSignal(ctx, warming[i].ID)
+	})
+	var readErrs []error
+	for i, in := range warming {
+		sig, err := sigs[i], errs[i]
+		switch {
+		case err == nil && sig.Signal == store.SignalPreRunnerFailed:
+			cat.errored = append(cat.errored, victim{in, "error: pre-runner script failed: " + sig.Detail})
+		case in.Expired(now):
+			cat.errored = append(cat.errored, victim{in, "error: not warmed up before " + in.Threshold.Format(time.RFC3339)})
+		case err == nil && sig.Signal == store.SignalPreRunnerOK:
+			cat.warmed = append(cat.warmed, in)
+		case err == nil || errors.Is(err, store.ErrNotFound):
+			cat.warming = append(cat.warming, in)
+		default:
+			// Unknown: count it as warming (it holds its slot) and look again next pass.
+			cat.warming = append(cat.warming, in)
+			readErrs = append(readErrs, fmt.Errorf("reading the signal of %s: %w", in.ID, err))
+		}
+	}
+	return cat, errors.Join(readErrs...)
+}
+
+// jobs promotes the pool-job instances whose agent registered (claimed or created -> running, with
+// the job's runtime deadline) and returns those that failed (registration failed, the pre-runner
+// script failed, or their deadline passed first), to terminate; their jobs go back to the queue.
+func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time, pr *PoolReport, errs *[]error) []victim {
+	maxRuntime := cmp.Or(spec.MaxRuntime, DefaultMaxRuntime)
+	var mu sync.Mutex
+	var failed []victim
+	each(len(recs), func(i int) {
+		in := recs[i]
+		sig, err := c.st.LastSignal(ctx, in.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			mu.Lock()
+			*errs = append(*errs, fmt.Errorf("reading the signal of %s: %w", in.ID, err))
+			mu.Unlock()
+			return
+		}
+		reason := ""
+		switch {
+		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID:
+			_, terr := c.st.Transition(ctx, in.ID, store.Change{
+				From: []store.State{in.State}, To: store.StateRunning, RunID: in.RunID,
+				Threshold: now.Add(maxRuntime), Reason: "registered for " + in.RunID,
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case terr == nil:
+				pr.Promoted = append(pr.Promoted, in.ID)
+			case !errors.Is(terr, store.ErrConflict):
+				*errs = append(*errs, fmt.Errorf("promoting %s: %w", in.ID, terr))
+			}
+			return
+		case err == nil && sig.Signal == store.SignalRegistrationFailed && sig.RunID == in.RunID:
+			reason = "registration for " + in.RunID + " failed: " + sig.Detail
+		case err == nil && sig.Signal == store.SignalPreRunnerFailed:
+			reason = "pre-runner script failed: " + sig.Detail
+		case in.Expired(now):
+			reason = "not registered for " + in.RunID + " before " + in.Threshold.Format(time.RFC3339)
+		default:
+			return // still booting or registering
+		}
+		mu.Lock()
+		failed = append(failed, victim{in, reason})
+		mu.Unlock()
+	})
+	if c.opts.Jobs != nil {
+		for _, v := range failed {
+			jobID, ok := strings.CutPrefix(v.rec.RunID, JobRunPrefix)
+			if !ok {
+				continue
+			}
+			requeued, err := c.opts.Jobs.Requeue(ctx, jobID, v.rec.ID, v.reason)
+			switch {
+			case err != nil:
+				*errs = append(*errs, fmt.Errorf("re-queueing job %s: %w", jobID, err))
+			case requeued:
+				pr.Requeued = append(pr.Requeued, jobID)
+			}
+		}
+	}
+	return failed
+}
+
+// ready makes warmed-up instances hot: warming -> ready with the dangling deadline, then announced
+// in the runner class's pool queue.
+func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time) ([]store.Instance, error) {
+	threshold := now.Add(cmp.Or(spec.DanglingAfter, c.opts.DanglingAfter))
+	out := make([]store.Instance, len(recs))
+	errs := make([]error, len(recs))
+	each(len(recs), func(i int) {
+		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
+			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
+			Threshold: threshold, Reason: "warmed up: hot",
+		})
+		if err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				errs[i] = fmt.Errorf("making %s hot: %w", recs[i].ID, err)
+			}
+			return
+		}
+		out[i] = in
+		if spec.Queue == nil {
+			return
+		}
+		// Without the message only pool jobs can pick it; the step-driven path misses it until it
+		// is replaced. Worth a log line, not a failure.
+		if err := spec.Queue.Put(ctx, claim.MessageOf(in), 0); err != nil {
+			c.log.Warn("hot instance not announced in its pool queue", "pool", spec.Name, "instance", in.ID, "err", err)
+		}
+	})
+	return slices.DeleteFunc(out, func(in store.Instance) bool { return in.ID == "" }), errors.Join(errs...)
+}
+
+// stop makes warmed-up instances stopped: warming -> stopped first (so an instance is never
+// stopped behind a record that still offers it as warming), then StopInstances in batches. An
+// instance EC2 will not stop is returned as a victim: its record says stopped while it runs.
+func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Time) (stopped []store.Instance, calls int, failed []victim, _ error) {
+	threshold := now.Add(c.opts.MaxStoppedAge)
+	marked := make([]store.Instance, len(recs))
+	errs := make([]error, len(recs))
+	each(len(recs), func(i int) {
+		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
+			From: []store.State{store.StateWarming}, To: store.StateStopped, RequireNoRun: true,
+			Threshold: threshold, Reason: "warmed up: stopped",
+		})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			errs[i] = fmt.Errorf("marking %s stopped: %w", recs[i].ID, err)
+		}
+		marked[i] = in
+	})
+	marked = slices.DeleteFunc(marked, func(in store.Instance) bool { return in.ID == "" })
+	slices.SortFunc(marked, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	for chunk := range slices.Chunk(marked, MaxBatch) {
+		calls++
+		_, err := c.api.StopInstances(dctx, &ec2.StopInstancesInput{InstanceIds: ids(chunk)})
+		if err == nil {
+			stopped = append(stopped, chunk...)
+			continue
+		}
+		// One instance EC2 refuses (a spot instance, one already terminating) fails the call.
+		for _, in := range chunk {
+			if len(chunk) > 1 {
+				calls++
+				if _, err = c.api.StopInstances(dctx, &ec2.StopInstancesInput{InstanceIds: []string{in.ID}}); err == nil {
+					stopped = append(stopped, in)
+					continue
+				}
+			}
+			failed = append(failed, victim{in, "could not be stopped: " + err.Error()})
+		}
+	}
+	return stopped, calls, failed, errors.Join(errs...)
+}
+
+// create launches missing instances in batches (one CreateFleet each) and writes their warming
+// records at once. An instance whose record cannot be written is terminated right away.
+func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger) (created []store.Instance, calls int, _ error) {
+	launch := spec.Launch
+	launch.Tags = maps.Clone(spec.Launch.Tags)
+	if launch.Tags == nil {
+		launch.Tags = map[string]string{}
+	}
+	launch.Tags[tags.Deployment] = c.opts.DeploymentID
+	launch.Tags[tags.RunnerClass] = spec.RunnerClass
+	launch.Tags[tags.Pool] = spec.Name
+	launch.Tags[tags.SpecHash] = spec.SpecHash
+	if _, ok := launch.Tags[tags.Name]; !ok {
+		launch.Tags[tags.Name] = "runnerpool-pool-" + spec.Name
+	}
+	threshold := now.Add(c.opts.WarmupTimeout)
+	var errs []error
+	for missing > 0 && ctx.Err() == nil {
+		n := min(missing, c.opts.CreateBatch)
+		missing -= n
+		calls++
+		// Warm instances are on-demand: a stopped one must be stoppable, and EC2 refuses to stop a
+		// one-time spot instance.
+		launched, err := launchDetached(ctx, c.fleet, fleet.Request{
+			Count: n, UsageClass: fleet.OnDemand, InstanceTypes: spec.InstanceTypes,
+			MinCPU: spec.CPU, MinMemoryMiB: spec.MemoryMiB, Spec: launch,
+		})
+		if err != nil {
+			// Capacity or a refused request: nothing of this fleet runs. Try again next pass.
+			errs = append(errs, fmt.Errorf("creating %d instances: %w", n, err))
+			break
+		}
+		recs, err := writeRecords(ctx, c.st, c.api, launched, func(_ int, l fleet.Launched) store.Instance {
+			return store.Instance{
+				ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
+				InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, RunnerClass: spec.RunnerClass,
+				Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, Reason: "warming up for pool " + spec.Name,
+			}
+		}, log)
+		created = append(created, recs...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return created, calls, errors.Join(errs...)
+}
+
+// launchDetached runs one CreateFleet that is not cut short by the caller's ctx: once EC2 may have
+// launched instances, their ids must be read and recorded.
+func launchDetached(ctx context.Context, fl Launcher, req fleet.Request) ([]fleet.Launched, error) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return fl.Create(fctx, req)
+}
+
+// writeRecords writes a record for each launched instance, whatever happens to ctx. An instance
+// whose record cannot be written is terminated at once (only the orphan sweep would know of it).
+func writeRecords(ctx context.Context, st Store, api EC2API, launched []fleet.Launched, record func(int, fleet.Launched) store.Instance, log *slog.Logger) ([]store.Instance, error) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	out := make([]store.Instance, len(launched))
+	errs := make([]error, len(launched))
+	each(len(launched), func(i int) {
+		rec, err := st.Create(dctx, record(i, launched[i]))
+		if err == nil {
+			out[i] = rec
+			return
+		}
+		id := launched[i].ID
+		if _, terr := api.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); terr != nil {
+			log.Error("instance without a record not terminated (the orphan sweep will)", "instance", id, "err", terr)
+		}
+		errs[i] = fmt.Errorf("recording %s (terminated): %w", id, err)
+	})
+	return slices.DeleteFunc(out, func(in store.Instance) bool { return in.ID == "" }), errors.Join(errs...)
+}
+
+func setOf(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+func goneOf(vs []victim, gone map[string]bool) []string {
+	var out []string
+	for _, v := range vs {
+		if gone[v.rec.ID] {
+			out = append(out, v.rec.ID)
+		}
+	}
+	return out
+}

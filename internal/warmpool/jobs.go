@@ -1,0 +1,389 @@
+// Pool jobs: the workflow jobs routed to warm pools by the webhook, the SQS job queue that carries
+// them to the pool workers, and the job ledger that makes the whole path idempotent by job id.
+//
+// The ledger is one run record per job (store.CreateRun/GetRun/UpdateRun, key "pooljob:<job id>"):
+// queued (accepted, a message is on its way) -> serving (a worker holds it, for at most a lease) ->
+// served (an instance was claimed or launched for it and holds its runner registration) ->
+// completed, or cancelled (its pool no longer exists) or abandoned (too old to serve). A second
+// webhook delivery of a job the ledger already knows beyond queued enqueues nothing; a duplicate
+// queue message of a job being or already served is dropped by the worker. Nothing is lost by a
+// crash between two steps: the ledger is written before the message is sent, and a job whose
+// ledger still says queued is sent again by the next delivery.
+package warmpool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// Job actions, as in the workflow_job webhook.
+const (
+	ActionQueued    = "queued"
+	ActionCompleted = "completed"
+)
+
+// Job is one pool job: a workflow job that asked for a warm pool.
+type Job struct {
+	Action         string   `json:"action"` // ActionQueued or ActionCompleted
+	JobID          int64    `json:"jobId"`
+	RunID          int64    `json:"runId"`
+	RunAttempt     int64    `json:"runAttempt,omitempty"`
+	Repository     string   `json:"repository"` // owner/name
+	RepositoryID   int64    `json:"repositoryId"`
+	InstallationID int64    `json:"installationId,omitempty"`
+	Labels         []string `json:"labels"`
+	Pool           string   `json:"pool"`
+	// RunnerName is the runner that ran a completed job (empty when it never ran).
+	RunnerName string `json:"runnerName,omitempty"`
+	Conclusion string `json:"conclusion,omitempty"`
+	DeliveryID string `json:"deliveryId,omitempty"`
+	// CreatedAt is when GitHub queued the job.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// RunKey is the run id of the instance serving the job.
+func (j Job) RunKey() string { return JobRunID(j.JobID) }
+
+func (j Job) ledgerKey() string { return "pooljob:" + strconv.FormatInt(j.JobID, 10) }
+
+// Validate checks a job's fields.
+func (j Job) Validate() error {
+	var problems []string
+	if j.Action != ActionQueued && j.Action != ActionCompleted {
+		problems = append(problems, fmt.Sprintf("action %q is not queued or completed", j.Action))
+	}
+	if j.JobID <= 0 || j.RunID <= 0 {
+		problems = append(problems, "job id and run id must be positive")
+	}
+	if owner, name, ok := strings.Cut(j.Repository, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(j.Repository, " \t\n") {
+		problems = append(problems, fmt.Sprintf("repository %q is not owner/name", j.Repository))
+	}
+	if j.Pool == "" {
+		problems = append(problems, "pool is empty")
+	}
+	if len(j.Labels) == 0 {
+		problems = append(problems, "no labels")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("pool job %d: %s", j.JobID, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// EncodeJob renders a job queue message body.
+func EncodeJob(j Job) (string, error) {
+	if err := j.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", fmt.Errorf("encoding pool job %d: %w", j.JobID, err)
+	}
+	return string(b), nil
+}
+
+// DecodeJob parses and validates a job queue message body (unknown fields are refused).
+func DecodeJob(body string) (Job, error) {
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	var j Job
+	if err := dec.Decode(&j); err != nil {
+		return Job{}, fmt.Errorf("decoding pool job: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Job{}, errors.New("decoding pool job: trailing data")
+	}
+	return j, j.Validate()
+}
+
+// Ledger statuses of a pool job.
+const (
+	JobQueued    = "queued"
+	JobServing   = "serving"
+	JobServed    = "served"
+	JobCompleted = "completed"
+	JobCancelled = "cancelled"
+	JobAbandoned = "abandoned"
+)
+
+// served is the ledger's result of a served job.
+type served struct {
+	InstanceID string    `json:"instanceId"`
+	Source     string    `json:"source"` // SourceHot, SourceStarted or SourceCreated
+	At         time.Time `json:"at"`
+	Reason     string    `json:"reason,omitempty"` // why the job was re-queued, cancelled or abandoned
+}
+
+// JobSQS is the part of the SQS client the job queue uses; *sqs.Client satisfies it.
+type JobSQS interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// JobQueue is the pool job queue (standard or FIFO) with its ledger.
+type JobQueue struct {
+	api  JobSQS
+	url  string
+	st   Store
+	fifo bool
+}
+
+// NewJobQueue returns the job queue at url, with its ledger in st.
+func NewJobQueue(api JobSQS, url string, st Store) *JobQueue {
+	return &JobQueue{api: api, url: url, st: st, fifo: strings.HasSuffix(url, ".fifo")}
+}
+
+// URL is the queue's URL.
+func (q *JobQueue) URL() string { return q.url }
+
+// Enqueue outcomes.
+const (
+	Enqueued  = "enqueued"
+	Duplicate = "duplicate" // the ledger knows the job beyond queued: nothing sent
+)
+
+// Enqueue puts a job on the queue: durably once it returns nil. A queued job is recorded in the
+// ledger first; a job the ledger already knows as being served (or done) is not sent again
+// (Duplicate), one it knows as queued is sent again (the earlier send may have failed; a duplicate
+// message is dropped by the worker). Completions are always sent: ending an instance is idempotent.
+func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
+	body, err := EncodeJob(j)
+	if err != nil {
+		return "", err
+	}
+	version := int64(0)
+	if j.Action == ActionQueued {
+		r, created, err := q.st.CreateRun(ctx, store.Run{
+			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobQueued,
+			Request: json.RawMessage(body),
+		})
+		if err != nil {
+			return "", fmt.Errorf("recording pool job %d: %w", j.JobID, err)
+		}
+		if !created && r.Status != JobQueued {
+			return Duplicate, nil
+		}
+		version = r.Version
+	}
+	if err := q.send(ctx, j, body, version); err != nil {
+		return "", err
+	}
+	return Enqueued, nil
+}
+
+func (q *JobQueue) send(ctx context.Context, j Job, body string, version int64) error {
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(body)}
+	if q.fifo {
+		// One group per job: no job waits behind another. Deduplication by job, action and ledger
+		// version, so a re-queue is not taken for a duplicate of the first send.
+		in.MessageGroupId = aws.String(fmt.Sprintf("job-%d", j.JobID))
+		in.MessageDeduplicationId = aws.String(fmt.Sprintf("%s-%d-%d", j.Action, j.JobID, version))
+	}
+	if _, err := q.api.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("sending pool job %d to %s: %w", j.JobID, q.url, err)
+	}
+	return nil
+}
+
+// Requeue puts a served job back on the queue because its instance failed (instanceID must be the
+// one the ledger says served it, so a job already served again is left alone). It reports whether
+// it did.
+func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string) (bool, error) {
+	r, err := q.st.GetRun(ctx, "pooljob:"+jobID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var s served
+	_ = json.Unmarshal(r.Result, &s)
+	if r.Status != JobServed || s.InstanceID != instanceID {
+		return false, nil
+	}
+	j, err := DecodeJob(string(r.Request))
+	if err != nil {
+		return false, fmt.Errorf("ledger of job %s: %w", jobID, err)
+	}
+	s.Reason = reason
+	r.Status, r.Result = JobQueued, mustJSON(s)
+	r, err = q.st.UpdateRun(ctx, r, r.Version)
+	if errors.Is(err, store.ErrConflict) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	body, err := EncodeJob(j)
+	if err != nil {
+		return false, err
+	}
+	// If this send fails the ledger says queued and the job waits for a redelivery of its webhook;
+	// the error is reported and the next pass does not find the failed instance again.
+	return true, q.send(ctx, j, body, r.Version)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// message is one received job message.
+type message struct {
+	id, receipt string
+	job         Job
+	err         error // undecodable: deleted
+}
+
+func (q *JobQueue) receive(ctx context.Context, maxN int, wait, visibility time.Duration) ([]message, error) {
+	out, err := q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(q.url), MaxNumberOfMessages: int32(min(max(maxN, 1), 10)),
+		WaitTimeSeconds: int32(min(max(wait.Seconds(), 0), 20)), VisibilityTimeout: int32(max(visibility.Seconds(), 1)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receiving pool jobs from %s: %w", q.url, err)
+	}
+	msgs := make([]message, len(out.Messages))
+	for i, m := range out.Messages {
+		msgs[i] = message{id: aws.ToString(m.MessageId), receipt: aws.ToString(m.ReceiptHandle)}
+		msgs[i].job, msgs[i].err = DecodeJob(aws.ToString(m.Body))
+	}
+	return msgs, nil
+}
+
+// deleteMessages deletes messages, 10 per call.
+func (q *JobQueue) deleteMessages(ctx context.Context, msgs []message) error {
+	var errs []error
+	for chunk := range slices.Chunk(msgs, 10) {
+		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
+		}
+		out, err := q.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deleting pool job messages: %w", err))
+			continue
+		}
+		for _, f := range out.Failed {
+			errs = append(errs, fmt.Errorf("deleting pool job message: %s %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retryLater makes messages visible again after delay (zero: at once).
+func (q *JobQueue) retryLater(ctx context.Context, msgs []message, delay time.Duration) error {
+	var errs []error
+	for chunk := range slices.Chunk(msgs, 10) {
+		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: int32(max(delay.Seconds(), 0)),
+			}
+		}
+		out, err := q.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("re-queueing pool job messages: %w", err))
+			continue
+		}
+		for _, f := range out.Failed {
+			errs = append(errs, fmt.Errorf("re-queueing pool job message: %s %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ledger is the worker's side of the job ledger.
+type ledger struct {
+	st    Store
+	lease time.Duration
+	now   func() time.Time
+}
+
+// Outcomes of ledger.begin.
+const (
+	beginServe    = iota // this worker serves the job now
+	beginTakeover        // this worker serves the job now, after an attempt whose lease ran out
+	beginBusy            // another worker holds it: leave the message
+	beginDone            // served or ended already: drop the message
+)
+
+// begin takes the job for serving: queued -> serving (or a stale serving taken over).
+func (l *ledger) begin(ctx context.Context, j Job) (store.Run, int, error) {
+	r, created, err := l.st.CreateRun(ctx, store.Run{
+		Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+		RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobServing,
+		Request: json.RawMessage(mustJSON(j)),
+	})
+	switch {
+	case err != nil:
+		return store.Run{}, 0, fmt.Errorf("ledger of job %d: %w", j.JobID, err)
+	case created:
+		return r, beginServe, nil
+	}
+	outcome := beginServe
+	switch r.Status {
+	case JobQueued:
+	case JobServing:
+		if l.now().Sub(r.UpdatedAt) < l.lease {
+			return r, beginBusy, nil
+		}
+		outcome = beginTakeover
+	default:
+		return r, beginDone, nil
+	}
+	r.Status = JobServing
+	r, err = l.st.UpdateRun(ctx, r, r.Version)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return store.Run{}, beginBusy, nil
+	case err != nil:
+		return store.Run{}, 0, fmt.Errorf("ledger of job %d: %w", j.JobID, err)
+	}
+	return r, outcome, nil
+}
+
+// set moves a job this worker holds to status with result.
+func (l *ledger) set(ctx context.Context, r store.Run, status string, res served) (store.Run, error) {
+	r.Status, r.Result = status, mustJSON(res)
+	out, err := l.st.UpdateRun(ctx, r, r.Version)
+	if err != nil {
+		return r, fmt.Errorf("ledger of %s to %s: %w", r.Key, status, err)
+	}
+	return out, nil
+}
+
+// end marks a job completed, whatever its status (creating the entry if the job was never seen).
+func (l *ledger) end(ctx context.Context, j Job) error {
+	for range 3 {
+		r, created, err := l.st.CreateRun(ctx, store.Run{
+			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobCompleted,
+			Request: json.RawMessage(mustJSON(j)),
+		})
+		if err != nil || created || r.Status == JobCompleted {
+			return err
+		}
+		r.Status = JobCompleted
+		if _, err = l.st.UpdateRun(ctx, r, r.Version); !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("ledger of job %d: too many concurrent updates", j.JobID)
+}

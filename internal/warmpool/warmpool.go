@@ -1,0 +1,276 @@
+// Package warmpool keeps warm pools at their scheduled size and serves the jobs that ask for them
+// (seed 002).
+//
+//   - The Converger (converge.go) runs every 30 s under the reconciler's leader lease. Per pool it
+//     categorizes the pool's records, terminates the broken, stale and outdated ones, turns warmed-up
+//     instances into hot (ready) or stopped ones, creates what is missing through the fleet code and
+//     terminates the excess. It never touches an instance claimed by a run or a job.
+//   - The Worker (worker.go) serves pool jobs routed from the workflow_job webhook: it takes them
+//     from the job queue in batches, picks hot instances first, then stopped ones (started in
+//     batches of 50), and overflows the rest to cold starts; every instance gets a just-in-time
+//     runner bound to its job.
+//   - Completed jobs end their instance (complete.go).
+//
+// A warm instance's life: created by the converger in state warming (with its pool, runner class and
+// spec hash, and a warm-up deadline); its agent runs the pre-runner script and signals UD_OK; the
+// converger makes it ready (hot: running, announced in its runner class's pool queue, for at most
+// the dangling limit) or stopped (StopInstances, for at most MaxStoppedAge). A claim (a step-driven
+// provision, or a pool job) detaches it from the pool: from then on it belongs to its run.
+//
+// warmpool.go: the pool specification, the consumer interfaces, and the batched termination both
+// the converger and the completion path use.
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// PoolSpec is one warm pool as it should be at one moment: its schedule target and what its
+// instances are made of.
+type PoolSpec struct {
+	Name        string
+	RunnerClass string
+	// Schedule names the schedule in force (for reports); Hot and Stopped are its counts.
+	Schedule     string
+	Hot, Stopped int
+	// SpecHash is the hash of runner class, image and pool config (config.SpecHash). An instance
+	// tagged with another hash is outdated and replaced at once.
+	SpecHash string
+	// Launch is where instances are launched (launch template, subnets, extra tags); the converger
+	// adds the deployment, runner class, pool and spec hash tags.
+	Launch fleet.LaunchSpec
+	// InstanceTypes (allowed-instance-types patterns), CPU and MemoryMiB select the instance types.
+	InstanceTypes  []string
+	CPU, MemoryMiB int
+	// Queue is the runner class's pool queue: hot instances are announced there so step-driven
+	// provisions can claim them too. Nil: hot instances serve pool jobs only.
+	Queue *pool.Queue
+	// Scope is the repository or owner warm instances may serve (the record's scope and the pool
+	// message's). A pool message without a scope never matches a scoped provision, so hot instances
+	// without one serve pool jobs only.
+	Scope string
+	// DanglingAfter is how long a hot instance waits for a job before it is replaced (the runner
+	// class's idle time; Options.DanglingAfter when zero).
+	DanglingAfter time.Duration
+	// MaxRuntime is the running deadline of an instance serving a pool job (default 6 h).
+	MaxRuntime time.Duration
+	// Recycle lets an instance whose job completed go back to the pool for the same repository
+	// instead of being terminated (only instances whose scope is that repository).
+	Recycle bool
+	// Err, when set, says the pool's configuration exists but cannot be used (for example a spec
+	// written by a newer provider): its instances are left exactly as they are.
+	Err error
+}
+
+// Targets returns the pools in force at now. A pool missing from the answer whose instances are
+// still in the table was removed from the configuration: the converger scales it to zero.
+type Targets func(ctx context.Context, now time.Time) ([]PoolSpec, error)
+
+// Store is the part of *store.Store warmpool uses.
+type Store interface {
+	Create(ctx context.Context, in store.Instance) (store.Instance, error)
+	Get(ctx context.Context, id string) (store.Instance, error)
+	Transition(ctx context.Context, id string, c store.Change) (store.Instance, error)
+	Claim(ctx context.Context, id, runID string, threshold time.Time, from ...store.State) (store.Instance, error)
+	ByPool(ctx context.Context, pool string) ([]store.Instance, error)
+	ByState(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
+	ByRun(ctx context.Context, runID string) ([]store.Instance, error)
+	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	PutCredential(ctx context.Context, id string, c store.Credential) error
+	CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error)
+	GetRun(ctx context.Context, key string) (store.Run, error)
+	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
+}
+
+// EC2API is the part of the EC2 client warmpool uses; *ec2.Client satisfies it.
+type EC2API interface {
+	StopInstances(ctx context.Context, in *ec2.StopInstancesInput, opts ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error)
+	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	CreateTags(ctx context.Context, in *ec2.CreateTagsInput, opts ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
+}
+
+// Launcher launches instances; *fleet.Fleet satisfies it.
+type Launcher interface {
+	Create(ctx context.Context, req fleet.Request) ([]fleet.Launched, error)
+}
+
+// MaxBatch is the most instance ids one EC2 mutation (Stop, Start, Terminate) carries.
+const MaxBatch = 50
+
+// Defaults.
+const (
+	DefaultDanglingAfter = 10 * time.Minute
+	DefaultWarmupTimeout = 15 * time.Minute
+	DefaultMaxStoppedAge = 24 * time.Hour
+	DefaultMaxRuntime    = 6 * time.Hour
+)
+
+// JobRunPrefix prefixes the run id of an instance serving a pool job: "job:<job id>".
+const JobRunPrefix = "job:"
+
+// JobRunID is the run id of the instance serving GitHub job jobID.
+func JobRunID(jobID int64) string { return fmt.Sprintf("%s%d", JobRunPrefix, jobID) }
+
+// RunnerName is the GitHub runner name of an instance's just-in-time runner; a completed job's
+// webhook names it, which leads back to the instance. It matches the agent's own naming.
+func RunnerName(instanceID string) string { return "runnerpool-" + instanceID }
+
+// instanceOfRunner returns the instance id in a runner name of RunnerName's form.
+func instanceOfRunner(name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, "runnerpool-")
+	return id, ok && strings.HasPrefix(id, "i-") && !strings.ContainsAny(id, " \t#/")
+}
+
+// detachedTimeout bounds work that must finish after the caller's ctx ended: an instance
+// launched, claimed or marked must reach its next state.
+const detachedTimeout = 30 * time.Second
+
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
+}
+
+// victim is a record to terminate and why.
+type victim struct {
+	rec    store.Instance
+	reason string
+}
+
+// terminator terminates records: each is marked terminating with a write conditional on the state
+// (and run) it was read in, so a record claimed since it was read is left alone; the marked
+// instances are terminated in batches of at most MaxBatch ids; then the records are marked
+// terminated. An instance EC2 refuses stays terminating, and refresh retries it.
+type terminator struct {
+	st    Store
+	api   EC2API
+	batch int
+	log   *slog.Logger
+}
+
+// terminate returns the ids it terminated (or found terminated) and the number of
+// TerminateInstances calls it made.
+func (t *terminator) terminate(ctx context.Context, victims []victim) (done []string, calls int, _ error) {
+	if len(victims) == 0 {
+		return nil, 0, nil
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	marked := make([]bool, len(victims))
+	errs := make([]error, len(victims))
+	each(len(victims), func(i int) {
+		v := victims[i]
+		c := store.Change{From: []store.State{v.rec.State}, To: store.StateTerminating, Reason: v.reason}
+		if v.rec.RunID != "" {
+			c.RunID = v.rec.RunID
+		} else {
+			c.RequireNoRun = true
+		}
+		_, err := t.st.Transition(ctx, v.rec.ID, c)
+		switch {
+		case err == nil:
+			marked[i] = true
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			t.log.Info("instance changed since it was read: not terminated", "instance", v.rec.ID, "reason", v.reason, "err", err)
+		default:
+			errs[i] = fmt.Errorf("marking %s terminating: %w", v.rec.ID, err)
+		}
+	})
+	var ids []string
+	byID := map[string]victim{}
+	for i, v := range victims {
+		if marked[i] {
+			ids = append(ids, v.rec.ID)
+			byID[v.rec.ID] = v
+		}
+	}
+	slices.Sort(ids)
+	var gone []string
+	for chunk := range slices.Chunk(ids, t.batch) {
+		calls++
+		_, err := t.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
+		if err == nil {
+			gone = append(gone, chunk...)
+			continue
+		}
+		// One unknown id fails the whole call: retry one by one so the others still go.
+		if len(chunk) == 1 {
+			if instanceGone(err) {
+				gone = append(gone, chunk...)
+			} else {
+				errs = append(errs, fmt.Errorf("terminating %s (left terminating for refresh): %w", chunk[0], err))
+			}
+			continue
+		}
+		for _, id := range chunk {
+			calls++
+			if _, err := t.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && !instanceGone(err) {
+				errs = append(errs, fmt.Errorf("terminating %s (left terminating for refresh): %w", id, err))
+				continue
+			}
+			gone = append(gone, id)
+		}
+	}
+	each(len(gone), func(i int) {
+		id := gone[i]
+		if _, err := t.st.Transition(ctx, id, store.Change{
+			From: []store.State{store.StateTerminating}, To: store.StateTerminated, Reason: byID[id].reason,
+		}); err != nil && !errors.Is(err, store.ErrConflict) {
+			t.log.Warn("instance terminated, record not marked (refresh finishes it)", "instance", id, "err", err)
+		}
+	})
+	return gone, calls, errors.Join(errs...)
+}
+
+// instanceGone reports an EC2 error saying the instance does not exist (any more).
+func instanceGone(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed":
+		return true
+	}
+	return false
+}
+
+// concurrency bounds the parallel store writes of one step.
+const concurrency = 16
+
+// each runs f(0..n-1), at most concurrency at once.
+func each(n int, f func(i int)) {
+	if n == 0 {
+		return
+	}
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+func ids(recs []store.Instance) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.ID
+	}
+	return out
+}

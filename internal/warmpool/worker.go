@@ -1,0 +1,741 @@
+// The pool worker (seed 002, "Pool Queue Processing"): it receives pool jobs from the job queue in
+// batches of up to 10 (long poll), groups them by pool and serves each group at once: hot instances
+// first (ready, claimed conditionally for the job, so two replicas never pick the same one), then
+// stopped ones (claimed, then started with one StartInstances per 50), and what the pool cannot
+// serve overflows to a cold start (one CreateFleet per group). Each instance then gets a
+// just-in-time runner bound to its job: the runner carries the job's labels, and its registration
+// credential is written to the instance's own item. A job message is deleted only once its job is
+// served (or known to be served, or ended); a start or launch failure makes it visible again after
+// a short delay, and a job whose pool no longer exists has its run cancelled with an explanation.
+package warmpool
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+)
+
+// GitHub is the part of the reconciler's GitHub access the worker uses; *ghaccess.Client satisfies it.
+type GitHub interface {
+	GenerateJITConfig(ctx context.Context, scope, name string, labels []string, runnerGroupID int64) (ghaccess.JITConfig, error)
+	CancelRun(ctx context.Context, repo string, runID int64) error
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
+}
+
+// Pools finds a pool's spec by name; *Catalog satisfies it.
+type Pools interface {
+	Lookup(ctx context.Context, name string) (PoolSpec, bool, error)
+}
+
+// Discarder ends an instance that failed (expire, terminate, record terminated); *claim.Registrar
+// satisfies it.
+type Discarder interface {
+	Discard(ctx context.Context, instanceID, runID, reason string) error
+}
+
+// Sources of the instance that served a pool job.
+const (
+	SourceHot     = "hot"
+	SourceStarted = "started"
+	SourceCreated = "created"
+	// SourceAdopted: an instance an interrupted attempt picked, whose agent had registered already.
+	SourceAdopted = "adopted"
+)
+
+// WorkerConfig configures a Worker. Zero durations take the defaults.
+type WorkerConfig struct {
+	Store     Store
+	EC2       EC2API
+	Fleet     Launcher
+	Starter   *claim.Starter
+	Discarder Discarder
+	GitHub    GitHub
+	Jobs      *JobQueue
+	Pools     Pools
+	// DeploymentID is tagged on cold-started instances (required).
+	DeploymentID string
+	// Recycle, when set, returns the instance of a completed job to the resource pool instead of
+	// terminating it, for pools that allow it (PoolSpec.Recycle) and instances whose scope is the
+	// job's repository: typically (*release.Releaser).Release wrapped to drop its report. It runs in
+	// the background (it waits for the agent's deregistration).
+	Recycle func(ctx context.Context, runID string, idleTime time.Duration) error
+
+	// WaitTime is the job queue's long poll (default 20 s, at most 20 s).
+	WaitTime time.Duration
+	// Lease is how long a received job is held: its message's visibility timeout and the ledger's
+	// serving lease (default 60 s). A batch must be served within it.
+	Lease time.Duration
+	// RetryDelay is how long a job that could not be served now waits before it is tried again
+	// (default 5 s).
+	RetryDelay time.Duration
+	// ClaimTimeout is the claimed deadline of a hot or stopped instance picked for a job: its
+	// agent must register before it (default 10 min).
+	ClaimTimeout time.Duration
+	// CreatedTimeout is the deadline of a cold-started instance's registration (default 10 min).
+	CreatedTimeout time.Duration
+	// MaxJobAge: a job queued longer ago than this is abandoned (GitHub cancels jobs queued for 24 h;
+	// default 24 h).
+	MaxJobAge time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Worker serves pool jobs. Several workers (one or more per replica) may share a queue and a table.
+type Worker struct {
+	cfg    WorkerConfig
+	log    *slog.Logger
+	ledger *ledger
+	term   *terminator
+	bg     sync.WaitGroup // recycles in flight
+}
+
+// NewWorker returns a Worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	switch {
+	case cfg.Store == nil || cfg.EC2 == nil || cfg.Fleet == nil || cfg.Starter == nil || cfg.Discarder == nil ||
+		cfg.GitHub == nil || cfg.Jobs == nil || cfg.Pools == nil:
+		return nil, errors.New("pool worker: store, EC2, fleet, starter, discarder, GitHub, job queue and pools are required")
+	case cfg.DeploymentID == "":
+		return nil, errors.New("pool worker: deployment id is required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.WaitTime, 20*time.Second)
+	def(&cfg.Lease, 60*time.Second)
+	def(&cfg.RetryDelay, 5*time.Second)
+	def(&cfg.ClaimTimeout, 10*time.Minute)
+	def(&cfg.CreatedTimeout, 10*time.Minute)
+	def(&cfg.MaxJobAge, 24*time.Hour)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Worker{
+		cfg: cfg, log: cfg.Logger,
+		ledger: &ledger{st: cfg.Store, lease: cfg.Lease, now: cfg.Now},
+		term:   &terminator{st: cfg.Store, api: cfg.EC2, batch: MaxBatch, log: cfg.Logger},
+	}, nil
+}
+
+// Run serves batches until ctx ends, then waits for background recycles. Errors of a batch are
+// logged, and the next batch follows (after a short pause when the queue itself failed).
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.bg.Wait()
+	for ctx.Err() == nil {
+		rep, err := w.Once(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.log.Error("pool worker batch failed", "err", err)
+			if rep.Received == 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(w.cfg.RetryDelay):
+				}
+			}
+		case rep.Received > 0:
+			w.log.Info("pool jobs handled", "received", rep.Received, "served", len(rep.Served), "requeued", len(rep.Requeued),
+				"cancelled", len(rep.Cancelled), "completed", len(rep.Completed), "dropped", rep.Dropped)
+		}
+	}
+	return nil
+}
+
+// Wait waits for the background recycles started by completed jobs.
+func (w *Worker) Wait() { w.bg.Wait() }
+
+// Served is a job served, and by which instance.
+type Served struct {
+	JobID      int64
+	Pool       string
+	InstanceID string
+	Source     string // SourceHot, SourceStarted or SourceCreated
+}
+
+// GroupReport is what one pool group of a batch did.
+type GroupReport struct {
+	Pool                  string
+	Jobs                  int
+	Hot, Started, Created int
+	// StartCalls counts StartInstances calls: at most ceil(Started/50) when EC2 accepts the batch.
+	StartCalls int
+	Err        error
+}
+
+// BatchReport is what one batch did.
+type BatchReport struct {
+	Received  int
+	Served    []Served
+	Requeued  []int64 // jobs made visible again after RetryDelay
+	Cancelled []int64 // runs cancelled: unknown pool
+	Completed []int64 // completed jobs whose instances were ended
+	Dropped   int     // messages of jobs already served or ended, or undecodable
+	Groups    []GroupReport
+}
+
+// outcomes collects what happens to each message of a batch.
+type outcomes struct {
+	mu     sync.Mutex
+	rep    BatchReport
+	del    []message
+	retry  []message
+	errors []error
+}
+
+func (o *outcomes) lock(f func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f()
+}
+
+// Once receives and handles one batch.
+func (w *Worker) Once(ctx context.Context) (BatchReport, error) {
+	msgs, err := w.cfg.Jobs.receive(ctx, 10, w.cfg.WaitTime, w.cfg.Lease)
+	if err != nil {
+		return BatchReport{}, err
+	}
+	o := &outcomes{rep: BatchReport{Received: len(msgs)}}
+	groups := map[string][]message{}
+	seen := map[string]bool{} // action and job: a duplicate within the batch is dropped
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		if m.err != nil {
+			w.log.Warn("undecodable pool job message dropped", "message_id", m.id, "err", m.err)
+			o.rep.Dropped++
+			o.del = append(o.del, m)
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", m.job.Action, m.job.JobID)
+		if seen[key] {
+			o.rep.Dropped++
+			o.del = append(o.del, m)
+			continue
+		}
+		seen[key] = true
+		if m.job.Action == ActionCompleted {
+			wg.Go(func() { w.handleCompleted(ctx, m, o) })
+			continue
+		}
+		groups[m.job.Pool] = append(groups[m.job.Pool], m)
+	}
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		wg.Go(func() { w.serveGroup(ctx, name, groups[name], o) })
+	}
+	wg.Wait()
+	slices.SortFunc(o.rep.Groups, func(a, b GroupReport) int { return strings.Compare(a.Pool, b.Pool) })
+
+	// Settle the messages even if ctx ended: a served job's message must not come back as new.
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err := w.cfg.Jobs.deleteMessages(dctx, o.del); err != nil {
+		o.errors = append(o.errors, err)
+	}
+	if err := w.cfg.Jobs.retryLater(dctx, o.retry, w.cfg.RetryDelay); err != nil {
+		o.errors = append(o.errors, err)
+	}
+	return o.rep, errors.Join(o.errors...)
+}
+
+// held is a job this worker serves now.
+type held struct {
+	msg      message
+	run      store.Run // its ledger entry, status serving
+	takeover bool      // an earlier attempt's lease ran out: it may have left an instance
+	inst     store.Instance
+	src      string
+}
+
+// serveGroup serves the jobs of one pool.
+func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message, o *outcomes) {
+	gr := GroupReport{Pool: poolName, Jobs: len(msgs)}
+	defer func() { o.lock(func() { o.rep.Groups = append(o.rep.Groups, gr) }) }()
+	log := w.log.With("pool", poolName)
+	retryAll := func(err error) {
+		gr.Err = err
+		o.lock(func() {
+			o.errors = append(o.errors, err)
+			o.retry = append(o.retry, msgs...)
+			for _, m := range msgs {
+				o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
+			}
+		})
+	}
+	spec, ok, err := w.cfg.Pools.Lookup(ctx, poolName)
+	switch {
+	case err != nil:
+		retryAll(fmt.Errorf("pool %s: %w", poolName, err))
+		return
+	case !ok:
+		w.cancelUnknown(ctx, poolName, msgs, o)
+		return
+	case spec.Err != nil:
+		// The configuration exists but cannot be read now: wait for it to be fixed.
+		retryAll(fmt.Errorf("pool %s: configuration unusable: %w", poolName, spec.Err))
+		return
+	}
+
+	// Take the jobs in the ledger: a job served already, or held by another worker, is not
+	// served twice.
+	now := w.cfg.Now()
+	jobs := make([]*held, len(msgs))
+	each(len(msgs), func(i int) {
+		m := msgs[i]
+		if age := now.Sub(m.job.CreatedAt); !m.job.CreatedAt.IsZero() && age > w.cfg.MaxJobAge {
+			log.Warn("pool job too old to serve: abandoned", "job", m.job.JobID, "age", age)
+			if r, status, err := w.ledger.begin(ctx, m.job); err == nil && (status == beginServe || status == beginTakeover) {
+				_, _ = w.ledger.set(ctx, r, JobAbandoned, served{At: now, Reason: "queued " + age.String() + " ago"})
+			}
+			o.lock(func() { o.rep.Dropped++; o.del = append(o.del, m) })
+			return
+		}
+		r, status, err := w.ledger.begin(ctx, m.job)
+		switch {
+		case err != nil:
+			o.lock(func() {
+				o.errors = append(o.errors, err)
+				o.retry = append(o.retry, m)
+				o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
+			})
+		case status == beginDone:
+			o.lock(func() { o.rep.Dropped++; o.del = append(o.del, m) })
+		case status == beginBusy:
+			// Another worker holds it; its message comes back after the lease if that one fails.
+		default:
+			jobs[i] = &held{msg: m, run: r, takeover: status == beginTakeover}
+		}
+	})
+	jobs = slices.DeleteFunc(jobs, func(h *held) bool { return h == nil })
+	if len(jobs) == 0 {
+		return
+	}
+	// An earlier attempt that crashed half-way may have left an instance claimed for a job: adopt it
+	// if its agent registered for the job, else end it and serve the job afresh.
+	for _, h := range w.clearStale(ctx, jobs, log) {
+		o.lock(func() {
+			o.del = append(o.del, h.msg)
+			o.rep.Served = append(o.rep.Served, Served{JobID: h.msg.job.JobID, Pool: poolName, InstanceID: h.inst.ID, Source: h.src})
+		})
+		jobs = slices.DeleteFunc(jobs, func(x *held) bool { return x == h })
+	}
+	if len(jobs) == 0 {
+		return
+	}
+
+	recs, err := w.cfg.Store.ByPool(ctx, poolName)
+	if err != nil {
+		w.release(ctx, jobs, fmt.Errorf("pool %s: listing instances: %w", poolName, err), o)
+		gr.Err = err
+		return
+	}
+	var hot, stopped []store.Instance
+	for _, in := range recs {
+		usable := in.RunID == "" && in.Threshold.After(now) && (spec.SpecHash == "" || in.SpecHash == spec.SpecHash)
+		switch {
+		case usable && in.State == store.StateReady:
+			hot = append(hot, in)
+		case usable && in.State == store.StateStopped:
+			stopped = append(stopped, in)
+		}
+	}
+	// Soonest to expire first: they serve before they dangle.
+	byThreshold := func(a, b store.Instance) int {
+		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
+	}
+	slices.SortFunc(hot, byThreshold)
+	slices.SortFunc(stopped, byThreshold)
+
+	var errs []error
+	// Hot first.
+	claimed, cerr := claimEach(ctx, w.cfg.Store, hot, runsOf(jobs), now.Add(w.cfg.ClaimTimeout), store.StateReady)
+	if cerr != nil {
+		errs = append(errs, cerr)
+	}
+	var rest []*held
+	for i, h := range jobs {
+		if claimed[i].ID != "" {
+			h.inst, h.src = claimed[i], SourceHot
+			gr.Hot++
+			continue
+		}
+		rest = append(rest, h)
+	}
+
+	// Then stopped, started in batches of 50.
+	var failedStart []*held
+	if len(rest) > 0 && len(stopped) > 0 && ctx.Err() == nil {
+		sres, serr := w.cfg.Starter.ClaimAndStart(ctx, stopped, runsOf(rest), now.Add(w.cfg.ClaimTimeout))
+		if serr != nil {
+			errs = append(errs, serr)
+		}
+		gr.StartCalls = sres.StartCalls
+		byRun := map[string]store.Instance{}
+		for _, in := range sres.Started {
+			byRun[in.RunID] = in
+		}
+		failed := setOf(sres.StartFailed)
+		var cold []*held
+		for _, h := range rest {
+			switch in, ok := byRun[h.msg.job.RunKey()]; {
+			case ok:
+				h.inst, h.src = in, SourceStarted
+				gr.Started++
+			case failed[h.msg.job.RunKey()]:
+				failedStart = append(failedStart, h)
+			default:
+				cold = append(cold, h)
+			}
+		}
+		rest = cold
+	}
+
+	// Then cold starts for the overflow.
+	var failedLaunch []*held
+	if len(rest) > 0 && ctx.Err() == nil {
+		created, lerr := w.coldStart(ctx, spec, rest, now)
+		if lerr != nil {
+			errs = append(errs, lerr)
+		}
+		for i, h := range rest {
+			if i < len(created) {
+				h.inst, h.src = created[i], SourceCreated
+				gr.Created++
+				continue
+			}
+			failedLaunch = append(failedLaunch, h)
+		}
+	}
+
+	// Register a runner bound to each job on its instance.
+	var picked []*held
+	for _, h := range jobs {
+		if h.inst.ID != "" {
+			picked = append(picked, h)
+		}
+	}
+	regFailed := w.register(ctx, picked, log)
+	var retry []*held
+	retry = append(retry, failedStart...)
+	retry = append(retry, failedLaunch...)
+	retry = append(retry, regFailed...)
+	if ctx.Err() != nil {
+		for _, h := range jobs {
+			if h.inst.ID == "" && !slices.Contains(retry, h) {
+				retry = append(retry, h)
+			}
+		}
+	}
+	if len(retry) > 0 {
+		w.release(ctx, retry, errors.New("not served now"), o)
+	}
+	o.lock(func() {
+		for _, h := range picked {
+			if slices.Contains(regFailed, h) {
+				continue
+			}
+			o.del = append(o.del, h.msg)
+			o.rep.Served = append(o.rep.Served, Served{JobID: h.msg.job.JobID, Pool: poolName, InstanceID: h.inst.ID, Source: h.src})
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		gr.Err = err
+		o.lock(func() { o.errors = append(o.errors, fmt.Errorf("pool %s: %w", poolName, err)) })
+	}
+}
+
+// release hands jobs back: their ledger entry returns to queued and their message comes back after
+// RetryDelay.
+func (w *Worker) release(ctx context.Context, jobs []*held, why error, o *outcomes) {
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	each(len(jobs), func(i int) {
+		h := jobs[i]
+		if _, err := w.ledger.set(dctx, h.run, JobQueued, served{At: w.cfg.Now(), Reason: why.Error()}); err != nil {
+			w.log.Warn("pool job not handed back in the ledger (its lease ends it)", "job", h.msg.job.JobID, "err", err)
+		}
+	})
+	o.lock(func() {
+		for _, h := range jobs {
+			o.retry = append(o.retry, h.msg)
+			o.rep.Requeued = append(o.rep.Requeued, h.msg.job.JobID)
+		}
+	})
+}
+
+func runsOf(jobs []*held) []string {
+	out := make([]string, len(jobs))
+	for i, h := range jobs {
+		out[i] = h.msg.job.RunKey()
+	}
+	return out
+}
+
+// clearStale looks after what an earlier, interrupted attempt (its lease ran out) left for these
+// jobs: an instance whose agent registered for the job serves it (the job is recorded as served by
+// it and returned as adopted); any other instance claimed or launched for the job is discarded, and
+// the job is served afresh.
+func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger) (adopted []*held) {
+	var mu sync.Mutex
+	each(len(jobs), func(i int) {
+		h := jobs[i]
+		if !h.takeover {
+			return
+		}
+		run := h.msg.job.RunKey()
+		recs, err := w.cfg.Store.ByRun(ctx, run)
+		if err != nil {
+			log.Warn("instances of an earlier attempt not looked for", "job", h.msg.job.JobID, "err", err)
+			return
+		}
+		for _, in := range recs {
+			if !in.State.Live() || in.State == store.StateTerminating {
+				continue
+			}
+			sig, serr := w.cfg.Store.LastSignal(ctx, in.ID)
+			registered := in.State == store.StateRunning || (serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run)
+			if registered && h.inst.ID == "" {
+				if r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: in.ID, Source: SourceAdopted, At: w.cfg.Now()}); err == nil {
+					h.run, h.inst, h.src = r, in, SourceAdopted
+					mu.Lock()
+					adopted = append(adopted, h)
+					mu.Unlock()
+					log.Info("instance of an interrupted attempt adopted", "job", h.msg.job.JobID, "instance", in.ID)
+					continue
+				}
+			}
+			err := w.cfg.Discarder.Discard(ctx, in.ID, run, "left by an interrupted attempt to serve "+run)
+			log.Info("instance of an interrupted attempt discarded", "job", h.msg.job.JobID, "instance", in.ID, "err", err)
+		}
+	})
+	return adopted
+}
+
+// claimEach gives each run one candidate, trying them in order with a conditional claim from state
+// from; a candidate another claimer took is skipped. The result is aligned with runs (zero record:
+// none left).
+func claimEach(ctx context.Context, st Store, cands []store.Instance, runs []string, threshold time.Time, from store.State) ([]store.Instance, error) {
+	out := make([]store.Instance, len(runs))
+	var mu sync.Mutex
+	next := 0
+	var errs []error
+	each(len(runs), func(i int) {
+		for ctx.Err() == nil {
+			mu.Lock()
+			if next >= len(cands) {
+				mu.Unlock()
+				return
+			}
+			cand := cands[next]
+			next++
+			mu.Unlock()
+			in, err := st.Claim(ctx, cand.ID, runs[i], threshold, from)
+			if err == nil {
+				out[i] = in
+				return
+			}
+			var ce *store.ConflictError
+			if errors.Is(err, store.ErrNotFound) || (errors.As(err, &ce) && (ce.Current != store.StateClaimed || ce.RunID != runs[i])) {
+				continue // taken by another claimer, or no longer usable
+			}
+			// A retried write that landed, or an unknown outcome: the record says which.
+			cur, gerr := st.Get(ctx, cand.ID)
+			if gerr == nil && cur.State == store.StateClaimed && cur.RunID == runs[i] {
+				out[i] = cur
+				return
+			}
+			if gerr != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("claiming %s for %s: %w", cand.ID, runs[i], err))
+				mu.Unlock()
+			}
+		}
+	})
+	return out, errors.Join(errs...)
+}
+
+// coldStart launches one instance per job with one CreateFleet and writes their records (created,
+// for the job). It returns the records in job order; jobs beyond them were not served.
+func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now time.Time) ([]store.Instance, error) {
+	launch := spec.Launch
+	launch.Tags = maps.Clone(spec.Launch.Tags)
+	if launch.Tags == nil {
+		launch.Tags = map[string]string{}
+	}
+	launch.Tags[tags.Deployment] = w.cfg.DeploymentID
+	launch.Tags[tags.RunnerClass] = spec.RunnerClass
+	launch.Tags[tags.Pool] = spec.Name
+	if _, ok := launch.Tags[tags.Name]; !ok {
+		launch.Tags[tags.Name] = "runnerpool-pool-" + spec.Name
+	}
+	var out []store.Instance
+	var errs []error
+	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {
+		launched, err := launchDetached(ctx, w.cfg.Fleet, fleet.Request{
+			Count: len(chunk), UsageClass: fleet.OnDemand, InstanceTypes: spec.InstanceTypes,
+			MinCPU: spec.CPU, MinMemoryMiB: spec.MemoryMiB, Spec: launch,
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
+			break
+		}
+		recs, err := writeRecords(ctx, w.cfg.Store, w.cfg.EC2, launched, func(i int, l fleet.Launched) store.Instance {
+			j := chunk[i].msg.job
+			return store.Instance{
+				ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
+				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
+				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
+				Reason: "cold start for " + j.RunKey(),
+			}
+		}, w.log)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		// Records are matched to jobs by their run id (a failed write leaves a gap).
+		byRun := map[string]store.Instance{}
+		for _, r := range recs {
+			byRun[r.RunID] = r
+		}
+		for _, h := range chunk {
+			if r, ok := byRun[h.msg.job.RunKey()]; ok {
+				out = append(out, r)
+			} else {
+				// Keep job order: a job without a record ends the served prefix.
+				return out, errors.Join(append(errs, fmt.Errorf("no instance recorded for %s", h.msg.job.RunKey()))...)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// register gives each picked instance a just-in-time runner for its job (named after the instance,
+// with the job's labels, in the job's repository), writes it as the instance's registration
+// credential, wakes the agent of a running instance, and records the job as served. It returns the
+// jobs whose instance could not be given a runner: the instance is discarded and the job retried.
+func (w *Worker) register(ctx context.Context, picked []*held, log *slog.Logger) []*held {
+	failed := make([]bool, len(picked))
+	each(len(picked), func(i int) {
+		h := picked[i]
+		j := h.msg.job
+		err := w.registerOne(ctx, h)
+		if err == nil {
+			return
+		}
+		failed[i] = true
+		dctx, cancel := detached(ctx)
+		defer cancel()
+		derr := w.cfg.Discarder.Discard(dctx, h.inst.ID, j.RunKey(), "no runner registration: "+err.Error())
+		log.Warn("pool job's instance not given a runner: discarded, job retried", "job", j.JobID, "instance", h.inst.ID, "err", err, "discard_err", derr)
+	})
+	var out []*held
+	for i, f := range failed {
+		if f {
+			out = append(out, picked[i])
+		}
+	}
+	return out
+}
+
+func (w *Worker) registerOne(ctx context.Context, h *held) error {
+	j := h.msg.job
+	labels := jitLabels(j.Labels)
+	if len(labels) == 0 {
+		return fmt.Errorf("job %d has no custom label to bind a runner to", j.JobID)
+	}
+	cfg, err := w.cfg.GitHub.GenerateJITConfig(ctx, j.Repository, RunnerName(h.inst.ID), labels, ghaccess.DefaultRunnerGroup)
+	if err != nil {
+		return err
+	}
+	if err := w.cfg.Store.PutCredential(ctx, h.inst.ID, store.Credential{
+		Kind: store.CredentialRegistration, RunID: j.RunKey(), Token: cfg.Encoded, JIT: true,
+		Labels: labels, ExpiresAt: w.cfg.Now().Add(time.Hour),
+	}); err != nil {
+		return err
+	}
+	if h.src != SourceCreated {
+		// A hot instance's agent is waiting: wake it now rather than on its fallback timer.
+		if err := wake.Notify(ctx, w.cfg.EC2, h.inst.ID, h.inst.Version); err != nil {
+			w.log.Warn("claim notice not delivered", "instance", h.inst.ID, "job", j.JobID, "err", err)
+		}
+	}
+	// The ledger is what says the job is served: if it cannot say so, the instance is given up (its
+	// runner, never used, is removed by refresh's runner cleanup) and the job tried again.
+	r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: h.inst.ID, Source: h.src, At: w.cfg.Now()})
+	if err != nil {
+		return err
+	}
+	h.run = r
+	return nil
+}
+
+// defaultLabels are the labels every self-hosted runner has without asking (GitHub adds them): a
+// just-in-time configuration lists only custom labels.
+var defaultLabels = []string{"self-hosted", "linux", "windows", "macos", "x64", "x86", "arm", "arm64"}
+
+// jitLabels are a job's runs-on labels as custom runner labels: repeated and default ones dropped.
+func jitLabels(labels []string) []string {
+	return slices.DeleteFunc(uniqueFold(labels), func(l string) bool {
+		return slices.ContainsFunc(defaultLabels, func(d string) bool { return strings.EqualFold(d, l) })
+	})
+}
+
+// uniqueFold drops labels repeated case-insensitively (GitHub labels ignore case).
+func uniqueFold(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, l) }) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// cancelUnknown fails the jobs of a pool that does not exist (any more): GitHub has no API to fail
+// one job, so the run is cancelled, with the reason logged and kept in the job's ledger entry.
+func (w *Worker) cancelUnknown(ctx context.Context, poolName string, msgs []message, o *outcomes) {
+	each(len(msgs), func(i int) {
+		m := msgs[i]
+		reason := fmt.Sprintf("job %d asks for warm pool %q, which is not configured: run cancelled", m.job.JobID, poolName)
+		if err := w.cfg.GitHub.CancelRun(ctx, m.job.Repository, m.job.RunID); err != nil && !alreadyDone(err) {
+			o.lock(func() {
+				o.errors = append(o.errors, fmt.Errorf("cancelling run %d of %s: %w", m.job.RunID, m.job.Repository, err))
+				o.retry = append(o.retry, m)
+				o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
+			})
+			return
+		}
+		w.log.Warn("pool job for an unknown pool: run cancelled", "job", m.job.JobID, "run", m.job.RunID, "repository", m.job.Repository, "pool", poolName)
+		if r, status, err := w.ledger.begin(ctx, m.job); err == nil && (status == beginServe || status == beginTakeover) {
+			_, _ = w.ledger.set(ctx, r, JobCancelled, served{At: w.cfg.Now(), Reason: reason})
+		}
+		o.lock(func() {
+			o.del = append(o.del, m)
+			o.rep.Cancelled = append(o.rep.Cancelled, m.job.JobID)
+		})
+	})
+}
+
+// alreadyDone reports GitHub's answer to cancelling a run that already finished: 409 Conflict.
+func alreadyDone(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict
+}

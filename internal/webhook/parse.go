@@ -1,0 +1,174 @@
+// Parsing a workflow_job payload and reading the pool a job asks for from its labels. Everything
+// here is pure: the fuzz target drives it with arbitrary bytes.
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Event is what a workflow_job webhook says about one job.
+type Event struct {
+	Action         string // queued, waiting, in_progress, completed
+	JobID          int64
+	RunID          int64
+	RunAttempt     int64
+	Repository     string // owner/name
+	RepositoryID   int64
+	InstallationID int64 // 0 when the webhook is not an App's
+	Labels         []string
+	Status         string
+	Conclusion     string
+	RunnerName     string // the runner that took the job; empty until one did
+	CreatedAt      time.Time
+}
+
+// Limits on what a payload may hold; GitHub's own are lower (100 labels of 256 characters).
+const (
+	maxLabels   = 100
+	maxLabelLen = 256
+)
+
+type payload struct {
+	Action      string `json:"action"`
+	WorkflowJob *struct {
+		ID         int64    `json:"id"`
+		RunID      int64    `json:"run_id"`
+		RunAttempt int64    `json:"run_attempt"`
+		Labels     []string `json:"labels"`
+		Status     string   `json:"status"`
+		Conclusion *string  `json:"conclusion"`
+		RunnerName *string  `json:"runner_name"`
+		CreatedAt  *string  `json:"created_at"`
+	} `json:"workflow_job"`
+	Repository *struct {
+		ID       int64  `json:"id"`
+		FullName string `json:"full_name"`
+	} `json:"repository"`
+	Installation *struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+}
+
+// ErrMalformed marks a payload that is not a usable workflow_job event.
+var ErrMalformed = errors.New("malformed workflow_job payload")
+
+// ParseWorkflowJob parses a workflow_job payload and checks what routing relies on. Unknown fields
+// are fine (GitHub adds fields); missing or ill-typed ones the route needs are an ErrMalformed
+// error that says which.
+func ParseWorkflowJob(body []byte) (Event, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Event{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if p.Action == "" {
+		bad("action is missing")
+	}
+	if p.WorkflowJob == nil {
+		bad("workflow_job is missing")
+	}
+	if p.Repository == nil {
+		bad("repository is missing")
+	}
+	if len(problems) > 0 {
+		return Event{}, fmt.Errorf("%w: %s", ErrMalformed, strings.Join(problems, "; "))
+	}
+	wj, repo := p.WorkflowJob, p.Repository
+	ev := Event{
+		Action: p.Action, JobID: wj.ID, RunID: wj.RunID, RunAttempt: wj.RunAttempt, Labels: wj.Labels,
+		Status: wj.Status, Repository: repo.FullName, RepositoryID: repo.ID,
+	}
+	if wj.Conclusion != nil {
+		ev.Conclusion = *wj.Conclusion
+	}
+	if wj.RunnerName != nil {
+		ev.RunnerName = *wj.RunnerName
+	}
+	if p.Installation != nil {
+		ev.InstallationID = p.Installation.ID
+	}
+	if wj.ID <= 0 || wj.RunID <= 0 {
+		bad("workflow_job.id and workflow_job.run_id must be positive")
+	}
+	if owner, name, ok := strings.Cut(repo.FullName, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") ||
+		strings.ContainsFunc(repo.FullName, func(r rune) bool { return r <= ' ' || r == 0x7f }) || len(repo.FullName) > 200 {
+		bad("repository.full_name %q is not owner/name", repo.FullName)
+	}
+	if len(wj.Labels) > maxLabels {
+		bad("%d labels: at most %d", len(wj.Labels), maxLabels)
+	}
+	for _, l := range wj.Labels {
+		if l == "" || len(l) > maxLabelLen || !utf8.ValidString(l) || strings.ContainsFunc(l, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			bad("label %q: want 1-%d printable characters", truncate(l, 40), maxLabelLen)
+			break
+		}
+	}
+	if wj.CreatedAt != nil && *wj.CreatedAt != "" {
+		t, err := time.Parse(time.RFC3339, *wj.CreatedAt)
+		if err != nil {
+			bad("workflow_job.created_at %q is not an RFC 3339 time", truncate(*wj.CreatedAt, 40))
+		}
+		ev.CreatedAt = t
+	}
+	if len(problems) > 0 {
+		return Event{}, fmt.Errorf("%w: %s", ErrMalformed, strings.Join(problems, "; "))
+	}
+	return ev, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// DependabotPool is the pool a job labelled "dependabot" asks for.
+const DependabotPool = "dependabot"
+
+// poolNameRE is a warm pool name (internal/config.ValidateName).
+var poolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// PoolFromLabels returns the warm pool a job's runs-on labels ask for, or "" when they ask for
+// none. A label asks for pool NAME when it is "pool=NAME" or holds it as a "/"-separated part
+// ("runs-on/pool=NAME", "runs-on=RUN_ID/pool=NAME"); the label "dependabot" asks for pool
+// "dependabot". Labels are case-insensitive, so NAME is lower-cased. Two different pools, or a pool
+// name that cannot exist, is an error naming the labels.
+func PoolFromLabels(labels []string) (string, error) {
+	var pools []string
+	for _, l := range labels {
+		l = strings.TrimSpace(l)
+		if strings.EqualFold(l, "dependabot") {
+			pools = append(pools, DependabotPool)
+			continue
+		}
+		for part := range strings.SplitSeq(l, "/") {
+			key, name, ok := strings.Cut(part, "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(key), "pool") {
+				continue
+			}
+			name = strings.ToLower(strings.TrimSpace(name))
+			if !poolNameRE.MatchString(name) {
+				return "", fmt.Errorf("label %q asks for pool %q, which is not a valid pool name (1-63 lower-case letters, digits, '-' or '_')", truncate(l, 80), truncate(name, 80))
+			}
+			pools = append(pools, name)
+		}
+	}
+	slices.Sort(pools)
+	pools = slices.Compact(pools)
+	switch len(pools) {
+	case 0:
+		return "", nil
+	case 1:
+		return pools[0], nil
+	}
+	return "", fmt.Errorf("labels ask for several pools (%s): a job runs in one pool", strings.Join(pools, ", "))
+}

@@ -1,0 +1,275 @@
+// Package webhook receives GitHub's workflow_job webhooks (POST /v1/webhooks/github) and routes the
+// jobs that ask for a warm pool (seed 002, "Webhook-Level Routing"): a queued job of a configured
+// pool goes to the pool job queue (package warmpool serves it from there); a queued job of a pool
+// that does not exist has its run cancelled, with the reason logged and answered, so it never waits
+// for a runner that will not come; a completed pool job goes to the queue too, so its instance is
+// ended. Jobs without a pool label are left to step-driven provisions.
+//
+// Every request is verified with X-Hub-Signature-256 (HMAC-SHA256 of the body with the webhook
+// secret, compared in constant time) before anything is parsed; the handler cannot be built
+// without a secret. Deliveries are idempotent: the job queue is idempotent by job id (its ledger),
+// cancelling a cancelled run changes nothing, and the delivery id is marked (store.MarkOnce) after
+// the job was handled, so a redelivery is reported as a duplicate.
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
+// DeliveryMarker marks delivery ids; *store.Store satisfies it.
+type DeliveryMarker interface {
+	MarkOnce(ctx context.Context, key string, ttl time.Duration) (first bool, _ error)
+}
+
+// Pools says whether a pool is configured; *warmpool.Catalog satisfies it.
+type Pools interface {
+	Known(ctx context.Context, name string) (bool, error)
+}
+
+// Jobs is the pool job queue; *warmpool.JobQueue satisfies it.
+type Jobs interface {
+	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
+}
+
+// RunCanceller cancels a workflow run; *ghaccess.Client satisfies it.
+type RunCanceller interface {
+	CancelRun(ctx context.Context, repo string, runID int64) error
+}
+
+// Config configures the handler.
+type Config struct {
+	// Secret is the webhook secret (required).
+	Secret     string
+	Deliveries DeliveryMarker
+	Pools      Pools
+	Jobs       Jobs
+	GitHub     RunCanceller
+	// DeliveryTTL is how long a delivery id is remembered (default 72 h; GitHub lets a delivery be
+	// redelivered for 3 days).
+	DeliveryTTL time.Duration
+	// MaxBodyBytes bounds a payload (default 1 MiB; a workflow_job payload is a few KiB).
+	MaxBodyBytes int64
+	// Timeout bounds the handling of one delivery (default 9 s: GitHub gives up after 10 s).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Handler is the webhook endpoint.
+type Handler struct {
+	cfg    Config
+	secret []byte
+	log    *slog.Logger
+}
+
+// New returns the handler. It refuses to build without a secret: an unauthenticated endpoint would
+// let anyone launch instances or cancel runs.
+func New(cfg Config) (*Handler, error) {
+	if strings.TrimSpace(cfg.Secret) == "" {
+		return nil, errors.New("github webhook: a webhook secret is required")
+	}
+	if cfg.Deliveries == nil || cfg.Pools == nil || cfg.Jobs == nil || cfg.GitHub == nil {
+		return nil, errors.New("github webhook: deliveries, pools, job queue and GitHub are required")
+	}
+	if cfg.DeliveryTTL <= 0 {
+		cfg.DeliveryTTL = 72 * time.Hour
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 9 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Handler{cfg: cfg, secret: []byte(cfg.Secret), log: cfg.Logger}, nil
+}
+
+// Results of a delivery, as answered in Response.Result.
+const (
+	ResultEnqueued  = "enqueued"  // the job is on the pool job queue
+	ResultDuplicate = "duplicate" // the job queue knows the job already: nothing done
+	ResultCancelled = "cancelled" // the job asked for an unknown pool: its run was cancelled
+	ResultIgnored   = "ignored"   // nothing for warm pools in this delivery
+	ResultPong      = "pong"
+)
+
+// Response is the JSON answer to a delivery (GitHub shows it in the delivery log).
+type Response struct {
+	Delivery string `json:"delivery,omitempty"`
+	Event    string `json:"event,omitempty"`
+	Action   string `json:"action,omitempty"`
+	Job      int64  `json:"job,omitempty"`
+	Pool     string `json:"pool,omitempty"`
+	Result   string `json:"result,omitempty"`
+	// Redelivery is true when this delivery id was handled before.
+	Redelivery bool   `json:"redelivery,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ServeHTTP handles one delivery.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reply(w, http.StatusMethodNotAllowed, Response{Error: "use POST"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			reply(w, http.StatusRequestEntityTooLarge, Response{Error: fmt.Sprintf("payload larger than %d bytes", h.cfg.MaxBodyBytes)})
+			return
+		}
+		reply(w, http.StatusBadRequest, Response{Error: "reading the payload: " + err.Error()})
+		return
+	}
+	// Nothing about the request is trusted, or even parsed, before the signature checks out.
+	if err := h.verify(r.Header.Get("X-Hub-Signature-256"), body); err != nil {
+		h.log.Warn("github webhook refused", "remote", r.RemoteAddr, "err", err)
+		reply(w, http.StatusUnauthorized, Response{Error: err.Error()})
+		return
+	}
+	resp := Response{Delivery: r.Header.Get("X-GitHub-Delivery"), Event: r.Header.Get("X-GitHub-Event")}
+	switch {
+	case resp.Event == "":
+		reply(w, http.StatusBadRequest, Response{Delivery: resp.Delivery, Error: "X-GitHub-Event header is missing"})
+		return
+	case resp.Delivery == "" || len(resp.Delivery) > 128:
+		reply(w, http.StatusBadRequest, Response{Event: resp.Event, Error: "X-GitHub-Delivery header is missing or too long"})
+		return
+	case resp.Event == "ping":
+		resp.Result = ResultPong
+		reply(w, http.StatusOK, resp)
+		return
+	case resp.Event != "workflow_job":
+		resp.Result, resp.Reason = ResultIgnored, "only workflow_job events are routed"
+		reply(w, http.StatusOK, resp)
+		return
+	}
+	ev, err := ParseWorkflowJob(body)
+	if err != nil {
+		resp.Error = err.Error()
+		reply(w, http.StatusBadRequest, resp)
+		return
+	}
+	resp.Action, resp.Job = ev.Action, ev.JobID
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	status := h.route(ctx, ev, &resp)
+	if status == http.StatusOK && resp.Result != ResultIgnored {
+		// Marked only once the job is handled: a failure before this point leaves the delivery
+		// unmarked, and its redelivery is handled in full.
+		first, err := h.cfg.Deliveries.MarkOnce(ctx, "delivery:"+resp.Delivery, h.cfg.DeliveryTTL)
+		if err != nil {
+			h.log.Warn("github webhook: delivery handled but not marked", "delivery", resp.Delivery, "err", err)
+		}
+		resp.Redelivery = err == nil && !first
+	}
+	reply(w, status, resp)
+}
+
+// route handles a verified workflow_job event and returns the HTTP status.
+func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
+	if ev.Action != warmpool.ActionQueued && ev.Action != warmpool.ActionCompleted {
+		resp.Result, resp.Reason = ResultIgnored, "action "+ev.Action+" needs nothing"
+		return http.StatusOK
+	}
+	poolName, perr := PoolFromLabels(ev.Labels)
+	resp.Pool = poolName
+	log := h.log.With("delivery", resp.Delivery, "job", ev.JobID, "run", ev.RunID, "repository", ev.Repository)
+	switch {
+	case perr == nil && poolName == "":
+		resp.Result, resp.Reason = ResultIgnored, "the job asks for no warm pool"
+		return http.StatusOK
+	case ev.Action == warmpool.ActionCompleted && perr != nil:
+		// Never served by a pool: nothing to end.
+		resp.Result, resp.Reason = ResultIgnored, perr.Error()
+		return http.StatusOK
+	case perr != nil:
+		return h.fail(ctx, ev, perr.Error(), resp, log)
+	}
+	if ev.Action == warmpool.ActionQueued {
+		known, err := h.cfg.Pools.Known(ctx, poolName)
+		if err != nil {
+			log.Error("github webhook: pools not readable", "err", err)
+			resp.Error = "warm pools could not be read; redeliver later"
+			return http.StatusServiceUnavailable
+		}
+		if !known {
+			return h.fail(ctx, ev, fmt.Sprintf("the job asks for warm pool %q, which is not configured", poolName), resp, log)
+		}
+	}
+	job := warmpool.Job{
+		Action: ev.Action, JobID: ev.JobID, RunID: ev.RunID, RunAttempt: ev.RunAttempt, Repository: ev.Repository,
+		RepositoryID: ev.RepositoryID, InstallationID: ev.InstallationID, Labels: ev.Labels, Pool: poolName,
+		RunnerName: ev.RunnerName, Conclusion: ev.Conclusion, DeliveryID: resp.Delivery, CreatedAt: ev.CreatedAt,
+	}
+	result, err := h.cfg.Jobs.Enqueue(ctx, job)
+	if err != nil {
+		log.Error("github webhook: pool job not enqueued", "pool", poolName, "err", err)
+		resp.Error = "the job could not be queued; redeliver later"
+		return http.StatusServiceUnavailable
+	}
+	resp.Result = result
+	log.Info("github webhook: pool job routed", "action", ev.Action, "pool", poolName, "result", result)
+	return http.StatusOK
+}
+
+// fail makes a job that cannot be served fail clearly: GitHub has no API to fail a single job, so
+// its run is cancelled, and the reason is logged and answered.
+func (h *Handler) fail(ctx context.Context, ev Event, reason string, resp *Response, log *slog.Logger) int {
+	resp.Reason = reason + ": run cancelled"
+	err := h.cfg.GitHub.CancelRun(ctx, ev.Repository, ev.RunID)
+	var er *github.ErrorResponse
+	if err != nil && !(errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict) {
+		log.Error("github webhook: run of an unservable job not cancelled", "reason", reason, "err", err)
+		resp.Error = "cancelling the run failed; redeliver later: " + err.Error()
+		return http.StatusBadGateway
+	}
+	// 409: the run had finished already. Either way nothing will wait for this job.
+	log.Warn("github webhook: run cancelled", "reason", reason)
+	resp.Result = ResultCancelled
+	return http.StatusOK
+}
+
+// verify checks X-Hub-Signature-256 against the body, in constant time.
+func (h *Handler) verify(sig string, body []byte) error {
+	hexSum, ok := strings.CutPrefix(sig, "sha256=")
+	if !ok {
+		return errors.New("X-Hub-Signature-256 header is missing or not sha256=<hex>")
+	}
+	got, err := hex.DecodeString(hexSum)
+	if err != nil || len(got) != sha256.Size {
+		return errors.New("X-Hub-Signature-256 is not a hex SHA-256 HMAC")
+	}
+	mac := hmac.New(sha256.New, h.secret)
+	mac.Write(body)
+	if !hmac.Equal(got, mac.Sum(nil)) {
+		return errors.New("X-Hub-Signature-256 does not match the payload")
+	}
+	return nil
+}
+
+func reply(w http.ResponseWriter, status int, resp Response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(resp)
+}

@@ -1,0 +1,286 @@
+// The webhook endpoint over HTTP: signatures, headers, malformed payloads, routing by pool label,
+// unknown pools, and delivery marking, with small fakes behind it. The end-to-end burst through the
+// real job queue and pool workers is in internal/warmpool (burst_test.go).
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
+)
+
+const secret = "s3cret-webhook"
+
+type fakes struct {
+	mu        sync.Mutex
+	jobs      []warmpool.Job
+	cancelled []int64
+	marks     map[string]bool
+	enqErr    error
+	cancelErr error
+}
+
+func (f *fakes) Enqueue(_ context.Context, j warmpool.Job) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.enqErr != nil {
+		return "", f.enqErr
+	}
+	for _, old := range f.jobs {
+		if old.JobID == j.JobID && old.Action == j.Action {
+			return warmpool.Duplicate, nil
+		}
+	}
+	f.jobs = append(f.jobs, j)
+	return warmpool.Enqueued, nil
+}
+
+func (f *fakes) Known(_ context.Context, name string) (bool, error) {
+	return name == "small" || name == "dependabot", nil
+}
+
+func (f *fakes) CancelRun(_ context.Context, _ string, runID int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancelErr != nil {
+		return f.cancelErr
+	}
+	f.cancelled = append(f.cancelled, runID)
+	return nil
+}
+
+func (f *fakes) MarkOnce(_ context.Context, key string, _ time.Duration) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.marks == nil {
+		f.marks = map[string]bool{}
+	}
+	first := !f.marks[key]
+	f.marks[key] = true
+	return first, nil
+}
+
+func newHandler(t *testing.T, f *fakes) http.Handler {
+	t.Helper()
+	h, err := webhook.New(webhook.Config{Secret: secret, Deliveries: f, Pools: f, Jobs: f, GitHub: f, MaxBodyBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func jobPayload(action string, id int64, labels ...string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"action": action,
+		"workflow_job": map[string]any{
+			"id": id, "run_id": 900 + id, "run_attempt": 1, "labels": labels, "status": action,
+			"created_at": "2025-01-15T12:00:00Z", "runner_name": nil,
+		},
+		"repository":   map[string]any{"id": 42, "full_name": "acme/api"},
+		"installation": map[string]any{"id": 7},
+	})
+	return b
+}
+
+type delivery struct {
+	method, event, id, signature string
+	body                         []byte
+}
+
+func post(t *testing.T, h http.Handler, d delivery) (int, webhook.Response) {
+	t.Helper()
+	if d.method == "" {
+		d.method = http.MethodPost
+	}
+	req := httptest.NewRequest(d.method, "/v1/webhooks/github", bytes.NewReader(d.body))
+	if d.event != "" {
+		req.Header.Set("X-GitHub-Event", d.event)
+	}
+	if d.id != "" {
+		req.Header.Set("X-GitHub-Delivery", d.id)
+	}
+	switch d.signature {
+	case "":
+		req.Header.Set("X-Hub-Signature-256", githubfake.Sign(secret, d.body))
+	case "none":
+	default:
+		req.Header.Set("X-Hub-Signature-256", d.signature)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var resp webhook.Response
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+		t.Fatalf("response %q is not JSON: %v", rec.Body.String(), err)
+	}
+	return rec.Code, resp
+}
+
+func TestNewRefusesWithoutSecret(t *testing.T) {
+	t.Parallel()
+	f := &fakes{}
+	for _, s := range []string{"", "   "} {
+		if _, err := webhook.New(webhook.Config{Secret: s, Deliveries: f, Pools: f, Jobs: f, GitHub: f}); err == nil {
+			t.Errorf("New with secret %q succeeded", s)
+		}
+	}
+	if _, err := webhook.New(webhook.Config{Secret: secret}); err == nil {
+		t.Error("New without its dependencies succeeded")
+	}
+}
+
+func TestDeliveries(t *testing.T) {
+	t.Parallel()
+	queued := jobPayload("queued", 1, "self-hosted", "runs-on/pool=small")
+	tests := []struct {
+		name       string
+		d          delivery
+		wantStatus int
+		want       webhook.Response // compared on Result, Pool, Job; Error/Reason checked for presence
+		wantError  string
+		wantJobs   int
+		wantCancel int
+	}{
+		{"queued pool job", delivery{event: "workflow_job", id: "d1", body: queued}, 200,
+			webhook.Response{Result: webhook.ResultEnqueued, Pool: "small", Job: 1}, "", 1, 0},
+		{"deterministic label", delivery{event: "workflow_job", id: "d2", body: jobPayload("queued", 2, "runs-on=123/pool=Small")}, 200,
+			webhook.Response{Result: webhook.ResultEnqueued, Pool: "small", Job: 2}, "", 1, 0},
+		{"dependabot", delivery{event: "workflow_job", id: "d3", body: jobPayload("queued", 3, "dependabot")}, 200,
+			webhook.Response{Result: webhook.ResultEnqueued, Pool: "dependabot", Job: 3}, "", 1, 0},
+		{"completed pool job", delivery{event: "workflow_job", id: "d4", body: jobPayload("completed", 4, "pool=small")}, 200,
+			webhook.Response{Result: webhook.ResultEnqueued, Pool: "small", Job: 4}, "", 1, 0},
+		{"unknown pool cancels the run", delivery{event: "workflow_job", id: "d5", body: jobPayload("queued", 5, "pool=nope")}, 200,
+			webhook.Response{Result: webhook.ResultCancelled, Pool: "nope", Job: 5}, "", 0, 1},
+		{"two pools cancel the run", delivery{event: "workflow_job", id: "d6", body: jobPayload("queued", 6, "pool=small", "pool=other")}, 200,
+			webhook.Response{Result: webhook.ResultCancelled, Job: 6}, "", 0, 1},
+		{"no pool label", delivery{event: "workflow_job", id: "d7", body: jobPayload("queued", 7, "linux")}, 200,
+			webhook.Response{Result: webhook.ResultIgnored, Job: 7}, "", 0, 0},
+		{"in progress", delivery{event: "workflow_job", id: "d8", body: jobPayload("in_progress", 8, "pool=small")}, 200,
+			webhook.Response{Result: webhook.ResultIgnored, Job: 8}, "", 0, 0},
+		{"ping", delivery{event: "ping", id: "d9", body: []byte(`{"zen":"Keep it logically awesome."}`)}, 200,
+			webhook.Response{Result: webhook.ResultPong}, "", 0, 0},
+		{"other event", delivery{event: "push", id: "d10", body: []byte(`{}`)}, 200,
+			webhook.Response{Result: webhook.ResultIgnored}, "", 0, 0},
+		{"no signature", delivery{event: "workflow_job", id: "d11", body: queued, signature: "none"}, 401,
+			webhook.Response{}, "missing", 0, 0},
+		{"wrong secret", delivery{event: "workflow_job", id: "d12", body: queued, signature: githubfake.Sign("other", queued)}, 401,
+			webhook.Response{}, "does not match", 0, 0},
+		{"sha1 signature", delivery{event: "workflow_job", id: "d13", body: queued, signature: "sha1=0123"}, 401,
+			webhook.Response{}, "sha256", 0, 0},
+		{"malformed hex", delivery{event: "workflow_job", id: "d14", body: queued, signature: "sha256=zz"}, 401,
+			webhook.Response{}, "hex", 0, 0},
+		{"not JSON", delivery{event: "workflow_job", id: "d15", body: []byte(`{"action":`)}, 400,
+			webhook.Response{}, "malformed", 0, 0},
+		{"no workflow_job", delivery{event: "workflow_job", id: "d16", body: []byte(`{"action":"queued","repository":{"id":1,"full_name":"a/b"}}`)}, 400,
+			webhook.Response{}, "workflow_job is missing", 0, 0},
+		{"bad repository", delivery{event: "workflow_job", id: "d17", body: []byte(`{"action":"queued","workflow_job":{"id":1,"run_id":2,"labels":["pool=small"]},"repository":{"id":1,"full_name":"nope"}}`)}, 400,
+			webhook.Response{}, "owner/name", 0, 0},
+		{"no event header", delivery{id: "d18", body: queued}, 400, webhook.Response{}, "X-GitHub-Event", 0, 0},
+		{"no delivery header", delivery{event: "workflow_job", body: queued}, 400, webhook.Response{}, "X-GitHub-Delivery", 0, 0},
+		{"GET", delivery{method: http.MethodGet, event: "workflow_job", id: "d19"}, 405, webhook.Response{}, "POST", 0, 0},
+		{"too large", delivery{event: "workflow_job", id: "d20", body: bytes.Repeat([]byte("x"), 65<<10)}, 413, webhook.Response{}, "larger", 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{}
+			status, resp := post(t, newHandler(t, f), tt.d)
+			if status != tt.wantStatus {
+				t.Errorf("status %d, want %d (%+v)", status, tt.wantStatus, resp)
+			}
+			got := webhook.Response{Result: resp.Result, Pool: resp.Pool, Job: resp.Job}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+			if tt.wantError != "" && !strings.Contains(resp.Error, tt.wantError) {
+				t.Errorf("error %q, want it to mention %q", resp.Error, tt.wantError)
+			}
+			if len(f.jobs) != tt.wantJobs || len(f.cancelled) != tt.wantCancel {
+				t.Errorf("enqueued %d jobs, cancelled %d runs; want %d and %d", len(f.jobs), len(f.cancelled), tt.wantJobs, tt.wantCancel)
+			}
+			if tt.wantCancel > 0 && resp.Reason == "" {
+				t.Error("a cancelled run has no reason in the response")
+			}
+		})
+	}
+}
+
+// A redelivery is reported as such and changes nothing; a failure before the job is durably queued
+// leaves the delivery unmarked, so its redelivery is handled in full.
+func TestRedeliveryAndFailures(t *testing.T) {
+	t.Parallel()
+	f := &fakes{}
+	h := newHandler(t, f)
+	d := delivery{event: "workflow_job", id: "same", body: jobPayload("queued", 1, "pool=small")}
+	if status, resp := post(t, h, d); status != 200 || resp.Result != webhook.ResultEnqueued || resp.Redelivery {
+		t.Fatalf("first delivery: %d %+v", status, resp)
+	}
+	if status, resp := post(t, h, d); status != 200 || resp.Result != webhook.ResultDuplicate || !resp.Redelivery {
+		t.Fatalf("redelivery: %d %+v", status, resp)
+	}
+	if len(f.jobs) != 1 {
+		t.Errorf("jobs %d, want 1", len(f.jobs))
+	}
+
+	f.enqErr = errors.New("sqs down")
+	d2 := delivery{event: "workflow_job", id: "later", body: jobPayload("queued", 2, "pool=small")}
+	if status, resp := post(t, h, d2); status != http.StatusServiceUnavailable || resp.Error == "" {
+		t.Fatalf("enqueue failure: %d %+v", status, resp)
+	}
+	f.enqErr = nil
+	if status, resp := post(t, h, d2); status != 200 || resp.Result != webhook.ResultEnqueued || resp.Redelivery {
+		t.Fatalf("redelivery after a failure: %d %+v; want handled in full", status, resp)
+	}
+
+	f.cancelErr = errors.New("github down")
+	d3 := delivery{event: "workflow_job", id: "unknown", body: jobPayload("queued", 3, "pool=nope")}
+	if status, resp := post(t, h, d3); status != http.StatusBadGateway || !strings.Contains(resp.Error, "redeliver") {
+		t.Fatalf("cancel failure: %d %+v", status, resp)
+	}
+}
+
+func TestPoolFromLabels(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		labels  []string
+		want    string
+		wantErr bool
+	}{
+		{nil, "", false},
+		{[]string{"self-hosted", "linux"}, "", false},
+		{[]string{"pool=small"}, "small", false},
+		{[]string{"runs-on/pool=cheap-x64"}, "cheap-x64", false},
+		{[]string{"runs-on=12345/pool=cheap-x64"}, "cheap-x64", false},
+		{[]string{"runs-on=12345/cpu=2/pool=Cheap_X64/ram=4"}, "cheap_x64", false},
+		{[]string{"Dependabot"}, "dependabot", false},
+		{[]string{"dependabot", "pool=dependabot"}, "dependabot", false},
+		{[]string{"pool=small", "runs-on/pool=small"}, "small", false},
+		{[]string{"pool=small", "pool=large"}, "", true},
+		{[]string{"dependabot", "pool=small"}, "", true},
+		{[]string{"pool="}, "", true},
+		{[]string{"pool=-bad"}, "", true},
+		{[]string{"pool=" + strings.Repeat("a", 64)}, "", true},
+		{[]string{"spool=small", "poolx=y", "pool"}, "", false},
+	}
+	for _, tt := range tests {
+		got, err := webhook.PoolFromLabels(tt.labels)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("PoolFromLabels(%q) = %q, %v; want %q, error %v", tt.labels, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
