@@ -30,7 +30,7 @@ docs-check:
 	tools/docs-check.sh
 
 examples-check:
-	tf=$$($(ENSURE_TF) terraform) && "$$tf" fmt -check -recursive -diff examples
+	tf=$$($(ENSURE_TF) terraform) && TF_CLI_CONFIG_FILE=provider/testdata/cli.tfrc "$$tf" fmt -check -recursive -diff examples
 
 release-check:
 	tools/release-check.sh
