@@ -101,6 +101,36 @@ data "runnerpool_user_data" "boot" {
 					if got, _ := base64.StdEncoding.DecodeString(a["rendered_base64"]); string(got) != want {
 						return fmt.Errorf("rendered_base64 is not the base64 of rendered")
 					}
+					// Instance keys default to ARNs, the reconciler's default.
+					if !strings.Contains(a["rendered"], " -instance-keys arn") {
+						return fmt.Errorf("rendered user data does not pass -instance-keys arn to the agent")
+					}
+					return nil
+				},
+			},
+			{
+				Config: providerConfig(t) + `
+data "runnerpool_user_data" "boot" {
+  table         = "runnerpool-prod"
+  instance_keys = "name"
+` + agentArtifacts + `
+}
+`,
+				PlanOnly:    true,
+				ExpectError: errorLike("Invalid instance keys", `"name" is not one of "arn", "id"`),
+			},
+			{
+				Config: providerConfig(t) + `
+data "runnerpool_user_data" "boot" {
+  table         = "runnerpool-prod"
+  instance_keys = "id"
+` + agentArtifacts + `
+}
+`,
+				Check: func(s *terraform.State) error {
+					if r := s.RootModule().Resources[addr].Primary.Attributes["rendered"]; !strings.Contains(r, " -instance-keys id") {
+						return fmt.Errorf("instance_keys = \"id\" not passed to the agent")
+					}
 					return nil
 				},
 			},
@@ -128,6 +158,9 @@ data "runnerpool_pool_status" "all" {
 				Config: cfg,
 				Check: func(*terraform.State) error {
 					s := store.New(db, table)
+					// Pool status lists instances through the state index, whatever their keys: i-03 is
+					// keyed by its ARN, as a reconciler with RUNNERPOOL_INSTANCE_KEYS=arn writes it.
+					arnKeyed := store.New(db, table, store.WithInstanceKeyPrefix(store.InstanceARNPrefix("us-east-1", "123456789012")))
 					until := time.Now().Add(time.Hour)
 					for _, in := range []store.Instance{
 						{ID: "i-01", State: store.StateWarming, Pool: "web"},
@@ -137,7 +170,11 @@ data "runnerpool_pool_status" "all" {
 						{ID: "i-05", State: store.StateWarming, Pool: "web"},
 					} {
 						in.Threshold = until
-						if _, err := s.Create(t.Context(), in); err != nil {
+						w := s
+						if in.ID == "i-03" {
+							w = arnKeyed
+						}
+						if _, err := w.Create(t.Context(), in); err != nil {
 							return err
 						}
 					}

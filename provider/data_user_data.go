@@ -40,6 +40,7 @@ type userDataModel struct {
 	Table           types.String   `tfsdk:"table"`
 	Region          types.String   `tfsdk:"region"`
 	Notice          types.String   `tfsdk:"notice"`
+	InstanceKeys    types.String   `tfsdk:"instance_keys"`
 	Arch            types.String   `tfsdk:"arch"`
 	AgentX64        *artifactModel `tfsdk:"agent_x64"`
 	AgentARM64      *artifactModel `tfsdk:"agent_arm64"`
@@ -110,6 +111,13 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 				Optional:            true,
 				Validators:          []validator.String{oneOf("notice", "imds-tags", "poll")},
 			},
+			"instance_keys": schema.StringAttribute{
+				MarkdownDescription: "How the state table keys the instance's items; must match the reconciler's `RUNNERPOOL_INSTANCE_KEYS`. " +
+					"`arn` (default): `INSTANCE#<instance ARN>`, which the agent builds from its instance identity document, so the instance role " +
+					"can confine every instance to its own items (`dynamodb:LeadingKeys` = `INSTANCE#${ec2:SourceInstanceARN}`). `id`: `INSTANCE#<instance id>`.",
+				Optional:   true,
+				Validators: []validator.String{oneOf("instance keys", userdata.KeysARN, userdata.KeysID)},
+			},
 			"arch": schema.StringAttribute{
 				MarkdownDescription: "`x64` or `arm64` to render for one architecture; unset renders a script that picks at boot.",
 				Optional:            true,
@@ -172,7 +180,7 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 		return
 	}
 	p := userdata.Params{
-		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(),
+		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(), InstanceKeys: m.InstanceKeys.ValueString(),
 		Arch: userdata.Arch(m.Arch.ValueString()), PreRunnerScript: m.PreRunnerScript.ValueString(),
 		RunnerBaseURL: m.RunnerBaseURL.ValueString(),
 	}

@@ -38,20 +38,22 @@ resource "aws_iam_instance_profile" "runner" {
 
 data "aws_iam_policy_document" "runner" {
   # The agent reads its record, writes its heartbeat and signals, and takes its per-claim credential:
-  # items whose partition key is the instance's (INSTANCE#<instance id>), never a query, a scan or an
-  # index, never configuration or leases.
+  # items whose partition key is its own, never a query, a scan or an index, never configuration or
+  # leases. The reconciler and the agents key an instance's items by its ARN
+  # (RUNNERPOOL_INSTANCE_KEYS and the user data's instance_keys, both "arn" by default), so the
+  # condition names exactly this instance's partition: ${ec2:SourceInstanceARN} is the ARN of the
+  # instance whose instance-profile credentials sign the request, and is absent on requests signed
+  # with a copy of them used elsewhere, so the statement does not apply there.
   statement {
     sid       = "OwnItems"
     actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
     resources = [runnerpool_state_table.main.arn]
 
     condition {
-      test     = "ForAllValues:StringLike"
+      test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
-      values   = ["INSTANCE#i-*"]
+      values   = ["INSTANCE#$${ec2:SourceInstanceARN}"]
     }
-    # Narrows the statement to requests made with instance-profile credentials (not a copy of them
-    # used elsewhere: ec2:SourceInstanceARN is only present on the instance's own calls).
     condition {
       test     = "ArnLike"
       variable = "ec2:SourceInstanceARN"
@@ -59,16 +61,20 @@ data "aws_iam_policy_document" "runner" {
     }
   }
 
-  # Self-termination past the instance's deadline: only the instance the credentials belong to.
+  # Self-termination past the instance's deadline: only the instance the credentials belong to, and
+  # only if it carries this deployment's tag. The pattern is AWS's own, from the AWS managed policy
+  # AWSThinkboxDeadlineSpotEventPluginWorkerPolicy (AWS Managed Policy Reference), which lets a
+  # worker instance terminate itself: ec2:TerminateInstances on instance/* with the condition
+  # StringEquals "aws:ARN" = "${ec2:SourceInstanceARN}" (aws:ARN is the ARN of the instance acted on).
   statement {
     sid       = "TerminateSelf"
     actions   = ["ec2:TerminateInstances"]
     resources = [local.instances]
 
     condition {
-      test     = "ArnEquals"
-      variable = "ec2:SourceInstanceARN"
-      values   = ["arn:${local.partition}:ec2:${local.region}:${local.account}:instance/$${ec2:InstanceID}"]
+      test     = "StringEquals"
+      variable = "aws:ARN"
+      values   = ["$${ec2:SourceInstanceARN}"]
     }
     condition {
       test     = "StringEquals"

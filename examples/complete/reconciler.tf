@@ -46,6 +46,10 @@ resource "aws_ecs_task_definition" "reconciler" {
       { name = "RUNNERPOOL_DEPLOYMENT_ID", value = var.deployment_id },
       { name = "RUNNERPOOL_OIDC_AUDIENCE", value = var.api_url },
       { name = "RUNNERPOOL_ALLOWED_REPOSITORIES", value = join(",", var.allowed_repositories) },
+      # Instance items are keyed by instance ARN, as the runners' user data says (instance_keys) and
+      # the runners' role requires (iam.tf); the account is given so start-up needs no STS call.
+      { name = "RUNNERPOOL_INSTANCE_KEYS", value = "arn" },
+      { name = "RUNNERPOOL_AWS_ACCOUNT_ID", value = local.account },
     ]
     # The token reaches the reconciler only, as an environment variable ECS reads from Secrets Manager.
     secrets = [

@@ -50,6 +50,12 @@ const (
 	maxUserDataSize = 16 * 1024 // EC2's limit on user data, before base64
 )
 
+// Instance key modes (Params.InstanceKeys).
+const (
+	KeysARN = "arn"
+	KeysID  = "id"
+)
+
 // Arch is a CPU architecture in the runner's naming.
 type Arch string
 
@@ -74,6 +80,10 @@ type Params struct {
 	Region string
 	// Notice is the agent's claim notice: "imds-tags" (default) or "poll".
 	Notice string
+	// InstanceKeys is how the table keys the instance's items, the reconciler's --instance-keys:
+	// "arn" (default; the agent builds the instance ARN from its identity document, and the instance
+	// role can be confined to INSTANCE#${ec2:SourceInstanceARN}) or "id".
+	InstanceKeys string
 	// Arch restricts the script to one architecture; ArchAny supports both.
 	Arch Arch
 	// AgentX64 and AgentARM64 are the runnerpool binaries; the one(s) Arch needs are required.
@@ -115,6 +125,9 @@ func Render(p Params) (string, error) {
 	if p.Notice == "" {
 		p.Notice = "imds-tags"
 	}
+	if p.InstanceKeys == "" {
+		p.InstanceKeys = KeysARN
+	}
 	if p.RunnerBaseURL == "" {
 		p.RunnerBaseURL = DefaultRunnerBaseURL
 	}
@@ -134,7 +147,8 @@ func Render(p Params) (string, error) {
 		d.PreRunnerB64 = base64.StdEncoding.EncodeToString([]byte(p.PreRunnerScript))
 	}
 	args := []string{"agent", "-table", p.Table, "-region", p.Region, "-notice", p.Notice,
-		"-runner", "actions", "-runner-dir", RunnerDir, "-runner-user", RunnerUser, "-state-dir", StateDir}
+		"-runner", "actions", "-runner-dir", RunnerDir, "-runner-user", RunnerUser, "-state-dir", StateDir,
+		"-instance-keys", p.InstanceKeys}
 	if p.PreRunnerScript != "" {
 		args = append(args, "-pre-runner-script", PreRunnerPath)
 	}
@@ -171,6 +185,11 @@ func (p Params) Validate() error {
 	case "", "imds-tags", "poll":
 	default:
 		errs = append(errs, fmt.Errorf("notice %q: want imds-tags or poll", p.Notice))
+	}
+	switch p.InstanceKeys {
+	case "", KeysARN, KeysID:
+	default:
+		errs = append(errs, fmt.Errorf("instance keys %q: want %s or %s", p.InstanceKeys, KeysARN, KeysID))
 	}
 	switch p.Arch {
 	case ArchAny, ArchX64, ArchARM64:

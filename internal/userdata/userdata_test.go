@@ -35,6 +35,7 @@ var goldenCases = []struct {
 	{"x64-pre-runner", func(p *Params) { p.Arch = ArchX64; p.PreRunnerScript = preRunner }},
 	{"arm64-pre-runner-poll", func(p *Params) { p.Arch = ArchARM64; p.PreRunnerScript = preRunner; p.Notice = "poll" }},
 	{"any-arch", func(p *Params) {}},
+	{"x64-id-keys", func(p *Params) { p.Arch = ArchX64; p.InstanceKeys = KeysID }},
 }
 
 func render(t *testing.T, mod func(*Params)) string {
@@ -107,6 +108,7 @@ func TestRenderContent(t *testing.T) {
 		"useradd", "systemctl enable --now " + ServiceName,
 		"-table runnerpool-prod -region eu-central-1 -notice imds-tags -runner actions",
 		"-pre-runner-script " + PreRunnerPath,
+		"-state-dir " + StateDir + " -instance-keys arn", // the default: the reconciler's default
 	} {
 		if !strings.Contains(withPre, want) {
 			t.Errorf("rendered script lacks %q", want)
@@ -114,6 +116,9 @@ func TestRenderContent(t *testing.T) {
 	}
 	if strings.Contains(withPre, "apt-get install -y jq") {
 		t.Errorf("pre-runner script appears unencoded in the user data")
+	}
+	if idKeys := render(t, func(p *Params) { p.InstanceKeys = KeysID }); !strings.Contains(idKeys, " -instance-keys id") {
+		t.Errorf("instance keys id not passed to the agent")
 	}
 	if strings.Contains(without, "pre-runner") || strings.Contains(without, runnerSHA256[ArchARM64]) {
 		t.Errorf("x64 script without pre-runner mentions a pre-runner or the arm64 runner")
@@ -137,6 +142,8 @@ func TestValidate(t *testing.T) {
 		{"table injection", func(p *Params) { p.Table = "t;reboot" }, "table"},
 		{"region", func(p *Params) { p.Region = "us-east-1\nreboot" }, "region"},
 		{"notice", func(p *Params) { p.Notice = "sqs" }, "notice"},
+		{"instance keys", func(p *Params) { p.InstanceKeys = "name" }, "instance keys"},
+		{"instance keys injection", func(p *Params) { p.InstanceKeys = "arn\nreboot" }, "instance keys"},
 		{"arch", func(p *Params) { p.Arch = "riscv64" }, "arch"},
 		{"http url", func(p *Params) { p.AgentX64.URL = "http://example.com/a" }, "https"},
 		{"url with quote", func(p *Params) { p.AgentX64.URL = "https://example.com/a'b" }, "contains"},

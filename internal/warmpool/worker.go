@@ -141,16 +141,24 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 
 // Run serves batches until ctx ends, then waits for background recycles. Errors of a batch are
 // logged, and the next batch follows (after a short pause when the queue itself failed).
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Worker) Run(ctx context.Context) error { return w.Serve(ctx, ctx) }
+
+// Serve is Run with a graceful stop, for a service that drains on shutdown: once stop ends no batch
+// is received any more (a long poll in progress is abandoned), and the batch in progress finishes
+// under work; cancelling work cuts it short, and its jobs are handed back to the queue. Serve
+// returns when the batch in progress and the background recycles are done.
+func (w *Worker) Serve(stop, work context.Context) error {
 	defer w.bg.Wait()
-	for ctx.Err() == nil {
-		rep, err := w.Once(ctx)
+	stopped := func() bool { return stop.Err() != nil || work.Err() != nil }
+	for !stopped() {
+		rep, err := w.once(stop, work)
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil && !stopped():
 			w.log.Error("pool worker batch failed", "err", err)
 			if rep.Received == 0 {
 				select {
-				case <-ctx.Done():
+				case <-stop.Done():
+				case <-work.Done():
 				case <-time.After(w.cfg.RetryDelay):
 				}
 			}
@@ -210,8 +218,14 @@ func (o *outcomes) lock(f func()) {
 }
 
 // Once receives and handles one batch.
-func (w *Worker) Once(ctx context.Context) (BatchReport, error) {
-	msgs, err := w.cfg.Jobs.receive(ctx, 10, w.cfg.WaitTime, w.cfg.Lease)
+func (w *Worker) Once(ctx context.Context) (BatchReport, error) { return w.once(ctx, ctx) }
+
+// once receives a batch while neither stop nor ctx has ended, and handles it under ctx.
+func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(stop, cancel)()
+	msgs, err := w.cfg.Jobs.receive(rctx, 10, w.cfg.WaitTime, w.cfg.Lease)
+	cancel()
 	if err != nil {
 		return BatchReport{}, err
 	}

@@ -4,6 +4,8 @@
 //	POST /v1/release     return the caller's run's runners to the pool
 //	GET  /v1/runs/{run}  what a provision of the caller's run did (run id, or run key)
 //	GET  /v1/pools       live instance counts by runner class and state, and the caller's active runs
+//	POST /v1/webhooks/github  GitHub's workflow_job webhooks, when warm pools are enabled (signed
+//	                     with the webhook secret instead of an OIDC token)
 //	GET  /healthz        liveness
 //	GET  /readyz         readiness, with leader and lease details
 //	GET  /metrics        Prometheus
@@ -83,6 +85,12 @@ type Options struct {
 	RunnerClassIdleTime func(runnerClass string) time.Duration
 	DefaultRunnerClass  string
 
+	// Webhook, when set, serves GitHub's webhooks at apiv1.PathWebhookGitHub (warm pools). It
+	// authenticates deliveries itself (X-Hub-Signature-256) and bounds their size and time. Drain
+	// does not refuse them: a delivery is a quick enqueue, and GitHub does not redeliver a failed
+	// delivery by itself.
+	Webhook http.Handler
+
 	// Ready reports readiness details for /readyz (nil: ready unless draining).
 	Ready func(ctx context.Context) apiv1.ReadyResponse
 
@@ -153,6 +161,11 @@ func (a *API) Handler(ops bool) http.Handler {
 	mux.Handle("/v1/release", a.wrap("release", 0, limit, a.only(http.MethodPost, a.release)))
 	mux.Handle("/v1/runs/{run}", a.wrap("runs", a.o.RequestTimeout, limit, a.only(http.MethodGet, a.run)))
 	mux.Handle("/v1/pools", a.wrap("pools", a.o.RequestTimeout, limit, a.only(http.MethodGet, a.pools)))
+	if a.o.Webhook != nil {
+		// No time or size limit of the API's own: the handler has its own (GitHub gives up after
+		// 10 s; payloads are larger than API bodies).
+		mux.Handle(apiv1.PathWebhookGitHub, a.wrap("webhook_github", 0, 0, a.o.Webhook.ServeHTTP))
+	}
 	if ops {
 		a.opsRoutes(mux)
 	}

@@ -66,12 +66,14 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	}
 	var idle time.Duration
 	if body.IdleTimeSeconds != 0 {
-		idle = time.Duration(body.IdleTimeSeconds) * time.Second
-		if body.IdleTimeSeconds < 0 || idle > a.o.MaxIdleTime {
+		// Compared in seconds before converting: seconds times time.Second overflows int64 for
+		// large values, and a wrapped product could pass the check.
+		if body.IdleTimeSeconds < 0 || int64(body.IdleTimeSeconds) > int64(a.o.MaxIdleTime/time.Second) {
 			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
 				fmt.Sprintf("idle_time_seconds %d: must be between 1 and %d", body.IdleTimeSeconds, int(a.o.MaxIdleTime/time.Second)), false)
 			return
 		}
+		idle = time.Duration(body.IdleTimeSeconds) * time.Second
 	}
 	key := store.RunKey(id.RepositoryID, id.RunID, attempt)
 	r = annotate(r, slog.String(logging.KeyRunID, key))

@@ -17,9 +17,11 @@ const (
 	PathRelease   = "/v1/release"
 	PathRuns      = "/v1/runs/" // + run id or run key
 	PathPools     = "/v1/pools"
-	PathHealth    = "/healthz"
-	PathReady     = "/readyz"
-	PathMetrics   = "/metrics"
+	// PathWebhookGitHub receives GitHub's workflow_job webhooks (warm pools; see internal/webhook).
+	PathWebhookGitHub = "/v1/webhooks/github"
+	PathHealth        = "/healthz"
+	PathReady         = "/readyz"
+	PathMetrics       = "/metrics"
 )
 
 // ProvisionRequest is the body of POST /v1/provision. The repository, run id and attempt are never

@@ -1,6 +1,7 @@
 // The runner classes file: where runners of each class come from (pool queue, launch template,
-// subnets) and the named resource classes. It is JSON, decoded strictly, until the warm-pools issue
-// moves runner classes into the state table (written by the Terraform provider).
+// subnets) and the named resource classes, as JSON decoded strictly. It is optional: without it the
+// reconciler takes runner classes from the state table (written by the Terraform provider), with
+// --default-runner-class and --resource-classes for the rest.
 package config
 
 import (

@@ -46,8 +46,25 @@ type Config struct {
 	GitHubAppKeyFile string
 	GitHubScopes     []string // where refresh looks for leftover runners; default Allowed
 
-	ClassesFile string
-	Classes     Classes
+	// ClassesFile, when set, is where runner and resource classes come from (Classes); otherwise
+	// runner classes are the configuration items of the state table, and DefaultRunnerClass and
+	// ResourceClasses say the rest.
+	ClassesFile        string
+	Classes            Classes
+	DefaultRunnerClass string
+	ResourceClasses    map[string]ResourceClass
+	ConfigCacheTTL     time.Duration
+
+	// PoolJobQueueURL enables warm pools: webhook routing, convergence and the pool worker.
+	PoolJobQueueURL   string
+	WebhookSecret     string // secret: never logged
+	WebhookSecretFile string
+	WarmPoolScope     string
+
+	// InstanceKeys is InstanceKeysARN or InstanceKeysID; AWSAccountID the account of the instance
+	// ARNs (empty: STS GetCallerIdentity at start-up).
+	InstanceKeys string
+	AWSAccountID string
 
 	RefreshSchedule  string
 	ConvergeSchedule string
@@ -84,9 +101,33 @@ func (c Config) LogValue() slog.Value {
 		slog.String("replica_id", c.ReplicaID), slog.String("oidc_issuer", c.OIDCIssuer), slog.String("oidc_audience", c.OIDCAudience),
 		slog.Any("allowed", c.Allowed), slog.String("github_api_url", c.GitHubAPIURL), slog.String("github_auth", c.GitHubAuth()),
 		slog.String("refresh_schedule", c.RefreshSchedule), slog.String("converge_schedule", c.ConvergeSchedule),
-		slog.String("lease", c.LeaseName), slog.Duration("lease_ttl", c.LeaseTTL), slog.Int("runner_classes", len(c.Classes.RunnerClasses)),
+		slog.String("lease", c.LeaseName), slog.Duration("lease_ttl", c.LeaseTTL), slog.String("runner_classes", c.RunnerClassSource()),
+		slog.Bool("warm_pools", c.WarmPools()), slog.String("warm_pool_scope", c.WarmPoolScope), slog.String("pool_job_queue", c.PoolJobQueueURL),
+		slog.String("instance_keys", c.InstanceKeys),
 	)
 }
+
+// RunnerClassSource says where runner classes come from: the file, or the state table.
+func (c Config) RunnerClassSource() string {
+	if c.ClassesFile != "" {
+		return "file " + c.ClassesFile
+	}
+	return "state table"
+}
+
+// WarmPools reports whether warm pools are enabled: webhook routing, convergence and the pool
+// worker, all through the pool job queue.
+func (c Config) WarmPools() bool { return c.PoolJobQueueURL != "" }
+
+// Instance key modes (--instance-keys).
+const (
+	// InstanceKeysARN keys an instance's items by its ARN (INSTANCE#arn:aws:ec2:REGION:ACCOUNT:instance/ID),
+	// so the runners' IAM role can confine each instance to its own items
+	// (dynamodb:LeadingKeys = INSTANCE#${ec2:SourceInstanceARN}).
+	InstanceKeysARN = "arn"
+	// InstanceKeysID keys them by the bare instance id (the local stack, tests, the demo).
+	InstanceKeysID = "id"
+)
 
 // GitHubAuth names the GitHub credential in use, without revealing it.
 func (c Config) GitHubAuth() string {
@@ -198,15 +239,88 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{flag: "runner-classes-file", env: "RUNNERPOOL_RUNNER_CLASSES_FILE", doc: "JSON file of runner classes and resource classes (see below; required).",
+	{flag: "runner-classes-file", env: "RUNNERPOOL_RUNNER_CLASSES_FILE",
+		doc: "JSON file of runner classes and resource classes (see below). Without it, runner classes are the ones the Terraform provider writes to the state table, re-read while the reconciler runs.",
 		set: func(c *Config, v string) error {
 			c.ClassesFile = v
 			if v == "" {
-				return errors.New("required")
+				return nil
 			}
 			cl, err := LoadClasses(v)
 			c.Classes = cl
 			return err
+		}},
+	{flag: "default-runner-class", env: "RUNNERPOOL_DEFAULT_RUNNER_CLASS",
+		doc: "Runner class of provisions that name none, when runner classes come from the state table (a runner classes file names its own `default_runner_class`).",
+		set: func(c *Config, v string) error {
+			c.DefaultRunnerClass = v
+			if v == "" || classNameRE.MatchString(v) {
+				return nil
+			}
+			return fmt.Errorf("%q: want a runner class name (lower-case letters, digits, '-' or '_')", v)
+		}},
+	{flag: "resource-classes", env: "RUNNERPOOL_RESOURCE_CLASSES",
+		doc: "Named minimum sizes provisions may ask for, when runner classes come from the state table: comma-separated `NAME=VCPUS:MEMORY_MIB`, e.g. `small=2:4096,large=8:16384`.",
+		set: func(c *Config, v string) error {
+			rcs, err := parseResourceClasses(v)
+			c.ResourceClasses = rcs
+			return err
+		}},
+	{flag: "config-cache-ttl", env: "RUNNERPOOL_CONFIG_CACHE_TTL", def: "5s",
+		doc: "How long runner classes and warm pools read from the state table are reused before the table is read again (a provision naming a runner class not seen yet reads it at once).",
+		set: duration(func(c *Config) *time.Duration { return &c.ConfigCacheTTL })},
+	{flag: "pool-job-queue-url", env: "RUNNERPOOL_POOL_JOB_QUEUE_URL",
+		doc: "SQS queue of pool jobs. Setting it enables warm pools: `POST /v1/webhooks/github` routes workflow jobs labelled `pool=NAME` to it, every replica serves them from the warm pools, and the leader converges the pools. Needs a webhook secret.",
+		set: func(c *Config, v string) error {
+			c.PoolJobQueueURL = v
+			if v == "" {
+				return nil
+			}
+			return checkQueueURL(v)
+		}},
+	{flag: "webhook-secret-file", env: "RUNNERPOOL_WEBHOOK_SECRET_FILE", secret: true,
+		doc: "File holding the GitHub webhook secret (`X-Hub-Signature-256`). `RUNNERPOOL_WEBHOOK_SECRET` may hold the secret itself. Required with `--pool-job-queue-url`.",
+		set: func(c *Config, v string) error {
+			c.WebhookSecretFile = v
+			if v == "" {
+				return nil
+			}
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			c.WebhookSecret = strings.TrimSpace(string(b))
+			if c.WebhookSecret == "" {
+				return fmt.Errorf("%s is empty", v)
+			}
+			return nil
+		}},
+	{flag: "warm-pool-scope", env: "RUNNERPOOL_WARM_POOL_SCOPE",
+		doc: "GitHub owner (or `owner/repo`) whose step-driven provisions may claim hot warm-pool instances too; empty: hot instances serve pool jobs only.",
+		set: func(c *Config, v string) error {
+			c.WarmPoolScope = strings.ToLower(strings.TrimSpace(v))
+			if c.WarmPoolScope == "" {
+				return nil
+			}
+			return checkScope(c.WarmPoolScope)
+		}},
+	{flag: "instance-keys", env: "RUNNERPOOL_INSTANCE_KEYS", def: InstanceKeysARN,
+		doc: "How instance items are keyed: `arn` (`INSTANCE#<instance ARN>`: the runners' role can be confined to their own items) or `id` (`INSTANCE#<instance id>`: the local stack). Agents (the user data's `instance_keys`) must use the same.",
+		set: func(c *Config, v string) error {
+			c.InstanceKeys = v
+			if v != InstanceKeysARN && v != InstanceKeysID {
+				return fmt.Errorf("%q: want %s or %s", v, InstanceKeysARN, InstanceKeysID)
+			}
+			return nil
+		}},
+	{flag: "aws-account-id", env: "RUNNERPOOL_AWS_ACCOUNT_ID",
+		doc: "AWS account of the instances, for `--instance-keys arn`; default: asked of STS (GetCallerIdentity) at start-up.",
+		set: func(c *Config, v string) error {
+			c.AWSAccountID = v
+			if v == "" || accountRE.MatchString(v) {
+				return nil
+			}
+			return fmt.Errorf("%q: want a 12-digit AWS account id", v)
 		}},
 	{flag: "refresh-schedule", env: "RUNNERPOOL_REFRESH_SCHEDULE", def: "@every 1m", doc: "Cron schedule of refresh (5 or 6 fields, seconds first when 6, or `@every DURATION`).",
 		set: func(c *Config, v string) error { c.RefreshSchedule = v; return checkSchedule(v) }},
@@ -270,6 +384,9 @@ var settings = []setting{
 // EnvGitHubToken holds the PAT itself (an alternative to --github-token-file).
 const EnvGitHubToken = "RUNNERPOOL_GITHUB_TOKEN"
 
+// EnvWebhookSecret holds the GitHub webhook secret itself (an alternative to --webhook-secret-file).
+const EnvWebhookSecret = "RUNNERPOOL_WEBHOOK_SECRET"
+
 func duration(field func(c *Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
@@ -307,9 +424,49 @@ func checkURL(v string) error {
 }
 
 var (
-	ownerRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	ownerRE     = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoRE      = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	classNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	accountRE   = regexp.MustCompile(`^[0-9]{12}$`)
 )
+
+// checkQueueURL accepts an SQS queue URL: http(s), a host and a path.
+func checkQueueURL(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return fmt.Errorf("%q: want an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/runnerpool-jobs", v)
+	}
+	return nil
+}
+
+// parseResourceClasses reads "small=2:4096,large=8:16384".
+func parseResourceClasses(v string) (map[string]ResourceClass, error) {
+	entries := splitList(v)
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]ResourceClass, len(entries))
+	var errs []error
+	for _, e := range entries {
+		name, size, ok := strings.Cut(e, "=")
+		cpu, mem, ok2 := strings.Cut(size, ":")
+		c, cerr := strconv.Atoi(cpu)
+		m, merr := strconv.Atoi(mem)
+		switch {
+		case !ok || !ok2 || cerr != nil || merr != nil || !classNameRE.MatchString(name):
+			errs = append(errs, fmt.Errorf("%q: want NAME=VCPUS:MEMORY_MIB", e))
+		case c < 0 || m < 0 || (c == 0 && m == 0):
+			errs = append(errs, fmt.Errorf("%q: vCPUs and memory must not be negative, and not both zero", e))
+		case hasClass(out, name):
+			errs = append(errs, fmt.Errorf("%q: resource class %s is listed twice", e, name))
+		default:
+			out[name] = ResourceClass{CPU: c, MemoryMiB: m}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func hasClass(m map[string]ResourceClass, name string) bool { _, ok := m[name]; return ok }
 
 func checkScope(s string) error {
 	owner, repo, hasRepo := strings.Cut(s, "/")
@@ -379,6 +536,12 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		}
 		c.GitHubToken = strings.TrimSpace(tok)
 	}
+	if sec := getenv(EnvWebhookSecret); sec != "" {
+		if c.WebhookSecret != "" {
+			errs = append(errs, fmt.Errorf("webhook secret: both %s and --webhook-secret-file are set", EnvWebhookSecret))
+		}
+		c.WebhookSecret = strings.TrimSpace(sec)
+	}
 	if c.ReplicaID == "" {
 		c.ReplicaID = defaultReplicaID()
 	}
@@ -410,6 +573,19 @@ func (c Config) validate() error {
 	}
 	if c.MetricsListen != "" && c.MetricsListen == c.Listen {
 		errs = append(errs, errors.New("metrics-listen: must differ from listen (or be empty)"))
+	}
+	switch {
+	case c.PoolJobQueueURL != "" && c.WebhookSecret == "":
+		// An unauthenticated webhook endpoint would let anyone launch instances or cancel runs.
+		errs = append(errs, fmt.Errorf("webhook: --pool-job-queue-url routes GitHub webhooks to warm pools and needs the webhook secret (%s or --webhook-secret-file)", EnvWebhookSecret))
+	case c.PoolJobQueueURL == "" && c.WebhookSecret != "":
+		errs = append(errs, errors.New("webhook: a webhook secret is set but no --pool-job-queue-url: webhooks are routed to warm pools through the pool job queue"))
+	}
+	if c.WarmPoolScope != "" && c.PoolJobQueueURL == "" {
+		errs = append(errs, errors.New("warm-pool-scope: warm pools are enabled by --pool-job-queue-url, which is not set"))
+	}
+	if c.ClassesFile != "" && (c.DefaultRunnerClass != "" || len(c.ResourceClasses) > 0) {
+		errs = append(errs, errors.New("default-runner-class and resource-classes apply to runner classes from the state table: with --runner-classes-file, set default_runner_class and resource_classes in the file"))
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +154,91 @@ func TestDocsTable(t *testing.T) {
 	}
 	if !strings.Contains(string(b), Markdown()) {
 		t.Errorf("docs/reconciler.md does not contain the current settings table; replace it with:\n\n%s", Markdown())
+	}
+}
+
+// TestWarmPoolsAndTableSettings: warm pools are enabled by the pool job queue and then need a
+// webhook secret (serve refuses to start without one); runner classes come from the table when no
+// file is given; instance keys default to ARNs.
+func TestWarmPoolsAndTableSettings(t *testing.T) {
+	t.Parallel()
+	const queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/runnerpool-jobs"
+	secretFile := writeFile(t, "webhook", "  file-s3cret\n")
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr []string // every one must appear; none: the load succeeds
+		check   func(t *testing.T, c Config)
+	}{
+		{name: "defaults", check: func(t *testing.T, c Config) {
+			if c.WarmPools() || c.InstanceKeys != InstanceKeysARN || c.AWSAccountID != "" || c.ConfigCacheTTL != 5*time.Second {
+				t.Errorf("defaults: warm=%v keys=%q account=%q ttl=%s", c.WarmPools(), c.InstanceKeys, c.AWSAccountID, c.ConfigCacheTTL)
+			}
+		}},
+		{name: "job queue without a secret", env: map[string]string{"RUNNERPOOL_POOL_JOB_QUEUE_URL": queue},
+			wantErr: []string{"--pool-job-queue-url routes GitHub webhooks to warm pools and needs the webhook secret", EnvWebhookSecret}},
+		{name: "secret without a job queue", env: map[string]string{EnvWebhookSecret: "s"},
+			wantErr: []string{"no --pool-job-queue-url"}},
+		{name: "warm pools from the environment", env: map[string]string{
+			"RUNNERPOOL_POOL_JOB_QUEUE_URL": queue, EnvWebhookSecret: " env-s3cret ", "RUNNERPOOL_WARM_POOL_SCOPE": "Acme",
+		}, check: func(t *testing.T, c Config) {
+			if !c.WarmPools() || c.WebhookSecret != "env-s3cret" || c.WarmPoolScope != "acme" || c.PoolJobQueueURL != queue {
+				t.Errorf("warm pools: %v %q %q %q", c.WarmPools(), c.WebhookSecret, c.WarmPoolScope, c.PoolJobQueueURL)
+			}
+			if s := c.LogValue().String(); strings.Contains(s, "env-s3cret") {
+				t.Errorf("the configuration's log value shows the webhook secret: %s", s)
+			}
+		}},
+		{name: "secret from a file", env: map[string]string{"RUNNERPOOL_POOL_JOB_QUEUE_URL": queue},
+			args: []string{"--webhook-secret-file", secretFile}, check: func(t *testing.T, c Config) {
+				if c.WebhookSecret != "file-s3cret" {
+					t.Errorf("secret from file = %q", c.WebhookSecret)
+				}
+			}},
+		{name: "secret twice", env: map[string]string{"RUNNERPOOL_POOL_JOB_QUEUE_URL": queue, EnvWebhookSecret: "s"},
+			args: []string{"--webhook-secret-file", secretFile}, wantErr: []string{"both " + EnvWebhookSecret}},
+		{name: "bad values", env: map[string]string{
+			"RUNNERPOOL_POOL_JOB_QUEUE_URL": "sqs://nope", "RUNNERPOOL_INSTANCE_KEYS": "name", "RUNNERPOOL_AWS_ACCOUNT_ID": "12345",
+			"RUNNERPOOL_RESOURCE_CLASSES": "small=2:4096,Big=x", "RUNNERPOOL_WARM_POOL_SCOPE": "bad_owner!", "RUNNERPOOL_DEFAULT_RUNNER_CLASS": "Linux",
+		}, wantErr: []string{"pool-job-queue-url", "instance-keys", "12-digit", `"Big=x"`, "warm-pool-scope", "default-runner-class"}},
+		{name: "table settings with a file", env: map[string]string{"RUNNERPOOL_DEFAULT_RUNNER_CLASS": "linux", "RUNNERPOOL_RESOURCE_CLASSES": "small=2:4096"},
+			wantErr: []string{"set default_runner_class and resource_classes in the file"}},
+		{name: "runner classes from the table", env: map[string]string{
+			"RUNNERPOOL_RUNNER_CLASSES_FILE": "-", "RUNNERPOOL_DEFAULT_RUNNER_CLASS": "linux",
+			"RUNNERPOOL_RESOURCE_CLASSES": "small=2:4096, large=8:16384", "RUNNERPOOL_INSTANCE_KEYS": "id", "RUNNERPOOL_AWS_ACCOUNT_ID": "123456789012",
+		}, check: func(t *testing.T, c Config) {
+			want := map[string]ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}}
+			if c.ClassesFile != "" || c.RunnerClassSource() != "state table" || c.DefaultRunnerClass != "linux" || !maps.Equal(c.ResourceClasses, want) ||
+				c.InstanceKeys != InstanceKeysID || c.AWSAccountID != "123456789012" {
+				t.Errorf("table settings: %+v", c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := baseEnv(t)
+			maps.Copy(env, tt.env)
+			if env["RUNNERPOOL_RUNNER_CLASSES_FILE"] == "-" {
+				delete(env, "RUNNERPOOL_RUNNER_CLASSES_FILE")
+			}
+			c, err := load(env, tt.args...)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				tt.check(t, c)
+				return
+			}
+			if err == nil {
+				t.Fatal("Load accepted the configuration")
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not mention %q:\n%v", want, err)
+				}
+			}
+		})
 	}
 }

@@ -192,6 +192,9 @@ func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, log 
 		"RUNNERPOOL_RELEASE_SIGNAL_WAIT":     "30s",
 		"RUNNERPOOL_POLL_INTERVAL":           "50ms",
 		"RUNNERPOOL_DYNAMODB_SKIP_CRC32":     "true",
+		// The sandbox's agents key their items by instance id (the local stack has no instance
+		// roles to confine).
+		"RUNNERPOOL_INSTANCE_KEYS": config.InstanceKeysID,
 	}
 	cfg, err := config.Load(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {

@@ -42,11 +42,15 @@ func (s *Service) schedule() error {
 }
 
 func (s *Service) refresh(ctx context.Context) error {
+	// The pool check covers the queues of the runner classes in force: re-read them if stale.
+	if err := s.classes.refresh(ctx); err != nil {
+		s.log.Warn("runner classes not read before refresh", "err", err)
+	}
 	_, err := s.refresher.Run(ctx)
 	return err
 }
 
-// converge is nil-safe: without a Converger (warm pools not configured yet) it does nothing.
+// converge is nil-safe: without a Converger (warm pools not enabled) it does nothing.
 func (s *Service) converge(ctx context.Context) error {
 	if s.converger == nil {
 		return nil

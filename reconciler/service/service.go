@@ -1,7 +1,9 @@
 // Package service assembles the reconciler: AWS clients from the SDK's default chain (so
 // AWS_ENDPOINT_URL_* points it at the local stack), GitHub access (App or PAT), the domain's
-// provisioner, releaser and refresher over one state table, the HTTP API, and the cron jobs run
-// under the leader lease. `runnerpool serve` runs one Service; tests and the demo run several in
+// provisioner, releaser and refresher over one state table (runner classes from a file or from the
+// table, classes.go; instance keys, keys.go), the HTTP API, the cron jobs run under the leader
+// lease, and, with a pool job queue, warm pools: the webhook route, the pool worker and
+// convergence (warm.go). `runnerpool serve` runs one Service; tests and the demo run several in
 // one process, each with its own clients, listener and lease holder name.
 //
 // Shutdown (Run's context ends, e.g. SIGTERM): the API stops taking provisions and releases (503
@@ -26,17 +28,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/robfig/cron/v3"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
@@ -45,8 +48,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
 )
 
-// Converger converges the warm pools once. Until the warm-pools capability provides one, the
-// convergence job does nothing.
+// Converger converges the warm pools once; *warmpool.Converger satisfies it.
 type Converger interface {
 	Converge(ctx context.Context) error
 }
@@ -69,7 +71,8 @@ type Options struct {
 	AWS *aws.Config
 	// HTTPClient is the base of the GitHub and OIDC clients (default: 30 s timeout).
 	HTTPClient *http.Client
-	// Converger is the warm-pool convergence (nil: none yet).
+	// Converger is the warm-pool convergence; nil: the service builds one over the state table's
+	// warm pools when warm pools are enabled (--pool-job-queue-url), else convergence does nothing.
 	Converger Converger
 	// OnJob, if set, is called after every cron job run of the leader (tests and the demo watch
 	// refresh and convergence with it).
@@ -94,6 +97,13 @@ type Service struct {
 
 	refresher Refresher
 	converger Converger
+	classes   *classSource
+
+	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
+	webhook    http.Handler
+	worker     *warmpool.Worker
+	workerStop context.CancelFunc // stops receiving pool jobs
+	workerDone chan struct{}      // closed when the worker returned
 
 	srv, opsSrv *http.Server
 	ln, opsLn   net.Listener
@@ -133,7 +143,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	db := dynamodb.NewFromConfig(awsCfg, func(do *dynamodb.Options) {
 		do.DisableValidateResponseChecksum = cfg.DynamoDBSkipCRC32
 	})
-	s.store = store.New(db, cfg.Table, store.WithClock(o.Now))
+	keyPrefix, err := instanceKeyPrefix(ctx, cfg, awsCfg, sts.NewFromConfig(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	s.store = store.New(db, cfg.Table, store.WithClock(o.Now), store.WithInstanceKeyPrefix(keyPrefix))
 	sqsc := sqs.NewFromConfig(awsCfg)
 	ec2c := ec2.NewFromConfig(awsCfg, awslimit.WithEC2Limits(awslimit.Default()))
 
@@ -146,47 +160,39 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		return nil, err
 	}
 
-	classes := map[string]provision.RunnerClass{}
-	resolver := pool.StaticResolver{}
-	var queues []*pool.Queue
-	for name, rc := range cfg.Classes.RunnerClasses {
-		q := pool.NewQueue(sqsc, rc.QueueURL)
-		resolver[name] = q
-		queues = append(queues, q)
-		classes[name] = provision.RunnerClass{
-			Name: name, Queue: q,
-			Launch: fleet.LaunchSpec{
-				LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: rc.LaunchTemplateVersion,
-				Subnets: rc.Subnets, Tags: rc.Tags,
-			},
-			MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
-		}
-	}
-	resources := map[string]provision.ResourceClass{}
-	for name, r := range cfg.Classes.ResourceClasses {
-		resources[name] = provision.ResourceClass{CPU: r.CPU, MemoryMiB: r.MemoryMiB}
-	}
-	pcfg := provision.Config{
-		ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: cfg.Classes.DefaultRunnerClass,
-		DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
-	}
-	if err := pcfg.Validate(); err != nil {
-		return nil, err
-	}
 	copts := claim.Options{
 		ClaimTimeout: cfg.ClaimTimeout, HeartbeatMaxAge: cfg.HeartbeatMaxAge, RegistrationWait: cfg.ClaimRegistrationWait,
 		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
 	}
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
-	prov := provision.New(s.store, claim.NewClaimer(s.store, reg, copts), reg, fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log}), ec2c, pcfg,
-		provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Now: o.Now, Logger: log})
-	rel := release.New(s.store, resolver, gh, ec2c, release.Options{
+	claimer := claim.NewClaimer(s.store, reg, copts)
+	fl := fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log})
+	var starter *claim.Starter
+	if cfg.WarmPools() {
+		// Step-driven provisions take hot warm-pool instances through the pool queue (claimer), then
+		// stopped ones (starter), then create the rest.
+		starter = claim.NewStarter(s.store, ec2c, reg, copts)
+	}
+	if err := s.setupClasses(ctx, cfg, sqsc, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
+		return provision.New(s.store, claimer, reg, fl, ec2c, provision.Config{
+			ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
+			DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
+		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Now: o.Now, Logger: log})
+	}); err != nil {
+		return nil, err
+	}
+	rel := release.New(s.store, s.classes, gh, ec2c, release.Options{
 		SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
 	})
-	s.refresher = refresh.New(s.store, ec2c, gh, resolver, refresh.Options{
-		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), Queues: queues, SQS: sqsc,
+	s.refresher = refresh.New(s.store, ec2c, gh, s.classes, refresh.Options{
+		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), SQS: sqsc,
 		Now: o.Now, Logger: log,
 	})
+	if cfg.WarmPools() {
+		if err := s.setupWarmPools(cfg, warmDeps{sqs: sqsc, ec2: ec2c, fleet: fl, starter: starter, reg: reg, gh: gh, rel: rel}); err != nil {
+			return nil, err
+		}
+	}
 
 	s.auth, err = auth.New(auth.Config{
 		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, Allowed: cfg.Allowed, HTTPClient: o.HTTPClient, Now: o.Now, Logger: log,
@@ -201,11 +207,11 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		}
 	}()
 	s.api, err = api.New(api.Options{
-		Provisioner: prov, Releaser: rel, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
+		Provisioner: s.classes, Releaser: rel, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, PollInterval: cfg.PollInterval, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
-		RunnerClassIdleTime: func(class string) time.Duration { return classes[class].IdleTime },
-		DefaultRunnerClass:  cfg.Classes.DefaultRunnerClass, Ready: s.readiness, Now: o.Now,
+		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
+		Ready: s.readiness, Now: o.Now,
 	})
 	if err != nil {
 		return nil, err
@@ -287,6 +293,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.elector.Run(leadCtx)
 	}()
 	s.cron.Start()
+	s.startWorker()
 	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
 
 	var runErr error
@@ -303,6 +310,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	s.log.Info("reconciler shutting down", "abandoned", abandoned, "in_flight", s.api.InFlight())
 	s.api.Drain()
+	s.stopWorker()
 	// Cron first: no new job starts; leadership ends, which cancels the running ones; the lease
 	// is released so another replica takes the jobs over now rather than after the TTL.
 	cronStopped := s.cron.Stop()
@@ -326,25 +334,32 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	err := s.shutdownServers(dctx)
+	werr := s.waitWorker(dctx)
 	cancel()
-	if err != nil {
-		// The drain timeout passed with provisions or releases still running: cancel them. The
-		// provisioner rolls back (claimed instances back to the pool, created ones terminated)
-		// and the handlers answer what was undone; wait for that.
-		s.log.Warn("drain timeout passed; cancelling in-flight operations", "in_flight", s.api.InFlight())
+	if err != nil || werr != nil {
+		// The drain timeout passed with provisions, releases or a pool-job batch still running:
+		// cancel them. The provisioner rolls back (claimed instances back to the pool, created
+		// ones terminated) and the handlers answer what was undone; the pool worker hands its
+		// jobs back to the queue. Wait for that.
+		s.log.Warn("drain timeout passed; cancelling in-flight operations", "in_flight", s.api.InFlight(), "pool_worker_busy", werr != nil)
 		s.cancelWork()
 		wctx, wcancel := context.WithTimeout(context.Background(), s.cfg.RollbackTimeout+30*time.Second)
 		if werr := s.api.Wait(wctx); werr != nil {
 			s.log.Error("in-flight operations did not finish rolling back", "in_flight", s.api.InFlight(), "error", werr)
 		}
+		if werr := s.waitWorker(wctx); werr != nil {
+			s.log.Error("the pool worker did not hand its jobs back", "error", werr)
+		}
 		wcancel()
-		// Let the answers written by now reach their clients before closing.
-		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = s.shutdownServers(fctx)
-		fcancel()
-		_ = s.srv.Close()
-		if s.opsSrv != nil {
-			_ = s.opsSrv.Close()
+		if err != nil {
+			// Let the answers written by now reach their clients before closing.
+			fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.shutdownServers(fctx)
+			fcancel()
+			_ = s.srv.Close()
+			if s.opsSrv != nil {
+				_ = s.opsSrv.Close()
+			}
 		}
 	}
 	s.cancelWork()

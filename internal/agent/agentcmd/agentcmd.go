@@ -41,6 +41,7 @@ type Options struct {
 	StateDir, TempDirs                     string
 	CleanHome, CleanDocker                 bool
 	IMDSEndpoint, InstanceID               string
+	InstanceKeys                           string
 	FakeGitHubURL                          string
 	FakeJobDuration                        time.Duration
 	LogLevel                               string
@@ -75,6 +76,8 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	fs.BoolVar(&o.CleanDocker, "clean-docker", true, "remove docker containers and volumes after every run (when docker is installed)")
 	fs.StringVar(&o.IMDSEndpoint, "imds-endpoint", os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"), "instance metadata endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT; default the link-local one)")
 	fs.StringVar(&o.InstanceID, "instance-id", "", "instance id (default: read from IMDS)")
+	fs.StringVar(&o.InstanceKeys, "instance-keys", envOr("RUNNERPOOL_INSTANCE_KEYS", KeysARN),
+		"how the table keys this instance's items: arn (INSTANCE#<instance ARN>, built from the IMDS identity document; the reconciler's default) or id (INSTANCE#<instance id>); must match the reconciler (env RUNNERPOOL_INSTANCE_KEYS)")
 	fs.StringVar(&o.FakeGitHubURL, "fake-github-url", "", "fake runner: the GitHub fake's URL")
 	fs.DurationVar(&o.FakeJobDuration, "fake-job-duration", time.Second, "fake runner: how long each job takes")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
@@ -93,6 +96,9 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	}
 	if _, err := agent.ParseNoticeMode(o.Notice); err != nil {
 		errs = append(errs, err)
+	}
+	if o.InstanceKeys != KeysARN && o.InstanceKeys != KeysID {
+		errs = append(errs, fmt.Errorf("-instance-keys %q: want %s or %s", o.InstanceKeys, KeysARN, KeysID))
 	}
 	switch o.Runner {
 	case "actions":
@@ -118,6 +124,20 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	return o, nil
+}
+
+// Instance key modes (-instance-keys): the reconciler's --instance-keys, which every component of a
+// deployment must share.
+const (
+	KeysARN = "arn"
+	KeysID  = "id"
+)
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -167,6 +187,10 @@ func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, err
 	})
 	// EnableFallback false: IMDSv2 only, never the unauthenticated IMDSv1 flow.
 	md := imds.New(imds.Options{Endpoint: o.IMDSEndpoint, EnableFallback: aws.FalseTernary})
+	prefix, err := InstanceKeyPrefix(ctx, md, o.InstanceKeys)
+	if err != nil {
+		return agent.Config{}, err
+	}
 	var temp []string
 	for _, d := range strings.Split(o.TempDirs, ",") {
 		if d = strings.TrimSpace(d); d != "" {
@@ -174,7 +198,7 @@ func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, err
 		}
 	}
 	cfg := agent.Config{
-		Store: store.New(db, o.Table), EC2: ec2.NewFromConfig(awsCfg), IMDS: md, InstanceID: o.InstanceID,
+		Store: store.New(db, o.Table, store.WithInstanceKeyPrefix(prefix)), EC2: ec2.NewFromConfig(awsCfg), IMDS: md, InstanceID: o.InstanceID,
 		Notice: agent.NoticeMode(o.Notice), NoticeInterval: o.NoticeInterval, FallbackInterval: o.Fallback,
 		HeartbeatInterval: o.Heartbeat, PreRunnerScript: o.PreRunnerScript,
 		StateDir: o.StateDir, WorkDir: o.WorkDir, RunnerUser: o.RunnerUser, TempDirs: temp, CleanHome: o.CleanHome,
@@ -210,4 +234,45 @@ func relWork(runnerDir, workDir string) string {
 		return rel
 	}
 	return workDir
+}
+
+// IdentityDocumentAPI is the part of the IMDS client InstanceKeyPrefix uses; *imds.Client satisfies it.
+type IdentityDocumentAPI interface {
+	GetInstanceIdentityDocument(ctx context.Context, in *imds.GetInstanceIdentityDocumentInput, opts ...func(*imds.Options)) (*imds.GetInstanceIdentityDocumentOutput, error)
+}
+
+// identityTries and identityEvery bound the wait for the metadata service early in boot.
+const (
+	identityTries = 30
+	identityEvery = time.Second
+)
+
+// InstanceKeyPrefix is the store's instance key prefix for a key mode: "" for id keys; for arn keys
+// the instance ARN's prefix, from the region and account of the instance identity document (the ARN
+// IAM knows the instance's requests by: ${ec2:SourceInstanceARN}). It retries while the metadata
+// service does not answer yet.
+func InstanceKeyPrefix(ctx context.Context, md IdentityDocumentAPI, mode string) (string, error) {
+	if mode == KeysID {
+		return "", nil
+	}
+	var last error
+	for try := range identityTries {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("reading the instance identity document: %w", ctx.Err())
+			case <-time.After(identityEvery):
+			}
+		}
+		doc, err := md.GetInstanceIdentityDocument(ctx, &imds.GetInstanceIdentityDocumentInput{})
+		if err != nil {
+			last = err
+			continue
+		}
+		if doc.Region == "" || doc.AccountID == "" {
+			return "", fmt.Errorf("instance identity document without region or account (%q, %q): cannot build the instance ARN for -instance-keys arn", doc.Region, doc.AccountID)
+		}
+		return store.InstanceARNPrefix(doc.Region, doc.AccountID), nil
+	}
+	return "", fmt.Errorf("reading the instance identity document (-instance-keys arn): %w", last)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
@@ -36,8 +37,10 @@ func TestParse(t *testing.T) {
 	}{
 		{"defaults", []string{"-table", "t1"}, "", func(o Options) bool {
 			return o.Notice == "imds-tags" && o.Runner == "actions" && o.WorkDir == "/opt/actions-runner/_work" &&
-				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute
+				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN
 		}},
+		{"id keys", []string{"-table", "t1", "-instance-keys", "id"}, "", func(o Options) bool { return o.InstanceKeys == KeysID }},
+		{"bad instance keys", []string{"-table", "t", "-instance-keys", "name"}, "-instance-keys", nil},
 		{"user data flags", []string{"-table", "t1", "-region", "eu-central-1", "-notice", "poll", "-runner", "actions",
 			"-runner-dir", "/opt/actions-runner", "-runner-user", "runner", "-state-dir", "/var/lib/runnerpool",
 			"-pre-runner-script", "/opt/runnerpool/pre-runner.sh"}, "", func(o Options) bool {
@@ -77,15 +80,30 @@ func TestParse(t *testing.T) {
 }
 
 // TestRunFakeRunner runs the command as the demo would: real SDK clients configured from the
-// environment (endpoints, credentials), the IMDS endpoint from the environment, and the fake runner.
-// It changes the process environment, so it does not run in parallel.
+// environment (endpoints, credentials), the IMDS endpoint from the environment, and the fake runner,
+// with both key modes. With arn keys (the default) the agent finds its record only under the
+// instance's ARN, built from the identity document's region and account (the EC2 server's
+// us-east-1 and 123456789012). It changes the process environment, so it does not run in parallel.
 func TestRunFakeRunner(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		prefix string
+	}{
+		{"arn keys by default", nil, "arn:aws:ec2:us-east-1:123456789012:instance/"},
+		{"id keys", []string{"-instance-keys", "id"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runFakeRunner(t, tc.args, tc.prefix) })
+	}
+}
+
+func runFakeRunner(t *testing.T, extraArgs []string, prefix string) {
 	st := stacktest.Shared(t)
 	table := stacktest.UniqueName(t, "agentcmd")
 	if err := store.CreateTable(t.Context(), st.DynamoDB(), table); err != nil {
 		t.Fatal(err)
 	}
-	s := store.New(st.DynamoDB(), table)
+	s := store.New(st.DynamoDB(), table, store.WithInstanceKeyPrefix(prefix))
 	gh := githubfake.New(githubfake.Options{})
 	ghs := httptest.NewServer(gh)
 	defer ghs.Close()
@@ -137,8 +155,8 @@ func TestRunFakeRunner(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"-runner", "fake", "-fake-github-url", ghs.URL, "-runner-dir", dir + "/runner",
-			"-state-dir", dir + "/state", "-heartbeat", "200ms"}, &bytes.Buffer{}, &syncWriter{b: &bytes.Buffer{}})
+		done <- Run(ctx, append([]string{"-runner", "fake", "-fake-github-url", ghs.URL, "-runner-dir", dir + "/runner",
+			"-state-dir", dir + "/state", "-heartbeat", "200ms"}, extraArgs...), &bytes.Buffer{}, &syncWriter{b: &bytes.Buffer{}})
 	}()
 	var last store.SignalRecord
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -169,4 +187,40 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// fakeDocument is an IMDS identity document source.
+type fakeDocument struct {
+	doc imds.InstanceIdentityDocument
+}
+
+func (f fakeDocument) GetInstanceIdentityDocument(context.Context, *imds.GetInstanceIdentityDocumentInput, ...func(*imds.Options)) (*imds.GetInstanceIdentityDocumentOutput, error) {
+	return &imds.GetInstanceIdentityDocumentOutput{InstanceIdentityDocument: f.doc}, nil
+}
+
+func TestInstanceKeyPrefix(t *testing.T) {
+	t.Parallel()
+	doc := imds.InstanceIdentityDocument{Region: "eu-central-1", AccountID: "111122223333", InstanceID: "i-0abc"}
+	tests := []struct {
+		name, mode string
+		doc        imds.InstanceIdentityDocument
+		want, err  string
+	}{
+		{"arn", KeysARN, doc, "arn:aws:ec2:eu-central-1:111122223333:instance/", ""},
+		{"gov cloud", KeysARN, imds.InstanceIdentityDocument{Region: "us-gov-west-1", AccountID: "111122223333"}, "arn:aws-us-gov:ec2:us-gov-west-1:111122223333:instance/", ""},
+		{"id", KeysID, doc, "", ""},
+		{"no account", KeysARN, imds.InstanceIdentityDocument{Region: "eu-central-1"}, "", "without region or account"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := InstanceKeyPrefix(t.Context(), fakeDocument{tt.doc}, tt.mode)
+			switch {
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("error = %v, want one mentioning %q", err, tt.err)
+			case tt.err == "" && (err != nil || got != tt.want):
+				t.Errorf("prefix = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
 }

@@ -3,7 +3,9 @@
 // an EC2 server whose instances each run a simulated agent (registration through claimtest, and
 // the release handshake), a GitHub fake and an OIDC issuer with the Actions token endpoint. Every
 // replica gets its own SDK clients, listener and lease holder name over the same table, as
-// separate processes would.
+// separate processes would. Options.WarmPools adds a pool job queue and a webhook secret (warm
+// pools; TableRunnerClass and Hot seed the table); Options.InstanceKeys "arn" keys instance items
+// by ARN everywhere, as on AWS.
 //
 //	env := servicetest.New(t, servicetest.Options{})
 //	r := env.Start(t, "a", nil)
@@ -47,8 +49,11 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // Values of the environment.
@@ -65,6 +70,22 @@ const (
 // Subnets of the EC2 server, by zone.
 var Subnets = map[string]string{"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
 
+// TableSubnets are subnets of the EC2 server with ids of AWS's form, for runner classes written to
+// the state table (internal/config validates subnet ids).
+var TableSubnets = map[string]string{"subnet-0a0a0a0a0a0a0a0a0": "us-east-1a", "subnet-0b0b0b0b0b0b0b0b0": "us-east-1b"}
+
+// More values of the environment.
+const (
+	// Account is the EC2 server's account: the account of its instance ARNs.
+	Account = "123456789012"
+	// Region is the stack's region.
+	Region = "us-east-1"
+	// WebhookSecret is the replicas' GitHub webhook secret with Options.WarmPools.
+	WebhookSecret = "servicetest-webhook-secret"
+	// Image is the image of the launch template and of TableRunnerClass.
+	Image = "ami-0123456789abcdef0"
+)
+
 // Options tune the environment. Zero values take the defaults.
 type Options struct {
 	// Agent scripts the simulated agents of instances launched from now on (SetAgent changes it).
@@ -72,6 +93,12 @@ type Options struct {
 	// Logger receives the replicas' logs (default: discarded; set RUNNERPOOL_TEST_LOG=1 to see
 	// them on stderr).
 	Logger *slog.Logger
+	// InstanceKeys is the replicas' --instance-keys: "id" (the default here) or "arn", with the
+	// account Account. The environment's own stores and the simulated agents use the same keys.
+	InstanceKeys string
+	// WarmPools creates a pool job queue and gives it and WebhookSecret to the replicas: webhook
+	// routing, the pool worker and warm-pool convergence.
+	WarmPools bool
 }
 
 // Env is one test's world.
@@ -85,6 +112,12 @@ type Env struct {
 	GitHubURL   string
 	Issuer      *oidcissuer.Issuer
 	ClassesFile string
+	// LaunchTemplate is the id of the runners' launch template in the EC2 server.
+	LaunchTemplate string
+	// JobQueueURL is the pool job queue with Options.WarmPools.
+	JobQueueURL string
+	// InstanceKeys is "id" or "arn"; KeyPrefix the instance key prefix of the environment's stores.
+	InstanceKeys, KeyPrefix string
 	// Store is the test's own view of the table (setup and audit).
 	Store *store.Store
 	SQS   *sqs.Client
@@ -112,7 +145,14 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatalf("CreateTable: %v", err)
 	}
 	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table}) })
-	e.Store = store.New(db, e.Table)
+	e.InstanceKeys = o.InstanceKeys
+	if e.InstanceKeys == "" {
+		e.InstanceKeys = config.InstanceKeysID
+	}
+	if e.InstanceKeys == config.InstanceKeysARN {
+		e.KeyPrefix = store.InstanceARNPrefix(Region, Account)
+	}
+	e.Store = store.New(db, e.Table, store.WithInstanceKeyPrefix(e.KeyPrefix))
 
 	e.SQS = stk.SQS()
 	qo, err := e.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stacktest.UniqueName(t, "pool"))})
@@ -121,8 +161,16 @@ func New(t testing.TB, o Options) *Env {
 	}
 	e.QueueURL = aws.ToString(qo.QueueUrl)
 	t.Cleanup(func() { _, _ = e.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: qo.QueueUrl}) })
+	if o.WarmPools {
+		jo, err := e.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stacktest.UniqueName(t, "jobs"))})
+		if err != nil {
+			t.Fatalf("CreateQueue: %v", err)
+		}
+		e.JobQueueURL = aws.ToString(jo.QueueUrl)
+		t.Cleanup(func() { _, _ = e.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: jo.QueueUrl}) })
+	}
 
-	agentStore := store.New(stk.DynamoDB(), e.Table)
+	agentStore := store.New(stk.DynamoDB(), e.Table, store.WithInstanceKeyPrefix(e.KeyPrefix))
 	e.EC2 = ec2server.New(ec2server.Options{
 		PendingDelay: -1, ShuttingDownDelay: 20 * time.Millisecond, TerminatedRetention: time.Hour, Logger: slog.New(slog.DiscardHandler),
 		Runtime: func(ctx context.Context, inst ec2server.RuntimeInstance) {
@@ -137,8 +185,10 @@ func New(t testing.TB, o Options) *Env {
 			a.stop()
 		},
 	})
-	for s, z := range Subnets {
-		e.EC2.SetSubnet(s, z)
+	for _, subnets := range []map[string]string{Subnets, TableSubnets} {
+		for s, z := range subnets {
+			e.EC2.SetSubnet(s, z)
+		}
 	}
 	ehs := httptest.NewServer(e.EC2)
 	e.EC2URL = ehs.URL
@@ -165,7 +215,7 @@ func New(t testing.TB, o Options) *Env {
 	lt, err := e.EC2Client().CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String("runner"),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
-			ImageId: aws.String("ami-0123456789abcdef0"),
+			ImageId: aws.String(Image),
 			MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
 				HttpTokens: ec2types.LaunchTemplateHttpTokensStateRequired, InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled,
 			},
@@ -174,6 +224,7 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatalf("CreateLaunchTemplate: %v", err)
 	}
+	e.LaunchTemplate = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
 	classes := config.Classes{
 		DefaultRunnerClass: RunnerClass,
 		ResourceClasses:    map[string]config.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}},
@@ -246,6 +297,15 @@ func (e *Env) Env(replica string, extra map[string]string) map[string]string {
 		"RUNNERPOOL_POLL_INTERVAL":           "50ms",
 		"RUNNERPOOL_DYNAMODB_SKIP_CRC32":     "true",
 		"RUNNERPOOL_LOG_LEVEL":               "debug",
+		"RUNNERPOOL_INSTANCE_KEYS":           e.InstanceKeys,
+		"RUNNERPOOL_CONFIG_CACHE_TTL":        "1s",
+	}
+	if e.InstanceKeys == config.InstanceKeysARN {
+		env["RUNNERPOOL_AWS_ACCOUNT_ID"] = Account
+	}
+	if e.JobQueueURL != "" {
+		env["RUNNERPOOL_POOL_JOB_QUEUE_URL"] = e.JobQueueURL
+		env["RUNNERPOOL_WEBHOOK_SECRET"] = WebhookSecret
 	}
 	maps.Copy(env, extra)
 	return env
@@ -557,4 +617,64 @@ func Decode[T any](t testing.TB, b []byte) T {
 		t.Fatalf("decoding %s: %v", b, err)
 	}
 	return v
+}
+
+// TableRunnerClass is a valid runner class of the environment as the Terraform provider writes it
+// to the state table (tableconfig.Repository.PutRunnerClass): the environment's pool queue, launch
+// template and TableSubnets, 2 vCPUs and 4 GiB.
+func (e *Env) TableRunnerClass(name string) tableconfig.RunnerClass {
+	return tableconfig.RunnerClass{
+		Name: name, Image: Image, CPU: 2, MemoryMiB: 4096,
+		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 8, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(TableSubnets)),
+		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(30 * time.Minute),
+		LaunchTemplateID: e.LaunchTemplate, QueueURL: e.QueueURL,
+	}
+}
+
+// Hot launches n instances in the EC2 server and records them as hot instances of a warm pool
+// (warming, then ready with an hour to wait and the given spec hash), as the converger would once
+// their warm-up is over. It returns their ids.
+func (e *Env) Hot(t testing.TB, rc tableconfig.RunnerClass, poolName, specHash string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	subnet := rc.Subnets[0]
+	ro, err := e.EC2Client().RunInstances(ctx, &ec2.RunInstancesInput{
+		ImageId: aws.String(rc.Image), InstanceType: ec2types.InstanceType(InstanceType), SubnetId: aws.String(subnet),
+		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(tags.Deployment), Value: aws.String(Deployment)},
+			{Key: aws.String(tags.RunnerClass), Value: aws.String(rc.Name)},
+			{Key: aws.String(tags.Pool), Value: aws.String(poolName)},
+		}}},
+	})
+	if err != nil {
+		t.Fatalf("RunInstances: %v", err)
+	}
+	var ids []string
+	for _, inst := range ro.Instances {
+		id := aws.ToString(inst.InstanceId)
+		ids = append(ids, id)
+		_, err := e.Store.Create(ctx, store.Instance{
+			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: "on-demand",
+			InstanceType: InstanceType, CPU: rc.CPU, MemoryMiB: rc.MemoryMiB, RunnerClass: rc.Name, Pool: poolName,
+			Zone: TableSubnets[subnet], SpecHash: specHash,
+		})
+		if err != nil {
+			t.Fatalf("Create %s: %v", id, err)
+		}
+		if _, err := e.Store.Transition(ctx, id, store.Change{
+			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
+			Threshold: time.Now().Add(time.Hour).Truncate(time.Second), Reason: "seeded hot by the test",
+		}); err != nil {
+			t.Fatalf("%s to ready: %v", id, err)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Webhooks is a GitHub webhook sender to a replica's webhook endpoint, signed with WebhookSecret.
+func (e *Env) Webhooks(replicaURL string) *githubfake.WebhookSender {
+	return &githubfake.WebhookSender{URL: replicaURL + apiv1.PathWebhookGitHub, Secret: WebhookSecret}
 }

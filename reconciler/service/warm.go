@@ -1,0 +1,115 @@
+// Warm pools in the reconciler (seed 002), enabled by --pool-job-queue-url: the GitHub webhook
+// endpoint (POST /v1/webhooks/github, every replica) routes workflow jobs labelled pool=NAME to the
+// pool job queue; the pool worker (every replica) serves them from the warm pools, hot instances
+// first, then stopped ones, then cold starts; the converger (the leader's converge cron job) keeps
+// each pool at its schedule's size. Pools and runner classes are the configuration items the
+// Terraform provider writes to the state table; the webhook and the worker read them through a
+// catalog cached for --config-cache-ttl, the converger reads them on every pass.
+//
+// The worker stops like provisions do on shutdown: it receives no new batch once the service drains,
+// the batch it holds has the drain timeout to finish, then it is cancelled and hands its jobs back to
+// the queue (another replica serves them).
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+)
+
+// warmDeps are the clients and domain objects the warm-pool components share with the rest.
+type warmDeps struct {
+	sqs     *sqs.Client
+	ec2     *ec2.Client
+	fleet   *fleet.Fleet
+	starter *claim.Starter
+	reg     *claim.Registrar
+	gh      *ghaccess.Client
+	rel     *release.Releaser
+}
+
+// setupWarmPools builds the converger (unless Options.Converger gave one), the pool worker and the
+// webhook handler.
+func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
+	targets := warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
+		Queue: func(url string) *pool.Queue { return pool.NewQueue(d.sqs, url) }, Scope: cfg.WarmPoolScope,
+	})
+	catalog := warmpool.NewCatalog(targets, cfg.ConfigCacheTTL, s.o.Now)
+	jobs := warmpool.NewJobQueue(d.sqs, cfg.PoolJobQueueURL, s.store)
+	if s.converger == nil {
+		conv, err := warmpool.NewConverger(s.store, d.ec2, d.fleet, targets, warmpool.Options{
+			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
+		})
+		if err != nil {
+			return err
+		}
+		s.converger = conv
+	}
+	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
+		DeploymentID: cfg.DeploymentID,
+		Recycle: func(ctx context.Context, runID string, idleTime time.Duration) error {
+			_, err := d.rel.Release(ctx, runID, idleTime)
+			return err
+		},
+		ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Now: s.o.Now, Logger: s.log.With("component", "pool_worker"),
+	})
+	if err != nil {
+		return err
+	}
+	h, err := webhook.New(webhook.Config{
+		Secret: cfg.WebhookSecret, Deliveries: s.store, Pools: catalog, Jobs: jobs, GitHub: d.gh, Logger: s.log.With("component", "webhook"),
+	})
+	if err != nil {
+		return err
+	}
+	s.worker, s.webhook = w, h
+	return nil
+}
+
+// startWorker runs the pool worker until stopWorker (no new batch) or the work context (the batch
+// in progress is cut short).
+func (s *Service) startWorker() {
+	if s.worker == nil {
+		return
+	}
+	stop, cancel := context.WithCancel(context.Background())
+	s.workerStop, s.workerDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.workerDone)
+		_ = s.worker.Serve(stop, s.work)
+	}()
+}
+
+// stopWorker makes the worker take no new batch.
+func (s *Service) stopWorker() {
+	if s.workerStop != nil {
+		s.workerStop()
+	}
+}
+
+// waitWorker waits for the worker to return, or ctx to end.
+func (s *Service) waitWorker(ctx context.Context) error {
+	if s.workerDone == nil {
+		return nil
+	}
+	select {
+	case <-s.workerDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
