@@ -59,6 +59,10 @@ type Config struct {
 	Pools      Pools
 	Jobs       Jobs
 	GitHub     RunCanceller
+	// Allowed, when set, says whether a repository ("owner/name") may use the warm pools; a job of
+	// any other repository is refused (logged and answered, never enqueued). The webhook secret
+	// proves GitHub sent the delivery, not that the deployment serves that repository.
+	Allowed func(repository string) bool
 	// DeliveryTTL is how long a delivery id is remembered (default 72 h; GitHub lets a delivery be
 	// redelivered for 3 days).
 	DeliveryTTL time.Duration
@@ -106,6 +110,7 @@ const (
 	ResultDuplicate = "duplicate" // the job queue knows the job already: nothing done
 	ResultCancelled = "cancelled" // the job asked for an unknown pool: its run was cancelled
 	ResultIgnored   = "ignored"   // nothing for warm pools in this delivery
+	ResultRefused   = "refused"   // the repository may not use this deployment
 	ResultPong      = "pong"
 )
 
@@ -204,6 +209,11 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		return http.StatusOK
 	case perr != nil:
 		return h.fail(ctx, ev, perr.Error(), resp, log)
+	}
+	if ev.Action == warmpool.ActionQueued && h.cfg.Allowed != nil && !h.cfg.Allowed(ev.Repository) {
+		log.Warn("github webhook: job of a repository not allowed to use this deployment", "pool", poolName)
+		resp.Result, resp.Reason = ResultRefused, "repository "+ev.Repository+" is not allowed to use this deployment"
+		return http.StatusForbidden
 	}
 	if ev.Action == warmpool.ActionQueued {
 		known, err := h.cfg.Pools.Known(ctx, poolName)

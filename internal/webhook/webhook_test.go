@@ -75,7 +75,8 @@ func (f *fakes) MarkOnce(_ context.Context, key string, _ time.Duration) (bool, 
 
 func newHandler(t *testing.T, f *fakes) http.Handler {
 	t.Helper()
-	h, err := webhook.New(webhook.Config{Secret: secret, Deliveries: f, Pools: f, Jobs: f, GitHub: f, MaxBodyBytes: 64 << 10})
+	h, err := webhook.New(webhook.Config{Secret: secret, Deliveries: f, Pools: f, Jobs: f, GitHub: f, MaxBodyBytes: 64 << 10,
+		Allowed: func(repo string) bool { return repo != "evil/api" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +194,8 @@ func TestDeliveries(t *testing.T) {
 		{"no event header", delivery{id: "d18", body: queued}, 400, webhook.Response{}, "X-GitHub-Event", 0, 0},
 		{"no delivery header", delivery{event: "workflow_job", body: queued}, 400, webhook.Response{}, "X-GitHub-Delivery", 0, 0},
 		{"GET", delivery{method: http.MethodGet, event: "workflow_job", id: "d19"}, 405, webhook.Response{}, "POST", 0, 0},
+		{"repository not allowed", delivery{event: "workflow_job", id: "d21", body: bytes.ReplaceAll(queued, []byte("acme/api"), []byte("evil/api"))}, 403,
+			webhook.Response{Result: webhook.ResultRefused, Pool: "small", Job: 1}, "", 0, 0},
 		{"too large", delivery{event: "workflow_job", id: "d20", body: bytes.Repeat([]byte("x"), 65<<10)}, 413, webhook.Response{}, "larger", 0, 0},
 	}
 	for _, tt := range tests {

@@ -272,6 +272,14 @@ func (v *Verifier) Allow(id Identity) error {
 	return forbidden(apiv1.CodeNotAllowed, fmt.Sprintf("repository %s is not allowed to use this deployment", id.Repository))
 }
 
+// AllowsRepository reports whether a repository ("owner/name") is on the deployment's allow-list,
+// by itself or through its owner.
+func (v *Verifier) AllowsRepository(repository string) bool {
+	repo := strings.ToLower(repository)
+	owner, _, _ := strings.Cut(repo, "/")
+	return slices.Contains(v.allowed, repo) || slices.Contains(v.allowed, owner)
+}
+
 // CheckRun is the binding check: a provision belongs to the repository and run that made it, and
 // only a token of that same repository and run may read or release it.
 func (id Identity) CheckRun(repositoryID, runID string) error {
