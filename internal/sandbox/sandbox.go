@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
@@ -64,6 +66,24 @@ type Options struct {
 	FailRegistration func(instanceID string) bool
 	// ChildOutput receives DynamoDB Local's and fauxqs's output.
 	ChildOutput io.Writer
+
+	// Simulated machine times (the benchmark sets them from the anchors; zero: none, as before).
+	// PendingDelay is the EC2 server's pending -> running delay of launches and starts (0: the
+	// server's default 300 ms; negative: none). BootDelay is the rest of a cold boot: from the
+	// instance entering running the first time to its agent starting. StartDelay is the same for a
+	// stopped instance started again. RegistrationDelay is added to every runner registration (the
+	// actions runner's config.sh talking to GitHub).
+	PendingDelay, BootDelay, StartDelay, RegistrationDelay time.Duration
+	// NoticeMode is the agents' claim notice (default agent.NoticeIMDSTags).
+	NoticeMode agent.NoticeMode
+	// AgentAPIOptions are added to the agents' DynamoDB and EC2 clients (e.g. an
+	// awslimit.Counter's AddMiddleware to count what idle agents cost).
+	AgentAPIOptions []func(*middleware.Stack) error
+	// AgentClock is the agents' clock (default time.Now): a skewed clock simulates an instance
+	// whose clock differs from the control plane's.
+	AgentClock func() time.Time
+	// OnRecord, when set, is called with every record an agent reads (agent.Config.OnRecord).
+	OnRecord func(store.Instance)
 }
 
 // Sandbox is a running deployment.
@@ -81,6 +101,7 @@ type Sandbox struct {
 	opts   Options
 	mu     sync.Mutex
 	agents map[string]context.CancelFunc // running agents, by instance
+	booted map[string]bool               // instances that booted once (a later run is a start)
 }
 
 // Start starts the stack with agents in every simulated instance and creates the deployment's
@@ -104,14 +125,17 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	def(&o.Grace, 2*time.Second)
 	def(&o.OrphanGrace, 30*time.Second)
 
-	sb := &Sandbox{Table: "runnerpool-sandbox", opts: o, Log: o.Logger, agents: map[string]context.CancelFunc{}}
+	sb := &Sandbox{Table: "runnerpool-sandbox", opts: o, Log: o.Logger, agents: map[string]context.CancelFunc{}, booted: map[string]bool{}}
 	var hook func(context.Context, ec2server.RuntimeInstance)
 	stk, err := stack.Start(ctx, stack.Options{
-		Logger: o.Logger, ChildOutput: o.ChildOutput,
+		Logger: o.Logger, ChildOutput: o.ChildOutput, EC2PendingDelay: o.PendingDelay,
 		Runtime: func(ctx context.Context, inst ec2server.RuntimeInstance) {
 			if o.AgentDisabled != nil && o.AgentDisabled(inst.ID) {
 				<-ctx.Done()
 				return
+			}
+			if !sb.boot(ctx, inst.ID) {
+				return // stopped or terminated while booting
 			}
 			ctx, cancel := context.WithCancel(ctx)
 			sb.mu.Lock()
@@ -176,22 +200,45 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 
-	agentEC2 := ec2.NewFromConfig(mustConfig(ctx, stk), func(eo *ec2.Options) { eo.BaseEndpoint = aws.String(stk.Endpoints.EC2) })
+	agentEC2 := ec2.NewFromConfig(mustConfig(ctx, stk), func(eo *ec2.Options) {
+		eo.BaseEndpoint = aws.String(stk.Endpoints.EC2)
+		eo.APIOptions = append(eo.APIOptions, o.AgentAPIOptions...)
+	})
+	agentDB := dynamodb.NewFromConfig(mustConfig(ctx, stk), func(do *dynamodb.Options) {
+		do.BaseEndpoint = aws.String(stk.Endpoints.DynamoDB)
+		do.DisableValidateResponseChecksum = true
+		do.APIOptions = append(do.APIOptions, o.AgentAPIOptions...)
+	})
+	var agentStoreOpts []store.Option
+	if o.AgentClock != nil {
+		agentStoreOpts = append(agentStoreOpts, store.WithClock(o.AgentClock))
+	}
+	notice := o.NoticeMode
+	if notice == "" {
+		notice = agent.NoticeIMDSTags
+	}
 	hook = agenttest.RuntimeHook(agent.Config{
-		Store: store.New(stk.DynamoDB(), sb.Table), EC2: agentEC2,
-		Notice: agent.NoticeIMDSTags, NoticeInterval: o.Notice, FallbackInterval: o.Fallback,
+		Store: store.New(agentDB, sb.Table, agentStoreOpts...), EC2: agentEC2,
+		Notice: notice, NoticeInterval: o.Notice, FallbackInterval: o.Fallback,
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
-		Logger: o.Logger,
+		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger,
 	}, agenttest.Options{Root: o.Root, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 		r, err := fakerunner.New(fakerunner.Options{
 			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
 			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
 		})
-		if err != nil || o.FailRegistration == nil {
-			return r, err
+		if err != nil {
+			return nil, err
 		}
-		return &failingRunner{Runner: r, fail: func() bool { return o.FailRegistration(inst.ID) }}, nil
+		var rr runner.Runner = r
+		if o.RegistrationDelay > 0 {
+			rr = &slowRunner{Runner: rr, delay: o.RegistrationDelay}
+		}
+		if o.FailRegistration != nil {
+			rr = &failingRunner{Runner: rr, fail: func() bool { return o.FailRegistration(inst.ID) }}
+		}
+		return rr, nil
 	}})
 	return sb, nil
 }
@@ -207,6 +254,43 @@ func (f *failingRunner) Register(ctx context.Context, cred store.Credential, nam
 		return errors.New("registration refused by GitHub (sandbox fault)")
 	}
 	return f.Runner.Register(ctx, cred, name)
+}
+
+// slowRunner takes delay longer to register, as the actions runner's config.sh does talking to
+// GitHub.
+type slowRunner struct {
+	runner.Runner
+	delay time.Duration
+}
+
+func (s *slowRunner) Register(ctx context.Context, cred store.Credential, name string) error {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Runner.Register(ctx, cred, name)
+}
+
+// boot waits out the simulated boot of an instance that just entered running: BootDelay the first
+// time, StartDelay after a stop. It reports false when the instance left running meanwhile.
+func (s *Sandbox) boot(ctx context.Context, id string) bool {
+	s.mu.Lock()
+	d := s.opts.BootDelay
+	if s.booted[id] {
+		d = s.opts.StartDelay
+	}
+	s.booted[id] = true
+	s.mu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func mustConfig(ctx context.Context, stk *stack.Stack) aws.Config {

@@ -72,6 +72,9 @@ type Options struct {
 	Java, Node string
 	// ReadyTimeout bounds the wait for the emulators to answer (default DefaultReadyTimeout).
 	ReadyTimeout time.Duration
+	// EC2PendingDelay is the EC2 server's pending -> running delay (launch and start): 0 keeps the
+	// server's default, a negative value means none (see ec2server.Options.PendingDelay).
+	EC2PendingDelay time.Duration
 }
 
 // Ports are fixed ports for the stack's servers; 0 means a free port.
@@ -177,9 +180,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 	s.Endpoints.EC2 = baseURL(ec2Lis)
 	s.EC2 = ec2server.New(ec2server.Options{
-		Region:  Region,
-		Runtime: opts.Runtime,
-		Logger:  logger.With("server", "ec2"),
+		Region:       Region,
+		Runtime:      opts.Runtime,
+		PendingDelay: opts.EC2PendingDelay,
+		Logger:       logger.With("server", "ec2"),
 	})
 	s.serve(ec2Lis, s.EC2)
 

@@ -1,0 +1,37 @@
+# bench.mk: the proof-at-scale targets, included from GNUmakefile (`include bench.mk`).
+#
+#   make bench    the whole system on the local stack, measured: `bench: NAME=VALUE` lines, and
+#                 bench/report.md with its histogram bench/latency.png (a few minutes)
+#   make soak     two reconciler replicas under mixed load for SOAK_DURATION (10 min; not in CI)
+#   make fuzz     every fuzz target for FUZZTIME each, one after the other (CI: 5 s each)
+#   make faults   the fault matrix: kills at random calls of provision, release and refresh
+#                 (FAULTS_RUNS per step, 20 by default), throttling, capacity, 5xx, registration,
+#                 heartbeat, agent, release and clock-skew faults, each judged by the invariant
+#                 checker; prints `faults: step=NAME runs=N ok=N`
+#
+# BENCH_ARGS passes flags to runnerpool-bench (e.g. BENCH_ARGS="-factor 0.1 -idle-window 2m").
+
+GO            ?= go
+BENCH_ARGS    ?=
+SOAK_DURATION ?= 10m
+FUZZTIME      ?= 5s
+FAULTS_RUNS   ?= 20
+# FAULTS_SEED=<n> replays the kill points of an earlier run (the matrix prints its seed).
+FAULTS_SEED   ?=
+
+.PHONY: bench soak fuzz faults
+
+bench: deps
+	$(GO) run ./reconciler/cmd/runnerpool-bench -report bench $(BENCH_ARGS)
+
+soak: deps
+	$(GO) run ./reconciler/cmd/runnerpool-bench -soak $(SOAK_DURATION) $(BENCH_ARGS)
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./tools/fuzz.sh
+
+# The matrix is built with -tags faults so that `go test ./...` (make test) does not run it twice;
+# it starts its own sandbox (DynamoDB Local, fauxqs and the in-process servers).
+faults: deps
+	$(GO) vet -tags faults ./internal/faults
+	FAULTS_RUNS=$(FAULTS_RUNS) FAULTS_SEED=$(FAULTS_SEED) $(GO) test -tags faults -count=1 -v -timeout 30m -run '^TestFaultMatrix$$' ./internal/faults

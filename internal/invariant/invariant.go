@@ -1,0 +1,595 @@
+// Package invariant checks the rules of DESIGN.md against a deployment's real state: the state
+// table, EC2 (only instances carrying the deployment's tag), the pool queues and the GitHub runners.
+// The fault matrix runs it after every fault, the benchmark and the soak run at their end.
+//
+// The rules:
+//
+//   - double-claim: an instance is held by at most one run (the runs the caller knows hold
+//     instances, Options.Held, never share one, and each held instance's record still names its
+//     run); a registered runner carries the label of at most one run, and the label of the run its
+//     record belongs to.
+//   - state: a record's run id agrees with its state (idle, ready, stopped and warming records
+//     belong to no run; created, claimed and running ones to one).
+//   - orphan: every EC2 instance of the deployment that is not terminated has a live record
+//     (instances launched less than OrphanGrace ago excepted, as refresh spares them).
+//   - pool: every pool message that a claim could act on (its record is idle or ready, without a
+//     run) stands for a clean instance: its agent's last signal is the deregistration
+//     (UD_REMOVE_REG_REMOVE_RUN: no registration since), or, for a ready one, the warm-up's UD_OK;
+//     and no runner is registered at GitHub for it. Messages whose record is gone or moved on are
+//     stale: a claim re-checks the record and drops them, refresh deletes them; they are reported
+//     (Report.Stale), not violations, as are duplicate messages (the second claim loses).
+//   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
+//     ask after a refresh pass, which enforces them).
+//   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
+//
+// SQS cannot be read without taking messages: Check receives every visible message of each queue,
+// holding them for a few seconds, and makes them visible again at once. Run it when nothing else
+// is picking from the pool (the fault matrix and the benchmark check between operations).
+package invariant
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+)
+
+// Store is the part of *store.Store the checker reads.
+type Store interface {
+	Live(ctx context.Context) ([]store.Instance, error)
+	Get(ctx context.Context, id string) (store.Instance, error)
+	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+}
+
+// EC2API lists the deployment's instances; *ec2.Client satisfies it.
+type EC2API interface {
+	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// SQSAPI reads the pool queues; *sqs.Client satisfies it.
+type SQSAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// GitHub lists registered runners; *ghaccess.Client satisfies it.
+type GitHub interface {
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
+}
+
+// The rules, as named in violations.
+const (
+	RuleDoubleClaim = "double-claim"
+	RuleState       = "state"
+	RuleOrphan      = "orphan"
+	RulePool        = "pool"
+	RuleThreshold   = "threshold"
+	RuleIdempotency = "idempotency"
+)
+
+// RunnerPrefix is the GitHub runner name of an instance, before its id.
+const RunnerPrefix = "runnerpool-"
+
+// Options say what to check.
+type Options struct {
+	// DeploymentID is the value of the deployment tag: only instances carrying it are checked.
+	// Required.
+	DeploymentID string
+	// Queues are the pool queue URLs to read with SQS.
+	Queues []string
+	SQS    SQSAPI
+	// GitHub and Scopes, when set, add the runner checks.
+	GitHub GitHub
+	Scopes []string
+	// Held maps the run keys the caller believes hold instances now (provisioned, not released)
+	// to those instances.
+	Held map[string][]string
+	// Thresholds enables the threshold rule: a live record past its threshold by more than Grace
+	// at Now is a violation. Ask after a refresh pass run at Now (or later).
+	Thresholds bool
+	Grace      time.Duration
+	// Now is the clock of the threshold rule (default time.Now).
+	Now func() time.Time
+	// OrphanGrace spares instances launched less than this before Now from the orphan rule, as
+	// refresh's grace does (a provision writes its records just after its fleet call returns).
+	OrphanGrace time.Duration
+	// VisibilityTimeout is how long the check holds the messages it reads (default 5 s).
+	VisibilityTimeout time.Duration
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	Rule     string
+	Instance string // empty when the violation is not about one instance
+	Detail   string
+}
+
+func (v Violation) String() string {
+	if v.Instance == "" {
+		return v.Rule + ": " + v.Detail
+	}
+	return v.Rule + ": " + v.Instance + ": " + v.Detail
+}
+
+// Message is a pool message as read.
+type Message struct {
+	Queue      string
+	InstanceID string // empty when the body is malformed
+	// Stale says why no claim can act on it (its record is gone or not poolable); empty when
+	// one could.
+	Stale string
+}
+
+// Report is what Check saw and what it found.
+type Report struct {
+	At time.Time
+	// Instances are the deployment's EC2 instances that are not terminated, by id, with their
+	// EC2 state.
+	Instances map[string]string
+	// Young are instances spared by OrphanGrace.
+	Young []string
+	// Records are the live records, by id.
+	Records map[string]store.Instance
+	// Messages are the pool messages read, in queue order.
+	Messages []Message
+	// Runners are the runnerpool runners registered at GitHub, by instance id.
+	Runners map[string]ghaccess.Runner
+	// Stale counts the stale pool messages, Duplicates the messages beyond the first of one
+	// instance: garbage refresh deletes, not violations.
+	Stale, Duplicates int
+	Violations        []Violation
+}
+
+// OK reports whether no rule is broken.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Count is the number of violations of a rule.
+func (r Report) Count(rule string) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Rule == rule {
+			n++
+		}
+	}
+	return n
+}
+
+// Err is nil when no rule is broken, else an error listing the violations.
+func (r Report) Err() error {
+	if r.OK() {
+		return nil
+	}
+	lines := make([]string, len(r.Violations))
+	for i, v := range r.Violations {
+		lines[i] = v.String()
+	}
+	return fmt.Errorf("%d invariant violations:\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+// Summary is one line: what was seen and how many violations of each rule.
+func (r Report) Summary() string {
+	counts := map[string]int{}
+	for _, v := range r.Violations {
+		counts[v.Rule]++
+	}
+	var parts []string
+	for _, rule := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", rule, counts[rule]))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "violations=0")
+	}
+	return fmt.Sprintf("instances=%d records=%d messages=%d stale=%d runners=%d %s",
+		len(r.Instances), len(r.Records), len(r.Messages), r.Stale, len(r.Runners), strings.Join(parts, " "))
+}
+
+func (r *Report) add(rule, instance, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{Rule: rule, Instance: instance, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Check reads the deployment's state and checks every rule. The error is for what could not be
+// read; the rules' verdicts are in the Report.
+func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error) {
+	if o.DeploymentID == "" {
+		return Report{}, errors.New("invariant: a deployment id is required")
+	}
+	if len(o.Queues) > 0 && o.SQS == nil {
+		return Report{}, errors.New("invariant: pool queues given without an SQS client")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.VisibilityTimeout <= 0 {
+		o.VisibilityTimeout = 5 * time.Second
+	}
+	rep := Report{At: o.Now(), Instances: map[string]string{}, Records: map[string]store.Instance{}, Runners: map[string]ghaccess.Runner{}}
+
+	// EC2 first, then the table: a record written between the two reads is seen.
+	launched := map[string]time.Time{}
+	if err := describe(ctx, ec2c, o.DeploymentID, rep.Instances, launched); err != nil {
+		return rep, fmt.Errorf("invariant: listing instances: %w", err)
+	}
+	for id, at := range launched {
+		if o.OrphanGrace > 0 && (at.IsZero() || rep.At.Sub(at) < o.OrphanGrace) {
+			rep.Young = append(rep.Young, id)
+		}
+	}
+	slices.Sort(rep.Young)
+	live, err := st.Live(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("invariant: listing live records: %w", err)
+	}
+	for _, rec := range live {
+		rep.Records[rec.ID] = rec
+	}
+	for _, scope := range o.Scopes {
+		if o.GitHub == nil {
+			break
+		}
+		runners, err := o.GitHub.ListRunners(ctx, scope)
+		if err != nil {
+			return rep, fmt.Errorf("invariant: listing runners of %s: %w", scope, err)
+		}
+		for _, r := range runners {
+			if id, ok := strings.CutPrefix(r.Name, RunnerPrefix); ok {
+				rep.Runners[id] = r
+			}
+		}
+	}
+	for _, q := range o.Queues {
+		msgs, err := readQueue(ctx, o.SQS, q, o.VisibilityTimeout)
+		if err != nil {
+			return rep, fmt.Errorf("invariant: reading pool %s: %w", q, err)
+		}
+		rep.Messages = append(rep.Messages, msgs...)
+	}
+
+	checkOrphans(ctx, st, &rep, o.OrphanGrace > 0)
+	checkStates(&rep)
+	checkClaims(ctx, st, &rep, o.Held)
+	if err := checkPool(ctx, st, &rep); err != nil {
+		return rep, err
+	}
+	if o.Thresholds {
+		checkThresholds(&rep, rep.At, o.Grace)
+	}
+	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
+		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
+	})
+	return rep, nil
+}
+
+// describe lists the deployment's instances that are not (being) terminated.
+func describe(ctx context.Context, api EC2API, deployment string, out map[string]string, launched map[string]time.Time) error {
+	pg := ec2.NewDescribeInstancesPaginator(api, &ec2.DescribeInstancesInput{
+		Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + tags.Deployment), Values: []string{deployment}},
+			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+		},
+		MaxResults: aws.Int32(1000),
+	})
+	for pg.HasMorePages() {
+		page, err := pg.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, res := range page.Reservations {
+			for _, in := range res.Instances {
+				if tagValue(in.Tags, tags.Deployment) != deployment {
+					continue // EC2 filter values are patterns; the tag must match exactly
+				}
+				state := ""
+				if in.State != nil {
+					state = string(in.State.Name)
+				}
+				out[aws.ToString(in.InstanceId)] = state
+				launched[aws.ToString(in.InstanceId)] = aws.ToTime(in.LaunchTime)
+			}
+		}
+	}
+	return nil
+}
+
+func tagValue(ts []ec2types.Tag, key string) string {
+	for _, t := range ts {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+// readQueue receives every visible message (holding them for vis) and makes them visible again.
+func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration) ([]Message, error) {
+	seen := map[string]string{} // message id -> latest receipt handle
+	var out []Message
+	defer func() {
+		// Put back what was held even if the check is cut short; they reappear anyway after vis.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		ids := slices.Sorted(maps.Keys(seen))
+		for batch := range slices.Chunk(ids, 10) {
+			entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(batch))
+			for i, id := range batch {
+				entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(seen[id])}
+			}
+			_, _ = api.ChangeMessageVisibilityBatch(rctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		}
+	}()
+	empty := 0
+	for range 1000 {
+		res, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: int32(max(vis.Seconds(), 1)),
+		})
+		if err != nil {
+			return out, err
+		}
+		fresh := 0
+		for _, m := range res.Messages {
+			id := aws.ToString(m.MessageId)
+			if _, ok := seen[id]; !ok {
+				fresh++
+				msg := Message{Queue: url}
+				if pm, err := pool.Decode(aws.ToString(m.Body)); err == nil {
+					msg.InstanceID = pm.InstanceID
+				}
+				out = append(out, msg)
+			}
+			seen[id] = aws.ToString(m.ReceiptHandle)
+		}
+		// A short poll samples a subset of the queue's servers: stop after two empty rounds.
+		if fresh == 0 {
+			if empty++; empty >= 2 {
+				break
+			}
+			continue
+		}
+		empty = 0
+	}
+	return out, nil
+}
+
+// checkOrphans: rule 2, every instance has a live record (the listing is confirmed by a
+// consistent read, as refresh does).
+func checkOrphans(ctx context.Context, st Store, rep *Report, grace bool) {
+	for _, id := range slices.Sorted(maps.Keys(rep.Instances)) {
+		if _, ok := rep.Records[id]; ok {
+			continue
+		}
+		if _, young := slices.BinarySearch(rep.Young, id); young && grace {
+			continue
+		}
+		rec, err := st.Get(ctx, id)
+		switch {
+		case err == nil && rec.State.Live():
+			rep.Records[id] = rec
+		case err == nil:
+			rep.add(RuleOrphan, id, "%s in EC2, record %s", rep.Instances[id], rec.State)
+		case errors.Is(err, store.ErrNotFound):
+			rep.add(RuleOrphan, id, "%s in EC2 with no record", rep.Instances[id])
+		default:
+			rep.add(RuleOrphan, id, "%s in EC2, record unreadable: %v", rep.Instances[id], err)
+		}
+	}
+}
+
+// checkStates: a record's run id agrees with its state.
+func checkStates(rep *Report) {
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		rec := rep.Records[id]
+		switch rec.State {
+		case store.StateIdle, store.StateReady, store.StateStopped, store.StateWarming:
+			if rec.RunID != "" {
+				rep.add(RuleState, id, "%s but belongs to run %s", rec.State, rec.RunID)
+			}
+		case store.StateCreated, store.StateClaimed, store.StateRunning:
+			if rec.RunID == "" {
+				rep.add(RuleState, id, "%s without a run", rec.State)
+			}
+		}
+	}
+}
+
+// RunLabel is the GitHub label of a run key (store.RunKey: repository id, run id, attempt): the
+// run id.
+func RunLabel(runKey string) string {
+	parts := strings.Split(runKey, ":")
+	if len(parts) == 3 {
+		return parts[1]
+	}
+	return runKey
+}
+
+// runLabels are a runner's labels that name runs: GitHub run ids are decimal numbers.
+func runLabels(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		if l != "" && strings.Trim(l, "0123456789") == "" {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// checkClaims: rule 1.
+func checkClaims(ctx context.Context, st Store, rep *Report, held map[string][]string) {
+	holders := map[string][]string{}
+	for run, ids := range held {
+		for _, id := range ids {
+			holders[id] = append(holders[id], run)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(holders)) {
+		runs := holders[id]
+		slices.Sort(runs)
+		if len(runs) > 1 {
+			rep.add(RuleDoubleClaim, id, "held by %d runs at once: %s", len(runs), strings.Join(runs, ", "))
+			continue
+		}
+		rec, ok := rep.Records[id]
+		if !ok {
+			r, err := st.Get(ctx, id)
+			if err != nil || !r.State.Live() {
+				continue // terminated (expired, discarded): the run lost it, nobody else has it
+			}
+			rec = r
+		}
+		switch {
+		case rec.State == store.StateTerminating:
+		case rec.RunID != runs[0]:
+			rep.add(RuleDoubleClaim, id, "held by run %s, but the record is %s for run %q", runs[0], rec.State, rec.RunID)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(rep.Runners)) {
+		r := rep.Runners[id]
+		labels := runLabels(r.Labels)
+		if len(labels) > 1 {
+			rep.add(RuleDoubleClaim, id, "runner %s carries the labels of %d runs: %s", r.Name, len(labels), strings.Join(labels, ", "))
+			continue
+		}
+		rec, ok := rep.Records[id]
+		if !ok || len(labels) == 0 || (rec.State != store.StateClaimed && rec.State != store.StateRunning) {
+			continue
+		}
+		if want := RunLabel(rec.RunID); labels[0] != want {
+			rep.add(RuleDoubleClaim, id, "record %s for run %s, but its runner is registered for run %s", rec.State, rec.RunID, labels[0])
+		}
+	}
+}
+
+// checkPool: rule 3.
+func checkPool(ctx context.Context, st Store, rep *Report) error {
+	seen := map[string]bool{}
+	for i := range rep.Messages {
+		m := &rep.Messages[i]
+		if m.InstanceID == "" {
+			m.Stale = "malformed"
+			rep.Stale++
+			continue
+		}
+		if seen[m.InstanceID] {
+			rep.Duplicates++
+			continue
+		}
+		seen[m.InstanceID] = true
+		id := m.InstanceID
+		rec, ok := rep.Records[id]
+		if !ok {
+			r, err := st.Get(ctx, id)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				m.Stale, rep.Stale = "no record", rep.Stale+1
+				continue
+			case err != nil:
+				return fmt.Errorf("invariant: reading the record of pooled %s: %w", id, err)
+			}
+			rec = r
+		}
+		if (rec.State != store.StateIdle && rec.State != store.StateReady) || rec.RunID != "" {
+			m.Stale, rep.Stale = fmt.Sprintf("record %s run %q", rec.State, rec.RunID), rep.Stale+1
+			continue
+		}
+		sig, err := st.LastSignal(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rep.add(RulePool, id, "pooled %s with no signal from its agent", rec.State)
+			continue
+		case err != nil:
+			return fmt.Errorf("invariant: reading the signal of pooled %s: %w", id, err)
+		}
+		clean := sig.Signal == store.SignalReleased || (rec.State == store.StateReady && sig.Signal == store.SignalPreRunnerOK)
+		if !clean {
+			rep.add(RulePool, id, "pooled %s, but the agent's last signal is %s (run %q): not confirmed clean", rec.State, sig.Signal, sig.RunID)
+			continue
+		}
+		if r, ok := rep.Runners[id]; ok {
+			rep.add(RulePool, id, "pooled, but runner %s is still registered (labels %v)", r.Name, r.Labels)
+		}
+	}
+	return nil
+}
+
+// checkThresholds: rule 4 (the control plane's half: refresh ran).
+func checkThresholds(rep *Report, now time.Time, grace time.Duration) {
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		rec := rep.Records[id]
+		if !rec.Threshold.IsZero() && now.Sub(rec.Threshold) > grace {
+			rep.add(RuleThreshold, id, "%s %s past its threshold %s", rec.State, now.Sub(rec.Threshold).Round(time.Millisecond), rec.Threshold.Format(time.RFC3339))
+		}
+	}
+}
+
+// Unchanged checks idempotency: nothing changed between two reports taken around an operation
+// that should have changed nothing (a repeated release, a second refresh pass): the same live
+// records at the same versions, the same instances in the same EC2 states, the same pool messages.
+func Unchanged(before, after Report) []Violation {
+	var out []Violation
+	add := func(id, format string, args ...any) {
+		out = append(out, Violation{Rule: RuleIdempotency, Instance: id, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, id := range slices.Sorted(maps.Keys(before.Records)) {
+		a := before.Records[id]
+		b, ok := after.Records[id]
+		switch {
+		case !ok:
+			add(id, "record %s v%d is no longer live", a.State, a.Version)
+		case a.Version != b.Version:
+			add(id, "record changed: %s v%d -> %s v%d (%s)", a.State, a.Version, b.State, b.Version, b.Reason)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(after.Records)) {
+		if _, ok := before.Records[id]; !ok {
+			add(id, "record appeared: %s", after.Records[id].State)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(before.Instances)) {
+		if s, ok := after.Instances[id]; !ok || s != before.Instances[id] {
+			add(id, "instance went from %s to %q", before.Instances[id], s)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(after.Instances)) {
+		if _, ok := before.Instances[id]; !ok {
+			add(id, "instance appeared: %s", after.Instances[id])
+		}
+	}
+	// Messages a claim could act on, one per instance: stale and duplicate ones come and go as
+	// refresh and pickups see them.
+	msgs := func(r Report) map[string]int {
+		m := map[string]int{}
+		for _, msg := range r.Messages {
+			if msg.Stale == "" {
+				m[msg.InstanceID] = 1
+			}
+		}
+		return m
+	}
+	mb, ma := msgs(before), msgs(after)
+	for _, id := range slices.Sorted(maps.Keys(mb)) {
+		if ma[id] != mb[id] {
+			add(id, "pool messages went from %d to %d", mb[id], ma[id])
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ma)) {
+		if _, ok := mb[id]; !ok {
+			add(id, "pool messages went from 0 to %d", ma[id])
+		}
+	}
+	return out
+}

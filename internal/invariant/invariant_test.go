@@ -1,0 +1,344 @@
+// The checker against the real state services: DynamoDB Local and fauxqs from the shared stack, an
+// EC2 server of the test's own; GitHub's runner list is a stub (its rule is pure logic). Each case
+// builds a world that is clean but for one broken rule and checks that exactly that rule is
+// reported.
+package invariant_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// world is one deployment: its table, pool queue and EC2 server.
+type world struct {
+	t          *testing.T
+	deployment string
+	st         *store.Store
+	sqs        *sqs.Client
+	queue      *pool.Queue
+	ec2        *ec2.Client
+	runners    stubGitHub
+}
+
+type stubGitHub map[string][]ghaccess.Runner
+
+func (s stubGitHub) ListRunners(_ context.Context, scope string) ([]ghaccess.Runner, error) {
+	return s[scope], nil
+}
+
+const scope = "acme/app"
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := t.Context()
+	stk := stacktest.Shared(t)
+	w := &world{t: t, deployment: stacktest.UniqueName(t, "dep"), sqs: stk.SQS(), runners: stubGitHub{}}
+	table := stacktest.UniqueName(t, "state")
+	if err := store.CreateTable(ctx, stk.DynamoDB(), table); err != nil {
+		t.Fatal(err)
+	}
+	w.st = store.New(stk.DynamoDB(), table)
+	q, err := w.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stacktest.UniqueName(t, "pool"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.queue = pool.NewQueue(w.sqs, aws.ToString(q.QueueUrl))
+	srv := ec2server.New(ec2server.Options{PendingDelay: -1})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	cfg, _ := stk.AWSConfig(ctx)
+	w.ec2 = ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(hs.URL) })
+	return w
+}
+
+// launch starts an instance tagged with the world's deployment (or untagged).
+func (w *world) launch(tagged bool) string {
+	w.t.Helper()
+	in := &ec2.RunInstancesInput{
+		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: "c6i.large", MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+	}
+	if tagged {
+		in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(tags.Deployment), Value: aws.String(w.deployment)},
+		}}}
+	}
+	out, err := w.ec2.RunInstances(w.t.Context(), in)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return aws.ToString(out.Instances[0].InstanceId)
+}
+
+func (w *world) create(id, run string) store.Instance {
+	w.t.Helper()
+	rec, err := w.st.Create(w.t.Context(), store.Instance{
+		ID: id, State: store.StateCreated, RunID: run, Threshold: time.Now().Add(time.Hour),
+		UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Scope: scope,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rec
+}
+
+func (w *world) move(id string, c store.Change) store.Instance {
+	w.t.Helper()
+	rec, err := w.st.Transition(w.t.Context(), id, c)
+	if err != nil {
+		w.t.Fatalf("%s to %s: %v", id, c.To, err)
+	}
+	return rec
+}
+
+// running launches an instance and takes it to running for run.
+func (w *world) running(run string) string {
+	id := w.launch(true)
+	w.create(id, run)
+	w.move(id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: run})
+	return id
+}
+
+// pooled launches an instance, takes it through a run and releases it cleanly into the pool.
+func (w *world) pooled() string {
+	id := w.running("4242:100:1")
+	none := ""
+	rec := w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:100:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+	w.signal(id, store.SignalReleased, "4242:100:1", time.Time{})
+	w.put(rec)
+	return id
+}
+
+func (w *world) signal(id string, sig store.Signal, run string, at time.Time) {
+	w.t.Helper()
+	if err := w.st.PutSignal(w.t.Context(), id, store.SignalRecord{Signal: sig, RunID: run, At: at}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) put(rec store.Instance) {
+	w.t.Helper()
+	msg := pool.Message{InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
+		MemoryMiB: rec.MemoryMiB, RunnerClass: rec.RunnerClass, Scope: rec.Scope, Threshold: time.Now().Add(time.Hour)}
+	if err := w.queue.Put(w.t.Context(), msg, 0); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) check(o invariant.Options) invariant.Report {
+	w.t.Helper()
+	o.DeploymentID = w.deployment
+	o.Queues, o.SQS = []string{w.queue.URL()}, w.sqs
+	o.GitHub, o.Scopes = w.runners, []string{scope}
+	rep, err := invariant.Check(w.t.Context(), w.st, w.ec2, o)
+	if err != nil {
+		w.t.Fatalf("Check: %v", err)
+	}
+	return rep
+}
+
+func rules(rep invariant.Report) []string {
+	var out []string
+	for _, v := range rep.Violations {
+		out = append(out, v.Rule)
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(w *world) invariant.Options
+		want  []string // rules broken, one entry per violation
+		// stale and duplicate pool messages (garbage, not violations)
+		stale, dupes int
+	}{{
+		name: "a clean world",
+		setup: func(w *world) invariant.Options {
+			w.pooled()
+			id := w.running("4242:200:1")
+			w.launch(false) // another deployment's instance: none of our business
+			w.runners[scope] = []ghaccess.Runner{{ID: 1, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "200", "runnerpool"}}}
+			return invariant.Options{Held: map[string][]string{"4242:200:1": {id}}, Thresholds: true}
+		},
+	}, {
+		name: "an instance without a record is an orphan",
+		setup: func(w *world) invariant.Options {
+			w.launch(true)
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleOrphan},
+	}, {
+		name: "a running instance whose record is terminated is an orphan",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:300:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminated, RunID: "4242:300:1"})
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleOrphan},
+	}, {
+		name: "a pool message of a running instance is stale, not a violation",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:400:1")
+			rec, _ := w.st.Get(t.Context(), id)
+			w.put(rec)
+			return invariant.Options{}
+		},
+		stale: 1,
+	}, {
+		name: "a young instance without a record is spared by the orphan grace",
+		setup: func(w *world) invariant.Options {
+			w.launch(true)
+			return invariant.Options{OrphanGrace: time.Minute}
+		},
+	}, {
+		name: "a pooled instance whose agent never confirmed deregistration",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:500:1")
+			none := ""
+			rec := w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:500:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalRegistered, "4242:500:1", time.Time{})
+			w.put(rec)
+			return invariant.Options{}
+		},
+		want: []string{invariant.RulePool},
+	}, {
+		name: "two messages of one instance are a duplicate, not a violation",
+		setup: func(w *world) invariant.Options {
+			id := w.pooled()
+			rec, _ := w.st.Get(t.Context(), id)
+			w.put(rec)
+			return invariant.Options{}
+		},
+		dupes: 1,
+	}, {
+		name: "a message with no record is stale",
+		setup: func(w *world) invariant.Options {
+			w.put(store.Instance{ID: "i-0000000000000dead", UsageClass: "on-demand", InstanceType: "c6i.large"})
+			return invariant.Options{}
+		},
+		stale: 1,
+	}, {
+		name: "a pooled instance still registered at GitHub",
+		setup: func(w *world) invariant.Options {
+			id := w.pooled()
+			w.runners[scope] = []ghaccess.Runner{{ID: 7, Name: "runnerpool-" + id, Labels: []string{"100"}}}
+			return invariant.Options{}
+		},
+		want: []string{invariant.RulePool},
+	}, {
+		name: "one instance held by two runs",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:700:1")
+			return invariant.Options{Held: map[string][]string{"4242:700:1": {id}, "4242:701:1": {id}}}
+		},
+		want: []string{invariant.RuleDoubleClaim},
+	}, {
+		name: "a held instance whose record another run owns",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:800:1")
+			return invariant.Options{Held: map[string][]string{"4242:801:1": {id}}}
+		},
+		want: []string{invariant.RuleDoubleClaim},
+	}, {
+		name: "a runner registered for two runs",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:900:1")
+			w.runners[scope] = []ghaccess.Runner{{ID: 9, Name: "runnerpool-" + id, Labels: []string{"900", "901"}}}
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleDoubleClaim},
+	}, {
+		name: "a runner registered for another run than its record's",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1000:1")
+			w.runners[scope] = []ghaccess.Runner{{ID: 10, Name: "runnerpool-" + id, Labels: []string{"1001"}}}
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleDoubleClaim},
+	}, {
+		name: "an idle record that still names a run",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1100:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:1100:1", Threshold: time.Now().Add(time.Hour)})
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleState},
+	}, {
+		name: "a record past its threshold after refresh",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1200:1")
+			if _, err := w.st.Expire(t.Context(), id, "", "test"); err != nil {
+				t.Fatal(err)
+			}
+			return invariant.Options{Thresholds: true, Now: func() time.Time { return time.Now().Add(time.Minute) }, Grace: time.Second}
+		},
+		want: []string{invariant.RuleThreshold},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			rep := w.check(tc.setup(w))
+			if got := rules(rep); !slices.Equal(got, tc.want) {
+				t.Errorf("violations %v, want rules %v\n%v", rep.Violations, tc.want, rep.Err())
+			}
+			if rep.Stale != tc.stale || rep.Duplicates != tc.dupes {
+				t.Errorf("stale %d, duplicates %d; want %d, %d", rep.Stale, rep.Duplicates, tc.stale, tc.dupes)
+			}
+			if rep.OK() != (len(tc.want) == 0) || (rep.Err() == nil) != rep.OK() {
+				t.Errorf("OK() = %v, Err() = %v with %d violations", rep.OK(), rep.Err(), len(rep.Violations))
+			}
+		})
+	}
+}
+
+// TestCheckLeavesThePoolAsItWas: the messages Check reads are visible again right after it.
+func TestCheckLeavesThePoolAsItWas(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ids := []string{w.pooled(), w.pooled(), w.pooled()}
+	for range 2 {
+		rep := w.check(invariant.Options{})
+		if !rep.OK() || len(rep.Messages) != len(ids) {
+			t.Fatalf("check saw %d messages (%v), want %d and no violation", len(rep.Messages), rep.Violations, len(ids))
+		}
+	}
+}
+
+func TestUnchanged(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	id := w.running("4242:1300:1")
+	w.pooled()
+	before := w.check(invariant.Options{})
+	if v := invariant.Unchanged(before, w.check(invariant.Options{})); len(v) != 0 {
+		t.Fatalf("nothing changed, yet Unchanged says %v", v)
+	}
+	if _, err := w.st.Expire(t.Context(), id, "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	v := invariant.Unchanged(before, w.check(invariant.Options{}))
+	if len(v) != 1 || v[0].Rule != invariant.RuleIdempotency || v[0].Instance != id || !strings.Contains(v[0].Detail, "record changed") {
+		t.Fatalf("Unchanged after an expiry = %v, want one idempotency violation for %s", v, id)
+	}
+}

@@ -1,0 +1,280 @@
+// The warm-pool phase: a stopped pool filled by the real convergence loop (fleet, boot, warm-up,
+// StopInstances) and one provision that starts StoppedStarts of its instances; then one
+// steady-state convergence pass over ConvergeRecords records.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
+// warmClass is the runner class of the benchmark's warm pool, with a pool queue of its own: its
+// provision finds nothing to reuse and starts stopped instances.
+const (
+	warmClass = "warm"
+	warmPool  = "bench-stopped"
+)
+
+// phaseWarmPools measures start_calls_per_50_started and convergence_pass_ms_2000_instances.
+func phaseWarmPools(ctx context.Context, h *harness, res *Result) error {
+	err := h.stoppedStarts(ctx, res)
+	if err != nil {
+		res.add(Figure{Name: "start_calls_per_50_started", Missing: err.Error(), Unit: "calls"})
+	}
+	cerr := h.convergencePass(ctx, res)
+	if cerr != nil {
+		res.add(Figure{Name: "convergence_pass_ms_2000_instances", Missing: cerr.Error(), Unit: "ms"})
+	}
+	return errors.Join(err, cerr)
+}
+
+// stoppedStarts fills a stopped warm pool with the convergence loop, then provisions its size.
+func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
+	n := h.o.StoppedStarts
+	sb := h.sb
+	counter := awslimit.NewCounter()
+	cfg, err := sb.Stack.AWSConfig(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.APIOptions = append(cfg.APIOptions, counter.AddMiddleware)
+	ec2c := ec2.NewFromConfig(cfg, awslimit.WithEC2Limits(awslimit.Default()))
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	st := store.New(db, sb.Table)
+	sqsc := sqs.NewFromConfig(cfg)
+	qo, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + warmClass)})
+	if err != nil {
+		return fmt.Errorf("creating the warm class's queue: %w", err)
+	}
+	h.extraQueues = append(h.extraQueues, aws.ToString(qo.QueueUrl))
+	q := pool.NewQueue(sqsc, aws.ToString(qo.QueueUrl))
+	launch := fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))}
+	fl := fleet.New(ec2c, fleet.Options{Logger: h.o.Logger})
+	spec := warmpool.PoolSpec{
+		Name: warmPool, RunnerClass: warmClass, Schedule: "bench", Stopped: n, SpecHash: "bench-v1", Launch: launch,
+		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Queue: q, Scope: sandbox.Scope,
+	}
+	conv, err := warmpool.NewConverger(st, ec2c, fl, warmpool.StaticTargets(spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+	if err != nil {
+		return err
+	}
+	h.say("  filling a stopped warm pool of %d with the convergence loop", n)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		rep, err := conv.Pass(ctx)
+		if err != nil {
+			return fmt.Errorf("convergence pass: %w", err)
+		}
+		pr, _ := rep.Pool(warmPool)
+		if pr.Err != nil {
+			return fmt.Errorf("convergence of %s: %w", warmPool, pr.Err)
+		}
+		if pr.Stopped >= n && pr.Warming == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("warm pool not filled in 3 minutes: %d stopped, %d warming", pr.Stopped, pr.Warming)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	// Stopped in EC2 too (StopInstances takes the stopping delay).
+	for time.Now().Before(deadline) {
+		stopped := 0
+		for _, v := range sb.Stack.EC2.Instances() {
+			if v.State == "stopped" && v.Tags["runnerpool:pool"] == warmPool {
+				stopped++
+			}
+		}
+		if stopped >= n {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	gh, err := ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
+	if err != nil {
+		return err
+	}
+	copts := claim.Options{Logger: h.o.Logger}
+	reg := claim.NewRegistrar(st, gh, ec2c, copts)
+	pcfg := provision.Config{
+		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
+		RunnerClasses: map[string]provision.RunnerClass{warmClass: {
+			Name: warmClass, Queue: q, Launch: launch, MaxRuntime: time.Hour, IdleTime: 10 * time.Minute,
+		}},
+		DefaultRunnerClass: warmClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: time.Minute,
+	}
+	prov := provision.New(st, claim.NewClaimer(st, reg, copts), reg, fl, ec2c, pcfg,
+		provision.Options{Starter: claim.NewStarter(st, ec2c, reg, copts), Logger: h.o.Logger})
+	h.mu.Lock()
+	h.runSeq++
+	run := fmt.Sprint(h.runSeq)
+	h.mu.Unlock()
+	counter.Reset()
+	ghBefore := h.gh.Counts()
+	t := time.Now()
+	pres, err := prov.Provision(ctx, provision.Request{
+		RepositoryID: repositoryID, Repository: repository, RunID: run, Attempt: 1, Count: n,
+		// CPU and memory rather than a resource class: warm-pool records carry none, and a request
+		// naming one only matches instances of that class.
+		UsageClass: "on-demand", InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096,
+	})
+	took := time.Since(t)
+	calls := counter.Counts()
+	for k, v := range h.gh.Counts() {
+		if d := v - ghBefore[k]; d > 0 {
+			calls[k] = d
+		}
+	}
+	res.Calls["started"] = calls
+	if err != nil {
+		return fmt.Errorf("provision of %d from the stopped pool: %w", n, err)
+	}
+	started := 0
+	for _, r := range pres.Runners {
+		if r.Source == provision.SourceStarted {
+			started++
+		}
+	}
+	res.Runners["started"] = started
+	if started != n {
+		res.note("the provision of %d from the stopped pool started %d (the rest reused or created)", n, started)
+	}
+	res.add(Figure{Name: "start_calls_per_50_started", Value: float64(calls["EC2.StartInstances"]) * 50 / float64(max(started, 1)), Unit: "calls",
+		How: fmt.Sprintf("EC2 StartInstances calls of one provision of %d runners served by %d stopped warm-pool instances (filled by the convergence loop), scaled to 50 started; the provision took %s (start %s + registration %s simulated)",
+			n, started, took.Round(time.Millisecond), h.o.scaled(AnchorStoppedStart), h.o.scaled(AnchorRegistration))})
+	h.say("  %d started in %s with %d StartInstances calls", started, took.Round(time.Millisecond), calls["EC2.StartInstances"])
+
+	rel := release.New(st, pool.StaticResolver{warmClass: q}, gh, ec2c, release.Options{Logger: h.o.Logger})
+	if _, err := rel.Release(ctx, pres.RunKey, 10*time.Minute); err != nil {
+		return fmt.Errorf("releasing the started runners: %w", err)
+	}
+	return nil
+}
+
+// convergencePass times a steady-state pass over ConvergeRecords warm records in four pools (two
+// fifths hot, three fifths stopped, all current), in a table of their own and against an EC2
+// server of their own: a steady pass makes no EC2 call, and none of it may touch the sandbox.
+func (h *harness) convergencePass(ctx context.Context, res *Result) error {
+	const pools = 4
+	per := h.o.ConvergeRecords / pools
+	hot := per * 2 / 5
+	stopped := per - hot
+	table := "runnerpool-bench-converge"
+	db := h.sb.Stack.DynamoDB()
+	if err := store.CreateTable(ctx, db, table); err != nil {
+		return err
+	}
+	st := store.New(db, table)
+	srv := ec2server.New(ec2server.Options{})
+	hs := httptest.NewServer(srv)
+	defer func() { hs.Close(); srv.Close() }()
+	cfg, err := h.sb.Stack.AWSConfig(ctx)
+	if err != nil {
+		return err
+	}
+	counter := awslimit.NewCounter()
+	cfg.APIOptions = append(cfg.APIOptions, counter.AddMiddleware)
+	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(hs.URL) })
+	cst := store.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), table)
+
+	h.say("  writing %d warm records (%d pools of %d hot and %d stopped)", pools*per, pools, hot, stopped)
+	var specs []warmpool.PoolSpec
+	now := time.Now()
+	for p := range pools {
+		spec := warmpool.PoolSpec{
+			Name: fmt.Sprintf("bench-%d", p), RunnerClass: "default", Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: "bench-v1",
+			Launch:        fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0", Subnets: []string{"subnet-0aaa"}},
+			InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: "acme",
+		}
+		specs = append(specs, spec)
+		var wg sync.WaitGroup
+		errs := make(chan error, per)
+		sem := make(chan struct{}, 16)
+		for i := range per {
+			state := store.StateReady
+			if i >= hot {
+				state = store.StateStopped
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				id := fmt.Sprintf("i-%02d%013d", p, i)
+				_, err := st.Create(ctx, store.Instance{
+					ID: id, State: store.StateWarming, Threshold: now.Add(time.Hour), UsageClass: fleet.OnDemand, InstanceType: "c6i.large",
+					CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Pool: spec.Name, Scope: "acme", SpecHash: spec.SpecHash,
+				})
+				if err == nil {
+					_, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: now.Add(time.Hour)})
+				}
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return fmt.Errorf("writing warm records: %w", err)
+		}
+	}
+	conv, err := warmpool.NewConverger(cst, ec2c, fleet.New(ec2c, fleet.Options{Logger: h.o.Logger}), warmpool.StaticTargets(specs...),
+		warmpool.Options{DeploymentID: "bench-converge", Logger: h.o.Logger})
+	if err != nil {
+		return err
+	}
+	const passes = 5
+	var took []float64
+	counter.Reset()
+	for i := range passes + 1 {
+		rep, err := conv.Pass(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pr := range rep.Pools {
+			if pr.Err != nil || pr.Ready != hot || pr.Stopped != stopped || pr.CreateCalls+pr.StopCalls+pr.TerminateCalls != 0 {
+				return fmt.Errorf("convergence pass not steady: %+v", pr)
+			}
+		}
+		if i > 0 { // the first pass warms connections up
+			took = append(took, ms(rep.Took))
+		}
+	}
+	calls := counter.Counts()
+	res.Calls["convergence"] = calls
+	slices.Sort(took)
+	res.add(Figure{Name: "convergence_pass_ms_2000_instances", Value: Percentile(took, 50), Unit: "ms",
+		How: fmt.Sprintf("median of %d steady-state convergence passes (warmpool.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each); %s calls per pass, no EC2 call",
+			passes, pools*per, pools, hot, stopped, formatValue(float64(total(calls))/float64(passes+1)))})
+	h.say("  convergence pass over %d records: median %.0f ms", pools*per, Percentile(took, 50))
+	return nil
+}

@@ -1,0 +1,54 @@
+// Command runnerpool-bench is `make bench` and `make soak` (see package bench): the whole system on
+// the local stack, measured; or two replicas under mixed load for a while, watched.
+//
+//	runnerpool-bench [-factor 0.05] [-report bench] [-idle-window 60s] ...
+//	runnerpool-bench -soak 10m
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/bench"
+)
+
+func main() {
+	var o bench.Options
+	flag.Float64Var(&o.Factor, "factor", 0.05, "time factor applied to the anchors (cold boot 25 s, stopped start 12 s, registration 2 s)")
+	flag.StringVar(&o.ReportDir, "report", "bench", "directory for report.md and latency.png (empty: none)")
+	flag.DurationVar(&o.IdleWindow, "idle-window", 0, "how long idle agents' requests are counted (default 60s)")
+	flag.IntVar(&o.WarmCycles, "warm-cycles", 0, "provision/release cycles served from the pool (default 40)")
+	flag.IntVar(&o.Workflows, "workflows", 0, "workflows of the throughput phase (default 40)")
+	flag.IntVar(&o.Concurrency, "concurrency", 0, "workflows at a time in the throughput phase (default 10)")
+	flag.DurationVar(&o.PollInterval, "poll-interval", 0, "the reconciler's signal polling (default: the product's)")
+	flag.Uint64Var(&o.Seed, "seed", 0, "random seed (default: the time)")
+	soak := flag.Duration("soak", 0, "run the soak instead: two replicas under mixed load for this long")
+	verbose := flag.Bool("v", false, "also print the components' logs (JSON) to stderr")
+	flag.Parse()
+	o.Command = "runnerpool-bench " + strings.Join(os.Args[1:], " ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *verbose {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		o.ChildOutput = os.Stderr
+	} else {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var err error
+	if *soak > 0 {
+		_, err = bench.Soak(ctx, os.Stdout, bench.SoakOptions{Duration: *soak, Factor: o.Factor, Seed: o.Seed, Logger: o.Logger, ChildOutput: o.ChildOutput})
+	} else {
+		_, err = bench.Run(ctx, os.Stdout, o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runnerpool-bench:", err)
+		os.Exit(1)
+	}
+}
