@@ -96,8 +96,9 @@ type killStep struct {
 	prepare func(ctx context.Context, t *testing.T, e *env, healthy *replica) (op func(ctx context.Context, victim *replica) error, after func(ctx context.Context, fresh *replica) error)
 }
 
-// killSteps runs a step twice whole to count its calls, then runs times with the victim crashed
-// at a call drawn uniformly from 1 to about that count.
+// killSteps runs a step twice whole to count its calls, then runs it with the victim crashed at a
+// call drawn uniformly from 1 to about that count until it has crashed runs times (a kill point
+// past a run's last call lets that run finish, which is checked too).
 func killSteps(t *testing.T, e *env, step killStep, runs int) {
 	ctx := t.Context()
 	healthy := e.replica(replicaOptions{})
@@ -137,9 +138,11 @@ func killSteps(t *testing.T, e *env, step killStep, runs int) {
 		calls = max(calls, calib.Calls())
 	}
 	calls += calls / 2
-	ok, crashed := 0, 0
+	// Runs go on until runs of them crashed (bounded): each step is killed at least runs times.
+	ok, crashed, total := 0, 0, 0
 	points := map[string]int{}
-	for i := range runs {
+	for i := 0; crashed < runs && i < 3*runs; i++ {
+		total++
 		at := 1 + e.rng.IntN(calls)
 		crash, err := one(at)
 		if crash.Dead() {
@@ -160,7 +163,10 @@ func killSteps(t *testing.T, e *env, step killStep, runs int) {
 		cut = append(cut, fmt.Sprintf("%s:%d", k, points[k]))
 	}
 	t.Logf("%s: crash points %s", step.name, strings.Join(cut, " "))
-	e.report(step.name, runs, ok, fmt.Sprintf(" crashed=%d calls=%d", crashed, calls))
+	if crashed < runs {
+		t.Errorf("%s: only %d of %d runs crashed, want %d", step.name, crashed, total, runs)
+	}
+	e.report(step.name, total, ok, fmt.Sprintf(" crashed=%d calls=%d", crashed, calls))
 }
 
 // killProvision: a provision of two runners with one idle instance in the pool (one reused, one
