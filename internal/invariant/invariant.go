@@ -536,6 +536,20 @@ func checkThresholds(rep *Report, now time.Time, grace time.Duration) {
 	}
 }
 
+// settling reports an EC2 state change that EC2 finishes by itself after an earlier call (a start,
+// stop or terminate already under way): no action of the pass in between.
+func settling(from, to string) bool {
+	switch from {
+	case "pending":
+		return to == "running"
+	case "stopping":
+		return to == "stopped"
+	case "shutting-down":
+		return to == "terminated"
+	}
+	return false
+}
+
 // Unchanged checks idempotency: nothing changed between two reports taken around an operation
 // that should have changed nothing (a repeated release, a second refresh pass): the same live
 // records at the same versions, the same instances in the same EC2 states, the same pool messages.
@@ -560,7 +574,7 @@ func Unchanged(before, after Report) []Violation {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(before.Instances)) {
-		if s, ok := after.Instances[id]; !ok || s != before.Instances[id] {
+		if s, ok := after.Instances[id]; !ok || (s != before.Instances[id] && !settling(before.Instances[id], s)) {
 			add(id, "instance went from %s to %q", before.Instances[id], s)
 		}
 	}

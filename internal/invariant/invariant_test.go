@@ -342,3 +342,13 @@ func TestUnchanged(t *testing.T) {
 		t.Fatalf("Unchanged after an expiry = %v, want one idempotency violation for %s", v, id)
 	}
 }
+
+func TestUnchangedIgnoresSettlingEC2States(t *testing.T) {
+	t.Parallel()
+	before := invariant.Report{Instances: map[string]string{"i-1": "stopping", "i-2": "pending", "i-3": "shutting-down", "i-4": "running"}}
+	after := invariant.Report{Instances: map[string]string{"i-1": "stopped", "i-2": "running", "i-3": "terminated", "i-4": "stopping"}}
+	v := invariant.Unchanged(before, after)
+	if len(v) != 1 || v[0].Instance != "i-4" {
+		t.Errorf("Unchanged = %v, want only i-4 (running -> stopping is an action, the others finish by themselves)", v)
+	}
+}
