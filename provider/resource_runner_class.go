@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
@@ -348,19 +349,8 @@ func (r *RunnerClassResource) Create(ctx context.Context, req resource.CreateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	rc, d := plan.toConfig(ctx)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, 0)
-	if err != nil {
-		configWriteError(&resp.Diagnostics, "runner class", table, rc.Name, err)
-		return
-	}
-	plan.fromConfig(table, rc, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	// Version 0: the item must not exist yet.
+	r.write(ctx, plan, 0, &resp.State, &resp.Diagnostics)
 }
 
 func (r *RunnerClassResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -392,19 +382,26 @@ func (r *RunnerClassResource) Update(ctx context.Context, req resource.UpdateReq
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// The stored version must still be the one in state: a concurrent change is a conflict, not
+	// silently overwritten.
+	r.write(ctx, plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
+}
+
+// write stores the planned runner class if its stored version is expectVersion, and sets the state.
+func (r *RunnerClassResource) write(ctx context.Context, plan runnerClassModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
 	rc, d := plan.toConfig(ctx)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
 	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, state.Version.ValueInt64())
+	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, expectVersion)
 	if err != nil {
-		configWriteError(&resp.Diagnostics, "runner class", table, rc.Name, err)
+		configWriteError(diags, "runner class", table, rc.Name, err)
 		return
 	}
 	plan.fromConfig(table, rc, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	diags.Append(state.Set(ctx, plan)...)
 }
 
 func (r *RunnerClassResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {

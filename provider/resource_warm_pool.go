@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
@@ -337,19 +338,8 @@ func (r *WarmPoolResource) Create(ctx context.Context, req resource.CreateReques
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	p, d := plan.toConfig(ctx)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutWarmPool(ctx, p, 0)
-	if err != nil {
-		configWriteError(&resp.Diagnostics, "warm pool", table, p.Name, err)
-		return
-	}
-	plan.fromConfig(table, p, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	// Version 0: the item must not exist yet.
+	r.write(ctx, plan, 0, &resp.State, &resp.Diagnostics)
 }
 
 func (r *WarmPoolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -381,19 +371,26 @@ func (r *WarmPoolResource) Update(ctx context.Context, req resource.UpdateReques
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// The stored version must still be the one in state: a concurrent change is a conflict, not
+	// silently overwritten.
+	r.write(ctx, plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
+}
+
+// write stores the planned warm pool if its stored version is expectVersion, and sets the state.
+func (r *WarmPoolResource) write(ctx context.Context, plan warmPoolModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
 	p, d := plan.toConfig(ctx)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
 	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutWarmPool(ctx, p, state.Version.ValueInt64())
+	version, err := r.c.repo(table).PutWarmPool(ctx, p, expectVersion)
 	if err != nil {
-		configWriteError(&resp.Diagnostics, "warm pool", table, p.Name, err)
+		configWriteError(diags, "warm pool", table, p.Name, err)
 		return
 	}
 	plan.fromConfig(table, p, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+	diags.Append(state.Set(ctx, plan)...)
 }
 
 // Delete removes the pool's configuration; the reconciler's next cycle scales its instances to zero.
