@@ -240,6 +240,10 @@ func TestResumeWithoutRegistration(t *testing.T) {
 	stop := run()
 	e.waitSignal(id, store.SignalRegistered, "run-1")
 	stop()
+	// The control plane withdraws the credential once it saw the registration (the agent only reads it).
+	if _, err := e.store.TakeCredential(t.Context(), id, store.CredentialRegistration, "run-1"); err != nil {
+		t.Fatalf("withdrawing the credential: %v", err)
+	}
 	if err := os.RemoveAll(dirs.Runner); err != nil {
 		t.Fatal(err)
 	}

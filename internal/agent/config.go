@@ -30,13 +30,17 @@ import (
 )
 
 // Store is the part of the state store the agent uses; *store.Store satisfies it. An instance's IAM
-// role allows exactly these calls on its own partition (dynamodb:LeadingKeys).
+// role allows exactly these calls (dynamodb:LeadingKeys): reads of its control-plane items (the
+// record, its credentials: GetItem on INSTANCE#<key>) and reads and writes of its own reports
+// (heartbeat, signals, acknowledgements: GetItem and PutItem on AGENT#<key>). It can change nothing
+// the control plane decides from; iam_test.go checks the example policy against these calls.
 type Store interface {
 	Get(ctx context.Context, id string) (store.Instance, error)
+	ReadCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	PutHeartbeat(ctx context.Context, id string) error
 	PutSignal(ctx context.Context, id string, sig store.SignalRecord) error
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
-	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
+	PutAck(ctx context.Context, id string, a store.Ack) error
 }
 
 // MetadataAPI is the part of the IMDS client the agent uses; *imds.Client satisfies it.

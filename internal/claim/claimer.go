@@ -354,10 +354,22 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	// register for this run and the instance can go straight back. If the agent took it, a runner
 	// may be registered for the run: the instance enters the pool only after the agent confirms
 	// deregistration and cleanup, exactly as in a release (DESIGN rule 3).
+	// The agent cannot delete the credential; it acknowledges in its own partition before it reads
+	// it, so an acknowledgement for the run found after the withdrawal means it may have read it.
 	_, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID)
 	handshake := errors.Is(err, store.ErrNotFound)
 	if err != nil && !handshake && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
+	}
+	if !handshake {
+		ack, aerr := c.st.LastAck(ctx, id, store.CredentialRegistration)
+		switch {
+		case aerr == nil:
+			handshake = ack.RunID == runID
+		case !errors.Is(aerr, store.ErrNotFound):
+			// Cannot tell: take the safe way, the agent's confirmed release.
+			handshake = true
+		}
 	}
 	var before store.SignalRecord
 	if handshake {

@@ -31,6 +31,7 @@ type Store interface {
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	LastAck(ctx context.Context, id string, kind store.CredentialKind) (store.Ack, error)
 	Heartbeat(ctx context.Context, id string) (time.Time, error)
 }
 
@@ -201,7 +202,11 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 		case err == nil:
 			lastErr = nil
 			if sig.RunID == runID && sig.Signal == store.SignalRegistered {
-				return r.checkHeartbeat(ctx, instanceID, hb, hbErr)
+				if err := r.checkHeartbeat(ctx, instanceID, hb, hbErr); err != nil {
+					return err
+				}
+				r.withdraw(ctx, instanceID, runID)
+				return nil
 			}
 			if failed(sig, runID) {
 				return fmt.Errorf("instance %s, run %s: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, sig.Signal, sig.Detail)
@@ -223,6 +228,16 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 			return fmt.Errorf("instance %s, run %s: %w after %s", instanceID, runID, ErrRegistrationTimeout, wait)
 		case <-tick.C:
 		}
+	}
+}
+
+// withdraw deletes the run's registration credential once the agent reported its registration: the
+// agent can only read its credential items, so single use is the control plane's job (a JIT config
+// is single-use at GitHub as well). A failure only leaves the token until its TTL.
+func (r *Registrar) withdraw(ctx context.Context, instanceID, runID string) {
+	if _, err := r.st.TakeCredential(ctx, instanceID, store.CredentialRegistration, runID); err != nil &&
+		!errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+		r.log.Warn("registration credential not withdrawn", "instance", instanceID, "run", runID, "err", err)
 	}
 }
 

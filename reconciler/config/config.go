@@ -60,6 +60,9 @@ type Config struct {
 	WebhookSecret     string // secret: never logged
 	WebhookSecretFile string
 	WarmPoolScope     string
+	// OwnerRunners are the owners for which owner-level runner credentials may be minted (see
+	// OwnerRunnerScopes).
+	OwnerRunners []string
 
 	// InstanceKeys is InstanceKeysARN or InstanceKeysID; AWSAccountID the account of the instance
 	// ARNs (empty: STS GetCallerIdentity at start-up).
@@ -303,6 +306,21 @@ var settings = []setting{
 				return nil
 			}
 			return checkScope(c.WarmPoolScope)
+		}},
+	{flag: "owner-runners", env: "RUNNERPOOL_OWNER_RUNNERS",
+		doc: "Comma-separated owners (each also in the allowed repositories) for which owner-level (organisation) runner credentials may be minted; runner credentials for any other owner scope are refused. Default: the warm pool scope when it is an owner, else none.",
+		set: func(c *Config, v string) error {
+			c.OwnerRunners = nil
+			for _, e := range splitList(v) {
+				if err := checkScope(e); err != nil {
+					return err
+				}
+				if strings.Contains(e, "/") {
+					return fmt.Errorf("%q is a repository, not an owner", e)
+				}
+				c.OwnerRunners = append(c.OwnerRunners, strings.ToLower(e))
+			}
+			return nil
 		}},
 	{flag: "instance-keys", env: "RUNNERPOOL_INSTANCE_KEYS", def: InstanceKeysARN,
 		doc: "How instance items are keyed: `arn` (`INSTANCE#<instance ARN>`: the runners' role can be confined to their own items) or `id` (`INSTANCE#<instance id>`: the local stack). Agents (the user data's `instance_keys`) must use the same.",
@@ -581,6 +599,11 @@ func (c Config) validate() error {
 	case c.PoolJobQueueURL == "" && c.WebhookSecret != "":
 		errs = append(errs, errors.New("webhook: a webhook secret is set but no --pool-job-queue-url: webhooks are routed to warm pools through the pool job queue"))
 	}
+	for _, o := range c.OwnerRunners {
+		if !slices.Contains(c.Allowed, o) {
+			errs = append(errs, fmt.Errorf("owner-runners: owner %q is not in the allowed repositories", o))
+		}
+	}
 	if c.WarmPoolScope != "" && c.PoolJobQueueURL == "" {
 		errs = append(errs, errors.New("warm-pool-scope: warm pools are enabled by --pool-job-queue-url, which is not set"))
 	}
@@ -588,6 +611,18 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("default-runner-class and resource-classes apply to runner classes from the state table: with --runner-classes-file, set default_runner_class and resource_classes in the file"))
 	}
 	return errors.Join(errs...)
+}
+
+// OwnerRunnerScopes are the owners for which owner-level runner credentials may be minted:
+// OwnerRunners, else the warm pool scope when it is an owner.
+func (c Config) OwnerRunnerScopes() []string {
+	if len(c.OwnerRunners) > 0 {
+		return slices.Clone(c.OwnerRunners)
+	}
+	if c.WarmPoolScope != "" && !strings.Contains(c.WarmPoolScope, "/") {
+		return []string{c.WarmPoolScope}
+	}
+	return nil
 }
 
 // Scopes is where refresh looks for leftover runners: GitHubScopes, else Allowed.

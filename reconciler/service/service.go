@@ -155,6 +155,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
 		HTTPClient: &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
 		Logger:     log,
+		// Runner credentials only for the deployment's allow-list (owner-level ones where configured).
+		Allowed: cfg.Allowed, OwnerRunners: cfg.OwnerRunnerScopes(),
 	})
 	if err != nil {
 		return nil, err
