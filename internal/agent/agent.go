@@ -339,6 +339,13 @@ func (a *agent) step(ctx context.Context) bool {
 			a.log.Warn("agent: record has no run id", "state", rec.State)
 			return false
 		}
+		if a.tainted() != "" && rec.RunID != a.marker.RunID {
+			// A failed release: no new run, and the claim hears why at once (register refuses).
+			if !a.regGiven[rec.RunID] {
+				a.register(ctx, rec.RunID)
+			}
+			return false
+		}
 		if a.marker.RunID != "" && a.marker.RunID != rec.RunID && !a.relGiven[a.marker.RunID] {
 			// Released and claimed again between two reads: finish the old run first.
 			a.release(ctx, a.marker.RunID)
