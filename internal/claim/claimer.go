@@ -231,7 +231,7 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		return true, err
 	}
 	issued := c.opts.Now()
-	werr := c.reg.WaitRegistered(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
+	werr := c.reg.WaitClaimed(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
 	now := c.opts.Now()
 	cl := Claimed{Instance: in, Message: m, Waited: now.Sub(start), Verifying: now.Sub(issued)}
 	switch {

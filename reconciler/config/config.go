@@ -88,7 +88,8 @@ type Config struct {
 	RegistrationWait      time.Duration
 	ClaimRegistrationWait time.Duration
 	ClaimTimeout          time.Duration
-	HeartbeatMaxAge       time.Duration
+	HeartbeatMaxAge       time.Duration // deprecated, ignored
+	ClaimAckWait          time.Duration
 	ReleaseSignalWait     time.Duration
 	PollInterval          time.Duration
 	OrphanGrace           time.Duration
@@ -381,8 +382,10 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimRegistrationWait })},
 	{flag: "claim-timeout", env: "RUNNERPOOL_CLAIM_TIMEOUT", def: "5m", doc: "Threshold of the claimed state.",
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimTimeout })},
-	{flag: "heartbeat-max-age", env: "RUNNERPOOL_HEARTBEAT_MAX_AGE", def: "15s", doc: "Oldest heartbeat a claimed instance may have.",
+	{flag: "heartbeat-max-age", env: "RUNNERPOOL_HEARTBEAT_MAX_AGE", def: "15s", doc: "Deprecated and ignored: a claimed instance proves it is alive by acknowledging the claim (`claim-ack-wait`).",
 		set: duration(func(c *Config) *time.Duration { return &c.HeartbeatMaxAge })},
+	{flag: "claim-ack-wait", env: "RUNNERPOOL_CLAIM_ACK_WAIT", def: "5s", doc: "How long the agent of a claimed pooled instance has to acknowledge the claim (at most half of `claim-registration-wait`) before the instance is judged dead and discarded. Judged by the acknowledgement naming the run, not by clocks.",
+		set: duration(func(c *Config) *time.Duration { return &c.ClaimAckWait })},
 	{flag: "release-signal-wait", env: "RUNNERPOOL_RELEASE_SIGNAL_WAIT", def: "120s", doc: "How long a release (or a provision handing a claimed runner back) waits for an agent's deregistration signal before expiring the instance.",
 		set: duration(func(c *Config) *time.Duration { return &c.ReleaseSignalWait })},
 	{flag: "poll-interval", env: "RUNNERPOOL_POLL_INTERVAL", def: "250ms", doc: "How often agent signals and in-progress provisions are re-read.",

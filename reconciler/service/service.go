@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	}
 
 	copts := claim.Options{
-		ClaimTimeout: cfg.ClaimTimeout, HeartbeatMaxAge: cfg.HeartbeatMaxAge, RegistrationWait: cfg.ClaimRegistrationWait,
+		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
 		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
 	}
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)

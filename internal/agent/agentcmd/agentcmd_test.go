@@ -37,7 +37,7 @@ func TestParse(t *testing.T) {
 	}{
 		{"defaults", []string{"-table", "t1"}, "", func(o Options) bool {
 			return o.Notice == "imds-tags" && o.Runner == "actions" && o.WorkDir == "/opt/actions-runner/_work" &&
-				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN
+				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Minute && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN
 		}},
 		{"id keys", []string{"-table", "t1", "-instance-keys", "id"}, "", func(o Options) bool { return o.InstanceKeys == KeysID }},
 		{"bad instance keys", []string{"-table", "t", "-instance-keys", "name"}, "-instance-keys", nil},

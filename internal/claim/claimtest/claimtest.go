@@ -25,6 +25,7 @@ type Store interface {
 
 // Behaviour scripts the agent. The zero value is a healthy agent.
 type Behaviour struct {
+	Dead             bool          // does nothing at all: no heartbeat, no acknowledgement, no signal
 	NeverRegister    bool          // takes the credential but never signals
 	StaleHeartbeat   bool          // never writes a heartbeat (its heartbeat process is dead)
 	FailRegistration bool          // signals UD_REG_FAILED for the run
@@ -83,6 +84,10 @@ func (a *Agent) Credentials() []store.Credential {
 
 func (a *Agent) run(ctx context.Context, st Store, id string, b Behaviour) {
 	defer close(a.done)
+	if b.Dead {
+		<-ctx.Done()
+		return
+	}
 	if !b.StaleHeartbeat {
 		_ = st.PutHeartbeat(ctx, id)
 	}
