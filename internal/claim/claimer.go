@@ -415,7 +415,18 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		}
 	}
 	if handshake {
-		if err := c.waitReleased(ctx, id, runID, before); err != nil {
+		err := c.waitReleased(ctx, id, runID, before)
+		// The agent only reads its credentials: withdraw the removal credential whatever it said.
+		if _, werr := c.st.TakeCredential(ctx, id, store.CredentialRemoval, runID); werr != nil &&
+			!errors.Is(werr, store.ErrNotFound) && !errors.Is(werr, store.ErrConflict) {
+			c.log.Warn("removal credential not withdrawn", "instance", id, "run", runID, "err", werr)
+		}
+		if err == nil {
+			// The signal is the agent's word, which anything on the instance can write: GitHub must
+			// confirm the runner is gone before the instance goes back to the pool.
+			err = c.deregistered(ctx, id, cl.Instance.Scope)
+		}
+		if err != nil {
 			// Never pooled: the instance is terminated now rather than left to its idle threshold.
 			if derr := c.reg.Discard(ctx, id, "", "not confirmed clean after run "+runID+": "+err.Error()); derr != nil {
 				return errors.Join(err, derr)
@@ -425,6 +436,20 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	}
 	if err := q.Put(ctx, msg, 0); err != nil {
 		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+	}
+	return nil
+}
+
+// deregistered checks with GitHub that the instance's runner is no longer registered in scope.
+func (c *Claimer) deregistered(ctx context.Context, id, scope string) error {
+	runners, err := c.reg.gh.ListRunners(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("listing the runners of %s: %w", scope, err)
+	}
+	for _, rn := range runners {
+		if rn.Name == "runnerpool-"+id { // agent.RunnerName
+			return fmt.Errorf("the release signal does not hold: runner %s is still registered in %s", rn.Name, scope)
+		}
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ type EC2 interface {
 type GitHub interface {
 	RegistrationToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
 	RemoveToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
 }
 
 // The ways a claimed instance fails its checks. Each makes the instance non-viable: it is
