@@ -316,12 +316,23 @@ func TestRolledBackProvisionRetried(t *testing.T) {
 	if run := e.getRun(t, first.RunKey); run.Status != provision.StatusSucceeded {
 		t.Errorf("run record status %q, want succeeded", run.Status)
 	}
-	// The run's records: the retry's two running, the first try's two terminated.
-	states := map[store.State]int{}
-	for _, rec := range e.byRun(t, first.RunKey) {
-		states[rec.State]++
+	// The run's live records are the retry's two; the first try's are closed.
+	if live := e.byRun(t, first.RunKey); !slices.Equal(ids(second.Runners), idsOf(live)) {
+		t.Errorf("live records of the run %v, want the retry's %v", idsOf(live), ids(second.Runners))
 	}
-	if states[store.StateRunning] != 2 || states[store.StateTerminated] != 2 || len(states) != 2 {
-		t.Errorf("records of the run by state %v, want 2 running and 2 terminated", states)
+	for _, u := range first.Undone {
+		if rec := e.get(t, u.InstanceID); rec.State != store.StateTerminated {
+			t.Errorf("first try's instance %s is %s, want terminated", u.InstanceID, rec.State)
+		}
 	}
+	e.audit(t, []provision.Result{second}, false)
+}
+
+func idsOf(recs []store.Instance) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.ID)
+	}
+	slices.Sort(out)
+	return out
 }
