@@ -85,6 +85,9 @@ const (
 	StatusProvisioning = "provisioning"
 	StatusSucceeded    = "succeeded"
 	StatusFailed       = "failed"
+	// StatusRolledBack is GET /v1/runs' status of a run whose provision was rolled back because
+	// its request ended (a shutdown): the same run attempt may ask again, and is provisioned anew.
+	StatusRolledBack = "rolled-back"
 )
 
 // ProvisionResponse is the answer to POST /v1/provision: with 200 a succeeded provision, with 503

@@ -78,6 +78,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs
 					Subnets: rc.Subnets, Tags: rc.Tags,
 				},
 				MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
+				InstanceTypes: rc.InstanceTypes, UsageClass: rc.UsageClass, Labels: rc.Labels,
 			}
 		}
 		resources := resourceClasses(cfg.Classes.ResourceClasses)
