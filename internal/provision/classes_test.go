@@ -109,58 +109,64 @@ func (e *env) classSide(t testing.TB, s *side, rc provision.RunnerClass, warm bo
 	return provision.New(s.st, s.cl, s.reg, s.fl, s.ec2, cfg, opts)
 }
 
-// A provision of a runner class with instance types, a usage class and labels reuses only idle
-// instances of the class's types and usage class (the request's own patterns are wider), creates
-// the rest within the class's types and usage class, and every runner registers with the class's
-// labels besides the run's.
+// A provision of a spot runner class with instance types and labels, asking for no usage class
+// and wider patterns than the class's: it reuses idle instances of the class's types only (spot,
+// and on-demand ones too: already paid for, never interrupted), creates the rest spot within the
+// class's types, and every runner registers with the class's labels besides the run's. A
+// provision of an on-demand class does not take a spot instance.
 func TestRunnerClassHonoured(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	s := e.side(t, sideOptions{})
 	classTypes := []string{"c6i.xlarge", "c6i.2xlarge"}
-	p := e.classSide(t, s, provision.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: []string{"linux-x64", "team-ci"}}, false)
-	fitting := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})        // c6i.xlarge, spot: fits
-	wrongType := e.idle(t, poolSpec{n: 2, resourceClass: "small", usageClass: fleet.Spot})       // c6i.large: not a class type
-	wrongUsage := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.OnDemand}) // not the class's usage class
-	e.waitAgents(t, slices.Concat(fitting, wrongType, wrongUsage))
+	labels := []string{"linux-x64", "team-ci"}
+	p := e.classSide(t, s, provision.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: labels}, false)
+	spot := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})         // c6i.xlarge, spot: fits
+	onDemand := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.OnDemand}) // fits a spot class too
+	wrongType := e.idle(t, poolSpec{n: 2, resourceClass: "small", usageClass: fleet.Spot})     // c6i.large: not a class type
+	e.waitAgents(t, slices.Concat(spot, onDemand, wrongType))
 
 	req := provision.Request{
-		RepositoryID: repoID, Repository: repo, RunID: "9101", Attempt: 1, Count: 2,
+		RepositoryID: repoID, Repository: repo, RunID: "9101", Attempt: 1, Count: 3,
 		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, // no usage class: the class's
 	}
 	res, err := p.Provision(t.Context(), req)
 	if err != nil {
 		t.Fatalf("Provision: %v (%+v)", err, res)
 	}
-	wantLabels := []string{"9101", provision.RunnerLabel, "linux-x64", "team-ci"}
+	wantLabels := slices.Concat([]string{"9101", provision.RunnerLabel}, labels)
 	if !slices.Equal(res.Labels, wantLabels) {
 		t.Errorf("result labels %v, want %v", res.Labels, wantLabels)
 	}
-	var reused, created []provision.Runner
+	var reused, created []string
 	for _, r := range res.Runners {
 		switch r.Source {
 		case provision.SourceReused:
-			reused = append(reused, r)
+			reused = append(reused, r.InstanceID)
 		case provision.SourceCreated:
-			created = append(created, r)
+			created = append(created, r.InstanceID)
+			if r.UsageClass != fleet.Spot {
+				t.Errorf("created runner %+v: want spot", r)
+			}
 		}
-		if r.UsageClass != fleet.Spot || !instancetype.MatchAny(classTypes, r.InstanceType) {
-			t.Errorf("runner %+v: want spot and one of the class's types %v", r, classTypes)
+		if !instancetype.MatchAny(classTypes, r.InstanceType) {
+			t.Errorf("runner %+v: want one of the class's types %v", r, classTypes)
 		}
 		creds := e.agent(r.InstanceID).Credentials()
 		if len(creds) == 0 || !slices.Equal(creds[len(creds)-1].Labels, wantLabels) {
 			t.Errorf("runner %s credentials %+v: want labels %v", r.InstanceID, creds, wantLabels)
 		}
 	}
-	if len(reused) != 1 || reused[0].InstanceID != fitting[0].ID || len(created) != 1 {
-		t.Fatalf("runners %+v: want %s reused and one created", res.Runners, fitting[0].ID)
+	slices.Sort(reused)
+	if want := idsOf(slices.Concat(spot, onDemand)); !slices.Equal(reused, want) || len(created) != 1 {
+		t.Fatalf("runners %+v: want %v reused and one created", res.Runners, want)
 	}
-	if v, _ := e.ec2srv.Instance(created[0].InstanceID); v.Lifecycle != fleet.Spot || !instancetype.MatchAny(classTypes, v.InstanceType) {
+	if v, _ := e.ec2srv.Instance(created[0]); v.Lifecycle != fleet.Spot || !instancetype.MatchAny(classTypes, v.InstanceType) {
 		t.Errorf("created instance in EC2: %+v, want a spot instance of %v", v, classTypes)
 	}
-	for _, in := range slices.Concat(wrongType, wrongUsage) {
+	for _, in := range wrongType {
 		if rec := e.get(t, in.ID); rec.State != store.StateIdle {
-			t.Errorf("misfit %s (%s, %s) is %s, want left idle", in.ID, in.InstanceType, in.UsageClass, rec.State)
+			t.Errorf("misfit %s (%s) is %s, want left idle", in.ID, in.InstanceType, rec.State)
 		}
 	}
 
@@ -179,9 +185,22 @@ func TestRunnerClassHonoured(t *testing.T) {
 	if _, err := e.st.GetRun(t.Context(), store.RunKey(repoID, "9102", 1)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused request left a run record: %v", err)
 	}
-	counts := e.audit(t, []provision.Result{res}, false)
-	if counts["running"] != 2 || counts["idle"] != 3 {
-		t.Errorf("audit %v: want 2 running, 3 idle", counts)
+
+	// An on-demand class: a fitting spot instance is not taken, the runner is created on-demand.
+	od := e.classSide(t, s, provision.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.OnDemand}, false)
+	spot2 := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})
+	e.waitAgents(t, spot2)
+	req.RunID, req.Count = "9103", 1
+	res2, err := od.Provision(t.Context(), req)
+	if err != nil || len(res2.Runners) != 1 || res2.Runners[0].Source != provision.SourceCreated || res2.Runners[0].UsageClass != fleet.OnDemand {
+		t.Fatalf("on-demand class: %v %+v, want one created on-demand runner", err, res2.Runners)
+	}
+	if rec := e.get(t, spot2[0].ID); rec.State != store.StateIdle {
+		t.Errorf("spot instance %s is %s under an on-demand class, want left idle", spot2[0].ID, rec.State)
+	}
+	counts := e.audit(t, []provision.Result{res, res2}, false)
+	if counts["running"] != 4 || counts["idle"] != 3 {
+		t.Errorf("audit %v: want 4 running, 3 idle", counts)
 	}
 }
 

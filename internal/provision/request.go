@@ -253,6 +253,17 @@ func (r Request) usageClass(rc RunnerClass) string {
 	return fleet.OnDemand
 }
 
+// reuseUsageClass is the usage class of the pool instances the provision may take: the request's
+// when it names one; else any when the runner class is spot, since an idle or warm on-demand
+// instance of the class (warm pools launch on-demand: EC2 cannot stop a one-time spot instance) is
+// already paid for and is never interrupted; else on-demand.
+func (r Request) reuseUsageClass(rc RunnerClass) string {
+	if r.UsageClass == "" && rc.UsageClass == fleet.Spot {
+		return ""
+	}
+	return r.usageClass(rc)
+}
+
 // instanceTypes is the allowed-instance-types patterns the runners get: those of the request and
 // of the runner class that both allow. Without the request's, the class's; without the class's,
 // the request's. Otherwise, for each pair of a request pattern and a class pattern, the narrower

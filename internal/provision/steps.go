@@ -74,13 +74,12 @@ func (p *Provisioner) provision(ctx context.Context, req Request, key, token str
 // post-provision; the outcome is in j.res.
 func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	req, key, log := j.req, j.key, j.log
-	usage := j.usage
 	cpu, mem := req.size(p.cfg)
 
 	// Selection: claim workers over the runner class's pool.
 	t := time.Now()
 	filter := pool.Filter{
-		UsageClass: usage, InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
+		UsageClass: req.reuseUsageClass(j.rc), InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
 		ResourceClass: req.ResourceClass, Scope: req.Repository,
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
@@ -116,7 +115,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 		if err := ctx.Err(); err != nil {
 			return p.unsuccessful(ctx, j, fmt.Errorf("before creation: %w", err))
 		}
-		if err := p.create(ctx, j, n, usage, cpu, mem); err != nil {
+		if err := p.create(ctx, j, n, j.usage, cpu, mem); err != nil {
 			return p.failed(ctx, j, err)
 		}
 	}
