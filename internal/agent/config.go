@@ -106,6 +106,15 @@ type Config struct {
 	// RunnerUser is the unprivileged user jobs run as: after every run its leftover processes are
 	// killed and its files in TempDirs removed. Empty skips both (tests).
 	RunnerUser string
+	// RunnerDir is the runner's installation, checked against RunnerManifest (with RunnerManifest).
+	RunnerDir string
+	// RunnerManifest is the sha256sum-format manifest of every file of the installation in RunnerDir,
+	// written root-only at install time (the user data). When set, the installation is pruned of the
+	// runner user's files and verified before every registration and before and after every release;
+	// a modified installation is never registered or pooled: the agent signals UD_REG_FAILED or
+	// UD_REMOVE_REG_FAILED, and the control plane discards the instance. Empty when the runner driver
+	// has no installation on the machine (the fake runner of tests, the sandbox and the demo).
+	RunnerManifest string
 	// TempDirs are directories (e.g. /tmp, /var/tmp) whose entries owned by RunnerUser are removed.
 	TempDirs []string
 	// CleanHome empties RunnerUser's home directory after every run (shell profiles, git and docker
@@ -158,6 +167,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RunnerUser == "root" {
 		errs = append(errs, errors.New("the runner user must not be root"))
+	}
+	if c.RunnerManifest != "" {
+		if !filepath.IsAbs(c.RunnerManifest) {
+			errs = append(errs, fmt.Errorf("runner manifest %q must be an absolute path", c.RunnerManifest))
+		}
+		if c.RunnerDir == "" || !filepath.IsAbs(c.RunnerDir) || filepath.Clean(c.RunnerDir) == "/" {
+			errs = append(errs, fmt.Errorf("runner directory %q must be an absolute path below / (a manifest is set)", c.RunnerDir))
+		}
 	}
 	for _, d := range c.TempDirs {
 		if !filepath.IsAbs(d) {
