@@ -112,3 +112,36 @@ func TestInstallationModified(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulatedInstallation: simulated instances (agenttest, as the sandbox runs them) verify their
+// stand-in installation when asked to: an untouched one serves runs and is released clean, one a job
+// changed is reported and never confirmed released.
+func TestSimulatedInstallation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{notice: agent.NoticeIMDSTags, installation: true})
+	id := e.launch()
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, "run-1")
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	e.toRunning(id, "run-1")
+	e.release(id, "run-1")
+	e.waitSignal(id, store.SignalReleased, "run-1")
+
+	in, err := e.store.Claim(t.Context(), id, "run-2", time.Now().Add(10*time.Minute))
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	e.putCredential(id, "run-2", store.CredentialRegistration, e.runnerToken("registration"))
+	e.notify(in)
+	e.waitSignal(id, store.SignalRegistered, "run-2")
+	e.toRunning(id, "run-2")
+	d := agenttest.InstanceDirs(e.root, id)
+	if err := os.WriteFile(filepath.Join(d.Install, "bin", "Runner.Listener"), []byte("replaced by a job"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.release(id, "run-2")
+	sig := e.waitSignal(id, store.SignalReleaseFailed, "run-2")
+	if !strings.Contains(sig.Detail, "bin/Runner.Listener") {
+		t.Errorf("UD_REMOVE_REG_FAILED detail = %q, want the replaced listener named", sig.Detail)
+	}
+}
