@@ -73,7 +73,7 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.WorkDir, "work-dir", "", "runner workspace, emptied after every run (default RUNNER-DIR/_work)")
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/runnerpool", "the agent's own state")
 	fs.StringVar(&o.RunnerManifest, "runner-manifest", "", "actions runner: the sha256 manifest of the runner's installation, written root-only by the user data, checked before every registration and release (default STATE-DIR/runner.sha256)")
-	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp", "comma-separated directories whose entries owned by the runner user are removed after every run")
+	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp,/dev/shm", "comma-separated directories whose entries owned by the runner user are removed after every run")
 	fs.BoolVar(&o.CleanHome, "clean-home", true, "empty the runner user's home directory after every run")
 	fs.BoolVar(&o.CleanDocker, "clean-docker", true, "remove docker containers and volumes after every run (when docker is installed)")
 	fs.StringVar(&o.IMDSEndpoint, "imds-endpoint", os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"), "instance metadata endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT; default the link-local one)")
