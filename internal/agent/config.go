@@ -113,7 +113,8 @@ type Config struct {
 	// runner user's files and verified before every registration and before and after every release;
 	// a modified installation is never registered or pooled: the agent signals UD_REG_FAILED or
 	// UD_REMOVE_REG_FAILED, and the control plane discards the instance. Empty when the runner driver
-	// has no installation on the machine (the fake runner of tests, the sandbox and the demo).
+	// has no installation on the machine (the fake runner; agenttest's Installation gives simulated
+	// instances a stand-in one).
 	RunnerManifest string
 	// TempDirs are directories (e.g. /tmp, /var/tmp) whose entries owned by RunnerUser are removed.
 	TempDirs []string
