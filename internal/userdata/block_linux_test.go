@@ -30,13 +30,7 @@ func TestBlockJobMetadataRules(t *testing.T) {
 			t.Fatalf("%s not found on PATH (Debian: apt-get install iptables iproute2 util-linux): %v", bin, err)
 		}
 	}
-	script := render(t, func(p *Params) { p.Arch = ArchX64 })
-	start := strings.Index(script, "<<'BLOCK'\n")
-	end := strings.Index(script, "\nBLOCK\n")
-	if start < 0 || end < start {
-		t.Fatalf("no block script in the rendered user data")
-	}
-	block := script[start+len("<<'BLOCK'\n") : end+1]
+	block := blockScript(t, render(t, func(p *Params) { p.Arch = ArchX64 }))
 	uid := strconv.Itoa(61000 + rand.IntN(4000))
 	block = strings.ReplaceAll(block, "--uid-owner "+RunnerUser+" ", "--uid-owner "+uid+" ")
 

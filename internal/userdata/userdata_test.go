@@ -81,11 +81,26 @@ func TestShellcheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shellcheck not found on PATH (Debian: apt-get install shellcheck): %v", err)
 	}
-	for _, tc := range goldenCases {
+	cases := append([]struct {
+		name string
+		p    func(*Params)
+	}{}, goldenCases...)
+	// The metadata block script is a heredoc of the user data, which shellcheck does not look into.
+	cases = append(cases, struct {
+		name string
+		p    func(*Params)
+	}{"block-job-metadata.sh", nil})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			script := ""
+			if tc.p == nil {
+				script = blockScript(t, render(t, func(*Params) {}))
+			} else {
+				script = render(t, tc.p)
+			}
 			cmd := exec.CommandContext(t.Context(), bin, "--shell=bash", "--severity=style", "-")
-			cmd.Stdin = strings.NewReader(render(t, tc.p))
+			cmd.Stdin = strings.NewReader(script)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Run(); err != nil {
@@ -93,6 +108,17 @@ func TestShellcheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockScript is the metadata block script the user data writes (its heredoc).
+func blockScript(t *testing.T, script string) string {
+	t.Helper()
+	start := strings.Index(script, "<<'BLOCK'\n")
+	end := strings.Index(script, "\nBLOCK\n")
+	if start < 0 || end < start {
+		t.Fatalf("no block script in the rendered user data")
+	}
+	return script[start+len("<<'BLOCK'\n") : end+1]
 }
 
 // TestRenderContent checks what the script must do, independent of the golden files' wording.
