@@ -28,6 +28,13 @@ func (a *agent) runnerAccount() (uid int, home string, ok bool, err error) {
 	if a.cfg.RunnerUser == "" {
 		return -1, "", false, nil
 	}
+	if n, err := strconv.Atoi(a.cfg.RunnerUser); err == nil {
+		// A bare uid, with no account (tests: a throwaway uid).
+		if n <= 0 {
+			return -1, "", false, fmt.Errorf("runner uid %d: want a user's, not root's", n)
+		}
+		return n, "", true, nil
+	}
 	u, err := user.Lookup(a.cfg.RunnerUser)
 	if err != nil {
 		return -1, "", false, fmt.Errorf("runner user: %w", err)

@@ -104,7 +104,8 @@ type Config struct {
 	// WorkDir is the runner's workspace (_work): emptied after every run. Required.
 	WorkDir string
 	// RunnerUser is the unprivileged user jobs run as: after every run its leftover processes are
-	// killed and its files in TempDirs removed. Empty skips both (tests).
+	// killed and its files in TempDirs removed. Empty skips both (tests). A decimal number is taken
+	// as a bare uid (tests: a throwaway uid with no account).
 	RunnerUser string
 	// RunnerDir is the runner's installation, checked against RunnerManifest (with RunnerManifest).
 	RunnerDir string
@@ -166,7 +167,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WorkDir == "" || !filepath.IsAbs(c.WorkDir) || filepath.Clean(c.WorkDir) == "/" {
 		errs = append(errs, fmt.Errorf("work directory %q must be an absolute path below /", c.WorkDir))
 	}
-	if c.RunnerUser == "root" {
+	if c.RunnerUser == "root" || c.RunnerUser == "0" {
 		errs = append(errs, errors.New("the runner user must not be root"))
 	}
 	if c.RunnerManifest != "" {
