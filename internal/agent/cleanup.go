@@ -87,6 +87,12 @@ func (a *agent) cleanup(ctx context.Context) error {
 			if err := removeOwnedBy(d, uid); err != nil {
 				errs = append(errs, err)
 			}
+			// A crontab is named for its user, whoever owns the file (cronie's may be root's).
+			if _, err := strconv.Atoi(a.cfg.RunnerUser); err != nil {
+				if err := os.Remove(filepath.Join(d, a.cfg.RunnerUser)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
 		}
 	}
 	// Last, with every step that could leave a process or a file done: the installation the next
