@@ -65,6 +65,8 @@ type envOptions struct {
 	// agentAPI are middlewares of the agents' own DynamoDB client (the control plane's store is
 	// separate): iam_test.go records every call an agent makes.
 	agentAPI []func(*middleware.Stack) error
+	// installation gives every instance a stand-in runner installation with its manifest.
+	installation bool
 }
 
 // newEnv builds the world; with manual unset, every instance runs the agent (agenttest.RuntimeHook).
@@ -89,7 +91,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.ghURL = ghs.URL
 
 	runtime := agenttest.RuntimeHook(e.agentConfig(o), agenttest.Options{
-		Root: e.root, GitHubURL: e.ghURL, JobDuration: 100 * time.Millisecond,
+		Root: e.root, GitHubURL: e.ghURL, JobDuration: 100 * time.Millisecond, Installation: o.installation,
 	})
 	if o.manual {
 		runtime = func(ctx context.Context, _ ec2server.RuntimeInstance) { <-ctx.Done() }
