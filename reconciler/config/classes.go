@@ -14,6 +14,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	domain "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // Classes is the content of the runner classes file.
@@ -123,6 +125,11 @@ func (c Classes) Validate() error {
 		}
 		if len(rc.Subnets) == 0 {
 			errs = append(errs, fmt.Errorf("runner class %q: at least one subnet is required", n))
+		}
+		// Instance tags: the launch templates enable instance metadata tags (the claim notice), and
+		// EC2 then refuses keys with spaces or "/".
+		if err := domain.ValidateTags(rc.Tags); err != nil {
+			errs = append(errs, fmt.Errorf("runner class %q: tags: %w", n, err))
 		}
 	}
 	if c.DefaultRunnerClass != "" {
