@@ -247,7 +247,7 @@ func tarGz(t *testing.T, name string, content []byte) []byte {
 // TestInstallScript runs the actions' install script against the local release server: latest and
 // pinned versions install the verified binary; a tampered archive, an archive missing from the
 // checksums file, an unknown version and an unsupported OS are refused; a second run uses the tool
-// cache; go-install is used only when asked for.
+// cache; go-install is used only when asked for; and the script passes shellcheck.
 func TestInstallScript(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
@@ -366,6 +366,18 @@ func TestInstallScript(t *testing.T) {
 		defer rl.mu.Unlock()
 		if first != 2 || rl.gets != first {
 			t.Errorf("downloads: %d on the first run, %d in all; want 2 (checksums, archive), then none", first, rl.gets)
+		}
+	})
+
+	// The script is shellcheck clean (make deps installs shellcheck for the user-data tests too).
+	t.Run("shellcheck", func(t *testing.T) {
+		t.Parallel()
+		sc, err := exec.LookPath("shellcheck")
+		if err != nil {
+			t.Fatalf("shellcheck not on PATH (make deps installs it): %v", err)
+		}
+		if out, err := exec.CommandContext(t.Context(), sc, script).CombinedOutput(); err != nil {
+			t.Errorf("shellcheck %s: %v\n%s", script, err, out)
 		}
 	})
 
