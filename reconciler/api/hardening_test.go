@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/client"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
 )
 
@@ -326,5 +327,40 @@ func accessLog(logs *syncBuffer, requestID string) string {
 			return "no access log line for request " + requestID + " in:\n" + logs.String()
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClientAgainstAPI: the workflow client (what `runnerpool provision` and `runnerpool release`,
+// and so the composite actions, run) passes the API's content type rule on every call.
+func TestClientAgainstAPI(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.prov.f = func(context.Context, provision.Request) (provision.Result, error) {
+		return provision.Result{RunKey: "4242:7:1", Label: "7", Status: provision.StatusSucceeded}, nil
+	}
+	f.rel.rep = release.Report{Message: release.NothingToRelease}
+	c, err := client.New(f.srv.URL, client.StaticToken("run-7"), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.Provision(ctx, apiv1.ProvisionRequest{Count: 1, ResourceClass: "small"}); err != nil {
+		t.Fatalf("Provision: %v", err)
+	}
+	f.st.setRun(store.Run{Key: "4242:7:1", RepositoryID: "4242", RunID: "7", Attempt: 1, Status: provision.StatusSucceeded, Version: 1})
+	if _, err := c.Release(ctx, apiv1.ReleaseRequest{}); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if _, err := c.Release(ctx, apiv1.ReleaseRequest{IdleTimeSeconds: 60}); err != nil {
+		t.Fatalf("Release with an idle time: %v", err)
+	}
+	if _, err := c.Run(ctx, "7", 0); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := c.Pools(ctx); err != nil {
+		t.Fatalf("Pools: %v", err)
+	}
+	if len(f.prov.reqs) != 1 || len(f.rel.calls) != 2 {
+		t.Errorf("%d provisions, %d releases reached the domain, want 1 and 2", len(f.prov.reqs), len(f.rel.calls))
 	}
 }
