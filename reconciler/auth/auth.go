@@ -200,25 +200,25 @@ func (v *Verifier) KeySetFetches() int {
 }
 
 // precheck refuses, without the issuer, a token that cannot be one of its: not a compact JWS with
-// one RS256 signature, or an iss claim that is not the issuer's. It returns the key id.
-func (v *Verifier) precheck(raw string) (string, error) {
+// one RS256 signature, or an iss claim that is not the issuer's. It returns the parsed token.
+func (v *Verifier) precheck(raw string) (*jose.JSONWebSignature, error) {
 	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
-		return "", fmt.Errorf("malformed token: %w", err)
+		return nil, fmt.Errorf("malformed token: %w", err)
 	}
 	if len(jws.Signatures) != 1 {
-		return "", errors.New("malformed token: want exactly one signature")
+		return nil, errors.New("malformed token: want exactly one signature")
 	}
 	var c struct {
 		Issuer string `json:"iss"`
 	}
 	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c); err != nil {
-		return "", fmt.Errorf("malformed token payload: %w", err)
+		return nil, fmt.Errorf("malformed token payload: %w", err)
 	}
 	if c.Issuer != v.cfg.Issuer {
-		return "", fmt.Errorf("issued by %q, not by %q", c.Issuer, v.cfg.Issuer)
+		return nil, fmt.Errorf("issued by %q, not by %q", c.Issuer, v.cfg.Issuer)
 	}
-	return jws.Signatures[0].Header.KeyID, nil
+	return jws, nil
 }
 
 // Authenticate verifies the bearer token of r and checks the allow-list. The error is an *Error.
@@ -248,10 +248,12 @@ func bearer(h string) (string, bool) {
 
 // Verify checks a raw token and returns the identity it carries. The error is an *Error.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
-	kid, err := v.precheck(raw)
+	jws, err := v.precheck(raw)
 	if err != nil {
 		return Identity{}, unauthorized(apiv1.CodeInvalidToken, "the token is not valid", err)
 	}
+	kid := jws.Signatures[0].Header.KeyID
+	ctx = withParsed(ctx, raw, jws) // the key set verifies the signature without parsing again
 	iv, keys, err := v.idVerifier(ctx)
 	if err != nil {
 		return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer cannot be reached to verify tokens", Err: err}

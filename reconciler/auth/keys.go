@@ -183,11 +183,28 @@ func parseKeySet(b []byte) ([]jose.JSONWebKey, error) {
 	return keys, nil
 }
 
+// parsedToken is a token Verify parsed already, handed to VerifySignature through go-oidc.
+type parsedToken struct {
+	raw string
+	jws *jose.JSONWebSignature
+}
+
+type parsedKey struct{}
+
+func withParsed(ctx context.Context, raw string, jws *jose.JSONWebSignature) context.Context {
+	return context.WithValue(ctx, parsedKey{}, parsedToken{raw: raw, jws: jws})
+}
+
 // VerifySignature implements oidc.KeySet over the cached keys; it never fetches.
-func (k *keySet) VerifySignature(_ context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
-	if err != nil {
-		return nil, fmt.Errorf("malformed jwt: %w", err)
+func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
+	var jws *jose.JSONWebSignature
+	if p, ok := ctx.Value(parsedKey{}).(parsedToken); ok && p.raw == raw {
+		jws = p.jws
+	} else {
+		var err error
+		if jws, err = jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256}); err != nil {
+			return nil, fmt.Errorf("malformed jwt: %w", err)
+		}
 	}
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("want exactly one signature")
