@@ -165,7 +165,7 @@ func (a *API) wrap(route string, timeout time.Duration, maxBody int64, h http.Ha
 				attrs = append(attrs, "code", rs.errCode, "error", rs.errMsg)
 			}
 			if rs.cause != nil {
-				attrs = append(attrs, "cause", rs.cause.Error())
+				attrs = append(attrs, "cause", truncate(rs.cause.Error(), 4096))
 			}
 			level := slog.LevelInfo
 			switch {

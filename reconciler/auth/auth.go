@@ -216,6 +216,9 @@ func (v *Verifier) precheck(raw string) (*jose.JSONWebSignature, error) {
 		return nil, fmt.Errorf("malformed token payload: %w", err)
 	}
 	if c.Issuer != v.cfg.Issuer {
+		if len(c.Issuer) > 200 { // the caller's text, bound for the log
+			c.Issuer = c.Issuer[:200] + "..."
+		}
 		return nil, fmt.Errorf("issued by %q, not by %q", c.Issuer, v.cfg.Issuer)
 	}
 	return jws, nil
