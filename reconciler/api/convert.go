@@ -23,7 +23,10 @@ func toProvisionResponse(res provision.Result) apiv1.ProvisionResponse {
 			TotalMS: res.Timing.Total.Milliseconds(),
 		},
 	}
-	if res.Label != "" {
+	switch {
+	case len(res.Labels) > 0:
+		out.Labels = res.Labels // with the runner class's labels
+	case res.Label != "":
 		out.Labels = []string{res.Label, provision.RunnerLabel}
 	}
 	for _, r := range res.Runners {

@@ -10,7 +10,9 @@
 //	500  provision_dumped: an unexpected error; every instance it touched was terminated (final)
 //	503  provision_unsuccessful: no capacity, or a runner that did not register in time; what was
 //	     claimed went back to the pool, what was created was terminated (final for this run attempt:
-//	     a retry answers the same; re-run the workflow)
+//	     a retry answers the same; re-run the workflow). One exception, marked retryable: a
+//	     provision rolled back because its request ended (this replica shut down); the same run
+//	     attempt may ask again and is provisioned anew
 //	503  shutting_down, unavailable: retryable, nothing was done
 package api
 
@@ -99,8 +101,9 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		if res.Outcome == "dump" {
 			status, code = http.StatusInternalServerError, apiv1.CodeDumped
 		}
+		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask again.
 		setCause(r, err)
-		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Provision: &resp})
+		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: res.Retryable, Provision: &resp})
 
 	default:
 		// The run record could not be read or written (throttled, timed out, failed): a retry
