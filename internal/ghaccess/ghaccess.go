@@ -18,6 +18,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
+	// ghinst is the go-github major ghinstallation is built on (its token options type).
+	ghinst "github.com/google/go-github/v88/github"
 )
 
 // Config says where GitHub is and how to authenticate. Exactly one of Token or (AppID and
@@ -215,6 +217,9 @@ func (c *Client) client(ctx context.Context, owner, repo string) (*github.Client
 		}
 		tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
 		tr.BaseURL = c.apps.BaseURL
+		// Without options ghinstallation posts the JSON body null, which GitHub's description of
+		// POST /app/installations/{id}/access_tokens does not allow (an object); send {}.
+		tr.InstallationTokenOptions = &ghinst.InstallationTokenOptions{}
 		gc, err = c.newClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPClient.Timeout})
 		if err != nil {
 			return nil, err

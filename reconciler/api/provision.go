@@ -17,7 +17,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -103,22 +102,14 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 			status, code = http.StatusInternalServerError, apiv1.CodeDumped
 		}
 		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask again.
+		setCause(r, err)
 		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: res.Retryable, Provision: &resp})
 
-	case errors.Is(err, store.ErrThrottled):
-		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, err.Error(), true)
-
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		// Cancelled before a provision of the run started (or while waiting for another request's
-		// provision of it): nothing of this request's making is left; retrying is safe.
-		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, err.Error(), true)
-
 	default:
-		// The run record could not be read or written: a retry finds the run as it is.
+		// The run record could not be read or written (throttled, timed out, failed): a retry
+		// finds the run as it is.
 		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, err.Error(), true)
+		a.writeStoreError(w, r, err)
 	}
 }
 
