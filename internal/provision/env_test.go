@@ -207,6 +207,9 @@ type sideOptions struct {
 	inProgressWait   time.Duration
 	// warm adds the stopped branch of selection (claim.Starter).
 	warm bool
+	// sampling puts the SQS sampling proxy (stack.Sampler) between the replica and fauxqs: a short
+	// poll comes back empty with this probability, as on real SQS with few messages.
+	sampling float64
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -230,7 +233,17 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 		op.BaseEndpoint = aws.String(e.stk.Endpoints.DynamoDB)
 		op.DisableValidateResponseChecksum = true
 	})
-	s := &side{sqs: sqs.NewFromConfig(cfg, func(op *sqs.Options) { op.BaseEndpoint = aws.String(e.stk.Endpoints.SQS) })}
+	sqsURL := e.stk.Endpoints.SQS
+	if o.sampling > 0 {
+		sm, err := stack.NewSampler(sqsURL, o.sampling, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(sm)
+		t.Cleanup(srv.Close)
+		sqsURL = srv.URL
+	}
+	s := &side{sqs: sqs.NewFromConfig(cfg, func(op *sqs.Options) { op.BaseEndpoint = aws.String(sqsURL) })}
 	s.st = store.New(db, e.table)
 	s.ec2 = e.ec2Client(api)
 	gh, err := ghaccess.New(ghaccess.Config{APIURL: e.ghURL, Token: e.gh.PAT(), Logger: quiet})
@@ -257,7 +270,6 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 	}
 	popts := provision.Options{
 		PollInterval: 50 * time.Millisecond, Logger: quiet,
-		Pickup: pool.PickupOptions{MisfitDelay: time.Second},
 	}
 	if o.warm {
 		popts.Starter = claim.NewStarter(s.st, s.ec2, s.reg, copts)

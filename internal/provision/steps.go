@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
-		Filter: filter,
+		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter),
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
@@ -90,7 +91,8 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 		}
 		return p.dump(ctx, j, fmt.Errorf("selection: %w", err))
 	}
-	log.Debug("selection done", "claimed", len(j.claimed), "discarded", len(cres.Discarded), "lost", cres.Lost)
+	log.Debug("selection done", "claimed", len(j.claimed), "indexed", cres.Indexed, "second_look", cres.SecondLook,
+		"discarded", len(cres.Discarded), "lost", cres.Lost, "receives", cres.Stats.Receives, "exhausted", cres.Stats.Exhausted)
 
 	if n := req.Count - len(j.claimed); n > 0 && p.opts.Starter != nil {
 		if err := ctx.Err(); err != nil {
@@ -192,6 +194,37 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 		return &stepError{err: fmt.Errorf("issuing registrations: %w", err), unsuccessful: ctx.Err() != nil}
 	}
 	return nil
+}
+
+// secondLook lists, through the table's state index (no scan), the idle and hot instances of the
+// runner class that fit the request, in random order so that concurrent requests spread over them.
+// It is selection's answer to what the pool queue cannot show: an empty short poll on a small queue
+// (SQS samples a subset of its servers), messages other requests hold for the moment, a message
+// lost in a crash. The listing is eventually consistent; the conditional claim decides.
+func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx context.Context) ([]pool.Message, error) {
+	if p.opts.NoSecondLook {
+		return nil
+	}
+	return func(ctx context.Context) ([]pool.Message, error) {
+		now := p.opts.Now()
+		var out []pool.Message
+		for _, state := range claim.PoolStates {
+			recs, err := p.st.ByState(ctx, state, time.Time{})
+			if err != nil {
+				// Not the request's failure: creation makes up what the queue did not give.
+				p.log.Warn("second look through the idle index failed; creating instead", "state", state, "err", err)
+				return nil, nil
+			}
+			for _, rec := range recs {
+				m := claim.MessageOf(rec)
+				if rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
+					out = append(out, m)
+				}
+			}
+		}
+		rand.Shuffle(len(out), func(i, k int) { out[i], out[k] = out[k], out[i] })
+		return out, nil
+	}
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
