@@ -291,7 +291,8 @@ func (e *env) check(ctx context.Context, r *replica, o invariant.Options) (invar
 
 // verify is what follows every fault: a fresh replica runs one refresh pass, and the rules must
 // hold; a late replica (clock past every abandoned claim's and creation's threshold) runs another,
-// and no record may be left past its threshold; a second late pass must change nothing.
+// and no record may be left past its threshold and every idle instance confirmed clean has exactly
+// one pool message; a second late pass must change nothing.
 func (e *env) verify(ctx context.Context) error {
 	fresh := e.replica(replicaOptions{})
 	if _, err := fresh.ref.Run(ctx); err != nil {
@@ -310,7 +311,7 @@ func (e *env) verify(ctx context.Context) error {
 	if _, err := late.ref.Run(ctx); err != nil {
 		return fmt.Errorf("late refresh: %w", err)
 	}
-	rep, err = e.check(ctx, late, invariant.Options{Thresholds: true, Grace: time.Second, Now: func() time.Time { return time.Now().Add(lateShift) }})
+	rep, err = e.check(ctx, late, invariant.Options{Thresholds: true, Grace: time.Second, Pooled: true, Now: func() time.Time { return time.Now().Add(lateShift) }})
 	if err != nil {
 		return err
 	}

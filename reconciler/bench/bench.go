@@ -715,7 +715,7 @@ func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 	}
 	rep, err := invariant.Check(ctx, h.sb.Store, h.sb.EC2, invariant.Options{
 		DeploymentID: sandbox.DeploymentID, Queues: append([]string{h.sb.Queue.URL()}, h.extraQueues...), SQS: h.sb.Stack.SQS(),
-		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute,
+		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute, Pooled: true,
 	})
 	if err != nil {
 		return err
