@@ -308,10 +308,12 @@ func (e *env) verify(ctx context.Context) error {
 		return fmt.Errorf("after one refresh pass: %w", err)
 	}
 	late := e.replica(replicaOptions{shift: lateShift})
+	refreshedAt := time.Now()
 	if _, err := late.ref.Run(ctx); err != nil {
 		return fmt.Errorf("late refresh: %w", err)
 	}
-	rep, err = e.check(ctx, late, invariant.Options{Thresholds: true, Grace: time.Second, Pooled: true, Now: func() time.Time { return time.Now().Add(lateShift) }})
+	rep, err = e.check(ctx, late, invariant.Options{Thresholds: true, Grace: time.Second, Pooled: true, RefreshedAt: refreshedAt,
+		Now: func() time.Time { return time.Now().Add(lateShift) }})
 	if err != nil {
 		return err
 	}

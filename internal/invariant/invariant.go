@@ -110,8 +110,10 @@ type Options struct {
 	Thresholds bool
 	Grace      time.Duration
 	// Pooled enables the pooled rule: every idle record confirmed clean has exactly one live pool
-	// message. Ask after a refresh pass.
-	Pooled bool
+	// message. Ask after a refresh pass, and give the time that pass started as RefreshedAt: an
+	// agent that confirmed after it is pooled by the next pass, not judged by this check.
+	Pooled      bool
+	RefreshedAt time.Time
 	// Now is the clock of the threshold rule (default time.Now).
 	Now func() time.Time
 	// OrphanGrace spares instances launched less than this before Now from the orphan rule, as
@@ -292,7 +294,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 		checkThresholds(&rep, rep.At, o.Grace)
 	}
 	if o.Pooled {
-		if err := checkPooled(ctx, st, &rep); err != nil {
+		if err := checkPooled(ctx, st, &rep, o.RefreshedAt); err != nil {
 			return rep, err
 		}
 	}
@@ -574,7 +576,7 @@ func unpooledIdle(rep *Report) []string {
 
 // checkPooled: after refresh, every idle record confirmed clean has exactly one live message, and
 // one not confirmed clean has none (rule 3 keeps it out of the pool; its threshold ends it).
-func checkPooled(ctx context.Context, st Store, rep *Report) error {
+func checkPooled(ctx context.Context, st Store, rep *Report, refreshedAt time.Time) error {
 	live := map[string]int{}
 	for _, m := range rep.Messages {
 		if m.InstanceID != "" && m.Stale == "" {
@@ -591,6 +593,9 @@ func checkPooled(ctx context.Context, st Store, rep *Report) error {
 			return fmt.Errorf("invariant: reading the signal of idle %s: %w", id, err)
 		}
 		clean := err == nil && sig.Signal == store.SignalReleased
+		if clean && !refreshedAt.IsZero() && sig.At.After(refreshedAt) {
+			continue // confirmed after the refresh pass: the next one pools it
+		}
 		switch n := live[id]; {
 		case clean && n != 1:
 			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want exactly one)", n)

@@ -747,12 +747,13 @@ func phaseIdle(ctx context.Context, h *harness, res *Result) error {
 // phaseAudit runs a refresh pass and the invariant checker over the whole deployment.
 func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 	cp := h.sb.Components(sandbox.ComponentOptions{})
+	refreshedAt := time.Now()
 	if _, err := cp.Refresher.Run(ctx); err != nil {
 		res.note("audit refresh pass: %v", err)
 	}
 	rep, err := invariant.Check(ctx, h.sb.Store, h.sb.EC2, invariant.Options{
 		DeploymentID: sandbox.DeploymentID, Queues: append([]string{h.sb.Queue.URL()}, h.extraQueues...), SQS: h.sb.Stack.SQS(),
-		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute, Pooled: true,
+		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute, Pooled: true, RefreshedAt: refreshedAt,
 	})
 	if err != nil {
 		return err
