@@ -331,7 +331,16 @@ func (e *env) verify(ctx context.Context) error {
 	// A repeated pass changes no record and no instance. It may still drop a dead pool message the
 	// first pass could not see (SQS hides a message received by a crashed replica until its
 	// visibility timeout ends): that cleans up, it changes nothing a claim could act on.
-	if v := invariant.Unchanged(rep, after); len(v) > 0 || again.Expiry.Marked > 0 || len(again.Orphans.Terminated) > 0 {
+	// It may also pool an idle instance whose agent confirmed its clean-up only after the first
+	// late pass began (the release that crashed never woke it): the world changed, the pass caught up.
+	v := slices.DeleteFunc(invariant.Unchanged(rep, after), func(v invariant.Violation) bool {
+		if !slices.Contains(again.Pool.Repooled, v.Instance) {
+			return false
+		}
+		sig, err := late.st.LastSignal(ctx, v.Instance)
+		return err == nil && sig.Signal == store.SignalReleased && sig.At.After(refreshedAt)
+	})
+	if len(v) > 0 || again.Expiry.Marked > 0 || len(again.Orphans.Terminated) > 0 {
 		return fmt.Errorf("a repeated refresh pass changed something: %v (report %+v)", v, again)
 	}
 	return nil
