@@ -41,6 +41,10 @@ type Request struct {
 	// same conditional write; their messages stay in the queue, stale, for the next pickup or refresh
 	// to drop.
 	SecondLook func(ctx context.Context) ([]pool.Message, error)
+	// Confirm, when set, is asked before a second-look candidate is claimed: the table's idle index
+	// also lists an instance that a release made idle but whose agent has not yet confirmed its
+	// clean-up (DESIGN rule 3: such an instance is not in the pool yet). false skips the candidate.
+	Confirm func(ctx context.Context, id string) (bool, error)
 }
 
 // Claimed is an instance claimed for the run. It stays in state claimed: the caller moves it to
@@ -221,6 +225,12 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 				return
 			}
 			indexed = true
+			if err == nil && req.Confirm != nil {
+				if ok, cerr := req.Confirm(ctx, m.InstanceID); cerr != nil || !ok {
+					log.Debug("second-look candidate not confirmed clean: skipped", "instance", m.InstanceID, "err", cerr)
+					continue
+				}
+			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {

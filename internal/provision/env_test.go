@@ -355,6 +355,10 @@ func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int
 		t.Errorf("%s to idle: %v", in.ID, err)
 		return in
 	}
+	// The agent confirms its clean-up after the record went idle, as on a release.
+	if err := e.st.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalReleased, RunID: "seed-run"}); err != nil {
+		t.Errorf("signal of %s: %v", in.ID, err)
+	}
 	if err := q.Put(ctx, claim.MessageOf(rec), delay); err != nil {
 		t.Errorf("Put %s: %v", in.ID, err)
 	}

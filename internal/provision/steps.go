@@ -78,7 +78,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
-		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter),
+		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter), Confirm: p.confirmClean,
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
@@ -225,6 +225,29 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 		rand.Shuffle(len(out), func(i, k int) { out[i], out[k] = out[k], out[i] })
 		return out, nil
 	}
+}
+
+// confirmClean reports whether a second-look candidate is in the pool by DESIGN rule 3: an idle
+// instance whose agent confirmed deregistration and clean-up after it became idle (its last signal
+// is the release signal, written no earlier than the record's last change), or a hot warm-pool
+// instance whose warm-up succeeded. A release still waiting for its agent lists the record idle in
+// the index; this keeps selection from taking it.
+func (p *Provisioner) confirmClean(ctx context.Context, id string) (bool, error) {
+	rec, err := p.st.Get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	sig, err := p.st.LastSignal(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	switch rec.State {
+	case store.StateIdle:
+		return sig.Signal == store.SignalReleased && !sig.At.Before(rec.UpdatedAt), nil
+	case store.StateReady:
+		return sig.Signal == store.SignalPreRunnerOK, nil
+	}
+	return false, nil
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
