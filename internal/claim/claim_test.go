@@ -94,7 +94,16 @@ func TestClaimNConcurrentRunsNeverShareAnInstance(t *testing.T) {
 		c, _ := e.claimer(testOptions()) // each run has its own claimer and pickup manager
 		wg.Go(func() {
 			var err error
-			results[i], err = c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 4, Queue: e.q})
+			// The second look lists every instance, as provision's does through the idle index: a
+			// receive can come back empty while the other run holds the messages for a moment.
+			results[i], err = c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 4, Queue: e.q,
+				SecondLook: func(context.Context) ([]pool.Message, error) {
+					var ms []pool.Message
+					for _, in := range ins {
+						ms = append(ms, claim.MessageOf(in))
+					}
+					return ms, nil
+				}})
 			if err != nil {
 				t.Errorf("ClaimN %s: %v", run, err)
 			}
@@ -125,10 +134,14 @@ func TestClaimNConcurrentRunsNeverShareAnInstance(t *testing.T) {
 			t.Errorf("agent of %s registered for %v, want only %s", in.ID, got, owner[in.ID])
 		}
 	}
-	// Every duplicate message was either dropped as dead or is still in the pool: none claimed.
-	if left := len(e.drain(t)); lost+left != 6 {
-		t.Errorf("dropped %d + left %d duplicate messages, want 6", lost, left)
+	// Every message left in the pool is stale (its instance is claimed): dropped by whoever takes
+	// it next, never claimed again.
+	for _, m := range e.drain(t) {
+		if rec := e.record(t, m.InstanceID); rec.State != store.StateClaimed {
+			t.Errorf("message of %s left in the pool, record %s", m.InstanceID, rec.State)
+		}
 	}
+	t.Logf("%d candidates lost to the other run", lost)
 }
 
 // Two runs whose pickup managers both hold a message for every instance (two pool queues) race on
