@@ -77,9 +77,10 @@ type PickupOptions struct {
 	// trip of visibility and finds the fitting instances among misfits in fewer receives.
 	MaxMessages int
 	// EmptyReceives is how many consecutive empty receives make the pool globally exhausted.
-	// Default 1. An SQS short poll samples a subset of the queue's servers, so on a queue holding
-	// very few messages one empty answer does not prove the queue empty: the caller's second look
-	// (claim.Request.SecondLook, through the table's idle index) covers that without more waiting.
+	// Default 2. An SQS short poll samples a subset of the queue's servers, so on a queue holding
+	// very few messages one empty answer does not prove the queue empty; a second short poll costs
+	// one round trip and spares most requests the caller's second look (claim.Request.SecondLook,
+	// a read of the table's idle index), which covers the rest.
 	EmptyReceives int
 	// OnDrop, when set, is called once for every message dropped, with its reason (DropMalformed,
 	// DropExpired, DropDead): the reconciler counts them in its metrics.
@@ -150,7 +151,7 @@ func NewPickup(q *Queue, f Filter, opts PickupOptions) *Pickup {
 	}
 	opts.MaxMessages = min(max(opts.MaxMessages, 1), 10)
 	if opts.EmptyReceives <= 0 {
-		opts.EmptyReceives = 1
+		opts.EmptyReceives = 2
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -41,6 +41,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
@@ -746,9 +748,17 @@ func phaseIdle(ctx context.Context, h *harness, res *Result) error {
 
 // phaseAudit runs a refresh pass and the invariant checker over the whole deployment.
 func phaseAudit(ctx context.Context, h *harness, res *Result) error {
-	cp := h.sb.Components(sandbox.ComponentOptions{})
+	// The refresh pass covers the reuse scenarios' queues too: it drops the messages a claim through
+	// the idle index left behind and pools again what lost its message.
+	resolver := pool.StaticResolver{sandbox.RunnerClass: h.sb.Queue}
+	for class, url := range h.reuseQueues {
+		resolver[class] = pool.NewQueue(h.sb.Stack.SQS(), url)
+	}
+	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, resolver, refresh.Options{
+		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
+	})
 	refreshedAt := time.Now()
-	if _, err := cp.Refresher.Run(ctx); err != nil {
+	if _, err := ref.Run(ctx); err != nil {
 		res.note("audit refresh pass: %v", err)
 	}
 	rep, err := invariant.Check(ctx, h.sb.Store, h.sb.EC2, invariant.Options{
