@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pricing"
@@ -74,7 +75,7 @@ var dashboardSettings = []setting{
 func (c Config) validateDashboard() error {
 	d := c.Dashboard
 	var errs []error
-	if d.Listen != "" && (d.Listen == c.Listen || d.Listen == c.MetricsListen) {
+	if d.Listen != "" && !strings.HasSuffix(d.Listen, ":0") && (d.Listen == c.Listen || d.Listen == c.MetricsListen) { // ":0": a free port each
 		errs = append(errs, errors.New("dashboard-listen: must differ from listen and metrics-listen"))
 	}
 	if d.SampleInterval > 0 && (d.SampleInterval < 10*time.Second || d.SampleInterval > time.Hour) {
