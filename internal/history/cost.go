@@ -86,8 +86,9 @@ func (l Line) SourceNote() string {
 
 // Savings is what reuse saved in the window.
 type Savings struct {
-	// Baseline is the median duration of the window's provisions served by creation alone (cold
-	// starts); BaselineRuns how many there were. Without any, nothing is claimed as saved.
+	// Baseline is the median duration of the window's provisions that created a runner (they
+	// waited for a cold start); BaselineRuns how many there were. Without any, nothing is claimed
+	// as saved.
 	Baseline     time.Duration
 	BaselineRuns int
 	// ReusedRunners and StartedRunners count runners that came from the pool and from stopped
@@ -170,10 +171,10 @@ func Build(ctx context.Context, runs []Run, samples []Sample, interval time.Dura
 		return m[name]
 	}
 
-	// Savings baseline: the median duration of provisions that created every runner.
+	// Savings baseline: the median duration of provisions that waited for a created runner.
 	var cold []time.Duration
 	for _, r := range runs {
-		if r.Status == "succeeded" && len(r.Runners) > 0 && !slices.ContainsFunc(r.Runners, func(x Runner) bool { return x.Source != SourceCreated }) {
+		if r.Status == "succeeded" && slices.ContainsFunc(r.Runners, func(x Runner) bool { return x.Source == SourceCreated }) {
 			cold = append(cold, r.Steps.Total)
 		}
 	}

@@ -326,7 +326,7 @@ var funcs = template.FuncMap{
 	},
 	"dur":   fmtDur,
 	"secs":  func(s float64) string { return fmtDur(time.Duration(s * float64(time.Second))) },
-	"usd":   func(v float64) string { return fmt.Sprintf("$%.4f", v) },
+	"usd":   USD,
 	"hours": func(s float64) string { return fmt.Sprintf("%.2f h", s/3600) },
 	"price": func(v float64, src string) string {
 		if src == history.PriceUnknown || src == "" {
@@ -338,6 +338,14 @@ var funcs = template.FuncMap{
 	"add":    func(a, b int) int { return a + b },
 	"sub":    func(a, b int) int { return a - b },
 	"state":  func(m map[string]int, s string) int { return m[s] },
+}
+
+// USD formats money: cents for sums, more digits for the fractions of a cent a short run costs.
+func USD(v float64) string {
+	if v != 0 && math.Abs(v) < 0.01 {
+		return fmt.Sprintf("$%.6f", v)
+	}
+	return fmt.Sprintf("$%.4f", v)
 }
 
 func fmtDur(d time.Duration) string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
 )
 
@@ -161,7 +162,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("/metrics lacks the total cost series:\n%s", grepLines(m, "runnerpool_cost"))
 	}
 	var v float64
-	if _, err := fmt.Sscan(total[1], &v); err != nil || v <= 0 || !strings.Contains(costPage, fmt.Sprintf("<b>$%.4f</b>", v)) {
+	if _, err := fmt.Sscan(total[1], &v); err != nil || v <= 0 || !strings.Contains(costPage, "<b>"+dashboard.USD(v)+"</b>") {
 		t.Errorf("total cost series %s does not match the page", total[1])
 	}
 	for _, want := range []string{`runnerpool_cost_usd{kind="repository",name="acme/api"`, `runnerpool_reuse_saved_usd{`, `runnerpool_cost_runs{replica="a",window="24h"} 2`} {
