@@ -41,7 +41,9 @@ func TestParseFile(t *testing.T) {
 
 type lookupFunc func(ctx context.Context, k pricing.Key) (float64, bool, error)
 
-func (f lookupFunc) Lookup(ctx context.Context, k pricing.Key) (float64, bool, error) { return f(ctx, k) }
+func (f lookupFunc) Lookup(ctx context.Context, k pricing.Key) (float64, bool, error) {
+	return f(ctx, k)
+}
 
 // TestBook: the file wins, the most specific row of it first; AWS answers are cached for the TTL;
 // a failed lookup is unknown (never a guess), retried after a tenth of the TTL, and a price once
