@@ -238,3 +238,9 @@ func (b *Book) Price(ctx context.Context, k Key) Price {
 	b.mu.Unlock()
 	return p
 }
+
+// PerHour is Price as a plain function (history.Pricer's shape): the hourly price and its source.
+func (b *Book) PerHour(ctx context.Context, instanceType, usageClass, zone string) (float64, string) {
+	p := b.Price(ctx, Key{InstanceType: instanceType, UsageClass: usageClass, Zone: zone})
+	return p.PerHour, p.Source
+}

@@ -53,11 +53,7 @@ func Pricer(cfg config.Config, awsCfg aws.Config, spot pricing.SpotAPI, now func
 			o.Spot = pricing.SpotHistory{API: spot, Now: now}
 		}
 	}
-	book := pricing.New(o)
-	return func(ctx context.Context, instanceType, usageClass, zone string) (float64, string) {
-		p := book.Price(ctx, pricing.Key{InstanceType: instanceType, UsageClass: usageClass, Zone: zone})
-		return p.PerHour, p.Source
-	}
+	return pricing.New(o).PerHour
 }
 
 // setupDashboard builds the history, the dashboard (the cost reports of pages and metrics) and,
