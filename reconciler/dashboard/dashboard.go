@@ -380,3 +380,10 @@ func poolName(p history.PoolCount) string {
 }
 
 var _ = strings.TrimSpace
+
+// ResetCost drops the cached cost reports (benchmarks and tests).
+func (d *Dashboard) ResetCost() {
+	d.mu.Lock()
+	d.costs = map[time.Duration]cachedReport{}
+	d.mu.Unlock()
+}
