@@ -294,11 +294,17 @@ func truncate(s string, n int) string {
 // Cost returns the cost report of the window ending now, computed at most once per CostTTL (the
 // page and the metrics share it).
 func (d *Dashboard) Cost(ctx context.Context, window time.Duration) (history.Report, error) {
+	return d.CostWithin(ctx, window, d.o.CostTTL)
+}
+
+// CostWithin is Cost with a report at most maxAge old (the metrics take 5 minutes: a scrape
+// every 15 s must not read the table every 15 s).
+func (d *Dashboard) CostWithin(ctx context.Context, window, maxAge time.Duration) (history.Report, error) {
 	now := d.o.Now()
 	d.mu.Lock()
 	c, ok := d.costs[window]
 	d.mu.Unlock()
-	if ok && now.Sub(c.at) < d.o.CostTTL {
+	if ok && now.Sub(c.at) < maxAge {
 		return c.rep, nil
 	}
 	rep, err := history.Compute(ctx, d.o.History, d.o.Price, now.Add(-window), now)
