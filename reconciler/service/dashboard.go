@@ -70,7 +70,9 @@ func (s *Service) setupDashboard(cfg config.Config, db history.DynamoDBAPI, pric
 		return nil, nil, err
 	}
 	s.dashboard.dash = d
-	s.metrics.RegisterCost(func(ctx context.Context) (history.Report, error) { return d.CostWithin(ctx, 24*time.Hour, 5*time.Minute) })
+	s.metrics.RegisterCost(func(ctx context.Context) (history.Report, error) {
+		return d.CostWithin(ctx, 24*time.Hour, 5*time.Minute)
+	})
 	rec := &recorder{h: s.dashboard.history, runs: s.store, log: s.log.With("component", "history"), now: s.o.Now, defaultClass: s.classes.def}
 	return recordingProvisioner{next: prov, rec: rec}, recordingReleaser{next: rel, rec: rec}, nil
 }
