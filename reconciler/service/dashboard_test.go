@@ -210,18 +210,19 @@ func TestDashboardChromium(t *testing.T) {
 		return out
 	}
 	runs := dom("/runs")
-	link := regexp.MustCompile(`href="(/runs/[^"]+)"`).FindStringSubmatch(runs)
-	if link == nil {
+	// Follow the link of the oldest run (the first workflow: reused and created runners).
+	links := regexp.MustCompile(`href="(/runs/[^"?]+)"`).FindAllStringSubmatch(runs, -1)
+	if links == nil {
 		t.Fatalf("the runs page has no link to a run:\n%s", runs)
 	}
-	runPath := strings.ReplaceAll(link[1], "&amp;", "&")
+	runPath := links[len(links)-1][1]
 	for _, p := range []struct {
 		name, path string
 		want       []string
 	}{
 		{"pools", "/pools", []string{"runner class linux", "<svg", "polyline"}},
 		{"runs", "/runs", []string{"2 reused, 1 created", "released"}},
-		{"run", runPath, []string{"Timeline", "rect class=\"ph-selection\"", "price-file"}},
+		{"run", runPath, []string{"Timeline", "rect class=\"ph-selection\"", "rect class=\"ph-create\"", "price-file", "2 reused, 1 created"}},
 		{"instances", "/instances", []string{"idle", "c6i."}},
 		{"cost", "/cost", []string{"saved by reuse", "price-file", keys[0]}},
 		{"error", "/runs/4242:999:1", []string{"no run"}},
