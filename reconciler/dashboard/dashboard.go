@@ -28,7 +28,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -370,22 +369,9 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-func round(v float64) float64 { return math.Round(v*10) / 10 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func poolName(p history.PoolCount) string {
 	return cmp.Or(p.Pool, "(no pool)")
 }
-
-var _ = strings.TrimSpace
 
 // ResetCost drops the cached cost reports (benchmarks and tests).
 func (d *Dashboard) ResetCost() {

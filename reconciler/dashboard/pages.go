@@ -4,7 +4,6 @@ package dashboard
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -457,5 +456,3 @@ func (d *Dashboard) cost(r *http.Request, q url.Values) (view, error) {
 	}
 	return view{page: "cost", title: "Cost", data: p}, nil
 }
-
-var _ = context.Background
