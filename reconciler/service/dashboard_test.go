@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // dashboardPrices is the operator price file of the dashboard tests: on-demand c6i prices only, so
@@ -276,4 +279,51 @@ func (b browser) run(t *testing.T, args ...string) string {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out)
+}
+
+// TestDashboardWarmPool: a warm pool's schedule target, its next change and its hot instance on
+// the pools page, and its standing cost (the hot instance waiting) on the cost page, from the
+// leader's samples.
+func TestDashboardWarmPool(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := servicetest.New(t, servicetest.Options{WarmPools: true})
+	repo := tableconfig.NewRepository(env.Store)
+	rc := env.TableRunnerClass(servicetest.RunnerClass)
+	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	// A second schedule from the next hour on: the page shows when the target changes.
+	next := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	wp := tableconfig.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{
+		{Name: schedule.DefaultName, Hot: 1},
+		{Name: "peak", Hot: 3, Match: &schedule.Match{Times: []schedule.TimeRange{{Start: next.Format("15:04"), End: next.Add(time.Hour).Format("15:04")}}}},
+	}}
+	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
+		t.Fatalf("PutWarmPool: %v", err)
+	}
+	env.Hot(t, rc, wp.Name, tableconfig.SpecHash(rc, wp), 1)
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"prices":[{"instance_type":"*","per_hour":0.1}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := env.Start(t, "a", map[string]string{
+		"RUNNERPOOL_RUNNER_CLASSES_FILE": "", "RUNNERPOOL_DASHBOARD_LISTEN": "127.0.0.1:0", "RUNNERPOOL_PRICE_FILE": prices,
+		"RUNNERPOOL_CONVERGE_SCHEDULE": "@every 1s", "RUNNERPOOL_HISTORY_SAMPLE_INTERVAL": "10s",
+	})
+	dash := r.Service.DashboardURL()
+	waitFor(t, 20*time.Second, "a pool sample", func() bool {
+		ok, err := r.Service.History().HasSample(ctx, time.Now())
+		return err == nil && ok
+	})
+	code, body := get(t, http.MethodGet, dash+"/pools")
+	for _, want := range []string{`id="pool-linux-warm"`, "<td>1 hot, 0 stopped</td>", next.Format("Jan 2 15:04") + " → 3 hot, 0 stopped", "<polyline"} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/pools: %d, lacks %q", code, want)
+		}
+	}
+	code, body = get(t, http.MethodGet, dash+"/cost?window=1h")
+	if code != http.StatusOK || !regexp.MustCompile(`<tr><td>warm</td><td class="n">0</td><td class="n">[0-9.]+s</td><td class="n">\$0\.0+[1-9][0-9]*</td>`).MatchString(body) {
+		t.Errorf("/cost: %d, want the warm pool's standing cost:\n%s", code, grepLines(body, "warm"))
+	}
 }
