@@ -84,6 +84,15 @@ func (l Line) SourceNote() string {
 	return strings.Join(l.Sources, " + ")
 }
 
+// PoolLineName names a pool count's standing-cost line: the warm pool, or "CLASS (idle runners)"
+// for a runner class's released runners outside warm pools.
+func PoolLineName(p PoolCount) string {
+	if p.Pool != "" {
+		return p.Pool
+	}
+	return p.RunnerClass + " (idle runners)"
+}
+
 // Savings is what reuse saved in the window.
 type Savings struct {
 	// Baseline is the median duration of the window's provisions that created a runner (they
@@ -110,8 +119,9 @@ type Report struct {
 	Runs          []RunCost // newest first
 	Repositories  []Line    // by cost, highest first
 	RunnerClasses []Line
-	// Pools is the standing cost of warm pools: instances waiting (warming, hot, idle) or serving
-	// pool jobs, from the pool samples. Stopped instances bill only their volumes, not counted.
+	// Pools is the standing cost of warm pools (instances waiting: warming, hot, idle; or serving
+	// pool jobs) and of every runner class's released runners waiting in its pool (PoolLineName),
+	// from the pool samples. Stopped instances bill only their volumes, not counted.
 	Pools   []Line
 	Total   Line
 	Savings Savings
@@ -242,10 +252,10 @@ func Build(ctx context.Context, runs []Run, samples []Sample, interval time.Dura
 			continue
 		}
 		for _, p := range s.Pools {
-			if p.Pool == "" {
+			if len(p.Billed) == 0 {
 				continue
 			}
-			l := line(pools, p.Pool)
+			l := line(pools, PoolLineName(p))
 			for k, n := range p.Billed {
 				typ, usage, _ := strings.Cut(k, "/")
 				v, src := priceOf(typ, usage, "")

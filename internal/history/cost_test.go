@@ -43,7 +43,11 @@ func TestBuild(t *testing.T) {
 	}
 	samples := []history.Sample{
 		{At: t0, Pools: []history.PoolCount{{RunnerClass: "linux", Pool: "hot", Billed: map[string]int{"c6i.large/on-demand": 2}}}},
-		{At: t0.Add(time.Minute), Pools: []history.PoolCount{{RunnerClass: "linux", Pool: "hot", Billed: map[string]int{"c6i.large/on-demand": 1}}}},
+		{At: t0.Add(time.Minute), Pools: []history.PoolCount{
+			{RunnerClass: "linux", Pool: "hot", Billed: map[string]int{"c6i.large/on-demand": 1}},
+			{RunnerClass: "linux", Billed: map[string]int{"c6i.large/on-demand": 1}}, // a released runner idle in the pool
+			{RunnerClass: "linux", Pool: "cold", States: map[string]int{"stopped": 4}},
+		}},
 	}
 	to := t0.Add(10 * time.Minute)
 	rep := history.Build(t.Context(), runs, samples, time.Minute, filePrices, t0, to)
@@ -60,10 +64,12 @@ func TestBuild(t *testing.T) {
 		t.Errorf("repositories %+v: want acme/web (dearer) first, acme/api with 2 runs", rep.Repositories)
 	}
 	// Pool: 2 instances for the 60 s to the next sample, then 1 for at most two intervals (120 s).
-	if len(rep.Pools) != 1 || rep.Pools[0].InstanceSeconds != 240 || !near(rep.Pools[0].Cost, 0.024) {
-		t.Errorf("pools %+v, want hot: 240 s, $0.024", rep.Pools)
+	// The idle runner: 1 for two intervals. A pool of stopped instances bills nothing here.
+	if len(rep.Pools) != 2 || rep.Pools[0].Name != "hot" || rep.Pools[0].InstanceSeconds != 240 || !near(rep.Pools[0].Cost, 0.024) ||
+		rep.Pools[1].Name != "linux (idle runners)" || rep.Pools[1].InstanceSeconds != 120 {
+		t.Errorf("pools %+v, want hot: 240 s, $0.024; linux (idle runners): 120 s", rep.Pools)
 	}
-	if want := 200.0 + 100 + 960 + 240; rep.Total.InstanceSeconds != want || rep.Total.Runs != 3 {
+	if want := 200.0 + 100 + 960 + 240 + 120; rep.Total.InstanceSeconds != want || rep.Total.Runs != 3 {
 		t.Errorf("total %+v, want %v s over 3 runs", rep.Total, want)
 	}
 	// Baseline: median of r1 (60 s) and r3 (40 s) = index 1 of [40 60] = 60 s. r2 waited 2 s.

@@ -97,7 +97,7 @@ func PrintCost(w io.Writer, rep history.Report) {
 	for _, sec := range []struct {
 		title string
 		lines []history.Line
-	}{{"REPOSITORY", rep.Repositories}, {"RUNNER CLASS", rep.RunnerClasses}, {"WARM POOL", rep.Pools}} {
+	}{{"REPOSITORY", rep.Repositories}, {"RUNNER CLASS", rep.RunnerClasses}, {"WAITING (POOLS, IDLE RUNNERS)", rep.Pools}} {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "%s\tRUNS\tINSTANCE TIME\tCOST\tUNPRICED\tPRICE FROM\n", sec.title)

@@ -60,7 +60,7 @@ func TestPrintCost(t *testing.T) {
 	for _, want := range []string{
 		"total $0.010000 for 1m50s instance time over 2 runs (prices: price-file + unknown); 10s unpriced",
 		"saved by reuse $0.0000 and 59s of waiting: 1 reused, 0 started runners against a cold start of 1m0s",
-		"acme/api", "acme/web", "WARM POOL", "(none)",
+		"acme/api", "acme/web", "WAITING (POOLS, IDLE RUNNERS)", "(none)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

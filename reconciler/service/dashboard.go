@@ -257,10 +257,14 @@ func (s *Service) poolCounts(ctx context.Context, now time.Time) ([]history.Pool
 	for _, in := range live {
 		c := get(in.RunnerClass, in.Pool)
 		c.States[string(in.State)]++
-		// A warm pool pays for the instances that wait for work and for the pool jobs it serves;
-		// instances held by a step-driven run are that run's cost.
+		// A warm pool pays for the instances that wait for work and for the pool jobs it serves; a
+		// runner class pays for its released runners waiting in the pool (idle); instances held by a
+		// step-driven run are that run's cost.
 		switch {
-		case in.Pool == "", in.State == store.StateStopped, in.State == store.StateTerminating:
+		case in.State == store.StateStopped, in.State == store.StateTerminating:
+		case in.Pool == "" && in.State == store.StateIdle:
+			c.Billed[in.InstanceType+"/"+in.UsageClass]++
+		case in.Pool == "":
 		case in.RunID == "" || strings.HasPrefix(in.RunID, warmpool.JobRunPrefix):
 			c.Billed[in.InstanceType+"/"+in.UsageClass]++
 		}

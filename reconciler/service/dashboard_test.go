@@ -105,7 +105,7 @@ func TestDashboard(t *testing.T) {
 		{"/runs", []string{"2001", "2002", "2 reused, 1 created", "2 reused", "released", "acme/api"}},
 		{"/runs/" + keys[0], []string{"Timeline", "selection", "create", "registration", "jobs", "release", "price-file", "pooled", "$0.", "2 reused, 1 created"}},
 		{"/instances", []string{"idle", "acme/api", "c6i."}},
-		{"/cost", []string{"acme/api", "price-file", "saved by reuse", "Per run", keys[1]}},
+		{"/cost", []string{"acme/api", "price-file", "saved by reuse", "Per run", keys[1], "linux (idle runners)"}},
 		{"/cost?window=7d", []string{"acme/api"}},
 	}
 	for _, p := range pages {
