@@ -134,6 +134,31 @@ data "runnerpool_user_data" "boot" {
 					return nil
 				},
 			},
+			{
+				// By default jobs are blocked from instance metadata; the opt-out renders no block.
+				Config: providerConfig(t) + `
+data "runnerpool_user_data" "boot" {
+  table                     = "runnerpool-prod"
+  allow_job_metadata_access = true
+` + agentArtifacts + `
+}
+data "runnerpool_user_data" "default" {
+  table = "runnerpool-prod"
+` + agentArtifacts + `
+}
+`,
+				Check: func(s *terraform.State) error {
+					allowed := s.RootModule().Resources[addr].Primary.Attributes["rendered"]
+					blocked := s.RootModule().Resources["data.runnerpool_user_data.default"].Primary.Attributes["rendered"]
+					if strings.Contains(allowed, "block-job-metadata") {
+						return fmt.Errorf("allow_job_metadata_access = true still renders the metadata block")
+					}
+					if !strings.Contains(blocked, "--uid-owner runner -j REJECT") || !strings.Contains(blocked, "DOCKER-USER") {
+						return fmt.Errorf("the default user data does not block jobs from instance metadata")
+					}
+					return nil
+				},
+			},
 		},
 	})
 }

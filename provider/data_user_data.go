@@ -46,6 +46,7 @@ type userDataModel struct {
 	AgentARM64      *artifactModel `tfsdk:"agent_arm64"`
 	PreRunnerScript types.String   `tfsdk:"pre_runner_script"`
 	RunnerBaseURL   types.String   `tfsdk:"runner_base_url"`
+	AllowJobMeta    types.Bool     `tfsdk:"allow_job_metadata_access"`
 	Rendered        types.String   `tfsdk:"rendered"`
 	RenderedBase64  types.String   `tfsdk:"rendered_base64"`
 	RunnerVersion   types.String   `tfsdk:"runner_version"`
@@ -90,8 +91,9 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Renders the user data of runnerpool instances: a bash script, run once by cloud-init, that installs the " +
-			"runnerpool agent and the pinned GitHub Actions runner (both checked against a SHA-256), creates the unprivileged runner user " +
-			"and starts the agent as a systemd service. Use `rendered_base64` as a launch template's `user_data`, with " +
+			"runnerpool agent and the pinned GitHub Actions runner (both checked against a SHA-256; the runner root-owned, with a sha256 " +
+			"manifest the agent verifies it against before every registration and release), creates the unprivileged runner user, blocks " +
+			"jobs from the instance metadata service (see `allow_job_metadata_access`) and starts the agent as a systemd service. Use `rendered_base64` as a launch template's `user_data`, with " +
 			"`metadata_options { http_tokens = \"required\", instance_metadata_tags = \"enabled\" }` (IMDSv2 only; the agent reads its " +
 			"claim notice from instance tags). No secret is rendered: instances get per-claim credentials through their own items.",
 		Attributes: map[string]schema.Attribute{
@@ -134,6 +136,14 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 				MarkdownDescription: "Mirror of the GitHub Actions runner releases (same file names). Defaults to " + userdata.DefaultRunnerBaseURL + ".",
 				Optional:            true,
 				Validators:          []validator.String{check("runner base URL", "an https:// URL", httpsURL)},
+			},
+			"allow_job_metadata_access": schema.BoolAttribute{
+				MarkdownDescription: "Leave the instance metadata service (`169.254.169.254`, `fd00:ec2::254`) reachable by jobs. By default (`false`) " +
+					"the script blocks the runner user (an iptables owner match) and containers (Docker's `DOCKER-USER` chain) from it, at every " +
+					"boot before docker and the agent start, because whatever reaches it gets the instance role's credentials, and a job is " +
+					"untrusted code on an instance the next workflow reuses. The agent, which runs as root, reaches it either way. Set `true` only " +
+					"for jobs that cannot do without it; jobs that need AWS credentials should assume a role with GitHub's OIDC token instead.",
+				Optional: true,
 			},
 			"rendered": schema.StringAttribute{
 				MarkdownDescription: "The script.",
@@ -182,7 +192,7 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 	p := userdata.Params{
 		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(), InstanceKeys: m.InstanceKeys.ValueString(),
 		Arch: userdata.Arch(m.Arch.ValueString()), PreRunnerScript: m.PreRunnerScript.ValueString(),
-		RunnerBaseURL: m.RunnerBaseURL.ValueString(),
+		RunnerBaseURL: m.RunnerBaseURL.ValueString(), AllowJobMetadata: m.AllowJobMeta.ValueBool(),
 	}
 	if p.Region == "" && d.c != nil {
 		p.Region = d.c.region

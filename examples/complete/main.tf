@@ -79,6 +79,8 @@ resource "aws_launch_template" "runner" {
   }
 
   # IMDSv2 only; instance metadata tags carry the claim notice the agent watches (runnerpool:wake).
+  # A hop limit of 1 keeps IMDSv2 tokens from reaching containers on a bridge network; the user data
+  # also blocks the runner user and containers from the metadata address (allow_job_metadata_access).
   metadata_options {
     http_endpoint               = "enabled"
     http_tokens                 = "required"

@@ -356,6 +356,14 @@ func (a *agent) resume(ctx context.Context, rec store.Instance) {
 // register takes the run's registration credential, registers the runner and starts it.
 func (a *agent) register(ctx context.Context, runID string) {
 	log := a.log.With("run", runID)
+	if err := a.checkRunner(ctx, true); err != nil { // integrity.go
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("agent: runner installation not fit to register", "err", err)
+		a.giveUpRegistration(ctx, runID, err.Error())
+		return
+	}
 	cred, err := a.takeCredential(ctx, store.CredentialRegistration, runID)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -467,6 +475,13 @@ func (a *agent) release(ctx context.Context, runID string) {
 	log := a.log.With("run", runID)
 	log.Info("agent: releasing")
 	a.stopRunner()
+	// No removal token for a modified installation's config.sh (integrity.go).
+	if err := a.checkRunner(ctx, false); err != nil {
+		if ctx.Err() == nil {
+			a.giveUpRelease(ctx, runID, err.Error())
+		}
+		return
+	}
 	cred, err := a.takeCredential(ctx, store.CredentialRemoval, runID)
 	switch {
 	case ctx.Err() != nil:

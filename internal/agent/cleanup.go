@@ -1,7 +1,9 @@
 // Cleanup after a run, before the instance may be pooled again: nothing a job left behind may reach
 // the next workflow. The runner user's leftover processes are killed (a job can start daemons that
 // outlive it), docker containers, volumes and networks are removed, the workspace is emptied, and the
-// runner user's files in the temporary directories and (optionally) its home directory are removed.
+// runner user's files in the temporary directories, its crontab and at jobs (which would run while the
+// instance is idle) and (optionally) its home directory are removed. Last, the runner's installation is
+// pruned of the runner user's files and checked against its manifest (integrity.go).
 package agent
 
 import (
@@ -17,21 +19,47 @@ import (
 	"strings"
 )
 
+// spoolDirs hold users' crontabs and at jobs (Debian and Ubuntu; Amazon Linux and RHEL), named for or
+// owned by their user.
+var spoolDirs = []string{"/var/spool/cron/crontabs", "/var/spool/cron", "/var/spool/cron/atjobs", "/var/spool/at"}
+
+// runnerAccount looks up RunnerUser: ok is false when none is configured.
+func (a *agent) runnerAccount() (uid int, home string, ok bool, err error) {
+	if a.cfg.RunnerUser == "" {
+		return -1, "", false, nil
+	}
+	if n, err := strconv.Atoi(a.cfg.RunnerUser); err == nil {
+		// A bare uid, with no account (tests: a throwaway uid).
+		if n <= 0 {
+			return -1, "", false, fmt.Errorf("runner uid %d: want a user's, not root's", n)
+		}
+		return n, "", true, nil
+	}
+	u, err := user.Lookup(a.cfg.RunnerUser)
+	if err != nil {
+		return -1, "", false, fmt.Errorf("runner user: %w", err)
+	}
+	uid, err = strconv.Atoi(u.Uid)
+	if err != nil || uid <= 0 {
+		return -1, "", false, fmt.Errorf("runner user %s has uid %q", a.cfg.RunnerUser, u.Uid)
+	}
+	return uid, u.HomeDir, true, nil
+}
+
+// runnerUID is runnerAccount's uid.
+func (a *agent) runnerUID() (int, bool, error) {
+	uid, _, ok, err := a.runnerAccount()
+	return uid, ok, err
+}
+
 // cleanup runs every step and reports every failure.
 func (a *agent) cleanup(ctx context.Context) error {
 	var errs []error
-	uid := -1
-	var home string
-	if a.cfg.RunnerUser != "" {
-		u, err := user.Lookup(a.cfg.RunnerUser)
-		if err != nil {
-			return fmt.Errorf("cleaning up: runner user: %w", err)
-		}
-		uid, err = strconv.Atoi(u.Uid)
-		if err != nil || uid == 0 {
-			return fmt.Errorf("cleaning up: runner user %s has uid %q", a.cfg.RunnerUser, u.Uid)
-		}
-		home = u.HomeDir
+	uid, home, ok, err := a.runnerAccount()
+	if err != nil {
+		return fmt.Errorf("cleaning up: %w", err)
+	}
+	if ok {
 		if err := killUserProcesses(ctx, uid); err != nil {
 			errs = append(errs, err)
 		}
@@ -55,6 +83,22 @@ func (a *agent) cleanup(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		for _, d := range spoolDirs {
+			if err := removeOwnedBy(d, uid); err != nil {
+				errs = append(errs, err)
+			}
+			// A crontab is named for its user, whoever owns the file (cronie's may be root's).
+			if _, err := strconv.Atoi(a.cfg.RunnerUser); err != nil {
+				if err := os.Remove(filepath.Join(d, a.cfg.RunnerUser)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	// Last, with every step that could leave a process or a file done: the installation the next
+	// workflow runs.
+	if err := a.checkRunner(ctx, true); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("cleaning up: %w", errors.Join(errs...))

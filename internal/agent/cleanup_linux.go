@@ -1,6 +1,6 @@
 //go:build linux
 
-// Linux process and file ownership for the cleanup: processes are found in /proc by their real uid.
+// Linux process and file ownership for the cleanup: processes are found in /proc by their uids.
 package agent
 
 import (
@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,11 +16,19 @@ import (
 	"time"
 )
 
-// killUserProcesses SIGKILLs every process of uid until none is left (a process can fork while the
-// first pass runs, so it repeats), for at most 10 s.
+// killUserProcesses kills every process of uid until none is left, for at most 10 s. A job can leave
+// daemons in sessions and process groups of their own (setsid, double fork), so processes are found by
+// uid, never by process group. Each pass first has a helper running as uid call kill(-1, SIGKILL), which
+// the kernel applies to every process the uid may signal in one sweep that no fork can escape; then it
+// scans /proc and stops (SIGSTOP: a stopped process cannot fork) and kills what is left, for processes
+// the helper could not reach (one that changed its effective uid).
 func killUserProcesses(ctx context.Context, uid int) error {
+	if uid <= 0 {
+		return fmt.Errorf("refusing to kill the processes of uid %d", uid)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		killAllAs(ctx, uid)
 		pids, err := processesOf(uid)
 		if err != nil {
 			return err
@@ -31,20 +40,36 @@ func killUserProcesses(ctx context.Context, uid int) error {
 			return fmt.Errorf("processes of uid %d still running after SIGKILL: %v", uid, pids)
 		}
 		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !sleep(ctx, 20*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
 }
 
-// processesOf lists the pids whose real uid is uid.
+// killAllAs runs `kill -KILL -1` as uid (the shell's built-in: kill(2) with pid -1 signals every
+// process the caller may signal, except itself and init). Its failure is not an error: the /proc scan
+// that follows sees what is left.
+func killAllAs(ctx context.Context, uid int) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "kill -KILL -1 2>/dev/null; exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}, Setsid: true}
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	_ = cmd.Run()
+}
+
+// processesOf lists the live pids (zombies run no code and are left to their parent) of which uid is
+// the real, effective, saved or filesystem uid.
 func processesOf(uid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
 	}
+	want := strconv.Itoa(uid)
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -55,16 +80,25 @@ func processesOf(uid int) ([]int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
+		var zombie, match bool
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "Uid:"); ok {
-				if fields := strings.Fields(rest); len(fields) > 0 && fields[0] == strconv.Itoa(uid) {
-					pids = append(pids, pid)
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "State:"); ok {
+				st := strings.TrimSpace(rest)
+				zombie = strings.HasPrefix(st, "Z") || strings.HasPrefix(st, "X")
+			}
+			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+				for _, f := range strings.Fields(rest) {
+					match = match || f == want
 				}
-				break
+				break // State comes before Uid
 			}
 		}
 		f.Close()
+		if match && !zombie {
+			pids = append(pids, pid)
+		}
 	}
 	return pids, nil
 }

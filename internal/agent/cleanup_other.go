@@ -13,4 +13,8 @@ func killUserProcesses(context.Context, int) error {
 	return errors.New("killing a user's processes is supported on Linux only")
 }
 
+func processesOf(int) ([]int, error) {
+	return nil, errors.New("listing a user's processes is supported on Linux only")
+}
+
 func fileOwner(string) (int, bool) { return 0, false }

@@ -104,8 +104,19 @@ type Config struct {
 	// WorkDir is the runner's workspace (_work): emptied after every run. Required.
 	WorkDir string
 	// RunnerUser is the unprivileged user jobs run as: after every run its leftover processes are
-	// killed and its files in TempDirs removed. Empty skips both (tests).
+	// killed and its files in TempDirs removed. Empty skips both (tests). A decimal number is taken
+	// as a bare uid (tests: a throwaway uid with no account).
 	RunnerUser string
+	// RunnerDir is the runner's installation, checked against RunnerManifest (with RunnerManifest).
+	RunnerDir string
+	// RunnerManifest is the sha256sum-format manifest of every file of the installation in RunnerDir,
+	// written root-only at install time (the user data). When set, the installation is pruned of the
+	// runner user's files and verified before every registration and before and after every release;
+	// a modified installation is never registered or pooled: the agent signals UD_REG_FAILED or
+	// UD_REMOVE_REG_FAILED, and the control plane discards the instance. Empty when the runner driver
+	// has no installation on the machine (the fake runner; agenttest's Installation gives simulated
+	// instances a stand-in one).
+	RunnerManifest string
 	// TempDirs are directories (e.g. /tmp, /var/tmp) whose entries owned by RunnerUser are removed.
 	TempDirs []string
 	// CleanHome empties RunnerUser's home directory after every run (shell profiles, git and docker
@@ -156,8 +167,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WorkDir == "" || !filepath.IsAbs(c.WorkDir) || filepath.Clean(c.WorkDir) == "/" {
 		errs = append(errs, fmt.Errorf("work directory %q must be an absolute path below /", c.WorkDir))
 	}
-	if c.RunnerUser == "root" {
+	if c.RunnerUser == "root" || c.RunnerUser == "0" {
 		errs = append(errs, errors.New("the runner user must not be root"))
+	}
+	if c.RunnerManifest != "" {
+		if !filepath.IsAbs(c.RunnerManifest) {
+			errs = append(errs, fmt.Errorf("runner manifest %q must be an absolute path", c.RunnerManifest))
+		}
+		if c.RunnerDir == "" || !filepath.IsAbs(c.RunnerDir) || filepath.Clean(c.RunnerDir) == "/" {
+			errs = append(errs, fmt.Errorf("runner directory %q must be an absolute path below / (a manifest is set)", c.RunnerDir))
+		}
 	}
 	for _, d := range c.TempDirs {
 		if !filepath.IsAbs(d) {

@@ -57,6 +57,8 @@ type envOptions struct {
 	// manual makes the EC2 double's runtime do nothing but keep the instance's IMDS up: the test
 	// runs agent.Run itself (to stop and restart it).
 	manual bool
+	// installation gives every instance a stand-in runner installation with its manifest.
+	installation bool
 }
 
 // newEnv builds the world; with manual unset, every instance runs the agent (agenttest.RuntimeHook).
@@ -76,7 +78,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.ghURL = ghs.URL
 
 	runtime := agenttest.RuntimeHook(e.agentConfig(o), agenttest.Options{
-		Root: e.root, GitHubURL: e.ghURL, JobDuration: 100 * time.Millisecond,
+		Root: e.root, GitHubURL: e.ghURL, JobDuration: 100 * time.Millisecond, Installation: o.installation,
 	})
 	if o.manual {
 		runtime = func(ctx context.Context, _ ec2server.RuntimeInstance) { <-ctx.Done() }

@@ -130,11 +130,13 @@ func TestReadIdentity(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	_, err := Config{Notice: "sqs", StateDir: "rel", WorkDir: "/", RunnerUser: "root", TempDirs: []string{"tmp"}}.withDefaults()
+	_, err := Config{Notice: "sqs", StateDir: "rel", WorkDir: "/", RunnerUser: "root", TempDirs: []string{"tmp"},
+		RunnerManifest: "runner.sha256"}.withDefaults()
 	if err == nil {
 		t.Fatal("bad configuration accepted")
 	}
-	for _, want := range []string{"store", "EC2", "metadata", "runner driver", "state directory", "work directory", "root", "tmp", "sqs"} {
+	for _, want := range []string{"store", "EC2", "metadata", "runner driver", "state directory", "work directory", "root", "tmp", "sqs",
+		"runner manifest", "runner directory"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q: %v", want, err)
 		}

@@ -223,7 +223,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
 		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger,
-	}, agenttest.Options{Root: o.Root, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
+	}, agenttest.Options{Root: o.Root, Installation: true, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 		r, err := fakerunner.New(fakerunner.Options{
 			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
 			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),

@@ -82,6 +82,24 @@ if ! command -v shellcheck >/dev/null 2>&1; then
 	fi
 fi
 
+# --- iptables ---------------------------------------------------------------------------------
+# The user-data tests run the rendered metadata block script with the real iptables, in a network
+# namespace of their own.
+if ! command -v iptables >/dev/null 2>&1 || ! command -v ip6tables-save >/dev/null 2>&1; then
+	say "iptables not found: installing it (the user-data tests run the metadata block rules)"
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install iptables yourself, then run make deps again"
+	sudo=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || die "installing iptables needs root and sudo is not available"
+		sudo=(sudo)
+	fi
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null ||
+			die "could not install iptables with apt-get"
+	fi
+fi
+
 # --- chromium ---------------------------------------------------------------------------------
 # The dashboard's browser test drives the pages in headless Chromium (Debian's chromium package).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

@@ -9,6 +9,11 @@
 // token. The script itself never calls `aws ec2 modify-instance-metadata-options`: the launch template
 // already enforces it, before any code runs on the instance.
 //
+// A job on a runner is hostile code. By default the script blocks the runner user and containers from
+// the instance metadata service (and so from the instance role's credentials); Params.AllowJobMetadata
+// opts out. It installs the runner root-owned and writes the sha256 manifest the agent verifies the
+// installation against before every registration and release (internal/agent, integrity.go).
+//
 // Every value from Params is validated and single-quoted; the pre-runner script travels base64-encoded.
 package userdata
 
@@ -46,6 +51,7 @@ const (
 	RunnerUser      = "runner"
 	StateDir        = "/var/lib/runnerpool"
 	PreRunnerPath   = "/opt/runnerpool/pre-runner.sh"
+	ManifestPath    = StateDir + "/runner.sha256"
 	ServiceName     = "runnerpool-agent.service"
 	maxUserDataSize = 16 * 1024 // EC2's limit on user data, before base64
 )
@@ -92,6 +98,11 @@ type Params struct {
 	PreRunnerScript string
 	// RunnerBaseURL overrides DefaultRunnerBaseURL (a mirror holding the same release files).
 	RunnerBaseURL string
+	// AllowJobMetadata leaves the instance metadata service (169.254.169.254, fd00:ec2::254) reachable
+	// by jobs: by the runner user and by containers. By default both are blocked (iptables), since
+	// whatever reaches it gets the instance role's credentials; jobs that need AWS credentials should
+	// assume a role with GitHub's OIDC token instead. The agent, as root, reaches it either way.
+	AllowJobMetadata bool
 }
 
 //go:embed userdata.sh.tmpl
@@ -114,6 +125,7 @@ type data struct {
 	Arches                                                                 []archData
 	PreRunnerB64                                                           string
 	AgentArgs                                                              string
+	BlockJobMetadata                                                       bool
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
 }
 
@@ -135,7 +147,7 @@ func Render(p Params) (string, error) {
 	d := data{
 		Params: p, RunnerVersion: RunnerVersion,
 		AgentPath: AgentPath, RunnerDir: RunnerDir, RunnerUser: RunnerUser, StateDir: StateDir,
-		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName,
+		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName, BlockJobMetadata: !p.AllowJobMetadata,
 	}
 	if p.Arch != ArchARM64 {
 		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), runnerSHA256[ArchX64]})
@@ -148,7 +160,7 @@ func Render(p Params) (string, error) {
 	}
 	args := []string{"agent", "-table", p.Table, "-region", p.Region, "-notice", p.Notice,
 		"-runner", "actions", "-runner-dir", RunnerDir, "-runner-user", RunnerUser, "-state-dir", StateDir,
-		"-instance-keys", p.InstanceKeys}
+		"-instance-keys", p.InstanceKeys, "-runner-manifest", ManifestPath}
 	if p.PreRunnerScript != "" {
 		args = append(args, "-pre-runner-script", PreRunnerPath)
 	}

@@ -36,6 +36,7 @@ var goldenCases = []struct {
 	{"arm64-pre-runner-poll", func(p *Params) { p.Arch = ArchARM64; p.PreRunnerScript = preRunner; p.Notice = "poll" }},
 	{"any-arch", func(p *Params) {}},
 	{"x64-id-keys", func(p *Params) { p.Arch = ArchX64; p.InstanceKeys = KeysID }},
+	{"x64-allow-job-metadata", func(p *Params) { p.Arch = ArchX64; p.AllowJobMetadata = true }},
 }
 
 func render(t *testing.T, mod func(*Params)) string {
@@ -80,11 +81,26 @@ func TestShellcheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shellcheck not found on PATH (Debian: apt-get install shellcheck): %v", err)
 	}
-	for _, tc := range goldenCases {
+	cases := append([]struct {
+		name string
+		p    func(*Params)
+	}{}, goldenCases...)
+	// The metadata block script is a heredoc of the user data, which shellcheck does not look into.
+	cases = append(cases, struct {
+		name string
+		p    func(*Params)
+	}{"block-job-metadata.sh", nil})
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			script := ""
+			if tc.p == nil {
+				script = blockScript(t, render(t, func(*Params) {}))
+			} else {
+				script = render(t, tc.p)
+			}
 			cmd := exec.CommandContext(t.Context(), bin, "--shell=bash", "--severity=style", "-")
-			cmd.Stdin = strings.NewReader(render(t, tc.p))
+			cmd.Stdin = strings.NewReader(script)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Run(); err != nil {
@@ -92,6 +108,17 @@ func TestShellcheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockScript is the metadata block script the user data writes (its heredoc).
+func blockScript(t *testing.T, script string) string {
+	t.Helper()
+	start := strings.Index(script, "<<'BLOCK'\n")
+	end := strings.Index(script, "\nBLOCK\n")
+	if start < 0 || end < start {
+		t.Fatalf("no block script in the rendered user data")
+	}
+	return script[start+len("<<'BLOCK'\n") : end+1]
 }
 
 // TestRenderContent checks what the script must do, independent of the golden files' wording.
@@ -109,6 +136,11 @@ func TestRenderContent(t *testing.T) {
 		"-table runnerpool-prod -region eu-central-1 -notice imds-tags -runner actions",
 		"-pre-runner-script " + PreRunnerPath,
 		"-state-dir " + StateDir + " -instance-keys arn", // the default: the reconciler's default
+		// The runner installation: root's, the top directory sticky, its manifest root-only and
+		// named to the agent.
+		"--no-same-owner", `chown -R root:root "${RUNNER_DIR}"`, `chmod 1775 "${RUNNER_DIR}"`,
+		`sha256sum) > "${STATE_DIR}/runner.sha256"`, `chmod 0600 "${STATE_DIR}/runner.sha256"`,
+		"-runner-manifest " + ManifestPath,
 	} {
 		if !strings.Contains(withPre, want) {
 			t.Errorf("rendered script lacks %q", want)
@@ -116,6 +148,9 @@ func TestRenderContent(t *testing.T) {
 	}
 	if strings.Contains(withPre, "apt-get install -y jq") {
 		t.Errorf("pre-runner script appears unencoded in the user data")
+	}
+	if strings.Contains(withPre, `chown -R "${RUNNER_USER}`) {
+		t.Errorf("the runner installation is handed to the runner user")
 	}
 	if idKeys := render(t, func(p *Params) { p.InstanceKeys = KeysID }); !strings.Contains(idKeys, " -instance-keys id") {
 		t.Errorf("instance keys id not passed to the agent")
@@ -125,6 +160,37 @@ func TestRenderContent(t *testing.T) {
 	}
 	if strings.Contains(withPre, "169.254.169.254/latest/meta-data") && !strings.Contains(withPre, "X-aws-ec2-metadata-token: ${token}") {
 		t.Errorf("metadata read without a token")
+	}
+}
+
+// TestRenderJobMetadata: by default the runner user and containers are blocked from the instance
+// metadata service (IPv4 and IPv6) by rules a boot-time unit applies before docker and the agent, and
+// the agent needs that unit; AllowJobMetadata renders none of it.
+func TestRenderJobMetadata(t *testing.T) {
+	t.Parallel()
+	blocked := render(t, func(p *Params) { p.Arch = ArchX64 })
+	allowed := render(t, func(p *Params) { p.Arch = ArchX64; p.AllowJobMetadata = true })
+	for _, want := range []string{
+		`-C OUTPUT -d "${addr}" -m owner --uid-owner ` + RunnerUser + ` -j REJECT`,
+		`-I OUTPUT 1 -d "${addr}" -m owner --uid-owner ` + RunnerUser + ` -j REJECT`,
+		`-N DOCKER-USER`, `-I DOCKER-USER 1 -d "${addr}" -j REJECT`, `-I FORWARD 1 -j DOCKER-USER`,
+		"block iptables 169.254.169.254", "block ip6tables fd00:ec2::254",
+		"Before=docker.service " + ServiceName,
+		"systemctl enable --now runnerpool-block-job-metadata.service",
+		"Requires=runnerpool-block-job-metadata.service",
+	} {
+		if !strings.Contains(blocked, want) {
+			t.Errorf("default script lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"iptables", "DOCKER-USER", "block-job-metadata"} {
+		if strings.Contains(allowed, unwanted) {
+			t.Errorf("script with AllowJobMetadata contains %q", unwanted)
+		}
+	}
+	// The systemd unit must start the block before the agent: the agent's unit orders itself after it.
+	if i, j := strings.Index(blocked, "runnerpool-block-job-metadata.service <<"), strings.Index(blocked, "systemctl enable --now "+ServiceName); i < 0 || j < i {
+		t.Errorf("the block unit is not installed before the agent starts")
 	}
 }
 

@@ -39,6 +39,7 @@ type Options struct {
 	PreRunnerScript                        string
 	Runner, RunnerDir, RunnerUser, WorkDir string
 	StateDir, TempDirs                     string
+	RunnerManifest                         string
 	CleanHome, CleanDocker                 bool
 	IMDSEndpoint, InstanceID               string
 	InstanceKeys                           string
@@ -71,7 +72,8 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.RunnerUser, "runner-user", "runner", "unprivileged user that runs the runner and its jobs (empty: the agent's user)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "runner workspace, emptied after every run (default RUNNER-DIR/_work)")
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/runnerpool", "the agent's own state")
-	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp", "comma-separated directories whose entries owned by the runner user are removed after every run")
+	fs.StringVar(&o.RunnerManifest, "runner-manifest", "", "actions runner: the sha256 manifest of the runner's installation, written root-only by the user data, checked before every registration and release (default STATE-DIR/runner.sha256)")
+	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp,/dev/shm", "comma-separated directories whose entries owned by the runner user are removed after every run")
 	fs.BoolVar(&o.CleanHome, "clean-home", true, "empty the runner user's home directory after every run")
 	fs.BoolVar(&o.CleanDocker, "clean-docker", true, "remove docker containers and volumes after every run (when docker is installed)")
 	fs.StringVar(&o.IMDSEndpoint, "imds-endpoint", os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"), "instance metadata endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT; default the link-local one)")
@@ -114,6 +116,9 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = filepath.Join(o.RunnerDir, "_work")
+	}
+	if o.RunnerManifest == "" {
+		o.RunnerManifest = filepath.Join(o.StateDir, "runner.sha256")
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)
@@ -213,12 +218,16 @@ func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, err
 	case "fake":
 		// The fake runner runs in the agent's process: no user to switch to, no processes to kill,
 		// nothing of the machine's to clean beyond the workspace.
+		// Nor an installation to verify.
 		cfg.RunnerUser, cfg.TempDirs, cfg.CleanHome, cfg.Docker = "", nil, false, ""
+		cfg.RunnerDir, cfg.RunnerManifest = "", ""
 		cfg.NewRunner = func(string) (runner.Runner, error) {
 			return fakerunner.New(fakerunner.Options{BaseURL: o.FakeGitHubURL, Dir: o.RunnerDir, WorkDir: o.WorkDir,
 				JobDuration: o.FakeJobDuration, Logger: log})
 		}
 	default:
+		// The actions runner's installation is always verified: there is no switch to turn it off.
+		cfg.RunnerDir, cfg.RunnerManifest = o.RunnerDir, o.RunnerManifest
 		cfg.NewRunner = func(string) (runner.Runner, error) {
 			return runner.NewActions(runner.ActionsOptions{Dir: o.RunnerDir, User: o.RunnerUser,
 				WorkDir: relWork(o.RunnerDir, o.WorkDir), Output: logOut})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,7 +38,11 @@ func TestParse(t *testing.T) {
 	}{
 		{"defaults", []string{"-table", "t1"}, "", func(o Options) bool {
 			return o.Notice == "imds-tags" && o.Runner == "actions" && o.WorkDir == "/opt/actions-runner/_work" &&
-				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN
+				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN &&
+				o.RunnerManifest == "/var/lib/runnerpool/runner.sha256" && o.TempDirs == "/tmp,/var/tmp,/dev/shm"
+		}},
+		{"runner manifest", []string{"-table", "t1", "-runner-manifest", "/etc/runnerpool/runner.sha256"}, "", func(o Options) bool {
+			return o.RunnerManifest == "/etc/runnerpool/runner.sha256"
 		}},
 		{"id keys", []string{"-table", "t1", "-instance-keys", "id"}, "", func(o Options) bool { return o.InstanceKeys == KeysID }},
 		{"bad instance keys", []string{"-table", "t", "-instance-keys", "name"}, "-instance-keys", nil},
@@ -222,5 +227,32 @@ func TestInstanceKeyPrefix(t *testing.T) {
 				t.Errorf("prefix = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigRunnerIntegrity: the actions runner's installation is always verified against its manifest;
+// the fake runner, which has none, explicitly verifies nothing and kills no user's processes.
+func TestConfigRunnerIntegrity(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args                  []string
+		wantDir, wantManifest string
+		wantUser              string
+	}{
+		{[]string{"-table", "t1", "-instance-keys", "id"}, "/opt/actions-runner", "/var/lib/runnerpool/runner.sha256", "runner"},
+		{[]string{"-table", "t1", "-instance-keys", "id", "-runner", "fake", "-fake-github-url", "http://127.0.0.1:1"}, "", "", ""},
+	} {
+		o, err := Parse(tc.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Config(t.Context(), o, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.RunnerDir != tc.wantDir || cfg.RunnerManifest != tc.wantManifest || cfg.RunnerUser != tc.wantUser {
+			t.Errorf("%v: runner dir %q, manifest %q, user %q; want %q, %q, %q", tc.args, cfg.RunnerDir, cfg.RunnerManifest,
+				cfg.RunnerUser, tc.wantDir, tc.wantManifest, tc.wantUser)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -34,18 +35,48 @@ type Options struct {
 	NewRunner func(inst ec2server.RuntimeInstance, d Dirs) (runner.Runner, error)
 	// HTTPClient is used for IMDS and the GitHub fake; http.DefaultClient when nil.
 	HTTPClient *http.Client
+	// Installation gives every instance a stand-in runner installation (Dirs.Install: config.sh, run.sh,
+	// bin/Runner.Listener, root's as the user data leaves it) with its manifest (Dirs.Manifest), which
+	// the agent verifies before every registration and release, as on EC2: a test that changes a file
+	// of Dirs.Install plays a job that tampered with the runner. Without it the agent verifies nothing
+	// (the fake runner has no installation).
+	Installation bool
 	// OnExit, when set, is called when an instance's agent returns (its instance stopped or
 	// terminated, or the agent gave up on its configuration).
 	OnExit func(instanceID string, err error)
 }
 
-// Dirs are one instance's directories.
-type Dirs struct{ State, Work, Runner string }
+// Dirs are one instance's directories (Install and Manifest: with Options.Installation).
+type Dirs struct{ State, Work, Runner, Install, Manifest string }
 
 // InstanceDirs returns the directories of an instance below root.
 func InstanceDirs(root, instanceID string) Dirs {
 	base := filepath.Join(root, instanceID)
-	return Dirs{State: filepath.Join(base, "state"), Work: filepath.Join(base, "work"), Runner: filepath.Join(base, "runner")}
+	return Dirs{State: filepath.Join(base, "state"), Work: filepath.Join(base, "work"), Runner: filepath.Join(base, "runner"),
+		Install: filepath.Join(base, "actions-runner"), Manifest: filepath.Join(base, "runner.sha256")}
+}
+
+// installation writes the stand-in runner installation and its manifest, once per instance (a
+// restarted instance keeps its disk, tampered or not).
+func installation(d Dirs) error {
+	if _, err := os.Stat(d.Manifest); err == nil {
+		return nil
+	}
+	files := map[string]string{
+		"config.sh":           "#!/bin/bash\n./bin/Runner.Listener configure \"$@\"\n",
+		"run.sh":              "#!/bin/bash\n./bin/Runner.Listener run \"$@\"\n",
+		"bin/Runner.Listener": "stand-in for the runner's listener\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(d.Install, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			return err
+		}
+	}
+	return agent.WriteManifest(d.Install, d.Manifest)
 }
 
 // RuntimeHook returns an ec2server runtime that runs agent.Run for each running instance. tmpl gives
@@ -59,6 +90,14 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 		cfg.StateDir, cfg.WorkDir = d.State, d.Work
 		if o.Root == "" {
 			cfg.StateDir, cfg.WorkDir = "", "" // agent.Run reports the missing directories
+		}
+		if o.Installation && o.Root != "" {
+			if err := installation(d); err != nil {
+				// The agent then finds no manifest and refuses every registration: the instance is
+				// discarded, as one with a broken installation would be.
+				slog.Default().Error("agenttest: writing the runner installation", "instance", inst.ID, "err", err)
+			}
+			cfg.RunnerDir, cfg.RunnerManifest = d.Install, d.Manifest
 		}
 		io := imds.Options{Endpoint: inst.IMDSEndpoint}
 		if o.HTTPClient != nil {

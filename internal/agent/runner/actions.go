@@ -3,6 +3,12 @@
 // self-hosted runner install, with --disableupdate because the version is pinned by the image/user data
 // (a runner that updates itself would change under a warm pool) and --replace because a reused instance
 // registers under the same name for every run.
+//
+// No credential is ever on a command line (/proc/PID/cmdline is readable by every user on the machine,
+// containers included): the registration and removal tokens and the JIT configuration reach the runner
+// through its documented input variables (ACTIONS_RUNNER_INPUT_TOKEN, ACTIONS_RUNNER_INPUT_JITCONFIG),
+// which Runner.Listener reads and then clears from its own environment, so its jobs do not inherit them.
+// A process's environment is readable only by its own user and root.
 package runner
 
 import (
@@ -67,12 +73,19 @@ func NewActions(o ActionsOptions) (*Actions, error) {
 	return &Actions{o: o, start: (*exec.Cmd).Start}, nil
 }
 
+// The runner's input variables (actions/runner CommandSettings: ACTIONS_RUNNER_INPUT_ + the argument's
+// name): every argument of config.sh and run.sh may be given this way instead of on the command line.
+const (
+	envToken     = "ACTIONS_RUNNER_INPUT_TOKEN"
+	envJITConfig = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+)
+
 // jitFile keeps a JIT runner configuration between Register and Run (root-only: the runner user's
 // jobs must not read it). A JIT configuration registers exactly one runner and is spent once used.
 const jitFile = ".runnerpool-jitconfig"
 
-// RegisterCommand is config.sh's command line for a registration-token credential (nil for a JIT
-// credential, which needs no configuration step).
+// RegisterCommand is config.sh's command for a registration-token credential (nil for a JIT credential,
+// which needs no configuration step). The token is in its environment, not on its command line.
 func (a *Actions) RegisterCommand(ctx context.Context, cred store.Credential, name string) (*exec.Cmd, error) {
 	if cred.JIT {
 		return nil, nil
@@ -94,17 +107,30 @@ func (a *Actions) RegisterCommand(ctx context.Context, cred store.Credential, na
 	if len(cred.Labels) == 0 {
 		return nil, errors.New("actions runner: the credential names no labels")
 	}
-	args := []string{"--unattended", "--url", cred.URL, "--token", cred.Token, "--name", name,
+	if err := checkArg("registration token", cred.Token); err != nil {
+		return nil, err
+	}
+	args := []string{"--unattended", "--url", cred.URL, "--name", name,
 		"--labels", strings.Join(cred.Labels, ","), "--work", a.o.WorkDir, "--replace", "--disableupdate"}
-	return a.command(ctx, "./config.sh", args...)
+	cmd, err := a.command(ctx, "./config.sh", args...)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(cmd.Env, envToken+"="+cred.Token)
+	return cmd, nil
 }
 
-// RunCommand is run.sh's command line (with --jitconfig for a JIT registration).
+// RunCommand is run.sh's command (with the JIT configuration in its environment for a JIT registration).
 func (a *Actions) RunCommand(ctx context.Context) (*exec.Cmd, error) {
 	jit, err := os.ReadFile(filepath.Join(a.o.Dir, jitFile))
 	switch {
 	case err == nil:
-		return a.command(ctx, "./run.sh", "--jitconfig", strings.TrimSpace(string(jit)))
+		cmd, err := a.command(ctx, "./run.sh")
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, envJITConfig+"="+strings.TrimSpace(string(jit)))
+		return cmd, nil
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("actions runner: reading JIT configuration: %w", err)
 	}
@@ -114,9 +140,17 @@ func (a *Actions) RunCommand(ctx context.Context) (*exec.Cmd, error) {
 	return a.command(ctx, "./run.sh")
 }
 
-// RemoveCommand is `config.sh remove`'s command line.
+// RemoveCommand is `config.sh remove`'s command, the removal token in its environment.
 func (a *Actions) RemoveCommand(ctx context.Context, cred store.Credential) (*exec.Cmd, error) {
-	return a.command(ctx, "./config.sh", "remove", "--token", cred.Token)
+	if err := checkArg("removal token", cred.Token); err != nil {
+		return nil, err
+	}
+	cmd, err := a.command(ctx, "./config.sh", "remove")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(cmd.Env, envToken+"="+cred.Token)
+	return cmd, nil
 }
 
 // configured reports whether config.sh has registered a runner here (it writes .runner).

@@ -27,10 +27,13 @@ func TestActionsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"./config.sh", "--unattended", "--url", "https://github.com/acme/api", "--token", "AABBCC",
+	want := []string{"./config.sh", "--unattended", "--url", "https://github.com/acme/api",
 		"--name", "runnerpool-i-0abc", "--labels", "12345,linux-x64", "--work", "_work", "--replace", "--disableupdate"}
 	if diff := cmp.Diff(want, reg.Args); diff != "" {
 		t.Errorf("config.sh args (-want +got):\n%s", diff)
+	}
+	if got := envOf(reg, envToken); got != "AABBCC" {
+		t.Errorf("config.sh %s = %q, want the registration token", envToken, got)
 	}
 	if reg.Dir != dir {
 		t.Errorf("config.sh dir = %q, want %q", reg.Dir, dir)
@@ -43,8 +46,11 @@ func TestActionsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"./config.sh", "remove", "--token", "RMTOKEN"}, rm.Args); diff != "" {
+	if diff := cmp.Diff([]string{"./config.sh", "remove"}, rm.Args); diff != "" {
 		t.Errorf("config.sh remove args (-want +got):\n%s", diff)
+	}
+	if got := envOf(rm, envToken); got != "RMTOKEN" {
+		t.Errorf("config.sh remove %s = %q, want the removal token", envToken, got)
 	}
 
 	if _, err := a.RunCommand(t.Context()); err != ErrNotRegistered {
@@ -60,6 +66,9 @@ func TestActionsCommands(t *testing.T) {
 	if diff := cmp.Diff([]string{"./run.sh"}, run.Args); diff != "" {
 		t.Errorf("run.sh args (-want +got):\n%s", diff)
 	}
+	if got := envOf(run, envJITConfig); got != "" {
+		t.Errorf("run.sh of a configured runner has %s = %q", envJITConfig, got)
+	}
 
 	// A JIT credential needs no config.sh: run.sh gets the configuration.
 	jit := store.Credential{Kind: store.CredentialRegistration, RunID: "1", Token: "eyJqaXQiOnRydWV9", JIT: true}
@@ -73,8 +82,11 @@ func TestActionsCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"./run.sh", "--jitconfig", "eyJqaXQiOnRydWV9"}, run.Args); diff != "" {
+	if diff := cmp.Diff([]string{"./run.sh"}, run.Args); diff != "" {
 		t.Errorf("JIT run.sh args (-want +got):\n%s", diff)
+	}
+	if got := envOf(run, envJITConfig); got != "eyJqaXQiOnRydWV9" {
+		t.Errorf("JIT run.sh %s = %q, want the JIT configuration", envJITConfig, got)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, jitFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("JIT configuration file: %v, %v; want mode 0600", fi, err)
@@ -103,6 +115,8 @@ func TestActionsRejects(t *testing.T) {
 		{"newline in url", func(c *store.Credential, _ *string) { c.URL = "https://x\n--foo" }, "control"},
 		{"no labels", func(c *store.Credential, _ *string) { c.Labels = nil }, "labels"},
 		{"empty name", func(_ *store.Credential, n *string) { *n = "" }, "name"},
+		{"empty token", func(c *store.Credential, _ *string) { c.Token = "" }, "token"},
+		{"newline in token", func(c *store.Credential, _ *string) { c.Token = "T\nX=1" }, "control"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +143,7 @@ func TestActionsLifecycleWithScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("config.sh", `echo "config.sh $*" >> `+log+`
+	write("config.sh", `echo "config.sh $* token=$ACTIONS_RUNNER_INPUT_TOKEN" >> `+log+`
 if [ "$1" = remove ]; then rm -f .runner; else echo '{}' > .runner; fi
 `)
 	write("run.sh", `echo "run.sh $*" >> `+log+`
@@ -160,8 +174,8 @@ while :; do sleep 0.05; done
 		t.Errorf("second Remove (nothing configured): %v", err)
 	}
 	b, _ := os.ReadFile(log)
-	want := "config.sh --unattended --url https://github.com/acme/api --token REG --name runnerpool-i-1 --labels 42 --work _work --replace --disableupdate\n" +
-		"run.sh \ninterrupted\nconfig.sh remove --token RM\n"
+	want := "config.sh --unattended --url https://github.com/acme/api --name runnerpool-i-1 --labels 42 --work _work --replace --disableupdate token=REG\n" +
+		"run.sh \ninterrupted\nconfig.sh remove token=RM\n"
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}

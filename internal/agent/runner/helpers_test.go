@@ -2,6 +2,7 @@ package runner
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,4 +19,15 @@ func waitFile(t *testing.T, path, s string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s never contained %q", path, s)
+}
+
+// envOf is the value of key in cmd's environment ("" when unset).
+func envOf(cmd *exec.Cmd, key string) string {
+	v := ""
+	for _, kv := range cmd.Env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
 }
