@@ -71,3 +71,11 @@ func MatchAny(patterns []string, instanceType string) bool {
 	}
 	return false
 }
+
+// Covers reports whether every instance type inner matches also matches outer: inner is a pattern
+// at least as narrow as outer ("c7i.large" and "c7i.*" are within "c7i.*" and "c*"; "c*" is not
+// within "c7i.*"). It is exact for this syntax: outer matches inner read with its stars as
+// literal characters exactly when outer's stars can absorb whatever inner's stars stand for.
+func Covers(outer, inner string) bool {
+	return Match(outer, inner)
+}

@@ -71,3 +71,30 @@ func containsStar(s string) bool {
 	}
 	return false
 }
+
+func TestCovers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		outer, inner string
+		want         bool
+	}{
+		{"c7i.*", "c7i.large", true},
+		{"c7i.*", "c7i.*", true},
+		{"c*", "c7i.*", true},
+		{"*", "m5.*", true},
+		{"*.large", "c*.large", true},
+		{"c7i.*", "c*", false},
+		{"c7i.*", "c7i*", false},
+		{"*.large", "*large", false},
+		{"m5.*", "m5a.large", false},
+		{"c*.*large", "c7g.*xlarge", true},
+		{"c*.*large", "c*", false},
+		{"c6i.large", "c6i.large", true},
+		{"c6i.large", "c6i.*", false},
+	}
+	for _, tt := range tests {
+		if got := Covers(tt.outer, tt.inner); got != tt.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", tt.outer, tt.inner, got, tt.want)
+		}
+	}
+}

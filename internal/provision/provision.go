@@ -8,7 +8,10 @@
 // an error nobody planned for, everything is terminated (dump).
 //
 // A provision is idempotent per run: the run record (repository id, run id, attempt) is created
-// first, and asking again returns what the first provision did, never a second set of runners.
+// first, and asking again returns what the first provision did, never a second set of runners. One
+// exception: a provision rolled back because its request ended before it finished (the caller went
+// away, or the replica shut down) did not fail on its merits and left nothing behind; its record says
+// StatusRolledBack, and the next request of the same run attempt takes it over and provisions again.
 //
 // The records of a provision belong to its run key (store.RunKey), not to the bare GitHub run id:
 // a re-run attempt has the same GitHub run id and must not share records with the first attempt.
@@ -47,6 +50,10 @@ const (
 	StatusProvisioning = "provisioning"
 	StatusSucceeded    = "succeeded"
 	StatusFailed       = "failed"
+	// StatusRolledBack: the provision was undone because its request ended (its caller went away,
+	// or the replica shut down) before it finished. Nothing of it is left running for the run, so a
+	// repeated request of the same run attempt provisions again rather than returning this result.
+	StatusRolledBack = "rolled-back"
 )
 
 // Sources of a runner: reused from the pool (an idle instance, or a hot warm-pool one), started (a
@@ -114,7 +121,13 @@ type Result struct {
 	// Outcome says which path a failure took: "unsuccessful" (selected returned, created
 	// terminated) or "dump" (everything terminated).
 	Outcome string `json:"outcome,omitempty"`
-	Timing  Timing `json:"timing"`
+	// Retryable is set on a provision rolled back because its request ended (StatusRolledBack on
+	// the run record): the same run attempt may ask again.
+	Retryable bool `json:"retryable,omitempty"`
+	// Labels are every GitHub label the runners register with: Label, RunnerLabel, then the runner
+	// class's labels.
+	Labels []string `json:"labels,omitempty"`
+	Timing Timing   `json:"timing"`
 }
 
 // Options tune a Provisioner.
@@ -197,12 +210,22 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("recording run %s: %w", key, err)
 	}
+	if !created && run.Status == StatusRolledBack {
+		run, created, err = p.retake(ctx, run, body)
+		if err != nil {
+			return Result{}, err
+		}
+	}
 	if !created {
 		return p.existing(ctx, run)
 	}
 
 	log := p.log.With("run", key)
-	res, cause := p.provision(ctx, req, key, log)
+	if run.Version > 1 {
+		log = log.With("try_version", run.Version)
+		log.Info("provisioning again: the run's last provision was rolled back")
+	}
+	res, cause := p.provision(ctx, req, key, fleetToken(run), log)
 	res.RunKey, res.Label = key, req.RunID
 	if serr := p.storeResult(ctx, run, res); serr != nil {
 		// The instances are in their final states; only the answer to a repeated request is lost
@@ -225,6 +248,9 @@ func (p *Provisioner) storeResult(ctx context.Context, run store.Run, res Result
 		return fmt.Errorf("encoding result of run %s: %w", run.Key, err)
 	}
 	run.Status, run.Result = res.Status, body
+	if res.Retryable {
+		run.Status = StatusRolledBack
+	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
 	defer cancel()
 	var last error
@@ -242,13 +268,44 @@ func (p *Provisioner) storeResult(ctx context.Context, run store.Run, res Result
 	return nil
 }
 
+// retake takes over the run record of a rolled-back provision for a new try: one conditional
+// write on its version, so of several repeated requests exactly one provisions again and the others
+// wait for it (created is false, with the record as it is now).
+func (p *Provisioner) retake(ctx context.Context, run store.Run, body []byte) (_ store.Run, created bool, _ error) {
+	next := run
+	next.Status, next.Request, next.Result = StatusProvisioning, body, nil
+	got, err := p.st.UpdateRun(ctx, next, run.Version)
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return store.Run{}, false, fmt.Errorf("retrying run %s: %w", run.Key, err)
+	}
+	cur, err := p.st.GetRun(ctx, run.Key)
+	if err != nil {
+		return store.Run{}, false, fmt.Errorf("reading run %s: %w", run.Key, err)
+	}
+	return cur, false, nil
+}
+
+// fleetToken is the CreateFleet client token of a try of the run: a try after a rollback must not
+// get the first try's (terminated) fleet back from EC2's idempotency.
+func fleetToken(run store.Run) string {
+	if run.Version <= 1 {
+		return clientToken(run.Key)
+	}
+	return clientToken(fmt.Sprintf("%s/%d", run.Key, run.Version))
+}
+
 // existing serves a repeated request: the stored result, once the first provision finished. A
-// provision still running InProgressWait after it started is taken as abandoned (its replica
-// died; refresh expires what it held) and reported as ErrInProgress at once.
+// provision still running InProgressWait after it started (or was taken over for a new try) is
+// taken as abandoned (its replica died; refresh expires what it held) and reported as
+// ErrInProgress at once.
 func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, error) {
-	wait := p.cfg.InProgressWait - p.opts.Now().Sub(run.CreatedAt)
+	// UpdatedAt: a provisioning record is written when its try starts, and not again until it ends.
+	wait := p.cfg.InProgressWait - p.opts.Now().Sub(run.UpdatedAt)
 	if run.Status == StatusProvisioning && wait <= 0 {
-		return Result{}, fmt.Errorf("run %s: %w since %s: the provision was abandoned", run.Key, ErrInProgress, run.CreatedAt.Format(time.RFC3339))
+		return Result{}, fmt.Errorf("run %s: %w since %s: the provision was abandoned", run.Key, ErrInProgress, run.UpdatedAt.Format(time.RFC3339))
 	}
 	deadline := time.NewTimer(max(wait, 0))
 	defer deadline.Stop()

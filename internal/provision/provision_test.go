@@ -453,8 +453,8 @@ func TestCancelledProvisionRollsBack(t *testing.T) {
 		t.Errorf("pooled instance %s after the rollback: %s, want idle", rec.ID, rec.State)
 	}
 	run := e.getRun(t, res.RunKey)
-	if run.Status != provision.StatusFailed {
-		t.Errorf("run record status %q, want failed", run.Status)
+	if run.Status != provision.StatusRolledBack || !res.Retryable {
+		t.Errorf("run record status %q (retryable %v), want rolled back: the same attempt may ask again", run.Status, res.Retryable)
 	}
 	counts := e.audit(t, []provision.Result{res}, false)
 	if counts["terminated"] != 2 || counts["idle"] != 1 {

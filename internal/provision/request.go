@@ -33,11 +33,21 @@ type ResourceClass struct {
 	MemoryMiB int
 }
 
-// RunnerClass is where runners of a kind come from: their pool queue and how to launch more.
+// RunnerClass is where runners of a kind come from: their pool queue and how to launch more, and
+// what every runner of the class is (Request.Validate says how a request's own fields combine with
+// these: it may narrow them, never widen them).
 type RunnerClass struct {
 	Name   string
 	Queue  *pool.Queue
 	Launch fleet.LaunchSpec
+	// InstanceTypes are the class's allowed-instance-types patterns; empty allows every type. They
+	// bound both the idle instances a provision may reuse and what its fleet may launch.
+	InstanceTypes []string
+	// UsageClass is the class's "spot" or "on-demand"; empty lets the request choose.
+	UsageClass string
+	// Labels are extra GitHub runner labels: every runner of the class registers with them, besides
+	// its run's label and RunnerLabel.
+	Labels []string
 	// MaxRuntime is the running threshold of a provisioned runner (default 6 h).
 	MaxRuntime time.Duration
 	// IdleTime is how long a released runner may stay idle in the pool (used by release).
@@ -92,6 +102,19 @@ func (c Config) Validate() error {
 		case rc.Launch.LaunchTemplateID == "" || len(rc.Launch.Subnets) == 0:
 			errs = append(errs, fmt.Errorf("runner class %q needs a launch template and at least one subnet", name))
 		}
+		if rc.UsageClass != "" && rc.UsageClass != fleet.Spot && rc.UsageClass != fleet.OnDemand {
+			errs = append(errs, fmt.Errorf("runner class %q: usage class %q: must be %q or %q", name, rc.UsageClass, fleet.Spot, fleet.OnDemand))
+		}
+		for _, p := range rc.InstanceTypes {
+			if err := instancetype.ValidatePattern(p); err != nil {
+				errs = append(errs, fmt.Errorf("runner class %q: %w", name, err))
+			}
+		}
+		for _, l := range rc.Labels {
+			if l == "" || len(l) > maxLabelLen || strings.ContainsFunc(l, func(c rune) bool { return c <= ' ' || c == 0x7f || c == ',' }) {
+				errs = append(errs, fmt.Errorf("runner class %q: label %q: want 1-%d printable characters without spaces or commas", name, l, maxLabelLen))
+			}
+		}
 	}
 	if c.DefaultRunnerClass != "" {
 		if _, ok := c.RunnerClasses[c.DefaultRunnerClass]; !ok {
@@ -116,8 +139,12 @@ type Request struct {
 	RunID        string // GitHub's run id; the runners' label
 	Attempt      int    // the run attempt, from 1
 	Count        int    // runners wanted, 1 to MaxCount
-	UsageClass   string // "spot" or "on-demand" (empty: on-demand)
-	// InstanceTypes are allowed-instance-types patterns such as "c*" or "m6i.large"; at least one.
+	// UsageClass is "spot" or "on-demand"; empty: the runner class's, else on-demand. It must not
+	// differ from the runner class's.
+	UsageClass string
+	// InstanceTypes are allowed-instance-types patterns such as "c*" or "m6i.large": at least one
+	// when the runner class has none. With the class's patterns, the runners' types are those both
+	// allow (Validate).
 	InstanceTypes []string
 	// ResourceClass names a configured size; or give CPU and MemoryMiB (minimums), not both.
 	ResourceClass      string
@@ -129,6 +156,9 @@ type Request struct {
 
 // maxIDLen bounds the identifiers of a request; GitHub's ids are far shorter.
 const maxIDLen = 64
+
+// maxLabelLen is the longest runner label (config.ValidateLabel's bound).
+const maxLabelLen = 100
 
 // Validate reports every problem of the request, each in words a workflow author can act on.
 func (r Request) Validate(cfg Config) error {
@@ -157,8 +187,24 @@ func (r Request) Validate(cfg Config) error {
 	if r.UsageClass != "" && r.UsageClass != fleet.Spot && r.UsageClass != fleet.OnDemand {
 		bad("usage class %q: must be %q or %q", r.UsageClass, fleet.Spot, fleet.OnDemand)
 	}
-	if err := instancetype.ValidatePatterns(r.InstanceTypes); err != nil {
-		errs = append(errs, err)
+	rc, rcKnown := cfg.RunnerClasses[r.runnerClass(cfg)]
+	switch {
+	case len(r.InstanceTypes) == 0 && rcKnown && len(rc.InstanceTypes) > 0:
+		// the runner class's patterns
+	default:
+		if err := instancetype.ValidatePatterns(r.InstanceTypes); err != nil {
+			errs = append(errs, err)
+		} else if rcKnown {
+			_, outside := r.instanceTypes(rc)
+			for _, p := range outside {
+				bad("instance type pattern %q is outside runner class %q's instance types (%s): give patterns within them, or none to use the class's",
+					p, rc.Name, strings.Join(rc.InstanceTypes, ", "))
+			}
+		}
+	}
+	if rcKnown && rc.UsageClass != "" && r.UsageClass != "" && r.UsageClass != rc.UsageClass {
+		bad("usage class %q conflicts with runner class %q, whose runners are %s: omit the usage class or ask for %q",
+			r.UsageClass, rc.Name, rc.UsageClass, rc.UsageClass)
 	}
 	if r.CPU < 0 {
 		bad("cpu %d: must not be negative", r.CPU)
@@ -179,7 +225,7 @@ func (r Request) Validate(cfg Config) error {
 	} else if _, ok := cfg.RunnerClasses[rc]; !ok {
 		bad("runner class %q is not configured (known: %s)", rc, names(cfg.RunnerClasses))
 	}
-	if r.FallbackToOnDemand && r.UsageClass != fleet.Spot {
+	if r.FallbackToOnDemand && r.usageClass(rc) != fleet.Spot {
 		bad("fallback to on-demand only applies to usage class spot")
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -195,11 +241,71 @@ func (r Request) runnerClass(cfg Config) string {
 	return cfg.DefaultRunnerClass
 }
 
-func (r Request) usageClass() string {
-	if r.UsageClass == "" {
-		return fleet.OnDemand
+// usageClass is the usage class the runners get: the request's, else the runner class's, else
+// on-demand (Validate refuses a request's that differs from the class's).
+func (r Request) usageClass(rc RunnerClass) string {
+	switch {
+	case r.UsageClass != "":
+		return r.UsageClass
+	case rc.UsageClass != "":
+		return rc.UsageClass
 	}
-	return r.UsageClass
+	return fleet.OnDemand
+}
+
+// reuseUsageClass is the usage class of the pool instances the provision may take: the request's
+// when it names one; else any when the runner class is spot, since an idle or warm on-demand
+// instance of the class (warm pools launch on-demand: EC2 cannot stop a one-time spot instance) is
+// already paid for and is never interrupted; else on-demand.
+func (r Request) reuseUsageClass(rc RunnerClass) string {
+	if r.UsageClass == "" && rc.UsageClass == fleet.Spot {
+		return ""
+	}
+	return r.usageClass(rc)
+}
+
+// instanceTypes is the allowed-instance-types patterns the runners get: those of the request and
+// of the runner class that both allow. Without the request's, the class's; without the class's,
+// the request's. Otherwise, for each pair of a request pattern and a class pattern, the narrower
+// of the two when one lies within the other (a request's "c*" with a class's "c7i.*" gives
+// "c7i.*"; a request's "c7i.large" with it gives "c7i.large"). outside lists the request's
+// patterns that lie within none of the class's patterns and cover none of them (Validate refuses
+// those: their overlap with the class, if any, is not a pattern).
+func (r Request) instanceTypes(rc RunnerClass) (types, outside []string) {
+	if len(rc.InstanceTypes) == 0 {
+		return slices.Clone(r.InstanceTypes), nil
+	}
+	if len(r.InstanceTypes) == 0 {
+		return slices.Clone(rc.InstanceTypes), nil
+	}
+	for _, p := range r.InstanceTypes {
+		found := false
+		for _, c := range rc.InstanceTypes {
+			switch {
+			case instancetype.Covers(c, p):
+				types, found = append(types, p), true
+			case instancetype.Covers(p, c):
+				types, found = append(types, c), true
+			}
+		}
+		if !found {
+			outside = append(outside, p)
+		}
+	}
+	slices.Sort(types)
+	return slices.Compact(types), outside
+}
+
+// labels are the runner labels of a provision: the run's label, RunnerLabel, then the runner
+// class's labels (without repeats).
+func (r Request) labels(rc RunnerClass) []string {
+	out := []string{r.RunID, RunnerLabel}
+	for _, l := range rc.Labels {
+		if !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // size is the minimum vCPUs and memory the request asks for.

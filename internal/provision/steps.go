@@ -25,9 +25,14 @@ import (
 type job struct {
 	req    Request
 	key    string
+	token  string // CreateFleet client token of this try (fleetToken)
 	rc     RunnerClass
 	labels []string
-	log    *slog.Logger
+	// usage and types are the usage class and allowed-instance-types patterns of the runners: the
+	// request's combined with the runner class's (Request.usageClass, Request.instanceTypes).
+	usage string
+	types []string
+	log   *slog.Logger
 
 	res     Result
 	claimed []claim.Claimed  // selected: claimed for the run
@@ -51,14 +56,17 @@ func errString(err error) string {
 
 // provision runs the steps. The Result it returns is final: every instance the job touched is
 // running for the run, back in the pool, or terminated (or expired for refresh to terminate).
-func (p *Provisioner) provision(ctx context.Context, req Request, key string, log *slog.Logger) (Result, error) {
+func (p *Provisioner) provision(ctx context.Context, req Request, key, token string, log *slog.Logger) (Result, error) {
 	start := time.Now()
+	rc := p.cfg.RunnerClasses[req.runnerClass(p.cfg)]
+	types, _ := req.instanceTypes(rc)
 	j := &job{
-		req: req, key: key, rc: p.cfg.RunnerClasses[req.runnerClass(p.cfg)],
-		labels: []string{req.RunID, RunnerLabel}, log: log,
+		req: req, key: key, token: token, rc: rc, labels: req.labels(rc),
+		usage: req.usageClass(rc), types: types, log: log,
 	}
 	err := p.steps(ctx, j)
 	j.res.Timing.Total = time.Since(start)
+	j.res.Labels = j.labels
 	return j.res, err
 }
 
@@ -66,13 +74,12 @@ func (p *Provisioner) provision(ctx context.Context, req Request, key string, lo
 // post-provision; the outcome is in j.res.
 func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	req, key, log := j.req, j.key, j.log
-	usage := req.usageClass()
 	cpu, mem := req.size(p.cfg)
 
 	// Selection: claim workers over the runner class's pool.
 	t := time.Now()
 	filter := pool.Filter{
-		UsageClass: usage, InstanceTypes: req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
+		UsageClass: req.reuseUsageClass(j.rc), InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
 		ResourceClass: req.ResourceClass, Scope: req.Repository,
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
@@ -108,7 +115,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 		if err := ctx.Err(); err != nil {
 			return p.unsuccessful(ctx, j, fmt.Errorf("before creation: %w", err))
 		}
-		if err := p.create(ctx, j, n, usage, cpu, mem); err != nil {
+		if err := p.create(ctx, j, n, j.usage, cpu, mem); err != nil {
 			return p.failed(ctx, j, err)
 		}
 	}
@@ -152,9 +159,9 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
 	defer cancel()
 	launched, err := p.fleet.Create(fctx, fleet.Request{
-		Count: n, UsageClass: usage, InstanceTypes: j.req.InstanceTypes, MinCPU: cpu, MinMemoryMiB: mem,
+		Count: n, UsageClass: usage, InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
 		AllowBurstable: j.req.AllowBurstable, FallbackToOnDemand: j.req.FallbackToOnDemand,
-		ClientToken: clientToken(j.key), Spec: p.launchSpec(j.rc, j.key),
+		ClientToken: j.token, Spec: p.launchSpec(j.rc, j.key),
 	})
 	var ice *fleet.InsufficientCapacityError
 	if errors.As(err, &ice) {
@@ -402,6 +409,9 @@ func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) err
 	p.discardCreated(dctx, j, reason)
 	j.res.Timing.Post = time.Since(t)
 	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "unsuccessful", cause.Error()
+	// Undone because the request ended, not for want of capacity or a failed check: the same run
+	// attempt may try again (StatusRolledBack).
+	j.res.Retryable = ctx.Err() != nil
 	j.log.Info("provision unsuccessful", "err", cause, "returned", len(j.claimed), "terminated", len(j.started)+len(j.created))
 	return cause
 }

@@ -6,6 +6,8 @@ package warmpool
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +33,34 @@ type ConfigOptions struct {
 	Scope string
 	// Tags are extra tags for every warm instance.
 	Tags map[string]string
+	// ResourceClasses are the deployment's resource classes (the reconciler's named sizes of
+	// step-driven provisions); each pool's instances are given the one ResourceClassOf picks.
+	ResourceClasses map[string]Size
+}
+
+// Size is a resource class's minimum vCPUs and memory.
+type Size struct {
+	CPU, MemoryMiB int
+}
+
+// ResourceClassOf is the resource class instances of cpu vCPUs and memMiB of memory are: the one
+// of exactly that size, else the largest (most vCPUs, then most memory) whose minimums they meet,
+// since a provision naming a resource class expects runners of that size, not bigger ones kept for
+// bigger requests. Ties go to the first name in order; "" when no resource class fits.
+func ResourceClassOf(classes map[string]Size, cpu, memMiB int) string {
+	best, bestSize := "", Size{}
+	for _, name := range slices.Sorted(maps.Keys(classes)) {
+		s := classes[name]
+		switch {
+		case s.CPU == cpu && s.MemoryMiB == memMiB:
+			return name
+		case s.CPU > cpu || s.MemoryMiB > memMiB:
+			continue
+		case best == "" || s.CPU > bestSize.CPU || (s.CPU == bestSize.CPU && s.MemoryMiB > bestSize.MemoryMiB):
+			best, bestSize = name, s
+		}
+	}
+	return best
 }
 
 // ConfigTargets returns Targets that read the configuration on every call.
@@ -75,6 +105,7 @@ func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigO
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: rc.Subnets, Tags: opts.Tags}
 	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
+	spec.ResourceClass = ResourceClassOf(opts.ResourceClasses, rc.CPU, rc.MemoryMiB)
 	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()
 	if opts.Queue != nil && rc.QueueURL != "" {
 		spec.Queue = opts.Queue(rc.QueueURL)

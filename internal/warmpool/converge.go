@@ -663,8 +663,8 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 		recs, err := writeRecords(ctx, c.st, c.api, launched, func(_ int, l fleet.Launched) store.Instance {
 			return store.Instance{
 				ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
-				InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, RunnerClass: spec.RunnerClass,
-				Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, Reason: "warming up for pool " + spec.Name,
+				InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, ResourceClass: spec.ResourceClass,
+				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, Reason: "warming up for pool " + spec.Name,
 			}
 		}, log)
 		created = append(created, recs...)

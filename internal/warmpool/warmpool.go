@@ -56,6 +56,10 @@ type PoolSpec struct {
 	// InstanceTypes (allowed-instance-types patterns), CPU and MemoryMiB select the instance types.
 	InstanceTypes  []string
 	CPU, MemoryMiB int
+	// ResourceClass is the resource class (a named size of step-driven provisions) the pool's
+	// instances are (ResourceClassOf): their records and pool messages carry it, so a provision
+	// naming it can take a warm instance. Empty: none; only provisions by cpu and memory fit.
+	ResourceClass string
 	// Queue is the runner class's pool queue: hot instances are announced there so step-driven
 	// provisions can claim them too. Nil: hot instances serve pool jobs only.
 	Queue *pool.Queue

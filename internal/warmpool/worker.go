@@ -617,7 +617,7 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 			return store.Instance{
 				ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
 				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
-				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
+				ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
 				Reason: "cold start for " + j.RunKey(),
 			}
 		}, w.log)

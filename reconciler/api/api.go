@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -73,7 +74,10 @@ type Options struct {
 	// shutdown), they are cancelled and roll back. Default: never cancelled.
 	Work context.Context
 
-	MaxBodyBytes     int64         // default 64 KiB
+	MaxBodyBytes int64 // default 64 KiB
+	// TrustedProxies, when set, are the only peers whose X-Request-Id is adopted (a well-formed
+	// one); empty: a well-formed X-Request-Id is adopted from any caller.
+	TrustedProxies   []netip.Prefix
 	RequestTimeout   time.Duration // reads; default 30 s
 	ProvisionTimeout time.Duration // default 10 min
 	ReleaseTimeout   time.Duration // default 5 min
@@ -217,6 +221,9 @@ func (a *API) ready(w http.ResponseWriter, r *http.Request) {
 		resp.Draining, resp.Ready = true, false
 		resp.Checks["draining"] = "shutting down"
 	}
+	for k, v := range resp.Checks { // /readyz may be on the API's listener: no internals
+		resp.Checks[k] = redact(v)
+	}
 	status := http.StatusOK
 	if !resp.Ready {
 		status = http.StatusServiceUnavailable
@@ -320,11 +327,12 @@ func (a *API) authenticate(w http.ResponseWriter, r *http.Request) (auth.Identit
 func (a *API) writeAuthError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *auth.Error
 	if !errors.As(err, &ae) {
-		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, "authenticating: "+err.Error(), true)
+		setCause(r, err)
+		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, "internal error authenticating the request", true)
 		return
 	}
-	if ae.Err != nil {
-		a.log.DebugContext(r.Context(), "request rejected", "code", ae.Code, "error", ae.Err)
-	}
-	a.writeError(w, r, ae.Status, ae.Code, ae.Error(), ae.Status == http.StatusServiceUnavailable)
+	// The message is the rejection's own; what the verifier found (and the issuer's addresses)
+	// goes to the log.
+	setCause(r, ae.Err)
+	a.writeError(w, r, ae.Status, ae.Code, ae.Msg, ae.Status == http.StatusServiceUnavailable)
 }

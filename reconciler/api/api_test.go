@@ -30,6 +30,10 @@ import (
 type fakeAuth struct{}
 
 func (fakeAuth) Authenticate(r *http.Request) (auth.Identity, error) {
+	if r.Header.Get("Authorization") == "Bearer issuer-down" {
+		return auth.Identity{}, &auth.Error{Status: 503, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer cannot be reached to verify tokens",
+			Err: errors.New("oidc discovery of https://10.1.2.3:8443/token: dial tcp 10.1.2.3:8443: connection refused")}
+	}
 	run, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer run-")
 	if !ok {
 		return auth.Identity{}, &auth.Error{Status: 401, Code: apiv1.CodeMissingToken, Msg: "no token"}
@@ -73,11 +77,15 @@ type fakeStore struct {
 	mu        sync.Mutex
 	runs      map[string]store.Run
 	instances map[string]store.Instance
+	err       error // every read fails with it when set
 }
 
 func (s *fakeStore) GetRun(_ context.Context, key string) (store.Run, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return store.Run{}, s.err
+	}
 	r, ok := s.runs[key]
 	if !ok {
 		return store.Run{}, fmt.Errorf("run %s: %w", key, store.ErrNotFound)
@@ -109,6 +117,9 @@ func (s *fakeStore) Get(_ context.Context, id string) (store.Instance, error) {
 func (s *fakeStore) Live(context.Context) ([]store.Instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
 	var out []store.Instance
 	for _, in := range s.instances {
 		out = append(out, in)
@@ -133,13 +144,19 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with options changed by opt.
+func newFixtureWith(t *testing.T, opt func(*api.Options)) *fixture {
+	t.Helper()
 	work, cancel := context.WithCancel(context.Background())
 	f := &fixture{
 		prov: &fakeProvisioner{}, rel: &fakeReleaser{},
 		st:   &fakeStore{runs: map[string]store.Run{}, instances: map[string]store.Instance{}},
 		work: cancel,
 	}
-	a, err := api.New(api.Options{
+	o := api.Options{
 		Provisioner: f.prov, Releaser: f.rel, Store: f.st, Auth: fakeAuth{}, Work: work,
 		PollInterval: 10 * time.Millisecond, IdleTime: 15 * time.Minute, MaxIdleTime: time.Hour,
 		RunnerClassIdleTime: func(c string) time.Duration {
@@ -149,7 +166,11 @@ func newFixture(t *testing.T) *fixture {
 			return 0
 		},
 		DefaultRunnerClass: "linux", ReleaseTimeout: 2 * time.Second,
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	a, err := api.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +188,9 @@ func (f *fixture) call(t *testing.T, method, path, token, body string) (int, htt
 	req, _ := http.NewRequest(method, f.srv.URL+path, strings.NewReader(body))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -272,6 +296,7 @@ func TestProvisionContext(t *testing.T) {
 	ctx, hangUp := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/v1/provision", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer run-8")
+	req.Header.Set("Content-Type", "application/json")
 	go func() {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()

@@ -15,7 +15,7 @@ import (
 
 func toProvisionResponse(res provision.Result) apiv1.ProvisionResponse {
 	out := apiv1.ProvisionResponse{
-		RunKey: res.RunKey, Label: res.Label, Status: res.Status, Outcome: res.Outcome, Error: res.Error,
+		RunKey: res.RunKey, Label: res.Label, Status: res.Status, Outcome: res.Outcome, Error: redact(res.Error),
 		Runners: make([]apiv1.Runner, 0, len(res.Runners)),
 		Timing: apiv1.Timing{
 			SelectMS: res.Timing.Select.Milliseconds(), StartMS: res.Timing.Start.Milliseconds(), CreateMS: res.Timing.Create.Milliseconds(),
@@ -23,7 +23,10 @@ func toProvisionResponse(res provision.Result) apiv1.ProvisionResponse {
 			TotalMS: res.Timing.Total.Milliseconds(),
 		},
 	}
-	if res.Label != "" {
+	switch {
+	case len(res.Labels) > 0:
+		out.Labels = res.Labels // with the runner class's labels
+	case res.Label != "":
 		out.Labels = []string{res.Label, provision.RunnerLabel}
 	}
 	for _, r := range res.Runners {
@@ -32,7 +35,7 @@ func toProvisionResponse(res provision.Result) apiv1.ProvisionResponse {
 		})
 	}
 	for _, u := range res.Undone {
-		out.Undone = append(out.Undone, apiv1.Undone{InstanceID: u.InstanceID, Action: u.Action, Reason: u.Reason, Error: u.Error})
+		out.Undone = append(out.Undone, apiv1.Undone{InstanceID: u.InstanceID, Action: u.Action, Reason: redact(u.Reason), Error: redact(u.Error)})
 	}
 	return out
 }
@@ -54,10 +57,10 @@ func fromProvisionRequest(r provision.Request) apiv1.ProvisionRequest {
 }
 
 func toReleaseResponse(key string, rep release.Report, at time.Time) apiv1.ReleaseResponse {
-	out := apiv1.ReleaseResponse{RunKey: key, Message: rep.Message, Instances: []apiv1.ReleasedInstance{}, Counts: map[string]int{}, ReleasedAt: at}
+	out := apiv1.ReleaseResponse{RunKey: key, Message: redact(rep.Message), Instances: []apiv1.ReleasedInstance{}, Counts: map[string]int{}, ReleasedAt: at}
 	for _, in := range rep.Instances {
 		out.Instances = append(out.Instances, apiv1.ReleasedInstance{
-			InstanceID: in.ID, State: string(in.State), Outcome: string(in.Outcome), Reason: in.Reason,
+			InstanceID: in.ID, State: string(in.State), Outcome: string(in.Outcome), Reason: redact(in.Reason),
 		})
 		out.Counts[string(in.Outcome)]++
 	}
@@ -105,6 +108,18 @@ func (s storedResult) releases() []apiv1.ReleaseRecord {
 		_ = json.Unmarshal(raw, &out)
 	}
 	return out
+}
+
+// publicReleases are the stored releases as a caller may see them (records written before
+// answers were redacted may hold anything).
+func publicReleases(recs []apiv1.ReleaseRecord) []apiv1.ReleaseRecord {
+	for i := range recs {
+		recs[i].Message = redact(recs[i].Message)
+		for j := range recs[i].Instances {
+			recs[i].Instances[j].Reason = redact(recs[i].Instances[j].Reason)
+		}
+	}
+	return recs
 }
 
 func (s storedResult) withRelease(r apiv1.ReleaseRecord) ([]byte, error) {

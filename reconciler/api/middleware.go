@@ -1,6 +1,8 @@
 // The middleware every API route goes through, outermost first: request id, panic recovery,
 // access log and metrics, time limit, body size limit. Strict JSON decoding and the JSON error
-// writer live here too, so every handler answers errors in one shape.
+// writer live here too, so every handler answers errors in one shape: a stable code, the request
+// id, a message redacted of the deployment's internals (redact.go); the error behind it goes to
+// the access log as "cause".
 package api
 
 import (
@@ -14,6 +16,8 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -29,6 +33,7 @@ type reqState struct {
 	route   string
 	errCode string // the code of an error answer, for the access log
 	errMsg  string
+	cause   error       // the error behind an error answer: logged, never answered
 	attrs   []slog.Attr // added by the handler (run_id, instance ids)
 	// rc clears the body read deadline once the body is read (see wrap).
 	rc *http.ResponseController
@@ -84,16 +89,52 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// requestIDRE is the X-Request-Id the API adopts: short, and nothing a log line or a header could
+// be confused by.
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID is the request's id: the caller's X-Request-Id when it is well-formed and, if trusted
+// proxies are configured, the request came through one of them; otherwise a fresh one.
+func (a *API) requestID(r *http.Request) string {
+	vs := r.Header.Values("X-Request-Id")
+	if len(vs) != 1 || !requestIDRE.MatchString(vs[0]) || !a.fromTrustedProxy(r) {
+		return newRequestID()
+	}
+	return vs[0]
+}
+
+// fromTrustedProxy reports whether the request's peer is a trusted proxy (always, when none is
+// configured).
+func (a *API) fromTrustedProxy(r *http.Request) bool {
+	if len(a.o.TrustedProxies) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range a.o.TrustedProxies {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// setCause records the error behind an error answer, for the access log.
+func setCause(r *http.Request, err error) {
+	if err != nil {
+		state(r.Context()).cause = err
+	}
+}
+
 // wrap applies the middleware chain to h for a named route. timeout 0 leaves the request's
 // context alone (provision and release run on a context of their own, see workContext).
 func (a *API) wrap(route string, timeout time.Duration, maxBody int64, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := a.now()
-		rs := &reqState{id: newRequestID(), route: route}
-		// A request id from a trusted proxy is kept for correlation, if it is sane.
-		if v := r.Header.Get("X-Request-Id"); v != "" && len(v) <= 64 && !strings.ContainsFunc(v, func(c rune) bool { return c <= ' ' || c > '~' }) {
-			rs.id = v
-		}
+		rs := &reqState{id: a.requestID(r), route: route}
 		ctx := context.WithValue(r.Context(), stateKey{}, rs)
 		ctx = logging.With(ctx, slog.String(logging.KeyRequestID, rs.id))
 		sw := &statusWriter{ResponseWriter: w}
@@ -122,6 +163,9 @@ func (a *API) wrap(route string, timeout time.Duration, maxBody int64, h http.Ha
 			}
 			if rs.errCode != "" {
 				attrs = append(attrs, "code", rs.errCode, "error", rs.errMsg)
+			}
+			if rs.cause != nil {
+				attrs = append(attrs, "cause", truncate(rs.cause.Error(), 4096))
 			}
 			level := slog.LevelInfo
 			switch {
@@ -171,6 +215,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, status int, cod
 
 func (a *API) writeErrorBody(w http.ResponseWriter, r *http.Request, status int, body apiv1.Error) {
 	rs := state(r.Context())
+	body.Error = redact(body.Error)
 	rs.errCode, rs.errMsg = body.Code, body.Error
 	body.RequestID = rs.id
 	switch {
@@ -203,12 +248,16 @@ type errDecode struct {
 func (e *errDecode) Error() string { return e.msg }
 
 // decodeJSON decodes exactly one JSON object into v, refusing unknown fields, trailing data, other
-// content types and bodies over the limit. allowEmpty treats an empty body as {}.
+// content types and bodies over the limit. allowEmpty treats an empty body as {}. A body needs
+// Content-Type: application/json (415 without, or with another type or a charset other than
+// UTF-8); only an empty body may come without one.
 func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return &errDecode{http.StatusUnsupportedMediaType, apiv1.CodeUnsupportedMedia, fmt.Sprintf("content type %q: want application/json", ct)}
+	ct := r.Header.Get("Content-Type")
+	if ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		cs, hasCharset := params["charset"]
+		if err != nil || mt != "application/json" || (hasCharset && !strings.EqualFold(cs, "utf-8")) {
+			return &errDecode{http.StatusUnsupportedMediaType, apiv1.CodeUnsupportedMedia, fmt.Sprintf("content type %q: want application/json", truncate(ct, 100))}
 		}
 	}
 	body, err := io.ReadAll(r.Body)
@@ -220,7 +269,10 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 		if errors.As(err, &tooBig) {
 			return &errDecode{http.StatusRequestEntityTooLarge, apiv1.CodeBodyTooLarge, fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
 		}
-		return &errDecode{http.StatusBadRequest, apiv1.CodeBadRequest, "reading the request body: " + err.Error()}
+		return &errDecode{http.StatusBadRequest, apiv1.CodeBadRequest, "the request body could not be read"}
+	}
+	if len(body) > 0 && ct == "" {
+		return &errDecode{http.StatusUnsupportedMediaType, apiv1.CodeUnsupportedMedia, "a request body needs Content-Type: application/json"}
 	}
 	if strings.TrimSpace(string(body)) == "" {
 		if allowEmpty {
@@ -237,6 +289,13 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 		return &errDecode{http.StatusBadRequest, apiv1.CodeBadRequest, "request body: one JSON object expected, found more data after it"}
 	}
 	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 func describeJSONError(err error) string {

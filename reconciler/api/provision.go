@@ -10,12 +10,13 @@
 //	500  provision_dumped: an unexpected error; every instance it touched was terminated (final)
 //	503  provision_unsuccessful: no capacity, or a runner that did not register in time; what was
 //	     claimed went back to the pool, what was created was terminated (final for this run attempt:
-//	     a retry answers the same; re-run the workflow)
+//	     a retry answers the same; re-run the workflow). One exception, marked retryable: a
+//	     provision rolled back because its request ended (this replica shut down); the same run
+//	     attempt may ask again and is provisioned anew
 //	503  shutting_down, unavailable: retryable, nothing was done
 package api
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -100,22 +101,15 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		if res.Outcome == "dump" {
 			status, code = http.StatusInternalServerError, apiv1.CodeDumped
 		}
-		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Provision: &resp})
-
-	case errors.Is(err, store.ErrThrottled):
-		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, err.Error(), true)
-
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		// Cancelled before a provision of the run started (or while waiting for another request's
-		// provision of it): nothing of this request's making is left; retrying is safe.
-		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, err.Error(), true)
+		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask again.
+		setCause(r, err)
+		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: res.Retryable, Provision: &resp})
 
 	default:
-		// The run record could not be read or written: a retry finds the run as it is.
+		// The run record could not be read or written (throttled, timed out, failed): a retry
+		// finds the run as it is.
 		a.metrics.ObserveProvision("error", elapsed, nil)
-		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, err.Error(), true)
+		a.writeStoreError(w, r, err)
 	}
 }
 

@@ -128,7 +128,7 @@ func (a *API) runResponse(ctx context.Context, run store.Run) (apiv1.RunResponse
 			ids = append(ids, u.InstanceID)
 		}
 	}
-	resp.Releases = sr.releases()
+	resp.Releases = publicReleases(sr.releases())
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	resp.Instances = make([]apiv1.InstanceStatus, len(ids))
@@ -160,7 +160,7 @@ func (a *API) instanceStatus(ctx context.Context, id, runKey string) (apiv1.Inst
 	if in.RunID != "" && in.RunID != runKey {
 		return apiv1.InstanceStatus{InstanceID: id, State: apiv1.StateReassigned}, nil
 	}
-	return apiv1.InstanceStatus{InstanceID: id, State: string(in.State), Reason: in.Reason, Threshold: in.Threshold, UpdatedAt: in.UpdatedAt}, nil
+	return apiv1.InstanceStatus{InstanceID: id, State: string(in.State), Reason: redact(in.Reason), Threshold: in.Threshold, UpdatedAt: in.UpdatedAt}, nil
 }
 
 func (a *API) pools(w http.ResponseWriter, r *http.Request) {

@@ -136,7 +136,9 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	case rep.RunID != "" && len(rep.Instances) > 0:
 		result = "incomplete"
 		a.metrics.Error(metrics.ErrRelease)
-		a.writeErrorBody(w, r, http.StatusInternalServerError, apiv1.Error{Error: err.Error(), Code: apiv1.CodeReleaseIncomplete, Retryable: true, Release: &resp})
+		setCause(r, err)
+		a.writeErrorBody(w, r, http.StatusInternalServerError, apiv1.Error{
+			Error: "the release of some instances failed; retry to finish it (each instance's outcome is in release)", Code: apiv1.CodeReleaseIncomplete, Retryable: true, Release: &resp})
 	default:
 		result = "error"
 		a.metrics.Error(metrics.ErrRelease)
@@ -212,14 +214,18 @@ func (a *API) recordRelease(ctx context.Context, key string, rec apiv1.ReleaseRe
 	return last
 }
 
-// writeStoreError answers an error of a store read.
+// writeStoreError answers an error of the control plane (a store read or write, an AWS call):
+// retryable, with a fixed message; the error itself goes to the log.
 func (a *API) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	setCause(r, err)
 	switch {
 	case errors.Is(err, store.ErrThrottled):
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, err.Error(), true)
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "the control plane is throttled; retry", true)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, err.Error(), true)
+		// Cancelled before anything of this request's making was done (or while waiting for
+		// another request's provision of the run): retrying is safe.
+		a.writeError(w, r, http.StatusGatewayTimeout, apiv1.CodeTimeout, "the request ran out of time; retry", true)
 	default:
-		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, err.Error(), true)
+		a.writeError(w, r, http.StatusInternalServerError, apiv1.CodeInternal, "internal error; retry (the reconciler's log has the cause under this request_id)", true)
 	}
 }

@@ -29,9 +29,12 @@ const (
 type ProvisionRequest struct {
 	// Count is the number of runners wanted (1-50).
 	Count int `json:"count"`
-	// UsageClass is "on-demand" (default) or "spot".
+	// UsageClass is "on-demand" or "spot"; empty: the runner class's, else on-demand. A usage class
+	// other than the runner class's is refused (400).
 	UsageClass string `json:"usage_class,omitempty"`
-	// AllowedInstanceTypes are patterns such as "c*" or "m5.large"; at least one.
+	// AllowedInstanceTypes are patterns such as "c*" or "m5.large"; at least one unless the runner
+	// class has its own. With the class's patterns, the runners get the types both allow; a pattern
+	// that is neither within one of the class's nor covers one is refused (400).
 	AllowedInstanceTypes []string `json:"allowed_instance_types,omitempty"`
 	// ResourceClass names a configured size; or give CPU and MemoryMiB (minimums), not both.
 	ResourceClass string `json:"resource_class,omitempty"`
@@ -82,6 +85,9 @@ const (
 	StatusProvisioning = "provisioning"
 	StatusSucceeded    = "succeeded"
 	StatusFailed       = "failed"
+	// StatusRolledBack is GET /v1/runs' status of a run whose provision was rolled back because
+	// its request ended (a shutdown): the same run attempt may ask again, and is provisioned anew.
+	StatusRolledBack = "rolled-back"
 )
 
 // ProvisionResponse is the answer to POST /v1/provision: with 200 a succeeded provision, with 503
@@ -92,7 +98,8 @@ type ProvisionResponse struct {
 	RunKey string `json:"run_key"`
 	// Label is the runners' unique label: the GitHub run id (runs-on: ${{ github.run_id }}).
 	Label string `json:"label"`
-	// Labels are every label the runners carry, Label first.
+	// Labels are every label the runners carry, Label first, then "runnerpool", then the runner
+	// class's labels.
 	Labels  []string `json:"labels"`
 	Status  string   `json:"status"`
 	Outcome string   `json:"outcome,omitempty"` // failed provisions: "unsuccessful" or "dump"

@@ -3,14 +3,17 @@
 //
 // A token is verified against the configured issuer (github.com's
 // https://token.actions.githubusercontent.com, a GHES host's /_services/token, or the local issuer):
-// discovery and the key set (JWKS, cached and refreshed by go-oidc when an unknown key id appears),
-// RS256 signature, issuer, expiry, and the deployment's audience. Its claims then give the caller's
+// discovery and the key set (JWKS, cached; refetched for an unknown key id at most once per
+// RefetchInterval, see keys.go), RS256 signature, issuer, expiry, and the deployment's audience. Its claims then give the caller's
 // identity: repository, repository id and owner, run id and attempt. GitHub sends the ids as
 // strings; numbers are accepted too.
 //
 // Rejections are typed (*Error) with the HTTP status the API answers: 401 when the token is missing
 // or not valid for this deployment (the caller is not authenticated), 403 when a valid token may
-// not do what it asks (repository not allowed, another repository's or another run's provision).
+// not do what it asks (repository not allowed, another repository's or another run's provision),
+// 503 only while the issuer was never reached (no discovery document or no key set yet: nothing can
+// be verified). A token that is malformed, names another issuer, or does not verify against the
+// key set held is a 401 whether the issuer answers or not.
 package auth
 
 import (
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 )
@@ -77,6 +81,9 @@ type Config struct {
 	Allowed []string
 	// HTTPClient fetches discovery and keys (default: 10 s timeout).
 	HTTPClient *http.Client
+	// RefetchInterval is the least time between two fetches of the key set caused by a token
+	// naming a key id the cached set lacks (default DefaultRefetchInterval).
+	RefetchInterval time.Duration
 	// Now is the clock of the expiry check (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -91,6 +98,7 @@ type Verifier struct {
 
 	mu        sync.Mutex
 	verifier  *oidc.IDTokenVerifier
+	keys      *keySet
 	lastTry   time.Time
 	lastError error
 }
@@ -119,6 +127,9 @@ func New(cfg Config) (*Verifier, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RefetchInterval <= 0 {
+		cfg.RefetchInterval = DefaultRefetchInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -129,36 +140,88 @@ func New(cfg Config) (*Verifier, error) {
 	return v, nil
 }
 
-// idVerifier returns the go-oidc verifier, running discovery if it has not succeeded yet.
-func (v *Verifier) idVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error) {
+// idVerifier returns the go-oidc verifier and the key set, running discovery if it has not
+// succeeded yet.
+func (v *Verifier) idVerifier(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.verifier != nil {
-		return v.verifier, nil
+		return v.verifier, v.keys, nil
 	}
 	if time.Since(v.lastTry) < discoveryRetry && v.lastError != nil {
-		return nil, v.lastError
+		return nil, nil, v.lastError
 	}
 	v.lastTry = time.Now()
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), v.cfg.Issuer)
 	if err != nil {
 		v.lastError = fmt.Errorf("oidc discovery of %s: %w", v.cfg.Issuer, err)
-		return nil, v.lastError
+		return nil, nil, v.lastError
 	}
-	// The audience is checked below, with an error of its own; everything else by go-oidc.
-	v.verifier = p.VerifierContext(oidc.ClientContext(context.Background(), v.cfg.HTTPClient), &oidc.Config{
+	var doc struct {
+		JWKSURL string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&doc); err != nil || doc.JWKSURL == "" {
+		v.lastError = fmt.Errorf("oidc discovery of %s: no jwks_uri", v.cfg.Issuer)
+		return nil, nil, v.lastError
+	}
+	v.keys = newKeySet(doc.JWKSURL, v.cfg.HTTPClient, v.cfg.Now, v.cfg.RefetchInterval, v.log)
+	// The key set is ours (refetched on a budget); the audience is checked below, with an error
+	// of its own; everything else by go-oidc.
+	v.verifier = oidc.NewVerifier(v.cfg.Issuer, v.keys, &oidc.Config{
 		SkipClientIDCheck:    true,
 		SupportedSigningAlgs: []string{oidc.RS256},
 		Now:                  v.cfg.Now,
 	})
 	v.lastError = nil
-	return v.verifier, nil
+	return v.verifier, v.keys, nil
 }
 
-// Ready reports whether discovery succeeded (running it if needed).
+// Ready reports whether discovery succeeded and a key set is held (fetching them if needed).
 func (v *Verifier) Ready(ctx context.Context) error {
-	_, err := v.idVerifier(ctx)
-	return err
+	_, keys, err := v.idVerifier(ctx)
+	if err != nil {
+		return err
+	}
+	if ks, _ := keys.cached(""); ks == nil {
+		return keys.prepare(ctx, "")
+	}
+	return nil
+}
+
+// KeySetFetches is how many times the key set was fetched (attempts, failed ones included).
+func (v *Verifier) KeySetFetches() int {
+	v.mu.Lock()
+	keys := v.keys
+	v.mu.Unlock()
+	if keys == nil {
+		return 0
+	}
+	return keys.fetchCount()
+}
+
+// precheck refuses, without the issuer, a token that cannot be one of its: not a compact JWS with
+// one RS256 signature, or an iss claim that is not the issuer's. It returns the parsed token.
+func (v *Verifier) precheck(raw string) (*jose.JSONWebSignature, error) {
+	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, fmt.Errorf("malformed token: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("malformed token: want exactly one signature")
+	}
+	var c struct {
+		Issuer string `json:"iss"`
+	}
+	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c); err != nil {
+		return nil, fmt.Errorf("malformed token payload: %w", err)
+	}
+	if c.Issuer != v.cfg.Issuer {
+		if len(c.Issuer) > 200 { // the caller's text, bound for the log
+			c.Issuer = c.Issuer[:200] + "..."
+		}
+		return nil, fmt.Errorf("issued by %q, not by %q", c.Issuer, v.cfg.Issuer)
+	}
+	return jws, nil
 }
 
 // Authenticate verifies the bearer token of r and checks the allow-list. The error is an *Error.
@@ -188,20 +251,26 @@ func bearer(h string) (string, bool) {
 
 // Verify checks a raw token and returns the identity it carries. The error is an *Error.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
-	iv, err := v.idVerifier(ctx)
+	jws, err := v.precheck(raw)
+	if err != nil {
+		return Identity{}, unauthorized(apiv1.CodeInvalidToken, "the token is not valid", err)
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	ctx = withParsed(ctx, raw, jws) // the key set verifies the signature without parsing again
+	iv, keys, err := v.idVerifier(ctx)
 	if err != nil {
 		return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer cannot be reached to verify tokens", Err: err}
+	}
+	if err := keys.prepare(ctx, kid); err != nil {
+		// No key set was ever fetched: nothing can be verified. Once one is held, a token it
+		// does not verify is a 401 below, whether the issuer answers or not.
+		return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer's keys cannot be fetched", Err: err}
 	}
 	tok, err := iv.Verify(ctx, raw)
 	if err != nil {
 		var expired *oidc.TokenExpiredError
-		switch {
-		case errors.As(err, &expired):
+		if errors.As(err, &expired) {
 			return Identity{}, unauthorized(apiv1.CodeTokenExpired, "the token expired at "+expired.Expiry.UTC().Format(time.RFC3339), nil)
-		case strings.Contains(err.Error(), "fetching keys"):
-			// go-oidc refetches the key set for an unknown key id; that fetch failing is an
-			// outage of the issuer, not a bad token.
-			return Identity{}, &Error{Status: http.StatusServiceUnavailable, Code: apiv1.CodeUnavailable, Msg: "the OIDC issuer's keys cannot be fetched", Err: err}
 		}
 		return Identity{}, unauthorized(apiv1.CodeInvalidToken, "the token is not valid", err)
 	}

@@ -153,10 +153,16 @@ func TestIssuerUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.Verify(t.Context(), "a.b.c")
+	// A well-formed token of the issuer cannot be judged: 503. A malformed one is 401 all the same.
+	forged := newForger(t).forge(t, srv.URL, "k1")
+	_, err = v.Verify(t.Context(), forged)
 	var ae *auth.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != apiv1.CodeUnavailable {
 		t.Errorf("Verify with the issuer down: %v, want 503 unavailable", err)
+	}
+	_, err = v.Verify(t.Context(), "a.b.c")
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || ae.Code != apiv1.CodeInvalidToken {
+		t.Errorf("Verify of garbage with the issuer down: %v, want 401 invalid_token", err)
 	}
 	if err := v.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "discovery") {
 		t.Errorf("Ready with the issuer down: %v", err)

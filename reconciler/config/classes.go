@@ -14,6 +14,10 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // Classes is the content of the runner classes file.
@@ -53,6 +57,11 @@ type RunnerClass struct {
 	Tags                  map[string]string `json:"tags,omitempty"`
 	MaxRuntime            Duration          `json:"max_runtime,omitzero"`
 	IdleTime              Duration          `json:"idle_time,omitzero"`
+	// InstanceTypes, UsageClass and Labels say what the class's runners are, as a table runner
+	// class's do: a provision may narrow them, never widen them. Empty: the request chooses.
+	InstanceTypes []string `json:"instance_types,omitempty"`
+	UsageClass    string   `json:"usage_class,omitempty"`
+	Labels        []string `json:"labels,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("30m") in JSON.
@@ -123,6 +132,21 @@ func (c Classes) Validate() error {
 		}
 		if len(rc.Subnets) == 0 {
 			errs = append(errs, fmt.Errorf("runner class %q: at least one subnet is required", n))
+		}
+		for _, p := range rc.InstanceTypes {
+			if err := instancetype.ValidatePattern(p); err != nil {
+				errs = append(errs, fmt.Errorf("runner class %q: instance_types: %w", n, err))
+			}
+		}
+		if rc.UsageClass != "" {
+			if err := tableconfig.ValidateUsageClass(rc.UsageClass); err != nil {
+				errs = append(errs, fmt.Errorf("runner class %q: %w", n, err))
+			}
+		}
+		for _, l := range rc.Labels {
+			if err := tableconfig.ValidateLabel(l); err != nil {
+				errs = append(errs, fmt.Errorf("runner class %q: labels: %w", n, err))
+			}
 		}
 	}
 	if c.DefaultRunnerClass != "" {

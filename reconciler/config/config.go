@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -35,6 +36,11 @@ type Config struct {
 
 	OIDCIssuer   string
 	OIDCAudience string
+	// OIDCKeyRefetchInterval is the least time between two fetches of the issuer's key set caused
+	// by tokens naming an unknown key id.
+	OIDCKeyRefetchInterval time.Duration
+	// TrustedProxies, when set, are the only peers whose X-Request-Id is adopted.
+	TrustedProxies []netip.Prefix
 	// Allowed are the repositories ("owner/repo") and owners ("owner") whose workflows may use
 	// this deployment, lower-cased.
 	Allowed []string
@@ -172,6 +178,17 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.OIDCIssuer = v; return checkURL(v) }},
 	{flag: "oidc-audience", env: "RUNNERPOOL_OIDC_AUDIENCE", doc: "Audience the tokens must carry (the workflow asks for it; required), e.g. the API URL.",
 		set: func(c *Config, v string) error { c.OIDCAudience = v; return required(v) }},
+	{flag: "oidc-key-refetch-interval", env: "RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL", def: "1m",
+		doc: "Least time between two fetches of the issuer's key set caused by tokens naming a key id it lacks (a forged token can name any); at most 1h.",
+		set: func(c *Config, v string) error {
+			if err := duration(func(c *Config) *time.Duration { return &c.OIDCKeyRefetchInterval })(c, v); err != nil {
+				return err
+			}
+			if c.OIDCKeyRefetchInterval > time.Hour {
+				return fmt.Errorf("%q: at most 1h (a rotated key would be refused that long)", v)
+			}
+			return nil
+		}},
 	{flag: "allowed-repositories", env: "RUNNERPOOL_ALLOWED_REPOSITORIES", doc: "Comma-separated repositories (`owner/repo`) and owners (`owner`) whose workflows may provision (required).",
 		set: func(c *Config, v string) error {
 			c.Allowed = nil
@@ -345,6 +362,23 @@ var settings = []setting{
 				return fmt.Errorf("%q: want a number of bytes between 64 and 16777216", v)
 			}
 			c.MaxBodyBytes = n
+			return nil
+		}},
+	{flag: "trusted-proxies", env: "RUNNERPOOL_TRUSTED_PROXIES",
+		doc: "Comma-separated addresses or CIDRs of the proxies (load balancers) in front of the API; when set, a well-formed `X-Request-Id` is adopted only from them. Empty: adopted from any caller when well-formed (`[A-Za-z0-9._-]`, at most 64).",
+		set: func(c *Config, v string) error {
+			c.TrustedProxies = nil
+			for _, e := range splitList(v) {
+				p, err := netip.ParsePrefix(e)
+				if err != nil {
+					a, aerr := netip.ParseAddr(e)
+					if aerr != nil {
+						return fmt.Errorf("%q: want an IP address or a CIDR", e)
+					}
+					p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+				}
+				c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+			}
 			return nil
 		}},
 	{flag: "request-timeout", env: "RUNNERPOOL_REQUEST_TIMEOUT", def: "30s", doc: "Time limit of reads (runs, pools).",

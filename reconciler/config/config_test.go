@@ -129,6 +129,8 @@ func TestParseClasses(t *testing.T) {
 		{"no classes", `{"runner_classes": {}}`, "no runner classes"},
 		{"default missing", `{"default_runner_class": "gpu", "runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"]}}}`, `"gpu" is not a runner class`},
 		{"trailing", classesJSON + `{}`, "trailing data"},
+		{"class fields", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "instance_types": ["c7i.*"], "usage_class": "spot", "labels": ["gpu"]}}}`, ""},
+		{"bad class fields", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "instance_types": ["C7I"], "usage_class": "reserved", "labels": ["a b"]}}}`, `usage class "reserved"`},
 		{"empty resource class", `{"resource_classes": {"x": {}}, "runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"]}}}`, `resource class "x"`},
 	}
 	for _, tt := range tests {
@@ -238,6 +240,52 @@ func TestWarmPoolsAndTableSettings(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error does not mention %q:\n%v", want, err)
 				}
+			}
+		})
+	}
+}
+
+// TestAPIHardeningSettings: the key set refetch interval (default 1m, at most 1h) and the trusted
+// proxies (addresses or CIDRs; default none).
+func TestAPIHardeningSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		env      map[string]string
+		interval time.Duration
+		proxies  []string
+		wantErr  []string
+	}{
+		{name: "defaults", interval: time.Minute},
+		{name: "set", env: map[string]string{"RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL": "5m", "RUNNERPOOL_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7,fd00::/8"},
+			interval: 5 * time.Minute, proxies: []string{"10.0.0.0/8", "192.168.1.7/32", "fd00::/8"}},
+		{name: "bad", env: map[string]string{"RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL": "2h", "RUNNERPOOL_TRUSTED_PROXIES": "10.0.0.0/8,lb.internal"},
+			wantErr: []string{"oidc-key-refetch-interval", "at most 1h", "trusted-proxies", `"lb.internal"`}},
+		{name: "zero interval", env: map[string]string{"RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL": "0s"}, wantErr: []string{"oidc-key-refetch-interval"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := baseEnv(t)
+			maps.Copy(env, tt.env)
+			c, err := load(env)
+			if len(tt.wantErr) > 0 {
+				for _, want := range tt.wantErr {
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("error %v does not mention %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			var got []string
+			for _, p := range c.TrustedProxies {
+				got = append(got, p.String())
+			}
+			if c.OIDCKeyRefetchInterval != tt.interval || strings.Join(got, " ") != strings.Join(tt.proxies, " ") {
+				t.Errorf("interval %s proxies %v, want %s %v", c.OIDCKeyRefetchInterval, got, tt.interval, tt.proxies)
 			}
 		})
 	}

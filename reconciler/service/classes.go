@@ -78,6 +78,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs
 					Subnets: rc.Subnets, Tags: rc.Tags,
 				},
 				MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
+				InstanceTypes: rc.InstanceTypes, UsageClass: rc.UsageClass, Labels: rc.Labels,
 			}
 		}
 		resources := resourceClasses(cfg.Classes.ResourceClasses)
@@ -181,6 +182,8 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 				Name: name, Queue: c.queueFor(rc.QueueURL),
 				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: slices.Clone(rc.Subnets)},
 				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
+				// What every runner of the class is: a provision may narrow these, never widen them.
+				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
 			}
 		}
 	}
@@ -207,7 +210,8 @@ func (c *classSource) queueFor(url string) *pool.Queue {
 func sameClasses(a, b *classSet) bool {
 	return maps.EqualFunc(a.classes, b.classes, func(x, y provision.RunnerClass) bool {
 		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID &&
-			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime
+			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime &&
+			slices.Equal(x.InstanceTypes, y.InstanceTypes) && x.UsageClass == y.UsageClass && slices.Equal(x.Labels, y.Labels)
 	}) && maps.Equal(a.unusable, b.unusable)
 }
 

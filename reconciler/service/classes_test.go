@@ -82,3 +82,66 @@ func TestRunnerClassFromTable(t *testing.T) {
 	}
 	env.Audit(t)
 }
+
+// TestTableRunnerClassFieldsHonoured: a runner class of the state table with instance types, a
+// usage class and labels: a provision naming it (with wider patterns of its own and no usage
+// class) gets runners of the class's types and usage class, labelled with the class's labels as
+// well as the run's; a request asking for another usage class or for types outside the class is
+// refused with a 400 that says why.
+func TestTableRunnerClassFieldsHonoured(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := servicetest.New(t, servicetest.Options{})
+	r := env.Start(t, "a", map[string]string{
+		"RUNNERPOOL_RUNNER_CLASSES_FILE":  "",
+		"RUNNERPOOL_DEFAULT_RUNNER_CLASS": "spotty",
+		"RUNNERPOOL_RESOURCE_CLASSES":     "small=2:4096",
+	})
+	rc := env.TableRunnerClass("spotty")
+	rc.UsageClass, rc.InstanceTypes, rc.Labels = tableconfig.UsageSpot, []string{"c6i.xlarge"}, []string{"linux-x64", "team-ci"}
+	if _, err := tableconfig.NewRepository(env.Store).PutRunnerClass(ctx, rc, 0); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	req := provisionBody(2) // allowed c6i.*, resource class small, no usage class
+	req.RunnerClass = "spotty"
+	code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathProvision, env.Token(t, "3101", nil), req)
+	if code != http.StatusOK {
+		t.Fatalf("provision: %d %s", code, body)
+	}
+	prov := servicetest.Decode[apiv1.ProvisionResponse](t, body)
+	if want := []string{"3101", "runnerpool", "linux-x64", "team-ci"}; !slices.Equal(prov.Labels, want) {
+		t.Errorf("labels %v, want %v", prov.Labels, want)
+	}
+	if len(prov.Runners) != 2 {
+		t.Fatalf("runners %+v, want 2", prov.Runners)
+	}
+	for _, rn := range prov.Runners {
+		if rn.InstanceType != "c6i.xlarge" || rn.UsageClass != tableconfig.UsageSpot {
+			t.Errorf("runner %+v: want a spot c6i.xlarge", rn)
+		}
+		if v, ok := env.EC2.Instance(rn.InstanceID); !ok || v.Lifecycle != "spot" || v.InstanceType != "c6i.xlarge" {
+			t.Errorf("instance %s in EC2: %+v, want a spot c6i.xlarge", rn.InstanceID, v)
+		}
+		creds := env.Credentials(rn.InstanceID)
+		if len(creds) != 1 || !slices.Equal(creds[0].Labels, prov.Labels) {
+			t.Errorf("credentials of %s: %+v, want one registration with labels %v", rn.InstanceID, creds, prov.Labels)
+		}
+	}
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(*apiv1.ProvisionRequest)
+		want   string
+	}{
+		{"other usage class", func(p *apiv1.ProvisionRequest) { p.UsageClass = "on-demand" }, `conflicts with runner class \"spotty\", whose runners are spot`},
+		{"types outside the class", func(p *apiv1.ProvisionRequest) { p.AllowedInstanceTypes = []string{"m5.*"} }, `outside runner class \"spotty\"'s instance types (c6i.xlarge)`},
+	} {
+		bad := req
+		tc.mutate(&bad)
+		code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathProvision, env.Token(t, "3102", nil), bad)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s: %d %s, want 400 containing %s", tc.name, code, body, tc.want)
+		}
+	}
+	env.Audit(t)
+}

@@ -262,8 +262,9 @@ func TestServeProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	ans := <-done
-	if e := servicetest.Decode[apiv1.Error](t, ans.body); ans.code != http.StatusServiceUnavailable || e.Code != apiv1.CodeUnsuccessful || e.Provision == nil || len(e.Provision.Undone) != 2 {
-		t.Errorf("interrupted provision: %d %s", ans.code, ans.body)
+	if e := servicetest.Decode[apiv1.Error](t, ans.body); ans.code != http.StatusServiceUnavailable || e.Code != apiv1.CodeUnsuccessful || e.Provision == nil ||
+		len(e.Provision.Undone) != 2 || !e.Retryable {
+		t.Errorf("interrupted provision: %d %s; want 503 unsuccessful, retryable, 2 undone", ans.code, ans.body)
 	}
 	select {
 	case err := <-other.done:
@@ -284,6 +285,19 @@ func TestServeProcesses(t *testing.T) {
 	} else if err != nil && !isNotFound(err) {
 		t.Errorf("reading the lease: %v", err)
 	}
+
+	// The same run attempt asked again, of a new process: the rolled-back provision is
+	// provisioned anew and succeeds.
+	env.SetAgent(claimtest.Behaviour{})
+	c := startChild(t, env, "proc-c", extra)
+	code, body := servicetest.Call(t, http.MethodPost, c.url+apiv1.PathProvision, env.Token(t, "7100", nil), provisionBody(2))
+	if code != http.StatusOK {
+		t.Fatalf("retry of the rolled-back run: %d %s", code, body)
+	}
+	if res := servicetest.Decode[apiv1.ProvisionResponse](t, body); res.RunKey != key || len(res.Runners) != 2 {
+		t.Errorf("retry of the rolled-back run: %+v, want 2 runners for %s", res, key)
+	}
+	env.Audit(t)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

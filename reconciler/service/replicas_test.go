@@ -190,8 +190,8 @@ func TestShutdownRollsBackProvision(t *testing.T) {
 	}
 	ans := <-done
 	e := servicetest.Decode[apiv1.Error](t, ans.body)
-	if ans.code != http.StatusServiceUnavailable || e.Code != apiv1.CodeUnsuccessful || e.Provision == nil {
-		t.Fatalf("answer to the interrupted provision: %d %s", ans.code, ans.body)
+	if ans.code != http.StatusServiceUnavailable || e.Code != apiv1.CodeUnsuccessful || e.Provision == nil || !e.Retryable {
+		t.Fatalf("answer to the interrupted provision: %d %s; want 503 unsuccessful, retryable", ans.code, ans.body)
 	}
 	actions := map[string]string{}
 	for _, u := range e.Provision.Undone {
@@ -215,6 +215,19 @@ func TestShutdownRollsBackProvision(t *testing.T) {
 	if _, err := env.Store.CurrentLease(context.Background(), "cron"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("lease after shutdown: %v; want released", err)
 	}
+
+	// The same run attempt asked again of another replica: provisioned anew, it succeeds (the
+	// pooled instance reused again, the rest created by a new fleet).
+	env.SetAgent(claimtest.Behaviour{})
+	b := env.Start(t, "b", nil)
+	code, body := servicetest.Call(t, http.MethodPost, b.URL+apiv1.PathProvision, env.Token(t, "4001", nil), provisionBody(3))
+	if code != http.StatusOK {
+		t.Fatalf("retry of the rolled-back run: %d %s", code, body)
+	}
+	if res := servicetest.Decode[apiv1.ProvisionResponse](t, body); res.RunKey != key || len(res.Runners) != 3 {
+		t.Errorf("retry: %+v, want 3 runners for %s", res, key)
+	}
+	env.Audit(t)
 }
 
 // TestShutdownLetsProvisionFinish: SIGTERM during a provision that finishes within the drain

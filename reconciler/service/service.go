@@ -197,6 +197,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 
 	s.auth, err = auth.New(auth.Config{
 		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, Allowed: cfg.Allowed, HTTPClient: o.HTTPClient, Now: o.Now, Logger: log,
+		RefetchInterval: cfg.OIDCKeyRefetchInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	}
 	s.api, err = api.New(api.Options{
 		Provisioner: prov, Releaser: relr, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
-		MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
+		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, PollInterval: cfg.PollInterval, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
 		Ready: s.readiness, Now: o.Now,

@@ -46,6 +46,7 @@ type warmDeps struct {
 func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	targets := warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(d.sqs, url) }, Scope: cfg.WarmPoolScope,
+		ResourceClasses: warmSizes(cfg),
 	})
 	catalog := warmpool.NewCatalog(targets, cfg.ConfigCacheTTL, s.o.Now)
 	jobs := warmpool.NewJobQueue(d.sqs, cfg.PoolJobQueueURL, s.store)
@@ -114,4 +115,17 @@ func (s *Service) waitWorker(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// warmSizes are the deployment's resource classes, for the resource class of warm instances.
+func warmSizes(cfg config.Config) map[string]warmpool.Size {
+	in := cfg.ResourceClasses
+	if cfg.ClassesFile != "" {
+		in = cfg.Classes.ResourceClasses
+	}
+	out := make(map[string]warmpool.Size, len(in))
+	for name, r := range in {
+		out[name] = warmpool.Size{CPU: r.CPU, MemoryMiB: r.MemoryMiB}
+	}
+	return out
 }

@@ -516,6 +516,17 @@ func (e *Env) Registered(id string) []string {
 	return a.sim.Registered()
 }
 
+// Credentials lists the credentials the simulated agent of an instance received.
+func (e *Env) Credentials(id string) []store.Credential {
+	e.mu.Lock()
+	a := e.agents[id]
+	e.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.sim.Credentials()
+}
+
 // agent is a simulated instance agent: claimtest's registration half, plus the release half
 // (take the removal credential of the run it registered for last, signal deregistration).
 type agent struct {
