@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -61,6 +62,7 @@ type runnerClassModel struct {
 	IdleTime         types.String `tfsdk:"idle_time"`
 	LaunchTemplateID types.String `tfsdk:"launch_template_id"`
 	QueueURL         types.String `tfsdk:"queue_url"`
+	Tags             types.Map    `tfsdk:"tags"`
 	Version          types.Int64  `tfsdk:"version"`
 }
 
@@ -220,6 +222,16 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 					listEach{check: check("label", "a label without spaces, commas or quotes", config.ValidateLabel), unique: true},
 				},
 			},
+			"tags": schema.MapAttribute{
+				MarkdownDescription: fmt.Sprintf("Extra EC2 tags of the instances (at most %d). Runner instances have instance metadata tags "+
+					"enabled: the agent notices a claim by reading its wake-up tag from the instance metadata service, which "+
+					"is fast and costs no DynamoDB reads. With metadata tags on, EC2 refuses tag keys it cannot serve there, "+
+					"so keys may use only letters, digits and `+ - = . , _ : @` (no spaces, no `/`, not `.`, `..` or `_info`); "+
+					"`aws:` and `runnerpool:` keys are reserved. Values up to %d characters.", config.MaxTags, config.MaxTagValueLen),
+				ElementType: types.StringType,
+				Optional:    true,
+				Validators:  []validator.Map{instanceTagsCheck{}},
+			},
 			"max_runtime": schema.StringAttribute{
 				MarkdownDescription: "Longest a run may hold an instance, as a Go duration (1m-120h). Past it the instance is terminated by the reconciler and by itself. Defaults to `6h`.",
 				Optional:            true,
@@ -314,6 +326,9 @@ func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, dia
 		Labels: list(m.Labels), MaxRuntime: dur(m.MaxRuntime), IdleTime: dur(m.IdleTime),
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), QueueURL: m.QueueURL.ValueString(),
 	}
+	if !m.Tags.IsNull() && !m.Tags.IsUnknown() {
+		diags.Append(m.Tags.ElementsAs(ctx, &rc.Tags, false)...)
+	}
 	return rc, diags
 }
 
@@ -340,6 +355,17 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 	m.IdleTime = durationValue(rc.IdleTime.Std(), m.IdleTime)
 	m.LaunchTemplateID = optionalString(rc.LaunchTemplateID, m.LaunchTemplateID)
 	m.QueueURL = types.StringValue(rc.QueueURL)
+	if len(rc.Tags) == 0 && (m.Tags.IsNull() || m.Tags.IsUnknown()) {
+		m.Tags = types.MapNull(types.StringType)
+	} else {
+		m.Tags = types.MapValueMust(types.StringType, func() map[string]attr.Value {
+			out := make(map[string]attr.Value, len(rc.Tags))
+			for k, v := range rc.Tags {
+				out[k] = types.StringValue(v)
+			}
+			return out
+		}())
+	}
 	m.Version = types.Int64Value(version)
 }
 

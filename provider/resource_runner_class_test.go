@@ -90,6 +90,7 @@ func TestAccRunnerClass(t *testing.T) {
   labels                  = ["linux", "x64"]
   max_runtime             = "90m"
   pre_runner_script       = "#!/bin/bash\napt-get install -y jq\n"
+  tags                    = { team = "ci", "cost-center" = "42" }
 `),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
@@ -104,7 +105,8 @@ func TestAccRunnerClass(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					if rc.CPU != 4 || rc.MaxRuntime.Std() != 90*time.Minute || len(rc.InstanceTypes) != 2 || rc.Volume.IOPS != 6000 {
+					if rc.CPU != 4 || rc.MaxRuntime.Std() != 90*time.Minute || len(rc.InstanceTypes) != 2 || rc.Volume.IOPS != 6000 ||
+						rc.Tags["team"] != "ci" || rc.Tags["cost-center"] != "42" {
 						return fmt.Errorf("stored runner class = %+v", rc)
 					}
 					return nil
@@ -180,6 +182,9 @@ func TestAccRunnerClassPlanValidation(t *testing.T) {
 		{`  max_runtime = "6 hours"`, []string{"Invalid max runtime", `max_runtime = "6 hours"`}},
 		{`  usage_class = "reserved"`, []string{"Invalid usage class", `usage_class = "reserved"`}},
 		{`  labels = ["a,b"]`, []string{"Invalid label", `labels = ["a,b"]`}},
+		// Instance metadata tags (the claim notice) forbid spaces and "/" in tag keys.
+		{`  tags = { "cost center" = "1" }`, []string{"Invalid tag key", `"cost center"`, "no spaces or /"}},
+		{`  tags = { "kubernetes.io/cluster" = "x" }`, []string{"Invalid tag key", "falls back to reading its record"}},
 	}
 	var steps []resource.TestStep
 	for _, tc := range cases {

@@ -22,6 +22,7 @@ var (
 	_ validator.List   = listEach{}
 	_ validator.List   = listSize{}
 	_ validator.Map    = tagsCheck{}
+	_ validator.Map    = instanceTagsCheck{}
 )
 
 // stringCheck validates a known string with a domain check.
@@ -187,4 +188,36 @@ func durationBetween(what string, min, max time.Duration) stringCheck {
 		}
 		return config.ValidateDuration(what, d, min, max)
 	}}
+}
+
+// instanceTagsCheck checks a runner class's tags map: the count, then each key against what EC2 allows
+// with instance metadata tags on (config.ValidateTagKey), each value's length.
+type instanceTagsCheck struct{}
+
+func (instanceTagsCheck) Description(context.Context) string {
+	return fmt.Sprintf("at most %d tags; keys of letters, digits and + - = . , _ : @ only (instance metadata tags), not aws: or runnerpool:", config.MaxTags)
+}
+func (v instanceTagsCheck) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (instanceTagsCheck) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	elems := req.ConfigValue.Elements()
+	if len(elems) > config.MaxTags {
+		resp.Diagnostics.AddAttributeError(req.Path, "Too many tags",
+			fmt.Sprintf("%d tags: at most %d (EC2 allows 50 per instance and runnerpool adds its own).", len(elems), config.MaxTags))
+		return
+	}
+	for k, el := range elems {
+		p := req.Path.AtMapKey(k)
+		if err := config.ValidateTagKey(k); err != nil {
+			resp.Diagnostics.AddAttributeError(p, "Invalid tag key", err.Error()+
+				". Without instance metadata tags the agent falls back to reading its record every 30 s (slower claims, more DynamoDB reads), so runnerpool keeps them on and checks keys here.")
+			continue
+		}
+		if s, ok := el.(types.String); ok && !s.IsNull() && !s.IsUnknown() && len(s.ValueString()) > config.MaxTagValueLen {
+			resp.Diagnostics.AddAttributeError(p, "Invalid tag value", fmt.Sprintf("tag %q: value of %d characters, at most %d", k, len(s.ValueString()), config.MaxTagValueLen))
+		}
+	}
 }

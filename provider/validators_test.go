@@ -2,6 +2,7 @@
 package provider
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,47 @@ func TestInt64AndTagValidators(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(strings.Join(got, "\n"), `tags["runnerpool:deployment"]: Reserved tag key`) ||
 		!strings.Contains(strings.Join(got, "\n"), `tags["team"]: Invalid tag value`) {
 		t.Errorf("tag errors = %q", got)
+	}
+}
+
+// TestInstanceTagsCheck: runner class tags are instance tags with instance metadata tags on, so EC2's
+// stricter key rules apply at plan time.
+func TestInstanceTagsCheck(t *testing.T) {
+	t.Parallel()
+	many := map[string]attr.Value{}
+	for i := range 41 {
+		many[fmt.Sprintf("k%d", i)] = types.StringValue("v")
+	}
+	cases := []struct {
+		name string
+		tags map[string]attr.Value
+		want []string
+	}{
+		{"allowed", map[string]attr.Value{"team": types.StringValue("ci"), "cost-center:id=1,a.b@c+d_e": types.StringValue("x y/z")}, nil},
+		{"space", map[string]attr.Value{"cost center": types.StringValue("1")}, []string{`tags["cost center"]: Invalid tag key: tag key "cost center": with instance metadata tags on`}},
+		{"slash", map[string]attr.Value{"kubernetes.io/cluster": types.StringValue("1")}, []string{`tags["kubernetes.io/cluster"]: Invalid tag key`}},
+		{"dots", map[string]attr.Value{"..": types.StringValue("1")}, []string{`tags[".."]: Invalid tag key`}},
+		{"_info", map[string]attr.Value{"_info": types.StringValue("1")}, []string{`tags["_info"]: Invalid tag key`}},
+		{"reserved", map[string]attr.Value{"runnerpool:wake": types.StringValue("1")}, []string{`tags["runnerpool:wake"]: Invalid tag key: tag key "runnerpool:wake": keys starting with "runnerpool:" are reserved`}},
+		{"aws", map[string]attr.Value{"AWS:x": types.StringValue("1")}, []string{`tags["AWS:x"]: Invalid tag key`}},
+		{"long value", map[string]attr.Value{"team": types.StringValue(strings.Repeat("v", 257))}, []string{`tags["team"]: Invalid tag value`}},
+		{"too many", many, []string{"tags: Too many tags: 41 tags: at most 40"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var resp validator.MapResponse
+			instanceTagsCheck{}.ValidateMap(t.Context(), validator.MapRequest{Path: path.Root("tags"), ConfigValue: types.MapValueMust(types.StringType, tc.tags)}, &resp)
+			got := errorsAt(resp.Diagnostics)
+			if len(got) != len(tc.want) {
+				t.Fatalf("errors = %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("error %q, want it to start with %q", got[i], w)
+				}
+			}
+		})
 	}
 }
 

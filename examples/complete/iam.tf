@@ -1,5 +1,6 @@
 # Least privilege for the two kinds of principals:
-#   - runner instances (the agent): their own items in the state table, and terminating themselves;
+#   - runner instances (the agent): reading their own control-plane items and writing their own
+#     reports in the state table, and terminating themselves;
 #   - the reconciler: the state table, the pool queues, and EC2 instances carrying this deployment's tag.
 # Terraform itself needs what the provider documentation lists.
 
@@ -37,22 +38,47 @@ resource "aws_iam_instance_profile" "runner" {
 }
 
 data "aws_iam_policy_document" "runner" {
-  # The agent reads its record, writes its heartbeat and signals, and takes its per-claim credential:
-  # items whose partition key is its own, never a query, a scan or an index, never configuration or
-  # leases. The reconciler and the agents key an instance's items by its ARN
-  # (RUNNERPOOL_INSTANCE_KEYS and the user data's instance_keys, both "arn" by default), so the
-  # condition names exactly this instance's partition: ${ec2:SourceInstanceARN} is the ARN of the
-  # instance whose instance-profile credentials sign the request, and is absent on requests signed
-  # with a copy of them used elsewhere, so the statement does not apply there.
+  # The agent's items, split by author so that a job which reached these credentials cannot steer the
+  # control plane (internal/store: item.go, signals.go):
+  #   - INSTANCE#<key>: what the control plane decides from (the instance record: state, run, scope,
+  #     thresholds, class, type; the per-claim credentials it hands out). The reconciler writes them;
+  #     the instance may only read its own (ReadOwnRecord). It cannot delete its credential either:
+  #     the control plane withdraws it once the agent reported.
+  #   - AGENT#<key>: what the agent reports (heartbeat, signals, acknowledgements). The only items it
+  #     may write (OwnReports), and the control plane reads them as evidence to check, never as facts.
+  # Never a query, a scan or an index, never configuration, runs or leases. The reconciler and the
+  # agents key an instance's items by its ARN (RUNNERPOOL_INSTANCE_KEYS and the user data's
+  # instance_keys, both "arn" by default), so the conditions name exactly this instance's partitions:
+  # ${ec2:SourceInstanceARN} is the ARN of the instance whose instance-profile credentials sign the
+  # request, and is absent on requests signed with a copy of them used elsewhere, so the statements
+  # do not apply there. internal/agent/iam_test.go checks every call of the agent's lifecycle against
+  # these two statements.
   statement {
-    sid       = "OwnItems"
-    actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+    sid       = "ReadOwnRecord"
+    actions   = ["dynamodb:GetItem"]
     resources = [runnerpool_state_table.main.arn]
 
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
       values   = ["INSTANCE#$${ec2:SourceInstanceARN}"]
+    }
+    condition {
+      test     = "ArnLike"
+      variable = "ec2:SourceInstanceARN"
+      values   = [local.instances]
+    }
+  }
+
+  statement {
+    sid       = "OwnReports"
+    actions   = ["dynamodb:GetItem", "dynamodb:PutItem"]
+    resources = [runnerpool_state_table.main.arn]
+
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:LeadingKeys"
+      values   = ["AGENT#$${ec2:SourceInstanceARN}"]
     }
     condition {
       test     = "ArnLike"

@@ -54,8 +54,9 @@ variable "github_token_secret_arn" {
 }
 
 variable "reconciler_image" {
-  description = "Container image of `runnerpool` (its entrypoint is the binary; the task runs `runnerpool serve`)."
+  description = "Container image of the reconciler: the release's ghcr.io/runnerpool/runnerpool:VERSION (linux amd64 and arm64, distroless static, non-root, entrypoint `runnerpool`; the task runs `serve`). Pin the release of the provider you use."
   type        = string
+  default     = "ghcr.io/runnerpool/runnerpool:latest"
 }
 
 variable "reconciler_count" {

@@ -83,6 +83,8 @@ type agent struct {
 	regGiven map[string]bool // runs registration was abandoned for (signalled UD_REG_FAILED)
 	relGiven map[string]bool // runs release was abandoned for (signalled UD_REMOVE_REG_FAILED)
 	last     store.SignalRecord
+
+	taintReason string // why this instance serves no further run (see taint)
 }
 
 // runnerProc is a runner's Run in its goroutine.
@@ -100,6 +102,31 @@ type marker struct {
 }
 
 func (a *agent) markerPath() string { return filepath.Join(a.cfg.StateDir, "runner.json") }
+
+// taintPath marks an instance whose release failed: it never registers again (the file survives an
+// agent restart; the instance is expired by the control plane and terminates itself).
+func (a *agent) taintPath() string { return filepath.Join(a.cfg.StateDir, "tainted") }
+
+func (a *agent) taint(reason string) {
+	if err := os.WriteFile(a.taintPath(), []byte(lastBytes(reason, 1024)), 0o600); err != nil {
+		a.log.Error("agent: recording the failed release", "err", err)
+	}
+	a.taintReason = reason
+}
+
+// tainted is why the instance must not serve another run ("" when it may).
+func (a *agent) tainted() string {
+	if a.taintReason != "" {
+		return a.taintReason
+	}
+	if b, err := os.ReadFile(a.taintPath()); err == nil {
+		a.taintReason = string(b)
+		if a.taintReason == "" {
+			a.taintReason = "unknown"
+		}
+	}
+	return a.taintReason
+}
 
 func (a *agent) loadMarker() error {
 	b, err := os.ReadFile(a.markerPath())
@@ -312,6 +339,13 @@ func (a *agent) step(ctx context.Context) bool {
 			a.log.Warn("agent: record has no run id", "state", rec.State)
 			return false
 		}
+		if a.tainted() != "" && rec.RunID != a.marker.RunID {
+			// A failed release: no new run, and the claim hears why at once (register refuses).
+			if !a.regGiven[rec.RunID] {
+				a.register(ctx, rec.RunID)
+			}
+			return false
+		}
 		if a.marker.RunID != "" && a.marker.RunID != rec.RunID && !a.relGiven[a.marker.RunID] {
 			// Released and claimed again between two reads: finish the old run first.
 			a.release(ctx, a.marker.RunID)
@@ -356,6 +390,13 @@ func (a *agent) resume(ctx context.Context, rec store.Instance) {
 // register takes the run's registration credential, registers the runner and starts it.
 func (a *agent) register(ctx context.Context, runID string) {
 	log := a.log.With("run", runID)
+	if reason := a.tainted(); reason != "" {
+		// A release that could not deregister or clean up leaves whatever the last job left: this
+		// instance serves no other run, whatever the record (or a forged signal that pooled it) says.
+		log.Error("agent: refusing to register: an earlier release failed", "reason", reason)
+		a.giveUpRegistration(ctx, runID, "an earlier release failed, the instance is not reused: "+reason)
+		return
+	}
 	if err := a.checkRunner(ctx, true); err != nil { // integrity.go
 		if ctx.Err() != nil {
 			return
@@ -398,13 +439,26 @@ func (a *agent) giveUpRegistration(ctx context.Context, runID, detail string) {
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistrationFailed, RunID: runID, Detail: lastBytes(detail, 1024)})
 }
 
-// takeCredential takes a credential from the instance's item, waiting up to CredentialWait for the
-// control plane to write it (it writes it before the claim or release it belongs to, but a retried
-// claim may be a moment behind).
+// takeCredential reads a credential from the instance's control-plane item, waiting up to
+// CredentialWait for the control plane to write it (it writes it before the claim or release it
+// belongs to, but a retried claim may be a moment behind). The acknowledgement goes first: a control
+// plane that withdraws the credential and then finds no acknowledgement for the run knows the agent
+// never read it. The agent cannot delete the credential; the control plane withdraws it once the
+// agent reported on the run.
 func (a *agent) takeCredential(ctx context.Context, kind store.CredentialKind, runID string) (store.Credential, error) {
 	deadline := time.Now().Add(a.cfg.CredentialWait)
 	for {
-		cred, err := a.cfg.Store.TakeCredential(ctx, a.id, kind, runID)
+		if err := a.cfg.Store.PutAck(ctx, a.id, store.Ack{Kind: kind, RunID: runID}); err == nil {
+			break
+		} else if ctx.Err() != nil || time.Now().After(deadline) {
+			return store.Credential{}, fmt.Errorf("acknowledging the %s credential for run %s: %w", kind, runID, err)
+		}
+		if !sleep(ctx, a.cfg.RetryInterval) {
+			return store.Credential{}, ctx.Err()
+		}
+	}
+	for {
+		cred, err := a.cfg.Store.ReadCredential(ctx, a.id, kind, runID)
 		if err == nil {
 			return cred, nil
 		}
@@ -523,6 +577,7 @@ func (a *agent) finishRelease(ctx context.Context, runID string) {
 func (a *agent) giveUpRelease(ctx context.Context, runID, detail string) {
 	a.log.Error("agent: release failed", "run", runID, "err", detail)
 	a.relGiven[runID] = true
+	a.taint("release of run " + runID + " failed: " + detail)
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleaseFailed, RunID: runID, Detail: lastBytes(detail, 1024)})
 }
 

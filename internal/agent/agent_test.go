@@ -240,6 +240,10 @@ func TestResumeWithoutRegistration(t *testing.T) {
 	stop := run()
 	e.waitSignal(id, store.SignalRegistered, "run-1")
 	stop()
+	// The control plane withdraws the credential once it saw the registration (the agent only reads it).
+	if _, err := e.store.TakeCredential(t.Context(), id, store.CredentialRegistration, "run-1"); err != nil {
+		t.Fatalf("withdrawing the credential: %v", err)
+	}
 	if err := os.RemoveAll(dirs.Runner); err != nil {
 		t.Fatal(err)
 	}
@@ -248,5 +252,46 @@ func TestResumeWithoutRegistration(t *testing.T) {
 	sig := e.waitSignal(id, store.SignalRegistrationFailed, "run-1")
 	if !strings.Contains(sig.Detail, "no registration credential") {
 		t.Errorf("detail = %q", sig.Detail)
+	}
+}
+
+// TestFailedReleaseNeverServesAgain: an instance whose release failed (its runner could not be
+// deregistered) is claimed anyway, as a forged "released" signal could get it pooled: the agent
+// refuses to register for the new run and says why, so the claim discards it; the next workflow
+// never runs on what the last job left.
+func TestFailedReleaseNeverServesAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.launch()
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, "run-1")
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	e.toRunning(id, "run-1")
+
+	// The release's removal token is refused at GitHub: the runner stays registered.
+	e.putCredential(id, "run-1", store.CredentialRemoval, "NOT-A-TOKEN")
+	none := ""
+	in, err := e.store.Transition(t.Context(), id, store.Change{
+		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "run-1", SetRunID: &none,
+		Threshold: time.Now().Add(10 * time.Minute), Reason: "released",
+	})
+	if err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	e.notify(in)
+	e.waitSignal(id, store.SignalReleaseFailed, "run-1")
+
+	e.putCredential(id, "run-2", store.CredentialRegistration, e.runnerToken("registration"))
+	in, err = e.store.Claim(t.Context(), id, "run-2", time.Now().Add(10*time.Minute))
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	e.notify(in)
+	sig := e.waitSignal(id, store.SignalRegistrationFailed, "run-2")
+	if !strings.Contains(sig.Detail, "earlier release failed") {
+		t.Errorf("detail = %q, want the failed release named", sig.Detail)
+	}
+	if r, ok := e.runnerOf(id); ok && containsFold(r.Labels, "run-2") {
+		t.Errorf("the instance registered for run-2 after a failed release: %+v", r)
 	}
 }

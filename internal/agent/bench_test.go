@@ -1,6 +1,6 @@
 // The claim-notice benchmark: how fast an idle agent notices a claim, and what an idle agent costs in
 // requests, for the seeds' design (poll: GetItem every 250 ms) and runnerpool's (imds-tags: the wake tag
-// through IMDS every 100 ms, a record read only when it changes, plus one every 30 s).
+// through IMDS every 50 ms, a record read only when it changes, plus one every 30 s).
 //
 //	go test ./internal/agent -run '^$' -bench BenchmarkClaimNotice -benchtime 100x [-idle-window 60s]
 //

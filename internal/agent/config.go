@@ -30,13 +30,17 @@ import (
 )
 
 // Store is the part of the state store the agent uses; *store.Store satisfies it. An instance's IAM
-// role allows exactly these calls on its own partition (dynamodb:LeadingKeys).
+// role allows exactly these calls (dynamodb:LeadingKeys): reads of its control-plane items (the
+// record, its credentials: GetItem on INSTANCE#<key>) and reads and writes of its own reports
+// (heartbeat, signals, acknowledgements: GetItem and PutItem on AGENT#<key>). It can change nothing
+// the control plane decides from; iam_test.go checks the example policy against these calls.
 type Store interface {
 	Get(ctx context.Context, id string) (store.Instance, error)
+	ReadCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	PutHeartbeat(ctx context.Context, id string) error
 	PutSignal(ctx context.Context, id string, sig store.SignalRecord) error
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
-	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
+	PutAck(ctx context.Context, id string, a store.Ack) error
 }
 
 // MetadataAPI is the part of the IMDS client the agent uses; *imds.Client satisfies it.
@@ -86,13 +90,16 @@ type Config struct {
 
 	// Notice is how an idle agent notices claims and releases; NoticeIMDSTags when empty.
 	Notice NoticeMode
-	// NoticeInterval is how often the notice looks: 100 ms for the IMDS tag, 250 ms for polling.
+	// NoticeInterval is how often the notice looks: 50 ms for the IMDS tag (a link-local call that
+	// costs nothing), 250 ms for polling.
 	NoticeInterval time.Duration
 	// FallbackInterval (imds-tags only) bounds the time between two record reads when no tag change
 	// is seen (a lost wake.Notify, tags not visible in IMDS); 30 s.
 	FallbackInterval time.Duration
 
-	// HeartbeatInterval is how often the heartbeat item is written; 5 s.
+	// HeartbeatInterval is how often the heartbeat item is written; 5 min. It is a trace for
+	// operators, not the liveness check: a claimed instance proves it is alive by acknowledging the
+	// claim (store.Ack naming the run) as soon as it notices it, which costs nothing while idle.
 	HeartbeatInterval time.Duration
 	// PreRunnerScript is run once, at first boot, before anything else; none when empty.
 	PreRunnerScript string
@@ -200,9 +207,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Notice == NoticePoll {
 		def(&c.NoticeInterval, 250*time.Millisecond)
 	}
-	def(&c.NoticeInterval, 100*time.Millisecond)
+	def(&c.NoticeInterval, 50*time.Millisecond)
 	def(&c.FallbackInterval, 30*time.Second)
-	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.HeartbeatInterval, 5*time.Minute)
 	def(&c.PreRunnerTimeout, 30*time.Minute)
 	def(&c.Grace, 2*time.Minute)
 	def(&c.OrphanGrace, 2*time.Minute)

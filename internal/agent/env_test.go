@@ -19,8 +19,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
@@ -40,13 +42,14 @@ const (
 
 // env is one test's world.
 type env struct {
-	t     testing.TB
-	store *store.Store
-	ec2   *ec2.Client
-	ecs   *ec2server.Server
-	gh    *githubfake.Server
-	ghURL string
-	root  string
+	t          testing.TB
+	store      *store.Store // the control plane's
+	agentStore *store.Store // the agents' (the same unless envOptions.agentAPI is set)
+	ec2        *ec2.Client
+	ecs        *ec2server.Server
+	gh         *githubfake.Server
+	ghURL      string
+	root       string
 }
 
 // envOptions tune the environment.
@@ -57,6 +60,11 @@ type envOptions struct {
 	// manual makes the EC2 double's runtime do nothing but keep the instance's IMDS up: the test
 	// runs agent.Run itself (to stop and restart it).
 	manual bool
+	// keyPrefix is the instance key prefix of both stores (store.WithInstanceKeyPrefix).
+	keyPrefix string
+	// agentAPI are middlewares of the agents' own DynamoDB client (the control plane's store is
+	// separate): iam_test.go records every call an agent makes.
+	agentAPI []func(*middleware.Stack) error
 	// installation gives every instance a stand-in runner installation with its manifest.
 	installation bool
 }
@@ -70,7 +78,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err := store.CreateTable(t.Context(), db, table); err != nil {
 		t.Fatalf("creating table: %v", err)
 	}
-	e := &env{t: t, store: store.New(db, table), root: t.TempDir()}
+	e := &env{t: t, store: store.New(db, table, store.WithInstanceKeyPrefix(o.keyPrefix)), root: t.TempDir()}
+	e.agentStore = e.store
+	if len(o.agentAPI) > 0 {
+		adb := dynamodb.New(db.Options(), func(do *dynamodb.Options) { do.APIOptions = append(do.APIOptions, o.agentAPI...) })
+		e.agentStore = store.New(adb, table, store.WithInstanceKeyPrefix(o.keyPrefix))
+	}
 
 	e.gh = githubfake.New(githubfake.Options{})
 	ghs := httptest.NewServer(e.gh)
@@ -99,7 +112,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 // agentConfig is the template every instance's agent starts from: test-sized intervals.
 func (e *env) agentConfig(o envOptions) agent.Config {
 	cfg := agent.Config{
-		Store: e.store, Notice: o.notice,
+		Store: e.agentStore, Notice: o.notice,
 		HeartbeatInterval: 200 * time.Millisecond, FallbackInterval: 2 * time.Second,
 		CredentialWait: 2 * time.Second, RetryInterval: 50 * time.Millisecond,
 		Grace: o.grace, OrphanGrace: 3 * time.Second, StopTimeout: 10 * time.Second,

@@ -6,7 +6,7 @@
 // every claim and release the control plane sets the instance tag runnerpool:wake to the record's new
 // version (package wake, one CreateTags per hand-over, not per idle hour). With instance metadata tags
 // enabled on the launch template, the tag shows at /latest/meta-data/tags/instance/runnerpool:wake in
-// IMDS, which the agent polls every 100 ms: a link-local HTTP call that costs nothing, needs no IAM
+// IMDS, which the agent polls every 50 ms: a link-local HTTP call that costs nothing, needs no IAM
 // permission and does not count against any AWS API rate limit. The agent reads its record only when
 // the value changes, plus a fallback read every 30 s (and one at start), which bounds the delay if a
 // notify is lost or tags are not visible. The tag carries no authority: the record stays the only

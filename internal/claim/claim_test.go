@@ -183,33 +183,38 @@ func TestClaimNLostRaceOnTheConditionalWrite(t *testing.T) {
 func TestClaimNDiscardsUnhealthyInstances(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ins := e.idle(t, 5, nil)
-	good, silent, noBeat, oldBeat, refused := ins[0], ins[1], ins[2], ins[3], ins[4]
+	ins := e.idle(t, 6, nil)
+	good, silent, noBeat, oldBeat, refused, dead := ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]
 	e.agents(t, nil, []store.Instance{good}, claimtest.Behaviour{})
 	e.agents(t, nil, []store.Instance{silent}, claimtest.Behaviour{NeverRegister: true})
+	// Liveness is the claim's acknowledgement, not the heartbeat: an agent whose heartbeat process
+	// died but which acknowledges and registers is alive, and so is one whose clock lags a minute.
 	e.agents(t, nil, []store.Instance{noBeat}, claimtest.Behaviour{StaleHeartbeat: true})
-	e.agents(t, nil, []store.Instance{refused}, claimtest.Behaviour{FailRegistration: true})
-	// An agent whose heartbeats are a minute old (its clock, as the table sees it, lags).
 	lagging := store.New(e.db, e.table, store.WithClock(func() time.Time { return time.Now().Add(-time.Minute) }))
 	e.agents(t, lagging, []store.Instance{oldBeat}, claimtest.Behaviour{})
+	e.agents(t, nil, []store.Instance{refused}, claimtest.Behaviour{FailRegistration: true})
+	e.agents(t, nil, []store.Instance{dead}, claimtest.Behaviour{Dead: true})
 
 	c, _ := e.claimer(testOptions())
 	run := runID("unhealthy")
-	res, err := c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 2, Queue: e.q})
+	res, err := c.ClaimN(t.Context(), claim.Request{RunID: run, Scope: "acme/api", Count: 6, Queue: e.q})
 	if err != nil {
 		t.Fatalf("ClaimN: %v", err)
 	}
-	if got := ids(res.Claimed); !slices.Equal(got, []string{good.ID}) {
-		t.Errorf("claimed %v, want only the healthy %s", got, good.ID)
+	got := ids(res.Claimed)
+	slices.Sort(got)
+	wantClaimed := []string{good.ID, noBeat.ID, oldBeat.ID}
+	slices.Sort(wantClaimed)
+	if !slices.Equal(got, wantClaimed) {
+		t.Errorf("claimed %v, want the live %v", got, wantClaimed)
 	}
 	want := map[string]string{
 		silent.ID:  claim.ErrRegistrationTimeout.Error(),
-		noBeat.ID:  claim.ErrStaleHeartbeat.Error(),
-		oldBeat.ID: claim.ErrStaleHeartbeat.Error(),
 		refused.ID: claim.ErrRegistrationFailed.Error(),
+		dead.ID:    claim.ErrNoAck.Error(),
 	}
 	if len(res.Discarded) != len(want) {
-		t.Errorf("discarded %+v, want the 4 unhealthy instances", res.Discarded)
+		t.Errorf("discarded %+v, want the 3 unhealthy instances", res.Discarded)
 	}
 	for _, d := range res.Discarded {
 		if !strings.Contains(d.Reason, want[d.InstanceID]) || d.Err != nil {

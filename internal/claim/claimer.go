@@ -231,7 +231,7 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		return true, err
 	}
 	issued := c.opts.Now()
-	werr := c.reg.WaitRegistered(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
+	werr := c.reg.WaitClaimed(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
 	now := c.opts.Now()
 	cl := Claimed{Instance: in, Message: m, Waited: now.Sub(start), Verifying: now.Sub(issued)}
 	switch {
@@ -354,10 +354,22 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	// register for this run and the instance can go straight back. If the agent took it, a runner
 	// may be registered for the run: the instance enters the pool only after the agent confirms
 	// deregistration and cleanup, exactly as in a release (DESIGN rule 3).
+	// The agent cannot delete the credential; it acknowledges in its own partition before it reads
+	// it, so an acknowledgement for the run found after the withdrawal means it may have read it.
 	_, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID)
 	handshake := errors.Is(err, store.ErrNotFound)
 	if err != nil && !handshake && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
+	}
+	if !handshake {
+		ack, aerr := c.st.LastAck(ctx, id, store.CredentialRegistration)
+		switch {
+		case aerr == nil:
+			handshake = ack.RunID == runID
+		case !errors.Is(aerr, store.ErrNotFound):
+			// Cannot tell: take the safe way, the agent's confirmed release.
+			handshake = true
+		}
 	}
 	var before store.SignalRecord
 	if handshake {
@@ -403,7 +415,18 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		}
 	}
 	if handshake {
-		if err := c.waitReleased(ctx, id, runID, before); err != nil {
+		err := c.waitReleased(ctx, id, runID, before)
+		// The agent only reads its credentials: withdraw the removal credential whatever it said.
+		if _, werr := c.st.TakeCredential(ctx, id, store.CredentialRemoval, runID); werr != nil &&
+			!errors.Is(werr, store.ErrNotFound) && !errors.Is(werr, store.ErrConflict) {
+			c.log.Warn("removal credential not withdrawn", "instance", id, "run", runID, "err", werr)
+		}
+		if err == nil {
+			// The signal is the agent's word, which anything on the instance can write: GitHub must
+			// confirm the runner is gone before the instance goes back to the pool.
+			err = c.deregistered(ctx, id, cl.Instance.Scope)
+		}
+		if err != nil {
 			// Never pooled: the instance is terminated now rather than left to its idle threshold.
 			if derr := c.reg.Discard(ctx, id, "", "not confirmed clean after run "+runID+": "+err.Error()); derr != nil {
 				return errors.Join(err, derr)
@@ -413,6 +436,20 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	}
 	if err := q.Put(ctx, msg, 0); err != nil {
 		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+	}
+	return nil
+}
+
+// deregistered checks with GitHub that the instance's runner is no longer registered in scope.
+func (c *Claimer) deregistered(ctx context.Context, id, scope string) error {
+	runners, err := c.reg.gh.ListRunners(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("listing the runners of %s: %w", scope, err)
+	}
+	for _, rn := range runners {
+		if rn.Name == "runnerpool-"+id { // agent.RunnerName
+			return fmt.Errorf("the release signal does not hold: runner %s is still registered in %s", rn.Name, scope)
+		}
 	}
 	return nil
 }

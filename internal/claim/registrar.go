@@ -31,7 +31,7 @@ type Store interface {
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
-	Heartbeat(ctx context.Context, id string) (time.Time, error)
+	LastAck(ctx context.Context, id string, kind store.CredentialKind) (store.Ack, error)
 }
 
 // EC2 is the part of the EC2 client claim uses; *ec2.Client satisfies it.
@@ -44,6 +44,7 @@ type EC2 interface {
 type GitHub interface {
 	RegistrationToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
 	RemoveToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
 }
 
 // The ways a claimed instance fails its checks. Each makes the instance non-viable: it is
@@ -53,20 +54,30 @@ var (
 	ErrRegistrationTimeout = errors.New("registration timed out")
 	// ErrRegistrationFailed: the agent reported that registering (or its pre-runner script) failed.
 	ErrRegistrationFailed = errors.New("registration failed")
-	// ErrStaleHeartbeat: the instance's heartbeat is missing or older than HeartbeatMaxAge.
+	// ErrStaleHeartbeat: the instance's heartbeat is missing or older than HeartbeatMaxAge. No
+	// longer returned by the Registrar (liveness is ErrNoAck's business); kept for callers' checks.
 	ErrStaleHeartbeat = errors.New("stale heartbeat")
+	// ErrNoAck: the agent of a claimed instance did not acknowledge the claim (its acknowledgement
+	// item naming the run) within AckWait: it is not alive, or not listening.
+	ErrNoAck = errors.New("claim not acknowledged")
 )
 
 // CheckFailed reports whether err says the instance failed a check (rather than the control plane
 // failing to check it).
 func CheckFailed(err error) bool {
-	return errors.Is(err, ErrRegistrationTimeout) || errors.Is(err, ErrRegistrationFailed) || errors.Is(err, ErrStaleHeartbeat)
+	return errors.Is(err, ErrRegistrationTimeout) || errors.Is(err, ErrRegistrationFailed) || errors.Is(err, ErrStaleHeartbeat) ||
+		errors.Is(err, ErrNoAck)
 }
 
 // Options tunes the Registrar and the Claimer. Zero values take the defaults.
 type Options struct {
-	ClaimTimeout     time.Duration // threshold of the claimed state; default 5 min
-	HeartbeatMaxAge  time.Duration // oldest acceptable heartbeat; default 15 s
+	ClaimTimeout time.Duration // threshold of the claimed state; default 5 min
+	// HeartbeatMaxAge is no longer read: a claimed instance proves it is alive by acknowledging
+	// the claim (AckWait), which no clock skew can fake or stall.
+	HeartbeatMaxAge time.Duration
+	// AckWait bounds how long the agent of a claimed (running, pooled) instance has to acknowledge
+	// the claim before it is judged dead and discarded; default 5 s, at most half the wait.
+	AckWait          time.Duration
 	RegistrationWait time.Duration // wait for a reused instance's registration; default 10 s
 	PollInterval     time.Duration // signal polling; default 250 ms
 	ReleaseWait      time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
@@ -84,7 +95,7 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	def(&o.ClaimTimeout, 5*time.Minute)
-	def(&o.HeartbeatMaxAge, 15*time.Second)
+	def(&o.AckWait, 5*time.Second)
 	def(&o.RegistrationWait, 10*time.Second)
 	def(&o.PollInterval, 250*time.Millisecond)
 	def(&o.ReleaseWait, 120*time.Second)
@@ -167,12 +178,28 @@ func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope strin
 }
 
 // WaitRegistered waits up to wait (RegistrationWait when 0) for the agent's UD_REG_OK signal for
-// runID, then checks that the instance's heartbeat is at most HeartbeatMaxAge old. It fails fast
-// on UD_REG_FAILED or UD_FAILED for the run, and on a heartbeat already stale when it starts (a
-// dead agent cannot register, so there is no point waiting for it). The errors are
-// ErrRegistrationTimeout, ErrRegistrationFailed, ErrStaleHeartbeat (wrapped), or ctx's error.
-// Transient read errors are retried on the next poll.
+// runID. It fails fast on UD_REG_FAILED or UD_FAILED for the run. The errors are
+// ErrRegistrationTimeout, ErrRegistrationFailed (wrapped), or ctx's error. Transient read errors
+// are retried on the next poll. It is the check of a freshly created or started instance, whose
+// agent is still booting; a claimed running instance is checked with WaitClaimed.
 func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string, wait time.Duration) error {
+	return r.wait(ctx, instanceID, runID, wait, 0)
+}
+
+// WaitClaimed is WaitRegistered for an instance that was running (pooled, hot) when it was claimed:
+// its agent must also acknowledge the claim within AckWait (at most half the wait), or it is judged
+// dead (ErrNoAck) without waiting for the registration timeout. Liveness is judged by the
+// acknowledgement naming this run (a value the control plane chose), never by comparing an
+// instance's timestamps with the control plane's clock, so a skewed instance clock cannot stall the
+// pool, and a run id of an earlier claim does not count.
+func (r *Registrar) WaitClaimed(ctx context.Context, instanceID, runID string, wait time.Duration) error {
+	if wait <= 0 {
+		wait = r.opts.RegistrationWait
+	}
+	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2))
+}
+
+func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin time.Duration) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
 	}
@@ -180,19 +207,13 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 	defer deadline.Stop()
 	tick := time.NewTicker(r.opts.PollInterval)
 	defer tick.Stop()
-
-	// One early heartbeat read: an instance that exists but stopped beating fails now rather than
-	// after the full wait. A missing heartbeat is not judged yet (a fresh instance may still be
-	// booting); the final check decides.
-	hb, hbErr := r.st.Heartbeat(ctx, instanceID)
-	switch {
-	case hbErr == nil:
-		if age := r.opts.Now().Sub(hb); age > r.opts.HeartbeatMaxAge {
-			return fmt.Errorf("instance %s: %w: last heartbeat %s ago (max %s)", instanceID, ErrStaleHeartbeat, age.Round(time.Millisecond), r.opts.HeartbeatMaxAge)
-		}
-	case ctx.Err() != nil:
-		return ctx.Err()
+	var ackDue <-chan time.Time
+	if ackWithin > 0 {
+		t := time.NewTimer(ackWithin)
+		defer t.Stop()
+		ackDue = t.C
 	}
+	checkAck := false
 
 	var lastErr error
 	for {
@@ -201,7 +222,8 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 		case err == nil:
 			lastErr = nil
 			if sig.RunID == runID && sig.Signal == store.SignalRegistered {
-				return r.checkHeartbeat(ctx, instanceID, hb, hbErr)
+				r.withdraw(ctx, instanceID, runID)
+				return nil
 			}
 			if failed(sig, runID) {
 				return fmt.Errorf("instance %s, run %s: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, sig.Signal, sig.Detail)
@@ -213,6 +235,18 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 		default:
 			lastErr = err
 		}
+		if checkAck {
+			ack, err := r.st.LastAck(ctx, instanceID, store.CredentialRegistration)
+			switch {
+			case err == nil && ack.RunID == runID:
+				checkAck = false // alive: wait for the registration
+			case err == nil || errors.Is(err, store.ErrNotFound):
+				return fmt.Errorf("instance %s, run %s: %w within %s", instanceID, runID, ErrNoAck, ackWithin)
+			case ctx.Err() != nil:
+				return ctx.Err()
+			}
+			// A failed read is retried at the next poll: liveness is not judged on a read error.
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -221,8 +255,20 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 				return fmt.Errorf("instance %s, run %s: %w after %s (last read failed: %w)", instanceID, runID, ErrRegistrationTimeout, wait, lastErr)
 			}
 			return fmt.Errorf("instance %s, run %s: %w after %s", instanceID, runID, ErrRegistrationTimeout, wait)
+		case <-ackDue:
+			checkAck = true
 		case <-tick.C:
 		}
+	}
+}
+
+// withdraw deletes the run's registration credential once the agent reported its registration: the
+// agent can only read its credential items, so single use is the control plane's job (a JIT config
+// is single-use at GitHub as well). A failure only leaves the token until its TTL.
+func (r *Registrar) withdraw(ctx context.Context, instanceID, runID string) {
+	if _, err := r.st.TakeCredential(ctx, instanceID, store.CredentialRegistration, runID); err != nil &&
+		!errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+		r.log.Warn("registration credential not withdrawn", "instance", instanceID, "run", runID, "err", err)
 	}
 }
 
@@ -237,27 +283,6 @@ func failed(sig store.SignalRecord, runID string) bool {
 		return sig.RunID == runID || sig.RunID == ""
 	}
 	return false
-}
-
-// checkHeartbeat passes when the heartbeat read earlier is still young enough, else reads it again.
-func (r *Registrar) checkHeartbeat(ctx context.Context, instanceID string, hb time.Time, hbErr error) error {
-	if hbErr == nil && r.opts.Now().Sub(hb) <= r.opts.HeartbeatMaxAge {
-		return nil
-	}
-	hb, err := r.st.Heartbeat(ctx, instanceID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("instance %s: %w: no heartbeat", instanceID, ErrStaleHeartbeat)
-	case err != nil && ctx.Err() != nil:
-		return ctx.Err()
-	case err != nil:
-		// Liveness cannot be shown: the instance is not handed to a run on faith.
-		return fmt.Errorf("instance %s: %w: %w", instanceID, ErrStaleHeartbeat, err)
-	}
-	if age := r.opts.Now().Sub(hb); age > r.opts.HeartbeatMaxAge {
-		return fmt.Errorf("instance %s: %w: last heartbeat %s ago (max %s)", instanceID, ErrStaleHeartbeat, age.Round(time.Millisecond), r.opts.HeartbeatMaxAge)
-	}
-	return nil
 }
 
 // Discard is the failure path of an instance of runID (runID empty: whatever run): it expires the

@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -50,6 +51,8 @@ type RunnerClass struct {
 	LaunchTemplateID string `json:"launch_template_id,omitempty"`
 	// QueueURL is the SQS queue of idle runners of this class.
 	QueueURL string `json:"queue_url"`
+	// Tags are extra EC2 tags of the class's instances (ValidateTags: keys instance metadata can carry).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // Volume is the root EBS volume.
@@ -181,6 +184,58 @@ func ValidateLabel(s string) error {
 		return fmt.Errorf("label %q: no spaces, commas, quotes or control characters", s)
 	}
 	return nil
+}
+
+// Tag limits: EC2 allows 50 tags on a resource; runnerpool puts up to eight of its own on each instance.
+const (
+	MaxTags        = 40
+	MaxTagKeyLen   = 128
+	MaxTagValueLen = 256
+)
+
+// ReservedTagPrefixes are tag keys the user may not set: AWS's own and runnerpool's (its deployment,
+// class, pool, run and wake-up tags, which decide what refresh may terminate).
+var ReservedTagPrefixes = []string{"aws:", "runnerpool:"}
+
+// ValidateTagKey checks an instance tag key. Runner instances have instance metadata tags enabled (the
+// agent's fast claim notice reads its wake-up tag through IMDS), and with them on EC2 refuses to launch
+// or tag an instance with a key that IMDS cannot serve as a path: only letters, digits and + - = . , _ : @,
+// no spaces or "/", not ".", ".." or "_info". Checked at plan time so the failure is not a refused CreateFleet.
+func ValidateTagKey(k string) error {
+	switch {
+	case k == "":
+		return errors.New("tag key is empty")
+	case len(k) > MaxTagKeyLen:
+		return fmt.Errorf("tag key %q: at most %d characters", k, MaxTagKeyLen)
+	case k == "." || k == ".." || k == "_info":
+		return fmt.Errorf("tag key %q: instance metadata tags cannot serve . .. or _info as a key", k)
+	case strings.ContainsFunc(k, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("+-=.,_:@", r))
+	}):
+		return fmt.Errorf("tag key %q: with instance metadata tags on (runnerpool's claim notice needs them) EC2 allows only letters, digits and + - = . , _ : @ in tag keys: no spaces or /", k)
+	}
+	for _, p := range ReservedTagPrefixes {
+		if strings.HasPrefix(strings.ToLower(k), p) {
+			return fmt.Errorf("tag key %q: keys starting with %q are reserved", k, p)
+		}
+	}
+	return nil
+}
+
+// ValidateTags checks a runner class's tags: count, keys (ValidateTagKey) and value lengths.
+func ValidateTags(tags map[string]string) error {
+	if len(tags) > MaxTags {
+		return fmt.Errorf("%d tags: at most %d (EC2 allows 50 per instance and runnerpool adds its own)", len(tags), MaxTags)
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if err := ValidateTagKey(k); err != nil {
+			errs = append(errs, err)
+		} else if v := tags[k]; len(v) > MaxTagValueLen {
+			errs = append(errs, fmt.Errorf("tag %q: value of %d characters, at most %d", k, len(v), MaxTagValueLen))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ValidateQueueURL checks an SQS queue URL.

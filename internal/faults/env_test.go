@@ -286,6 +286,10 @@ func (e *env) check(ctx context.Context, r *replica, o invariant.Options) (invar
 	o.Queues, o.SQS = []string{e.sb.Queue.URL(), e.isolatedQueue, e.warmQueue}, r.sqs
 	o.GitHub, o.Scopes = r.gh, []string{sandbox.Scope}
 	o.Held = e.heldRuns()
+	o.RunRepositories = []string{sandbox.Scope}
+	for _, m := range e.sb.Stack.GitHub.Minted() {
+		o.Minted = append(o.Minted, invariant.Mint{Kind: m.Kind, Scope: m.Scope})
+	}
 	return invariant.Check(ctx, r.st, r.ec2, o)
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v62/github"
+	// ghinst is the go-github major ghinstallation is built on (its token options type).
+	ghinst "github.com/google/go-github/v88/github"
 )
 
 // Config says where GitHub is and how to authenticate. Exactly one of Token or (AppID and
@@ -41,6 +43,45 @@ type Config struct {
 	// MaxRetryWait bounds how long one call waits for a secondary rate limit or a 429 (default 60 s).
 	MaxRetryWait time.Duration
 	Logger       *slog.Logger
+
+	// Allowed are the repositories ("owner/repo") and owners ("owner", meaning all of its
+	// repositories) runner credentials (registration and remove tokens, JIT configs) may be minted
+	// for: the deployment's allow-list. A scope outside it is refused with ErrScopeNotAllowed before
+	// any call to GitHub. Nil allows every scope (tests of this package only; the reconciler always
+	// sets it).
+	Allowed []string
+	// OwnerRunners are the owners for which owner-level (organisation) credentials may be minted;
+	// an owner scope not listed here is refused even when Allowed names the owner. Only read when
+	// Allowed is set.
+	OwnerRunners []string
+}
+
+// ErrScopeNotAllowed: a runner credential was asked for a scope outside the deployment's allow-list.
+var ErrScopeNotAllowed = errors.New("scope not allowed")
+
+// mayMint reports whether runner credentials may be minted for owner/repo (repo empty: the owner).
+func (c *Client) mayMint(scope, owner, repo string) error {
+	if c.cfg.Allowed == nil {
+		return nil
+	}
+	if repo == "" {
+		for _, o := range c.cfg.OwnerRunners {
+			if strings.EqualFold(o, owner) {
+				for _, a := range c.cfg.Allowed {
+					if strings.EqualFold(a, owner) {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("github scope %q: owner-level runner credentials are not enabled for this owner: %w", scope, ErrScopeNotAllowed)
+	}
+	for _, a := range c.cfg.Allowed {
+		if strings.EqualFold(a, owner) || strings.EqualFold(a, owner+"/"+repo) {
+			return nil
+		}
+	}
+	return fmt.Errorf("github scope %q: not in the deployment's allowed repositories: %w", scope, ErrScopeNotAllowed)
 }
 
 // RunnerToken is a registration or remove token and the URL it registers against.
@@ -176,6 +217,9 @@ func (c *Client) client(ctx context.Context, owner, repo string) (*github.Client
 		}
 		tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
 		tr.BaseURL = c.apps.BaseURL
+		// Without options ghinstallation posts the JSON body null, which GitHub's description of
+		// POST /app/installations/{id}/access_tokens does not allow (an object); send {}.
+		tr.InstallationTokenOptions = &ghinst.InstallationTokenOptions{}
 		gc, err = c.newClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPClient.Timeout})
 		if err != nil {
 			return nil, err
@@ -285,6 +329,9 @@ func (c *Client) runnerToken(ctx context.Context, scope, what string, get func(*
 	if err != nil {
 		return RunnerToken{}, err
 	}
+	if err := c.mayMint(scope, owner, repo); err != nil {
+		return RunnerToken{}, fmt.Errorf("%s: %w", what, err)
+	}
 	gc, err := c.client(ctx, owner, repo)
 	if err != nil {
 		return RunnerToken{}, err
@@ -391,6 +438,9 @@ func (c *Client) GenerateJITConfig(ctx context.Context, scope, name string, labe
 	owner, repo, err := ParseScope(scope)
 	if err != nil {
 		return JITConfig{}, err
+	}
+	if err := c.mayMint(scope, owner, repo); err != nil {
+		return JITConfig{}, fmt.Errorf("jit config: %w", err)
 	}
 	if strings.TrimSpace(name) == "" || len(labels) == 0 {
 		return JITConfig{}, fmt.Errorf("jit config for %s: a runner name and at least one label are required", scope)

@@ -1,6 +1,8 @@
 package ghaccess_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -199,5 +201,59 @@ func TestGenerateJITConfig(t *testing.T) {
 	org, err := c.GenerateJITConfig(ctx, "acme", "runnerpool-i-2", labels, 0)
 	if err != nil || org.Encoded == "" {
 		t.Fatalf("GenerateJITConfig for an owner = %+v, %v", org, err)
+	}
+}
+
+// TestAllowList: runner credentials (registration and remove tokens, JIT configs) are minted only
+// for a repository or owner in the deployment's allow-list, and owner-level ones only for owners in
+// OwnerRunners; a refused scope never reaches GitHub.
+func TestAllowList(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT(),
+		Allowed: []string{"acme/api", "globex"}, OwnerRunners: []string{"globex", "acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		scope string
+		ok    bool
+	}{
+		{"acme/api", true},
+		{"ACME/Api", true},    // GitHub names are case-insensitive
+		{"acme/other", false}, // another repository of a partly allowed owner
+		{"acme", false},       // owner-level, but the owner itself is not allowed
+		{"globex/site", true}, // every repository of an allowed owner
+		{"globex", true},      // owner-level where configured
+		{"evil/repo", false},  // outside the list
+		{"acme/api/x", false}, // malformed
+	}
+	for i, tt := range tests {
+		before := len(fake.Minted())
+		_, rerr := c.RegistrationToken(t.Context(), tt.scope)
+		_, merr := c.RemoveToken(t.Context(), tt.scope)
+		_, jerr := c.GenerateJITConfig(t.Context(), tt.scope, fmt.Sprintf("runnerpool-i-allow-%d", i), []string{"x"}, 0)
+		for what, err := range map[string]error{"registration": rerr, "remove": merr, "jit": jerr} {
+			if tt.ok && err != nil {
+				t.Errorf("%s credential for %s: %v, want minted", what, tt.scope, err)
+			}
+			if !tt.ok && err == nil {
+				t.Errorf("%s credential for %s minted, want refused", what, tt.scope)
+			}
+		}
+		if got := len(fake.Minted()) - before; !tt.ok && got != 0 {
+			t.Errorf("%s: GitHub minted %d credentials for a refused scope", tt.scope, got)
+		}
+	}
+	if _, err := c.RemoveToken(t.Context(), "evil/repo"); !errors.Is(err, ghaccess.ErrScopeNotAllowed) {
+		t.Errorf("remove token for evil/repo = %v, want ErrScopeNotAllowed", err)
+	}
+	// Without OwnerRunners an allowed owner gets repository credentials only.
+	c2, _ := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT(), Allowed: []string{"globex"}})
+	if _, err := c2.RegistrationToken(t.Context(), "globex"); !errors.Is(err, ghaccess.ErrScopeNotAllowed) {
+		t.Errorf("owner-level token without OwnerRunners = %v, want ErrScopeNotAllowed", err)
+	}
+	if _, err := c2.RegistrationToken(t.Context(), "globex/site"); err != nil {
+		t.Errorf("repository token of an allowed owner: %v", err)
 	}
 }

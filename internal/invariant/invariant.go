@@ -21,6 +21,11 @@
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
+//   - credential-scope: no runner credential was minted for a scope other than its run's. Every
+//     credential GitHub handed out (Options.Minted) names the repository of one of the deployment's
+//     runs (Options.RunRepositories: the repositories the callers authenticated as), or its owner;
+//     and a registered runner carrying a run's label sits in a scope that covers the repository of
+//     that run's record (the control plane's own record of the run, never the instance's word).
 //
 // SQS cannot be read without taking messages: Check receives every visible message of each queue,
 // holding them for a few seconds, and makes them visible again at once. Run it when nothing else
@@ -55,6 +60,7 @@ type Store interface {
 	Live(ctx context.Context) ([]store.Instance, error)
 	Get(ctx context.Context, id string) (store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	GetRun(ctx context.Context, key string) (store.Run, error)
 }
 
 // EC2API lists the deployment's instances; *ec2.Client satisfies it.
@@ -81,7 +87,14 @@ const (
 	RulePool        = "pool"
 	RuleThreshold   = "threshold"
 	RuleIdempotency = "idempotency"
+	RuleCredential  = "credential-scope"
 )
+
+// Mint is one runner credential GitHub handed out (the GitHub fake records them).
+type Mint struct {
+	Kind  string // registration, remove or jit
+	Scope string // "owner/repo" or "owner"
+}
 
 // RunnerPrefix is the GitHub runner name of an instance, before its id.
 const RunnerPrefix = "runnerpool-"
@@ -111,6 +124,10 @@ type Options struct {
 	OrphanGrace time.Duration
 	// VisibilityTimeout is how long the check holds the messages it reads (default 5 s).
 	VisibilityTimeout time.Duration
+	// Minted and RunRepositories, when RunRepositories is set, add the credential-scope rule:
+	// every minted credential names one of RunRepositories (or its owner).
+	Minted          []Mint
+	RunRepositories []string
 }
 
 // Violation is one broken rule.
@@ -238,6 +255,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 	for _, rec := range live {
 		rep.Records[rec.ID] = rec
 	}
+	runnerScopes := map[string]string{}
 	for _, scope := range o.Scopes {
 		if o.GitHub == nil {
 			break
@@ -249,6 +267,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 		for _, r := range runners {
 			if id, ok := strings.CutPrefix(r.Name, RunnerPrefix); ok {
 				rep.Runners[id] = r
+				runnerScopes[id] = scope
 			}
 		}
 	}
@@ -269,6 +288,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 	if o.Thresholds {
 		checkThresholds(&rep, rep.At, o.Grace)
 	}
+	checkCredentialScopes(ctx, st, &rep, o, runnerScopes)
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
 	})
@@ -470,6 +490,39 @@ func checkClaims(ctx context.Context, st Store, rep *Report, held map[string][]s
 		}
 		if want := RunLabel(rec.RunID); labels[0] != want {
 			rep.add(RuleDoubleClaim, id, "record %s for run %s, but its runner is registered for run %s", rec.State, rec.RunID, labels[0])
+		}
+	}
+}
+
+// checkCredentialScopes: a credential is minted only for the scope of the control plane's own record
+// of its run.
+func checkCredentialScopes(ctx context.Context, st Store, rep *Report, o Options, runnerScopes map[string]string) {
+	if len(o.RunRepositories) > 0 {
+		bad := map[string]int{}
+		for _, m := range o.Minted {
+			if !slices.ContainsFunc(o.RunRepositories, func(repo string) bool { return pool.ScopeCovers(m.Scope, repo) }) {
+				bad[m.Kind+" credential for "+m.Scope]++
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(bad)) {
+			rep.add(RuleCredential, "", "%d× %s, which is no run's repository (runs: %s)", bad[k], k, strings.Join(o.RunRepositories, ", "))
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(rep.Runners)) {
+		rec, ok := rep.Records[id]
+		if !ok || rec.RunID == "" || runnerScopes[id] == "" {
+			continue
+		}
+		labels := runLabels(rep.Runners[id].Labels)
+		if len(labels) != 1 || labels[0] != RunLabel(rec.RunID) {
+			continue // double-claim's business
+		}
+		run, err := st.GetRun(ctx, rec.RunID)
+		if err != nil || run.Repository == "" {
+			continue // not a step-driven run (a warm-pool job), or gone
+		}
+		if !pool.ScopeCovers(runnerScopes[id], run.Repository) {
+			rep.add(RuleCredential, id, "runner %s of run %s is registered in %s, but the run is of %s", rep.Runners[id].Name, rec.RunID, runnerScopes[id], run.Repository)
 		}
 	}
 }

@@ -181,6 +181,33 @@ func TestCheck(t *testing.T) {
 			return invariant.Options{Held: map[string][]string{"4242:200:1": {id}}, Thresholds: true}
 		},
 	}, {
+		name: "credentials minted for the runs' repository and its owner",
+		setup: func(w *world) invariant.Options {
+			return invariant.Options{RunRepositories: []string{scope}, Minted: []invariant.Mint{
+				{Kind: "registration", Scope: scope}, {Kind: "remove", Scope: "ACME/App"}, {Kind: "jit", Scope: "acme"},
+			}}
+		},
+	}, {
+		name: "a credential minted for another repository",
+		setup: func(w *world) invariant.Options {
+			return invariant.Options{RunRepositories: []string{scope}, Minted: []invariant.Mint{
+				{Kind: "registration", Scope: scope}, {Kind: "remove", Scope: "acme/other"}, {Kind: "remove", Scope: "acme/other"},
+				{Kind: "registration", Scope: "evil"},
+			}}
+		},
+		want: []string{invariant.RuleCredential, invariant.RuleCredential},
+	}, {
+		name: "a runner of a run registered outside the run's repository",
+		setup: func(w *world) invariant.Options {
+			if _, _, err := w.st.CreateRun(w.t.Context(), store.Run{Key: "4242:500:1", RepositoryID: "4242", Repository: "acme/other", RunID: "500", Attempt: 1}); err != nil {
+				w.t.Fatal(err)
+			}
+			id := w.running("4242:500:1")
+			w.runners[scope] = []ghaccess.Runner{{ID: 5, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "500"}}}
+			return invariant.Options{Held: map[string][]string{"4242:500:1": {id}}}
+		},
+		want: []string{invariant.RuleCredential},
+	}, {
 		name: "an instance without a record is an orphan",
 		setup: func(w *world) invariant.Options {
 			w.launch(true)

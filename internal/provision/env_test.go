@@ -43,7 +43,7 @@ const (
 	repoID      = "4242"
 	runnerClass = "linux"
 	deployment  = "dep-test"
-	// simTag on an instance scripts its simulated agent: "stale" (no heartbeat), "never" (never
+	// simTag on an instance scripts its simulated agent: "stale" (dead: no heartbeat, no claim acknowledgement), "never" (never
 	// registers), "fail" (reports a failed registration). Absent: a healthy agent.
 	simTag = "test:sim"
 )
@@ -156,7 +156,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 func (e *env) behaviour(sim string) claimtest.Behaviour {
 	switch sim {
 	case "stale":
-		return claimtest.Behaviour{StaleHeartbeat: true}
+		// A dead agent: no heartbeat, and no acknowledgement of a claim (what liveness is judged by).
+		return claimtest.Behaviour{Dead: true}
 	case "never":
 		return claimtest.Behaviour{NeverRegister: true}
 	case "fail":

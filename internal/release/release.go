@@ -24,11 +24,16 @@ import (
 )
 
 // GitHub is the part of the reconciler's GitHub access a release uses: a remove token for the
-// instance's scope, which the agent needs to run `config.sh remove` (no long-lived credential ever
-// reaches an instance). *ghaccess.Client satisfies it.
+// run's scope, which the agent needs to run `config.sh remove` (no long-lived credential ever
+// reaches an instance), and the scope's runner list, to check the agent's word that its runner is
+// gone before the instance is pooled. *ghaccess.Client satisfies it.
 type GitHub interface {
 	RemoveToken(ctx context.Context, scope string) (ghaccess.RunnerToken, error)
+	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
 }
+
+// runnerName is the name the agent registers an instance's runner under (agent.RunnerName).
+func runnerName(instanceID string) string { return "runnerpool-" + instanceID }
 
 // EC2API is the part of the EC2 client a release uses: the wake tag (package wake).
 type EC2API interface {
@@ -194,19 +199,27 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return res
 	}
 
+	// The scope the runner is removed from, and that the pooled instance may serve next, is the
+	// control plane's own record of the run: the repository the provision was authenticated for.
+	scope, err := r.runScope(ctx, runID, rec)
+	if err != nil && !errors.Is(err, errScope) {
+		return failed(err, "left running for the run")
+	}
 	// An instance that can never be pooled (no queue for its class, a record the pool message
 	// cannot describe, no scope to deregister from) is expired right away, still for its run.
-	q, msg, err := r.poolTarget(rec)
-	if err == nil && rec.Scope == "" {
-		err = errors.New("the record has no GitHub scope to deregister from")
+	var q *pool.Queue
+	var msg pool.Message
+	if err == nil {
+		rec.Scope = scope
+		q, msg, err = r.poolTarget(rec)
 	}
 	if err != nil {
 		return r.expire(ctx, res, runID, "cannot be pooled: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
 	}
 
-	tok, err := tokens.get(ctx, rec.Scope)
+	tok, err := tokens.get(ctx, scope)
 	if err != nil {
-		return failed(fmt.Errorf("remove token for %s: %w", rec.Scope, err), "left running for the run")
+		return failed(fmt.Errorf("remove token for %s: %w", scope, err), "left running for the run")
 	}
 	// The signal item before the transition: only a signal written after it counts, so a stale
 	// release signal of an earlier attempt of the same run is never taken for this one.
@@ -225,7 +238,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	empty := ""
 	idle, err := r.st.Transition(ctx, id, store.Change{
 		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
-		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID,
+		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID, SetScope: scope,
 	})
 	var ce *store.ConflictError
 	switch {
@@ -256,6 +269,14 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	}
 
 	sig, err := r.waitSignal(ctx, id, runID, baseline)
+	// The agent can only read its credential: the control plane withdraws it once the agent reported
+	// (or did not in time), so it is single use whatever the agent does.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	if _, werr := r.st.TakeCredential(wctx, id, store.CredentialRemoval, runID); werr != nil &&
+		!errors.Is(werr, store.ErrNotFound) && !errors.Is(werr, store.ErrConflict) {
+		r.log.WarnContext(ctx, "release: removal credential not withdrawn; its TTL removes it", "instance", id, "error", werr)
+	}
+	wcancel()
 	switch {
 	case err != nil:
 		return r.expire(ctx, res, "", "waiting for the deregistration signal: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
@@ -267,6 +288,12 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 			reason += ": " + sig.Detail
 		}
 		return r.expire(ctx, res, "", reason, nil)
+	}
+
+	// The signal is the agent's word, and anything on the instance can write it: before the pool
+	// hands the instance to the next run, GitHub must confirm the runner is gone from the scope.
+	if err := r.checkDeregistered(ctx, id, scope); err != nil {
+		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
 	}
 
 	// The pool is the hand-over to the next run: check the record is still idle and ours to pool.
@@ -289,6 +316,45 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	}
 	res.Outcome, res.Reason = Pooled, "deregistered by the agent, in pool "+q.URL()
 	return res
+}
+
+// errScope marks a run whose scope the control plane cannot vouch for: the instance is expired.
+var errScope = errors.New("no trusted scope")
+
+// runScope is the GitHub scope of runID from the control plane's records: the repository of the run
+// record the provision created from the caller's verified OIDC token. A run without a run record (a
+// warm-pool job's) falls back to the instance record's scope, which only the control plane writes
+// too. An instance record whose scope does not cover the run's repository is not released to it.
+func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instance) (string, error) {
+	run, err := r.st.GetRun(ctx, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if rec.Scope == "" {
+			return "", fmt.Errorf("%w: no run record and the instance record has no GitHub scope", errScope)
+		}
+		return rec.Scope, nil
+	case err != nil:
+		return "", fmt.Errorf("reading the run record: %w", err)
+	case run.Repository == "":
+		return "", fmt.Errorf("%w: the run record names no repository", errScope)
+	case rec.Scope != "" && !pool.ScopeCovers(rec.Scope, run.Repository):
+		return "", fmt.Errorf("%w: the instance's scope %q does not cover the run's repository %q", errScope, rec.Scope, run.Repository)
+	}
+	return strings.ToLower(run.Repository), nil
+}
+
+// checkDeregistered confirms with GitHub that the instance's runner is no longer registered in scope.
+func (r *Releaser) checkDeregistered(ctx context.Context, id, scope string) error {
+	runners, err := r.gh.ListRunners(ctx, scope)
+	if err != nil {
+		return fmt.Errorf("listing the runners of %s: %w", scope, err)
+	}
+	for _, rn := range runners {
+		if rn.Name == runnerName(id) {
+			return fmt.Errorf("runner %s (id %d) is still registered in %s", rn.Name, rn.ID, scope)
+		}
+	}
+	return nil
 }
 
 // poolTarget resolves the instance's pool queue and builds its message (threshold set later).

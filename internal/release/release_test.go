@@ -423,6 +423,10 @@ func (failingGitHub) RemoveToken(context.Context, string) (ghaccess.RunnerToken,
 	return ghaccess.RunnerToken{}, errors.New("github is down")
 }
 
+func (failingGitHub) ListRunners(context.Context, string) ([]ghaccess.Runner, error) {
+	return nil, errors.New("github is down")
+}
+
 func TestReleaseFailuresLeaveInstancesSafe(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -84,6 +84,9 @@ type Options struct {
 	AgentClock func() time.Time
 	// OnRecord, when set, is called with every record an agent reads (agent.Config.OnRecord).
 	OnRecord func(store.Instance)
+	// WrapRunner, when set, wraps every instance's runner driver (a job that tampers with the
+	// runner: the attack tests).
+	WrapRunner func(instanceID string, r runner.Runner) runner.Runner
 }
 
 // Sandbox is a running deployment.
@@ -238,6 +241,9 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		if o.FailRegistration != nil {
 			rr = &failingRunner{Runner: rr, fail: func() bool { return o.FailRegistration(inst.ID) }}
 		}
+		if o.WrapRunner != nil {
+			rr = o.WrapRunner(inst.ID, rr)
+		}
 		return rr, nil
 	}})
 	return sb, nil
@@ -326,6 +332,8 @@ type ComponentOptions struct {
 	IdleTime         time.Duration // default 10 min
 	MaxRuntime       time.Duration // default 1 h
 	PollInterval     time.Duration // default 50 ms
+	// GitHub replaces the sandbox's GitHub client (e.g. one with the deployment's allow-list).
+	GitHub *ghaccess.Client
 }
 
 // Components are the control plane's domain components, wired to the sandbox.
@@ -357,9 +365,13 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 	for sn := range Subnets {
 		subnets = append(subnets, sn)
 	}
+	gh := s.GitHub
+	if o.GitHub != nil {
+		gh = o.GitHub
+	}
 	copts := claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval, ReleaseWait: o.ReleaseWait, Logger: s.Log}
 	c := &Components{}
-	c.Registrar = claim.NewRegistrar(s.Store, s.GitHub, s.EC2, copts)
+	c.Registrar = claim.NewRegistrar(s.Store, gh, s.EC2, copts)
 	c.Claimer = claim.NewClaimer(s.Store, c.Registrar, copts)
 	c.Fleet = fleet.New(s.EC2, fleet.Options{Logger: s.Log})
 	c.Config = provision.Config{
@@ -373,8 +385,8 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
 	}
 	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
-	c.Releaser = release.New(s.Store, s.Resolver(), s.GitHub, s.EC2, release.Options{SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log})
-	c.Refresher = refresh.New(s.Store, s.EC2, s.GitHub, s.Resolver(), refresh.Options{
+	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log})
+	c.Refresher = refresh.New(s.Store, s.EC2, gh, s.Resolver(), refresh.Options{
 		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,
 	})
 	return c

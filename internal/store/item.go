@@ -1,6 +1,13 @@
-// The single-table layout and the encoding of items. Every item of an instance shares the partition
-// key INSTANCE#<id>, so an IAM policy with dynamodb:LeadingKeys can confine an instance to its own
-// items. Attribute names are short and stable: they are the product's storage format.
+// The single-table layout and the encoding of items. An instance's items are in two partitions, one
+// per author, so an IAM policy with dynamodb:LeadingKeys can confine an instance to its own items and
+// tell who may write them:
+//   - INSTANCE#<key>: what the control plane decides from (the instance record: state, run, scope,
+//     thresholds, class, type; the per-claim credentials it hands out). Written by the reconciler
+//     only; the instance role may only read them (GetItem).
+//   - AGENT#<key>: what the agent reports (heartbeat, signals, acknowledgements; signals.go). The
+//     only items the instance role may write.
+//
+// Attribute names are short and stable: they are the product's storage format.
 package store
 
 import (
@@ -36,9 +43,11 @@ const (
 	skInstance  = "STATE"
 	skHeartbeat = "HEARTBEAT"
 	skSignal    = "SIGNAL"
+	skAck       = "ACK"
 	skLease     = "LEASE"
 
 	prefixInstance = "INSTANCE#"
+	prefixAgent    = "AGENT#"
 	prefixConfig   = "CONFIG#"
 	prefixLease    = "LEASE#"
 
@@ -49,6 +58,10 @@ const (
 // InstancePK is the partition key of every item of an instance in a store without an instance key
 // prefix (see WithInstanceKeyPrefix).
 func InstancePK(id string) string { return prefixInstance + id }
+
+// AgentPK is the partition key of the items an instance's agent writes (heartbeat, signals,
+// acknowledgements) in a store without an instance key prefix.
+func AgentPK(id string) string { return prefixAgent + id }
 
 // InstanceARNPrefix is the instance key prefix of a deployment whose instance role confines every
 // instance to its own items: the partition key of an instance's items is then
@@ -115,8 +128,17 @@ func fromMS(v int64) time.Time {
 	return time.UnixMilli(v).UTC()
 }
 
-// instancePK is the partition key of every item of an instance in this store.
+// instancePK is the partition key of an instance's control-plane items in this store.
 func (s *Store) instancePK(id string) string { return prefixInstance + s.keyPrefix + id }
+
+// agentPK is the partition key of the items an instance's agent writes in this store.
+func (s *Store) agentPK(id string) string { return prefixAgent + s.keyPrefix + id }
+
+// InstanceKey is the partition key of an instance's control-plane items in this store.
+func (s *Store) InstanceKey(id string) string { return s.instancePK(id) }
+
+// AgentKey is the partition key of the items the instance's agent writes in this store.
+func (s *Store) AgentKey(id string) string { return s.agentPK(id) }
 
 func (s *Store) instanceKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skInstance)}

@@ -6,8 +6,11 @@
 // and why.
 //
 // A credential item is what an instance agent needs to register (or remove) a runner for one claim:
-// written by the control plane to the instance's own partition, read by the agent, deleted after use.
-// No long-lived GitHub credential ever reaches an instance.
+// written by the control plane to the instance's control-plane partition, read by the agent (it may
+// not delete it: the instance role only reads INSTANCE# items), and withdrawn by the control plane
+// once the agent reported on it (TakeCredential) or by its TTL at GitHub's expiry. The agent marks
+// its use with an acknowledgement in its own partition (Ack). No long-lived GitHub credential ever
+// reaches an instance.
 package store
 
 import (
@@ -188,8 +191,30 @@ func (s *Store) PutCredential(ctx context.Context, id string, c Credential) erro
 	return classify("writing credential of "+id, err)
 }
 
-// TakeCredential reads and deletes the instance's credential of that kind in one call, so a token
-// is handed over once. A credential issued for another run is left alone and reported as ErrConflict.
+// ReadCredential reads the instance's credential of that kind for runID without removing it: the
+// agent's access (the instance role may only read control-plane items). A credential issued for
+// another run is reported as ErrConflict.
+func (s *Store) ReadCredential(ctx context.Context, id string, kind CredentialKind, runID string) (Credential, error) {
+	if err := validateID(id); err != nil {
+		return Credential{}, err
+	}
+	item, err := s.getItem(ctx, fmt.Sprintf("credential %s of %s", kind, id), s.credentialKey(id, kind))
+	if err != nil {
+		return Credential{}, err
+	}
+	c, err := decodeCredential(id, kind, item)
+	if err != nil {
+		return Credential{}, err
+	}
+	if c.RunID != runID {
+		return Credential{}, fmt.Errorf("credential %s of %s is for run %q, not %q: %w", kind, id, c.RunID, runID, ErrConflict)
+	}
+	return c, nil
+}
+
+// TakeCredential reads and deletes the instance's credential of that kind in one call: the control
+// plane's withdrawal of a credential once the agent reported on it (or never will). A credential
+// issued for another run is left alone and reported as ErrConflict.
 func (s *Store) TakeCredential(ctx context.Context, id string, kind CredentialKind, runID string) (Credential, error) {
 	if err := validateID(id); err != nil {
 		return Credential{}, err
@@ -209,12 +234,16 @@ func (s *Store) TakeCredential(ctx context.Context, id string, kind CredentialKi
 		}
 		return Credential{}, classify("taking credential of "+id, err)
 	}
-	d := &decoder{item: out.Attributes}
+	return decodeCredential(id, kind, out.Attributes)
+}
+
+func decodeCredential(id string, kind CredentialKind, item map[string]types.AttributeValue) (Credential, error) {
+	d := &decoder{item: item}
 	c := Credential{
 		Kind: kind, RunID: d.str("run_id"), URL: d.str("url"), Token: d.str("token"),
 		ExpiresAt: fromMS(d.num("expires_at")),
 	}
-	if b, ok := out.Attributes["jit"].(*types.AttributeValueMemberBOOL); ok {
+	if b, ok := item["jit"].(*types.AttributeValueMemberBOOL); ok {
 		c.JIT = b.Value
 	}
 	if l := d.str("labels"); l != "" {

@@ -1,6 +1,10 @@
-// Heartbeats and worker signals: the items an instance agent writes about itself and the control
-// plane reads. They live beside the instance record (same partition key) but in items of their own,
-// so an agent's writes never race the control plane's conditional state changes.
+// The agent's partition: heartbeats, worker signals and acknowledgements, the only items an
+// instance agent writes. They live under AGENT#<instance key>, apart from everything the control
+// plane decides from (the instance record and the credentials it hands out, under
+// INSTANCE#<instance key>), so the instance role's IAM policy can tell the two apart with
+// dynamodb:LeadingKeys: it may read its own INSTANCE# items and write only its own AGENT# items.
+// Whatever is in this partition was written by code a job on the runner may control: the control
+// plane reads it as evidence to check (a signal, an acknowledgement), never as a fact to act on.
 package store
 
 import (
@@ -22,11 +26,63 @@ type SignalRecord struct {
 }
 
 func (s *Store) signalKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skSignal)}
+	return map[string]types.AttributeValue{attrPK: sv(s.agentPK(id)), attrSK: sv(skSignal)}
 }
 
 func (s *Store) heartbeatKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv(s.instancePK(id)), attrSK: sv(skHeartbeat)}
+	return map[string]types.AttributeValue{attrPK: sv(s.agentPK(id)), attrSK: sv(skHeartbeat)}
+}
+
+func (s *Store) ackKey(id string, kind CredentialKind) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(s.agentPK(id)), attrSK: sv(skAck + "#" + string(kind))}
+}
+
+// Ack is the agent's acknowledgement that it is about to read (and use) its credential of Kind for
+// RunID. The agent writes it before it reads the credential, so a control plane that deletes the
+// credential and then finds no acknowledgement for the run knows the agent never saw it.
+type Ack struct {
+	Kind  CredentialKind
+	RunID string
+	At    time.Time
+}
+
+// PutAck records the agent's acknowledgement, replacing the previous one of that kind.
+func (s *Store) PutAck(ctx context.Context, id string, a Ack) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if a.RunID == "" || (a.Kind != CredentialRegistration && a.Kind != CredentialRemoval) {
+		return fmt.Errorf("acknowledgement of %s: kind and run id are required: %w", id, ErrInvalid)
+	}
+	if a.At.IsZero() {
+		a.At = s.now()
+	}
+	item := s.ackKey(id, a.Kind)
+	item["run_id"] = sv(a.RunID)
+	item["at"] = ms(a.At)
+	item[attrTTL] = n(a.At.Add(terminatedRetention).Unix())
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
+	return classify("writing acknowledgement of "+id, err)
+}
+
+// LastAck returns the agent's last acknowledgement of a kind (ErrNotFound if none).
+func (s *Store) LastAck(ctx context.Context, id string, kind CredentialKind) (Ack, error) {
+	if err := validateID(id); err != nil {
+		return Ack{}, err
+	}
+	item, err := s.getItem(ctx, "acknowledgement of "+id, s.ackKey(id, kind))
+	if err != nil {
+		return Ack{}, err
+	}
+	d := &decoder{item: item}
+	a := Ack{Kind: kind, RunID: d.str("run_id"), At: fromMS(d.num("at"))}
+	if d.err == nil && a.RunID == "" {
+		d.fail(fmt.Errorf("no run id"))
+	}
+	if d.err != nil {
+		return Ack{}, fmt.Errorf("acknowledgement of %s: %w: %w", id, ErrInvalid, d.err)
+	}
+	return a, nil
 }
 
 // PutHeartbeat records that the instance is alive at the store's now.

@@ -119,6 +119,9 @@ type Change struct {
 	LiveAt time.Time
 	// Reason is recorded on the item (why the transition happened).
 	Reason string
+	// SetScope, when set, replaces the record's scope (a release narrows a pooled instance to the
+	// repository of the run it served, from the control plane's run record).
+	SetScope string
 }
 
 // Transition applies a conditional state change and returns the record as written.
@@ -162,6 +165,9 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 	}
 	if c.Reason != "" {
 		u.set("reason", sv(c.Reason))
+	}
+	if c.SetScope != "" {
+		u.set("scope", sv(c.SetScope))
 	}
 
 	states := make([]string, len(c.From))

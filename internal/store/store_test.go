@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -527,14 +528,36 @@ func TestInstanceARNKeys(t *testing.T) {
 	if err := st.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: "run-1"}); err != nil {
 		t.Fatal(err)
 	}
-	// Every item of the instance sits under the partition key an IAM policy can name exactly:
-	// INSTANCE#${ec2:SourceInstanceARN}.
-	out, err := db.Query(ctx, &dynamodb.QueryInput{
-		TableName: &table, KeyConditionExpression: aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "INSTANCE#" + prefix + "i-0abc"}},
-	})
-	if err != nil || len(out.Items) != 4 {
-		t.Fatalf("items under the ARN key = %d, %v; want record, credential, heartbeat and signal", len(out.Items), err)
+	if err := st.PutAck(ctx, in.ID, store.Ack{Kind: store.CredentialRegistration, RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Every item of the instance sits under a partition key an IAM policy can name exactly: what the
+	// control plane decides from under INSTANCE#${ec2:SourceInstanceARN} (read-only for the
+	// instance), what the agent reports under AGENT#${ec2:SourceInstanceARN}.
+	for _, tc := range []struct {
+		pk   string
+		want []string
+	}{
+		{"INSTANCE#" + prefix + "i-0abc", []string{"CREDENTIAL#registration", "STATE"}},
+		{"AGENT#" + prefix + "i-0abc", []string{"ACK#registration", "HEARTBEAT", "SIGNAL"}},
+	} {
+		out, err := db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &table, KeyConditionExpression: aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: tc.pk}},
+		})
+		if err != nil {
+			t.Fatalf("query %s: %v", tc.pk, err)
+		}
+		var got []string
+		for _, it := range out.Items {
+			got = append(got, it["sk"].(*types.AttributeValueMemberS).Value)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("items under %s = %v, want %v", tc.pk, got, tc.want)
+		}
+	}
+	if k := st.AgentKey(in.ID); k != "AGENT#"+prefix+"i-0abc" {
+		t.Errorf("AgentKey = %q", k)
 	}
 	if got, err := st.ByRun(ctx, "run-1"); err != nil || len(got) != 1 || got[0].ID != "i-0abc" {
 		t.Errorf("ByRun = %+v, %v", got, err)
@@ -545,5 +568,47 @@ func TestInstanceARNKeys(t *testing.T) {
 	// A store without the prefix does not see the instance: every component must agree on it.
 	if _, err := store.New(db, table).Get(ctx, "i-0abc"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get without the prefix = %v, want ErrNotFound", err)
+	}
+}
+
+// TestCredentialReadAndAck covers the agent's side of a credential: it acknowledges in its own
+// partition and reads without removing; only the control plane's TakeCredential removes it.
+func TestCredentialReadAndAck(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newStore(t)
+	ctx := t.Context()
+	id := "i-0cred"
+	if _, err := st.ReadCredential(ctx, id, store.CredentialRegistration, "run-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ReadCredential of none = %v, want ErrNotFound", err)
+	}
+	if _, err := st.LastAck(ctx, id, store.CredentialRegistration); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LastAck of none = %v, want ErrNotFound", err)
+	}
+	if err := st.PutCredential(ctx, id, store.Credential{Kind: store.CredentialRegistration, RunID: "run-1", Token: "t", URL: "u", Labels: []string{"run-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutAck(ctx, id, store.Ack{Kind: store.CredentialRegistration, RunID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutAck(ctx, id, store.Ack{Kind: store.CredentialRegistration}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("PutAck without run = %v, want ErrInvalid", err)
+	}
+	for range 2 { // reading leaves it in place
+		c, err := st.ReadCredential(ctx, id, store.CredentialRegistration, "run-1")
+		if err != nil || c.Token != "t" || c.URL != "u" || !slices.Equal(c.Labels, []string{"run-1"}) {
+			t.Fatalf("ReadCredential = %+v, %v", c, err)
+		}
+	}
+	if _, err := st.ReadCredential(ctx, id, store.CredentialRegistration, "run-2"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("ReadCredential for another run = %v, want ErrConflict", err)
+	}
+	if a, err := st.LastAck(ctx, id, store.CredentialRegistration); err != nil || a.RunID != "run-1" || a.At.IsZero() {
+		t.Errorf("LastAck = %+v, %v", a, err)
+	}
+	if _, err := st.TakeCredential(ctx, id, store.CredentialRegistration, "run-1"); err != nil {
+		t.Fatalf("TakeCredential: %v", err)
+	}
+	if _, err := st.ReadCredential(ctx, id, store.CredentialRegistration, "run-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ReadCredential after the withdrawal = %v, want ErrNotFound", err)
 	}
 }

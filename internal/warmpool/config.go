@@ -103,7 +103,13 @@ func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigO
 		return spec
 	}
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
-	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: rc.Subnets, Tags: opts.Tags}
+	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
+	launchTags := maps.Clone(rc.Tags)
+	if launchTags == nil && len(opts.Tags) > 0 {
+		launchTags = map[string]string{}
+	}
+	maps.Copy(launchTags, opts.Tags)
+	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: rc.Subnets, Tags: launchTags}
 	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
 	spec.ResourceClass = ResourceClassOf(opts.ResourceClasses, rc.CPU, rc.MemoryMiB)
 	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()

@@ -148,6 +148,11 @@ func (c Classes) Validate() error {
 				errs = append(errs, fmt.Errorf("runner class %q: labels: %w", n, err))
 			}
 		}
+		// Instance tags: the launch templates enable instance metadata tags (the claim notice), and
+		// EC2 then refuses keys with spaces or "/".
+		if err := tableconfig.ValidateTags(rc.Tags); err != nil {
+			errs = append(errs, fmt.Errorf("runner class %q: tags: %w", n, err))
+		}
 	}
 	if c.DefaultRunnerClass != "" {
 		if _, ok := c.RunnerClasses[c.DefaultRunnerClass]; !ok {

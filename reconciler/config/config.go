@@ -66,6 +66,9 @@ type Config struct {
 	WebhookSecret     string // secret: never logged
 	WebhookSecretFile string
 	WarmPoolScope     string
+	// OwnerRunners are the owners for which owner-level runner credentials may be minted (see
+	// OwnerRunnerScopes).
+	OwnerRunners []string
 
 	// InstanceKeys is InstanceKeysARN or InstanceKeysID; AWSAccountID the account of the instance
 	// ARNs (empty: STS GetCallerIdentity at start-up).
@@ -91,7 +94,8 @@ type Config struct {
 	RegistrationWait      time.Duration
 	ClaimRegistrationWait time.Duration
 	ClaimTimeout          time.Duration
-	HeartbeatMaxAge       time.Duration
+	HeartbeatMaxAge       time.Duration // deprecated, ignored
+	ClaimAckWait          time.Duration
 	ReleaseSignalWait     time.Duration
 	PollInterval          time.Duration
 	OrphanGrace           time.Duration
@@ -323,6 +327,21 @@ var settings = []setting{
 			}
 			return checkScope(c.WarmPoolScope)
 		}},
+	{flag: "owner-runners", env: "RUNNERPOOL_OWNER_RUNNERS",
+		doc: "Comma-separated owners (each also in the allowed repositories) for which owner-level (organisation) runner credentials may be minted; runner credentials for any other owner scope are refused. Default: the warm pool scope when it is an owner, else none.",
+		set: func(c *Config, v string) error {
+			c.OwnerRunners = nil
+			for _, e := range splitList(v) {
+				if err := checkScope(e); err != nil {
+					return err
+				}
+				if strings.Contains(e, "/") {
+					return fmt.Errorf("%q is a repository, not an owner", e)
+				}
+				c.OwnerRunners = append(c.OwnerRunners, strings.ToLower(e))
+			}
+			return nil
+		}},
 	{flag: "instance-keys", env: "RUNNERPOOL_INSTANCE_KEYS", def: InstanceKeysARN,
 		doc: "How instance items are keyed: `arn` (`INSTANCE#<instance ARN>`: the runners' role can be confined to their own items) or `id` (`INSTANCE#<instance id>`: the local stack). Agents (the user data's `instance_keys`) must use the same.",
 		set: func(c *Config, v string) error {
@@ -399,8 +418,10 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimRegistrationWait })},
 	{flag: "claim-timeout", env: "RUNNERPOOL_CLAIM_TIMEOUT", def: "5m", doc: "Threshold of the claimed state.",
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimTimeout })},
-	{flag: "heartbeat-max-age", env: "RUNNERPOOL_HEARTBEAT_MAX_AGE", def: "15s", doc: "Oldest heartbeat a claimed instance may have.",
+	{flag: "heartbeat-max-age", env: "RUNNERPOOL_HEARTBEAT_MAX_AGE", def: "15s", doc: "Deprecated and ignored: a claimed instance proves it is alive by acknowledging the claim (`claim-ack-wait`).",
 		set: duration(func(c *Config) *time.Duration { return &c.HeartbeatMaxAge })},
+	{flag: "claim-ack-wait", env: "RUNNERPOOL_CLAIM_ACK_WAIT", def: "5s", doc: "How long the agent of a claimed pooled instance has to acknowledge the claim (at most half of `claim-registration-wait`) before the instance is judged dead and discarded. Judged by the acknowledgement naming the run, not by clocks.",
+		set: duration(func(c *Config) *time.Duration { return &c.ClaimAckWait })},
 	{flag: "release-signal-wait", env: "RUNNERPOOL_RELEASE_SIGNAL_WAIT", def: "120s", doc: "How long a release (or a provision handing a claimed runner back) waits for an agent's deregistration signal before expiring the instance.",
 		set: duration(func(c *Config) *time.Duration { return &c.ReleaseSignalWait })},
 	{flag: "poll-interval", env: "RUNNERPOOL_POLL_INTERVAL", def: "250ms", doc: "How often agent signals and in-progress provisions are re-read.",
@@ -617,6 +638,11 @@ func (c Config) validate() error {
 	case c.PoolJobQueueURL == "" && c.WebhookSecret != "":
 		errs = append(errs, errors.New("webhook: a webhook secret is set but no --pool-job-queue-url: webhooks are routed to warm pools through the pool job queue"))
 	}
+	for _, o := range c.OwnerRunners {
+		if !slices.Contains(c.Allowed, o) {
+			errs = append(errs, fmt.Errorf("owner-runners: owner %q is not in the allowed repositories", o))
+		}
+	}
 	if c.WarmPoolScope != "" && c.PoolJobQueueURL == "" {
 		errs = append(errs, errors.New("warm-pool-scope: warm pools are enabled by --pool-job-queue-url, which is not set"))
 	}
@@ -625,6 +651,18 @@ func (c Config) validate() error {
 	}
 	errs = append(errs, c.validateDashboard())
 	return errors.Join(errs...)
+}
+
+// OwnerRunnerScopes are the owners for which owner-level runner credentials may be minted:
+// OwnerRunners, else the warm pool scope when it is an owner.
+func (c Config) OwnerRunnerScopes() []string {
+	if len(c.OwnerRunners) > 0 {
+		return slices.Clone(c.OwnerRunners)
+	}
+	if c.WarmPoolScope != "" && !strings.Contains(c.WarmPoolScope, "/") {
+		return []string{c.WarmPoolScope}
+	}
+	return nil
 }
 
 // Scopes is where refresh looks for leftover runners: GitHubScopes, else Allowed.

@@ -129,6 +129,7 @@ func TestParseClasses(t *testing.T) {
 		{"no classes", `{"runner_classes": {}}`, "no runner classes"},
 		{"default missing", `{"default_runner_class": "gpu", "runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"]}}}`, `"gpu" is not a runner class`},
 		{"trailing", classesJSON + `{}`, "trailing data"},
+		{"tag key with a slash", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "tags": {"team": "ci", "k8s.io/x": "1"}}}}`, `tag key "k8s.io/x"`},
 		{"class fields", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "instance_types": ["c7i.*"], "usage_class": "spot", "labels": ["gpu"]}}}`, ""},
 		{"bad class fields", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "instance_types": ["C7I"], "usage_class": "reserved", "labels": ["a b"]}}}`, `usage class "reserved"`},
 		{"empty resource class", `{"resource_classes": {"x": {}}, "runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"]}}}`, `resource class "x"`},

@@ -180,7 +180,7 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 		default:
 			classes[name] = provision.RunnerClass{
 				Name: name, Queue: c.queueFor(rc.QueueURL),
-				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: slices.Clone(rc.Subnets)},
+				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
 				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),

@@ -50,13 +50,19 @@ func TestInstanceKeysARN(t *testing.T) {
 	sources := map[string]string{}
 	for _, rn := range prov.Runners {
 		sources[rn.Source] = rn.InstanceID
-		byARN := items(store.InstancePK(arnPrefix + rn.InstanceID))
-		// The record, the signal of its registration and its heartbeat at least.
-		if len(byARN) < 3 {
-			t.Errorf("%s (%s): %d items under its ARN key, want the record, its signal and its heartbeat", rn.InstanceID, rn.Source, len(byARN))
+		// The control plane's record under INSTANCE#<ARN>; the agent's signal of its registration
+		// and its heartbeat under AGENT#<ARN> (the only partition the instance role may write).
+		if byARN := items(store.InstancePK(arnPrefix + rn.InstanceID)); len(byARN) < 1 {
+			t.Errorf("%s (%s): %d items under its ARN key, want its record", rn.InstanceID, rn.Source, len(byARN))
+		}
+		if agent := items(store.AgentPK(arnPrefix + rn.InstanceID)); len(agent) < 2 {
+			t.Errorf("%s (%s): %d items under its agent ARN key, want its signal and its heartbeat", rn.InstanceID, rn.Source, len(agent))
 		}
 		if byID := items(store.InstancePK(rn.InstanceID)); len(byID) != 0 {
 			t.Errorf("%s: %d items under INSTANCE#<id>, want none", rn.InstanceID, len(byID))
+		}
+		if byID := items(store.AgentPK(rn.InstanceID)); len(byID) != 0 {
+			t.Errorf("%s: %d items under AGENT#<id>, want none", rn.InstanceID, len(byID))
 		}
 	}
 	if sources[apiv1.SourceReused] != pooled[0] || sources[apiv1.SourceCreated] == "" {

@@ -156,13 +156,15 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
 		HTTPClient: &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
 		Logger:     log,
+		// Runner credentials only for the deployment's allow-list (owner-level ones where configured).
+		Allowed: cfg.Allowed, OwnerRunners: cfg.OwnerRunnerScopes(),
 	})
 	if err != nil {
 		return nil, err
 	}
 
 	copts := claim.Options{
-		ClaimTimeout: cfg.ClaimTimeout, HeartbeatMaxAge: cfg.HeartbeatMaxAge, RegistrationWait: cfg.ClaimRegistrationWait,
+		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
 		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
 	}
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)

@@ -1,6 +1,7 @@
 // Package agentcmd is the command line of `runnerpool agent`: flags and environment to an agent.Config
 // with real AWS clients and a runner driver, then agent.Run. The user data's systemd unit runs it with
-// the actions runner; the demo and tests can run it as a process with the fake runner.
+// the actions runner. Other drivers (the GitHub fake's runner, for the demo and tests) are passed in
+// as a Driver by the binary that links them, so the runnerpool binary carries no test code.
 package agentcmd
 
 import (
@@ -24,7 +25,6 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -43,13 +43,24 @@ type Options struct {
 	CleanHome, CleanDocker                 bool
 	IMDSEndpoint, InstanceID               string
 	InstanceKeys                           string
-	FakeGitHubURL                          string
-	FakeJobDuration                        time.Duration
 	LogLevel                               string
 }
 
-// Parse reads the flags (defaults from the environment where noted).
-func Parse(args []string, stderr io.Writer) (Options, error) {
+// Driver is a runner driver besides the built-in "actions": a binary that links one (the demo's
+// `runnerpool-demo agent` with the GitHub fake's runner; tests) passes it to Run. The production
+// binary passes none, which keeps fakes out of it (see the go list check in reconciler/cmd/runnerpool).
+type Driver struct {
+	// Name is the -runner value that selects the driver.
+	Name string
+	// Flags registers the driver's own flags; the returned check validates them after parsing
+	// when the driver is selected (nil: nothing to check).
+	Flags func(fs *flag.FlagSet) (check func() error)
+	// Configure sets cfg.NewRunner and turns off whatever host cleanup the driver does not need.
+	Configure func(cfg *agent.Config, o Options, log *slog.Logger)
+}
+
+// Parse reads the flags (defaults from the environment where noted); drivers add -runner values.
+func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) {
 	var o Options
 	fs := flag.NewFlagSet("runnerpool agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,14 +71,22 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.Table, "table", os.Getenv("RUNNERPOOL_TABLE"), "state table name (env RUNNERPOOL_TABLE)")
 	fs.StringVar(&o.Region, "region", "", "AWS region (default: the SDK's, e.g. AWS_REGION)")
 	fs.StringVar(&o.Notice, "notice", string(agent.NoticeIMDSTags), "claim notice: imds-tags (wake tag through IMDS) or poll (GetItem every 250 ms)")
-	fs.DurationVar(&o.NoticeInterval, "notice-interval", 0, "how often the notice looks (default 100ms for imds-tags, 250ms for poll)")
+	fs.DurationVar(&o.NoticeInterval, "notice-interval", 0, "how often the notice looks (default 50ms for imds-tags, 250ms for poll)")
 	fs.DurationVar(&o.Fallback, "fallback-interval", 30*time.Second, "imds-tags: longest time between two record reads")
-	fs.DurationVar(&o.Heartbeat, "heartbeat", 5*time.Second, "heartbeat interval")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", 5*time.Minute, "heartbeat interval (a trace for operators: the control plane judges liveness by the claim's acknowledgement)")
 	fs.DurationVar(&o.Grace, "grace", 2*time.Minute, "time past the record's threshold before the instance terminates itself")
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 2*time.Minute, "time after boot without a record before the instance terminates itself")
 	fs.DurationVar(&o.CredentialWait, "credential-wait", 10*time.Second, "how long to wait for a registration or removal credential")
 	fs.StringVar(&o.PreRunnerScript, "pre-runner-script", "", "script run once at first boot (none when empty)")
-	fs.StringVar(&o.Runner, "runner", "actions", "runner driver: actions (the GitHub Actions runner) or fake (the GitHub fake's runner protocol)")
+	names := []string{"actions"}
+	checks := map[string]func() error{}
+	for _, d := range drivers {
+		names = append(names, d.Name)
+		if d.Flags != nil {
+			checks[d.Name] = d.Flags(fs)
+		}
+	}
+	fs.StringVar(&o.Runner, "runner", "actions", "runner driver: "+strings.Join(names, ", ")+" (actions: the GitHub Actions runner)")
 	fs.StringVar(&o.RunnerDir, "runner-dir", "/opt/actions-runner", "where the runner is installed (fake: where it keeps its registration)")
 	fs.StringVar(&o.RunnerUser, "runner-user", "runner", "unprivileged user that runs the runner and its jobs (empty: the agent's user)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "runner workspace, emptied after every run (default RUNNER-DIR/_work)")
@@ -80,8 +99,6 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.InstanceID, "instance-id", "", "instance id (default: read from IMDS)")
 	fs.StringVar(&o.InstanceKeys, "instance-keys", envOr("RUNNERPOOL_INSTANCE_KEYS", KeysARN),
 		"how the table keys this instance's items: arn (INSTANCE#<instance ARN>, built from the IMDS identity document; the reconciler's default) or id (INSTANCE#<instance id>); must match the reconciler (env RUNNERPOOL_INSTANCE_KEYS)")
-	fs.StringVar(&o.FakeGitHubURL, "fake-github-url", "", "fake runner: the GitHub fake's URL")
-	fs.DurationVar(&o.FakeJobDuration, "fake-job-duration", time.Second, "fake runner: how long each job takes")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -102,14 +119,12 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 	if o.InstanceKeys != KeysARN && o.InstanceKeys != KeysID {
 		errs = append(errs, fmt.Errorf("-instance-keys %q: want %s or %s", o.InstanceKeys, KeysARN, KeysID))
 	}
-	switch o.Runner {
-	case "actions":
-	case "fake":
-		if o.FakeGitHubURL == "" {
-			errs = append(errs, errors.New("-runner fake needs -fake-github-url"))
+	if d, ok := driver(o.Runner, drivers); !ok && o.Runner != "actions" {
+		errs = append(errs, fmt.Errorf("-runner %q: want one of %s", o.Runner, strings.Join(names, ", ")))
+	} else if ok && checks[d.Name] != nil {
+		if err := checks[d.Name](); err != nil {
+			errs = append(errs, fmt.Errorf("-runner %s: %w", d.Name, err))
 		}
-	default:
-		errs = append(errs, fmt.Errorf("-runner %q: want actions or fake", o.Runner))
 	}
 	if !filepath.IsAbs(o.RunnerDir) {
 		errs = append(errs, fmt.Errorf("-runner-dir %q must be absolute", o.RunnerDir))
@@ -129,6 +144,15 @@ func Parse(args []string, stderr io.Writer) (Options, error) {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	return o, nil
+}
+
+func driver(name string, drivers []Driver) (Driver, bool) {
+	for _, d := range drivers {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Driver{}, false
 }
 
 // Instance key modes (-instance-keys): the reconciler's --instance-keys, which every component of a
@@ -154,15 +178,16 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // Run parses the flags and runs the agent until ctx is done or the instance terminated itself.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := Parse(args, stderr)
+// drivers are the runner drivers besides "actions" the calling binary offers.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, drivers ...Driver) error {
+	o, err := Parse(args, stderr, drivers...)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	cfg, err := Config(ctx, o, stderr)
+	cfg, err := Config(ctx, o, stderr, drivers...)
 	if err != nil {
 		return err
 	}
@@ -171,8 +196,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // Config builds the agent's configuration: AWS clients from the SDK's default configuration (the
 // instance role; endpoints from AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_EC2 where set), an IMDSv2-
-// only metadata client, and the runner driver.
-func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, error) {
+// only metadata client, and the runner driver (o.Runner: "actions" or one of drivers).
+func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver) (agent.Config, error) {
 	level, _ := parseLevel(o.LogLevel)
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	var loadOpts []func(*config.LoadOptions) error
@@ -214,18 +239,11 @@ func Config(ctx context.Context, o Options, logOut io.Writer) (agent.Config, err
 			cfg.Docker = docker
 		}
 	}
-	switch o.Runner {
-	case "fake":
-		// The fake runner runs in the agent's process: no user to switch to, no processes to kill,
-		// nothing of the machine's to clean beyond the workspace.
-		// Nor an installation to verify.
-		cfg.RunnerUser, cfg.TempDirs, cfg.CleanHome, cfg.Docker = "", nil, false, ""
+	if d, ok := driver(o.Runner, drivers); ok {
+		// A driver's runner has no installation of its own to verify unless it says so.
 		cfg.RunnerDir, cfg.RunnerManifest = "", ""
-		cfg.NewRunner = func(string) (runner.Runner, error) {
-			return fakerunner.New(fakerunner.Options{BaseURL: o.FakeGitHubURL, Dir: o.RunnerDir, WorkDir: o.WorkDir,
-				JobDuration: o.FakeJobDuration, Logger: log})
-		}
-	default:
+		d.Configure(&cfg, o, log)
+	} else {
 		// The actions runner's installation is always verified: there is no switch to turn it off.
 		cfg.RunnerDir, cfg.RunnerManifest = o.RunnerDir, o.RunnerManifest
 		cfg.NewRunner = func(string) (runner.Runner, error) {

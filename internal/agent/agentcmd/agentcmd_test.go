@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
@@ -38,7 +42,7 @@ func TestParse(t *testing.T) {
 	}{
 		{"defaults", []string{"-table", "t1"}, "", func(o Options) bool {
 			return o.Notice == "imds-tags" && o.Runner == "actions" && o.WorkDir == "/opt/actions-runner/_work" &&
-				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Second && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN &&
+				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Minute && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN &&
 				o.RunnerManifest == "/var/lib/runnerpool/runner.sha256" && o.TempDirs == "/tmp,/var/tmp,/dev/shm"
 		}},
 		{"runner manifest", []string{"-table", "t1", "-runner-manifest", "/etc/runnerpool/runner.sha256"}, "", func(o Options) bool {
@@ -55,6 +59,7 @@ func TestParse(t *testing.T) {
 		{"bad notice", []string{"-table", "t", "-notice", "sqs"}, "notice", nil},
 		{"bad runner", []string{"-table", "t", "-runner", "docker"}, "-runner", nil},
 		{"fake without url", []string{"-table", "t", "-runner", "fake"}, "fake-github-url", nil},
+		{"fake", []string{"-table", "t", "-runner", "fake", "-fake-github-url", "http://127.0.0.1:1"}, "", func(o Options) bool { return o.Runner == "fake" }},
 		{"relative runner dir", []string{"-table", "t", "-runner-dir", "runner"}, "absolute", nil},
 		{"extra args", []string{"-table", "t", "now"}, "unexpected", nil},
 		{"bad log level", []string{"-table", "t", "-log-level", "loud"}, "log-level", nil},
@@ -64,7 +69,7 @@ func TestParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var stderr bytes.Buffer
-			o, err := Parse(tt.args, &stderr)
+			o, err := Parse(tt.args, &stderr, testFakeDriver())
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Parse: %v (%s)", err, stderr.String())
@@ -81,6 +86,38 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := Parse([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
+	}
+	// Without the driver (the runnerpool binary), -runner fake and its flags do not exist.
+	for _, args := range [][]string{{"-table", "t", "-runner", "fake"}, {"-table", "t", "-fake-github-url", "http://x"}} {
+		if _, err := Parse(args, &bytes.Buffer{}); !errors.Is(err, ErrUsage) {
+			t.Errorf("Parse(%q) without drivers: err = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// testFakeDriver is the demo binary's -runner fake (reconciler/cmd/runnerpool-demo): the fake runner
+// is test code, so only the binaries that may link it offer it.
+func testFakeDriver() Driver {
+	var url string
+	var job time.Duration
+	return Driver{
+		Name: "fake",
+		Flags: func(fs *flag.FlagSet) func() error {
+			fs.StringVar(&url, "fake-github-url", "", "fake runner: the GitHub fake's URL")
+			fs.DurationVar(&job, "fake-job-duration", time.Second, "fake runner: how long each job takes")
+			return func() error {
+				if url == "" {
+					return errors.New("needs -fake-github-url")
+				}
+				return nil
+			}
+		},
+		Configure: func(cfg *agent.Config, o Options, log *slog.Logger) {
+			cfg.RunnerUser, cfg.TempDirs, cfg.CleanHome, cfg.Docker = "", nil, false, ""
+			cfg.NewRunner = func(string) (runner.Runner, error) {
+				return fakerunner.New(fakerunner.Options{BaseURL: url, Dir: o.RunnerDir, WorkDir: o.WorkDir, JobDuration: job, Logger: log})
+			}
+		},
 	}
 }
 
@@ -161,7 +198,7 @@ func runFakeRunner(t *testing.T, extraArgs []string, prefix string) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, append([]string{"-runner", "fake", "-fake-github-url", ghs.URL, "-runner-dir", dir + "/runner",
-			"-state-dir", dir + "/state", "-heartbeat", "200ms"}, extraArgs...), &bytes.Buffer{}, &syncWriter{b: &bytes.Buffer{}})
+			"-state-dir", dir + "/state", "-heartbeat", "200ms"}, extraArgs...), &bytes.Buffer{}, &syncWriter{b: &bytes.Buffer{}}, testFakeDriver())
 	}()
 	var last store.SignalRecord
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -242,11 +279,12 @@ func TestConfigRunnerIntegrity(t *testing.T) {
 		{[]string{"-table", "t1", "-instance-keys", "id"}, "/opt/actions-runner", "/var/lib/runnerpool/runner.sha256", "runner"},
 		{[]string{"-table", "t1", "-instance-keys", "id", "-runner", "fake", "-fake-github-url", "http://127.0.0.1:1"}, "", "", ""},
 	} {
-		o, err := Parse(tc.args, io.Discard)
+		fake := testFakeDriver()
+		o, err := Parse(tc.args, io.Discard, fake)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := Config(t.Context(), o, io.Discard)
+		cfg, err := Config(t.Context(), o, io.Discard, fake)
 		if err != nil {
 			t.Fatal(err)
 		}

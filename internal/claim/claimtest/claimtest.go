@@ -17,13 +17,15 @@ import (
 // the past (store.WithClock) to make its heartbeats old.
 type Store interface {
 	Get(ctx context.Context, id string) (store.Instance, error)
-	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
+	ReadCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
+	PutAck(ctx context.Context, id string, a store.Ack) error
 	PutSignal(ctx context.Context, id string, sig store.SignalRecord) error
 	PutHeartbeat(ctx context.Context, id string) error
 }
 
 // Behaviour scripts the agent. The zero value is a healthy agent.
 type Behaviour struct {
+	Dead             bool          // does nothing at all: no heartbeat, no acknowledgement, no signal
 	NeverRegister    bool          // takes the credential but never signals
 	StaleHeartbeat   bool          // never writes a heartbeat (its heartbeat process is dead)
 	FailRegistration bool          // signals UD_REG_FAILED for the run
@@ -82,6 +84,10 @@ func (a *Agent) Credentials() []store.Credential {
 
 func (a *Agent) run(ctx context.Context, st Store, id string, b Behaviour) {
 	defer close(a.done)
+	if b.Dead {
+		<-ctx.Done()
+		return
+	}
 	if !b.StaleHeartbeat {
 		_ = st.PutHeartbeat(ctx, id)
 	}
@@ -142,7 +148,8 @@ func (a *Agent) take(ctx context.Context, st Store, id string, handled map[strin
 	in, err := st.Get(ctx, id)
 	if err == nil && in.RunID == "" && in.State == store.StateIdle && a.current != "" && !b.NeverRelease {
 		// Released: deregister (the removal credential, if the control plane issued one) and clean.
-		if cred, cerr := st.TakeCredential(ctx, id, store.CredentialRemoval, a.current); cerr == nil {
+		_ = st.PutAck(ctx, id, store.Ack{Kind: store.CredentialRemoval, RunID: a.current})
+		if cred, cerr := st.ReadCredential(ctx, id, store.CredentialRemoval, a.current); cerr == nil {
 			a.mu.Lock()
 			a.creds = append(a.creds, cred)
 			a.mu.Unlock()
@@ -155,7 +162,12 @@ func (a *Agent) take(ctx context.Context, st Store, id string, handled map[strin
 	if err != nil || in.RunID == "" || handled[in.RunID] || (in.State != store.StateClaimed && in.State != store.StateCreated) {
 		return "", err == nil && in.State == store.StateTerminated
 	}
-	cred, err := st.TakeCredential(ctx, id, store.CredentialRegistration, in.RunID)
+	// The agent's permissions: acknowledge in its own partition, then read (never delete) the
+	// control plane's credential item.
+	if err := st.PutAck(ctx, id, store.Ack{Kind: store.CredentialRegistration, RunID: in.RunID}); err != nil {
+		return "", false
+	}
+	cred, err := st.ReadCredential(ctx, id, store.CredentialRegistration, in.RunID)
 	if err != nil {
 		return "", false // not issued yet
 	}

@@ -79,6 +79,10 @@ type installationJSON struct {
 	Events              []string          `json:"events"`
 	CreatedAt           time.Time         `json:"created_at"`
 	UpdatedAt           time.Time         `json:"updated_at"`
+	// Always present, null unless set (GitHub's installation schema requires them).
+	SingleFileName *string      `json:"single_file_name"`
+	SuspendedBy    *accountJSON `json:"suspended_by"`
+	SuspendedAt    *time.Time   `json:"suspended_at"`
 }
 
 // installationPermissions are the permissions runnerpool's App asks for.
@@ -112,7 +116,7 @@ func (s *Server) getApp(w http.ResponseWriter, r *http.Request, _ *caller) {
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": s.appID, "slug": "runnerpool", "name": "runnerpool", "installations_count": n,
-		"owner":       accountJSON{Login: "runnerpool", ID: 1, Type: "Organization"},
+		"owner":       account("runnerpool", 1, "Organization"),
 		"permissions": installationPermissions(), "events": []string{"workflow_job"},
 	})
 }

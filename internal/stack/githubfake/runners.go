@@ -37,6 +37,7 @@ func (s *Server) createRunnerToken(purpose string) handlerFunc {
 		s.displayScopeLocked(owner, repo)
 		exp := s.now().Add(time.Hour).UTC().Truncate(time.Second)
 		s.runnerTokens[token] = &runnerToken{purpose: purpose, scope: newScope(owner, repo), expires: exp}
+		s.recordMintLocked(purpose, newScope(owner, repo))
 		s.mu.Unlock()
 		writeJSON(w, http.StatusCreated, tokenJSON{Token: token, ExpiresAt: exp})
 	}
@@ -148,6 +149,7 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, _ *ca
 	}
 	addCustomLabels(rr, req.Labels)
 	s.runners[rr.id] = rr
+	s.recordMintLocked("jit", sc)
 	blob, _ := json.Marshal(jitConfig{Kind: jitKind, RunnerID: rr.id, Name: rr.name, Scope: sc.String(), Secret: rr.jitSecret})
 	writeJSON(w, http.StatusCreated, struct {
 		Runner           runnerJSON `json:"runner"`

@@ -66,6 +66,7 @@ type Server struct {
 	instByOwner   map[string]int64
 	instTokens    map[string]*installationToken
 	runnerTokens  map[string]*runnerToken // registration and remove tokens
+	minted        []Mint                  // every runner credential handed out (minted.go)
 	runners       map[int64]*runnerRec
 	credentials   map[string]int64 // runner credential -> runner id, kept after the runner is deleted
 	labelIDs      map[string]int64 // lower-case label name -> id

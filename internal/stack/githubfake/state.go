@@ -4,6 +4,7 @@
 package githubfake
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -227,10 +228,101 @@ type groupJSON struct {
 	WorkflowRestrictionsReadOnly bool     `json:"workflow_restrictions_read_only"`
 }
 
+// accountJSON is GitHub's simple-user: an account (user or organization) as other objects embed it.
 type accountJSON struct {
-	Login string `json:"login"`
-	ID    int64  `json:"id"`
-	Type  string `json:"type"`
+	Login             string  `json:"login"`
+	ID                int64   `json:"id"`
+	NodeID            string  `json:"node_id"`
+	AvatarURL         string  `json:"avatar_url"`
+	GravatarID        *string `json:"gravatar_id"`
+	URL               string  `json:"url"`
+	HTMLURL           string  `json:"html_url"`
+	FollowersURL      string  `json:"followers_url"`
+	FollowingURL      string  `json:"following_url"`
+	GistsURL          string  `json:"gists_url"`
+	StarredURL        string  `json:"starred_url"`
+	SubscriptionsURL  string  `json:"subscriptions_url"`
+	OrganizationsURL  string  `json:"organizations_url"`
+	ReposURL          string  `json:"repos_url"`
+	EventsURL         string  `json:"events_url"`
+	ReceivedEventsURL string  `json:"received_events_url"`
+	Type              string  `json:"type"`
+	SiteAdmin         bool    `json:"site_admin"`
+}
+
+// account builds a simple-user with the URLs api.github.com gives it.
+func account(login string, id int64, typ string) accountJSON {
+	u := "https://api.github.com/users/" + login
+	empty := ""
+	return accountJSON{
+		Login: login, ID: id, NodeID: fmt.Sprintf("MDEyOk9yZ2FuaXphdGlvbjE%d", id),
+		AvatarURL: fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", id), GravatarID: &empty,
+		URL: u, HTMLURL: "https://github.com/" + login, FollowersURL: u + "/followers",
+		FollowingURL: u + "/following{/other_user}", GistsURL: u + "/gists{/gist_id}",
+		StarredURL: u + "/starred{/owner}{/repo}", SubscriptionsURL: u + "/subscriptions",
+		OrganizationsURL: u + "/orgs", ReposURL: u + "/repos", EventsURL: u + "/events{/privacy}",
+		ReceivedEventsURL: u + "/received_events", Type: typ,
+	}
+}
+
+// organizationJSON is GitHub's organization-simple, the organization object of webhook payloads.
+type organizationJSON struct {
+	Login            string  `json:"login"`
+	ID               int64   `json:"id"`
+	NodeID           string  `json:"node_id"`
+	URL              string  `json:"url"`
+	ReposURL         string  `json:"repos_url"`
+	EventsURL        string  `json:"events_url"`
+	HooksURL         string  `json:"hooks_url"`
+	IssuesURL        string  `json:"issues_url"`
+	MembersURL       string  `json:"members_url"`
+	PublicMembersURL string  `json:"public_members_url"`
+	AvatarURL        string  `json:"avatar_url"`
+	Description      *string `json:"description"`
+}
+
+func organization(login string, id int64) organizationJSON {
+	u := "https://api.github.com/orgs/" + login
+	return organizationJSON{
+		Login: login, ID: id, NodeID: fmt.Sprintf("MDEyOk9yZ2FuaXphdGlvbjE%d", id), URL: u,
+		ReposURL: u + "/repos", EventsURL: u + "/events", HooksURL: u + "/hooks", IssuesURL: u + "/issues",
+		MembersURL: u + "/members{/member}", PublicMembersURL: u + "/public_members{/member}",
+		AvatarURL: fmt.Sprintf("https://avatars.githubusercontent.com/u/%d?v=4", id),
+	}
+}
+
+// webhookRepository is the repository object of a webhook payload (GitHub's repository-webhooks): the
+// REST repository's URLs and counters, every one of them present.
+func webhookRepository(owner accountJSON, name string, id int64, private bool) map[string]any {
+	full := owner.Login + "/" + name
+	u := "https://api.github.com/repos/" + full
+	html := "https://github.com/" + full
+	r := map[string]any{
+		"id": id, "node_id": fmt.Sprintf("R_kgDOfake%d", id), "name": name, "full_name": full, "owner": owner,
+		"private": private, "html_url": html, "description": nil, "fork": false, "url": u,
+		"homepage": nil, "language": nil, "mirror_url": nil, "license": nil, "default_branch": "main",
+		"clone_url": html + ".git", "git_url": "git://github.com/" + full + ".git", "ssh_url": "git@github.com:" + full + ".git",
+		"svn_url": html, "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z", "pushed_at": "2024-01-01T00:00:00Z",
+		"has_downloads": true, "has_issues": true, "has_projects": true, "has_wiki": false, "has_pages": false,
+		"archived": false, "disabled": false, "size": 0, "forks": 0, "forks_count": 0, "open_issues": 0, "open_issues_count": 0,
+		"stargazers_count": 0, "watchers": 0, "watchers_count": 0, "visibility": map[bool]string{true: "private", false: "public"}[private],
+	}
+	for k, v := range map[string]string{
+		"archive_url": "/{archive_format}{/ref}", "assignees_url": "/assignees{/user}", "blobs_url": "/git/blobs{/sha}",
+		"branches_url": "/branches{/branch}", "collaborators_url": "/collaborators{/collaborator}", "comments_url": "/comments{/number}",
+		"commits_url": "/commits{/sha}", "compare_url": "/compare/{base}...{head}", "contents_url": "/contents/{+path}",
+		"contributors_url": "/contributors", "deployments_url": "/deployments", "downloads_url": "/downloads", "events_url": "/events",
+		"forks_url": "/forks", "git_commits_url": "/git/commits{/sha}", "git_refs_url": "/git/refs{/sha}", "git_tags_url": "/git/tags{/sha}",
+		"hooks_url": "/hooks", "issue_comment_url": "/issues/comments{/number}", "issue_events_url": "/issues/events{/number}",
+		"issues_url": "/issues{/number}", "keys_url": "/keys{/key_id}", "labels_url": "/labels{/name}", "languages_url": "/languages",
+		"merges_url": "/merges", "milestones_url": "/milestones{/number}", "notifications_url": "/notifications{?since,all,participating}",
+		"pulls_url": "/pulls{/number}", "releases_url": "/releases{/id}", "stargazers_url": "/stargazers", "statuses_url": "/statuses/{sha}",
+		"subscribers_url": "/subscribers", "subscription_url": "/subscription", "tags_url": "/tags", "teams_url": "/teams",
+		"trees_url": "/git/trees{/sha}",
+	} {
+		r[k] = u + v
+	}
+	return r
 }
 
 type repositoryJSON struct {
@@ -243,7 +335,7 @@ type repositoryJSON struct {
 }
 
 func (o *ownerRec) json() accountJSON {
-	return accountJSON{Login: o.login, ID: o.id, Type: "Organization"}
+	return account(o.login, o.id, "Organization")
 }
 
 func (rp *repoRec) json() repositoryJSON {

@@ -157,12 +157,12 @@ func newUUID() string {
 // Payload shapes, as GitHub sends them (nullable fields are pointers so they appear as null).
 
 type webhookPayload struct {
-	Action       string           `json:"action"`
-	WorkflowJob  workflowJob      `json:"workflow_job"`
-	Repository   repositoryJSON   `json:"repository"`
-	Organization *accountJSON     `json:"organization,omitempty"`
-	Sender       accountJSON      `json:"sender"`
-	Installation *installationRef `json:"installation,omitempty"`
+	Action       string            `json:"action"`
+	WorkflowJob  workflowJob       `json:"workflow_job"`
+	Repository   map[string]any    `json:"repository"`
+	Organization *organizationJSON `json:"organization,omitempty"`
+	Sender       accountJSON       `json:"sender"`
+	Installation *installationRef  `json:"installation,omitempty"`
 }
 
 type installationRef struct {
@@ -206,16 +206,14 @@ func nonZero[T comparable](v T) *T {
 
 func workflowJobPayload(action string, ev WorkflowJobEvent) webhookPayload {
 	wj := toWorkflowJob(ev, action)
-	owner := accountJSON{Login: ev.Owner, ID: cmpOrInt(ev.OwnerID, 1), Type: "Organization"}
+	owner := account(ev.Owner, cmpOrInt(ev.OwnerID, 1), "Organization")
+	org := organization(ev.Owner, cmpOrInt(ev.OwnerID, 1))
 	p := webhookPayload{
-		Action:      action,
-		WorkflowJob: wj,
-		Repository: repositoryJSON{
-			ID: cmpOrInt(ev.RepoID, 1), Name: ev.Repo, FullName: ev.Owner + "/" + ev.Repo, Owner: owner,
-			Private: true, HTMLURL: "https://github.com/" + ev.Owner + "/" + ev.Repo,
-		},
-		Organization: &owner,
-		Sender:       accountJSON{Login: "octocat", ID: 583231, Type: "User"},
+		Action:       action,
+		WorkflowJob:  wj,
+		Repository:   webhookRepository(owner, ev.Repo, cmpOrInt(ev.RepoID, 1), true),
+		Organization: &org,
+		Sender:       account("octocat", 583231, "User"),
 	}
 	if ev.InstallationID != 0 {
 		p.Installation = &installationRef{ID: ev.InstallationID, NodeID: fmt.Sprintf("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u%d", ev.InstallationID)}

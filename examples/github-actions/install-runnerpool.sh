@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Installs the runnerpool binary for the provision and release actions, in seconds: the released
+# archive for the runner's OS and architecture (names from .goreleaser.yml), verified against the
+# release's checksums file before anything is unpacked. `go install` is used only when asked for
+# (RP_INSTALL=go-install): a compile on a runner without a Go cache is the start-up latency runnerpool
+# exists to remove.
+#
+# Environment:
+#   RP_VERSION      release to install: "latest" (default) or a tag such as v1.2.3 (or 1.2.3)
+#   RP_INSTALL      "release" (default) or "go-install"
+#   RP_RELEASE_URL  releases base URL (default https://github.com/runnerpool/terraform-provider-runnerpool/releases)
+#   RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_PATH: set by GitHub Actions
+#
+# A runnerpool already on PATH is kept when no version is pinned, or when it is the pinned version.
+# On success the install directory is appended to GITHUB_PATH (later steps find `runnerpool`) and
+# printed on stdout.
+set -euo pipefail
+
+module=github.com/runnerpool/terraform-provider-runnerpool
+version=${RP_VERSION:-latest}
+install=${RP_INSTALL:-release}
+base=${RP_RELEASE_URL:-https://$module/releases}
+base=${base%/}
+
+fail() {
+	echo "install-runnerpool: $*" >&2
+	exit 1
+}
+
+add_path() {
+	if [ -n "${GITHUB_PATH:-}" ]; then
+		echo "$1" >>"$GITHUB_PATH"
+	fi
+	echo "$1"
+}
+
+# The version a runnerpool binary reports ("runnerpool 1.2.3"), without a leading v.
+binary_version() {
+	"$1" version 2>/dev/null | awk '{print $2}' | sed 's/^v//'
+}
+
+pinned=${version#v}
+if [ "$version" = latest ]; then
+	pinned=""
+fi
+if existing=$(command -v runnerpool 2>/dev/null); then
+	if [ -z "$pinned" ] || [ "$(binary_version "$existing")" = "$pinned" ]; then
+		echo "install-runnerpool: using $existing" >&2
+		add_path "$(dirname "$existing")"
+		exit 0
+	fi
+fi
+
+case "$install" in
+release) ;;
+go-install)
+	command -v go >/dev/null 2>&1 || fail "RP_INSTALL=go-install needs Go on the runner (actions/setup-go)"
+	ref=$version
+	if [ "$ref" != latest ] && [ "${ref#v}" = "$ref" ]; then
+		ref=v$ref
+	fi
+	echo "install-runnerpool: go install $module/reconciler/cmd/runnerpool@$ref (slow: compiles on the runner)" >&2
+	go install "$module/reconciler/cmd/runnerpool@$ref" >&2
+	add_path "$(go env GOPATH)/bin"
+	exit 0
+	;;
+*) fail "RP_INSTALL $install: want release or go-install" ;;
+esac
+
+# The release's OS and architecture names (goreleaser's .Os and .Arch): linux only, amd64 or arm64.
+runner_os=${RUNNER_OS:-$(uname -s)}
+runner_arch=${RUNNER_ARCH:-$(uname -m)}
+case "$runner_os" in
+Linux | linux) os=linux ;;
+*) fail "no runnerpool release for $runner_os (releases are for linux); use install: go-install" ;;
+esac
+case "$runner_arch" in
+X64 | x86_64 | amd64) arch=amd64 ;;
+ARM64 | aarch64 | arm64) arch=arm64 ;;
+*) fail "no runnerpool release for $runner_arch (releases are for amd64 and arm64); use install: go-install" ;;
+esac
+
+curl_() {
+	curl --fail --silent --show-error --location --retry 3 --connect-timeout 10 "$@"
+}
+
+# "latest" is the tag GitHub's /releases/latest redirects to.
+if [ -z "$pinned" ]; then
+	tag_url=$(curl_ --head --output /dev/null --write-out '%{url_effective}' "$base/latest") ||
+		fail "finding the latest release at $base/latest"
+	tag=${tag_url##*/}
+	if [ -z "$tag" ] || [ "$tag" = latest ]; then
+		fail "no release tag in $tag_url"
+	fi
+	pinned=${tag#v}
+fi
+case "$pinned" in
+*[!A-Za-z0-9._+-]*) fail "version $pinned: not a release version" ;;
+esac
+
+dir=${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}}/runnerpool/$pinned/$arch
+if [ -x "$dir/runnerpool" ]; then
+	echo "install-runnerpool: using cached $dir/runnerpool" >&2
+	add_path "$dir"
+	exit 0
+fi
+
+archive=runnerpool_${pinned}_${os}_${arch}.tar.gz
+sums=terraform-provider-runnerpool_${pinned}_SHA256SUMS
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+url=$base/download/v$pinned
+curl_ --output "$work/$sums" "$url/$sums" || fail "downloading $url/$sums"
+curl_ --output "$work/$archive" "$url/$archive" || fail "downloading $url/$archive"
+
+# The archive's line in the checksums file, by exact name; then its digest.
+want=$(awk -v f="$archive" '$2 == f || $2 == "*" f {print $1}' "$work/$sums")
+[ -n "$want" ] || fail "$archive is not listed in $sums: refusing it"
+if command -v sha256sum >/dev/null 2>&1; then
+	got=$(sha256sum "$work/$archive" | awk '{print $1}')
+else
+	got=$(shasum -a 256 "$work/$archive" | awk '{print $1}')
+fi
+[ "$got" = "$want" ] || fail "$archive: sha256 $got does not match $sums ($want): refusing it"
+
+mkdir -p "$work/x"
+tar -xzf "$work/$archive" -C "$work/x" runnerpool || fail "$archive holds no runnerpool binary"
+mkdir -p "$dir"
+install -m 0755 "$work/x/runnerpool" "$dir/runnerpool.tmp"
+mv -f "$dir/runnerpool.tmp" "$dir/runnerpool"
+echo "install-runnerpool: installed runnerpool $pinned ($os/$arch) in $dir" >&2
+add_path "$dir"

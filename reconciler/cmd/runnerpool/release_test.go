@@ -1,0 +1,420 @@
+package main
+
+// Tests of what a release delivers: the goreleaser configuration (.goreleaser.yml: the runnerpool
+// archives the workflow actions download, the reconciler's container image), and the actions'
+// install script (examples/github-actions/install-runnerpool.sh) run against a local release server
+// that serves a build named by the configuration's own templates.
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+	"time"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// repoRoot is the repository root, relative to this package.
+const repoRoot = "../../.."
+
+// releaseConfig is the part of .goreleaser.yml the actions and examples/complete rely on.
+type releaseConfig struct {
+	ProjectName string `yaml:"project_name"`
+	Builds      []struct {
+		ID     string   `yaml:"id"`
+		Main   string   `yaml:"main"`
+		Binary string   `yaml:"binary"`
+		Env    []string `yaml:"env"`
+		GOOS   []string `yaml:"goos"`
+		GOARCH []string `yaml:"goarch"`
+	} `yaml:"builds"`
+	Archives []struct {
+		ID           string   `yaml:"id"`
+		IDs          []string `yaml:"ids"`
+		Formats      []string `yaml:"formats"`
+		NameTemplate string   `yaml:"name_template"`
+	} `yaml:"archives"`
+	Checksum struct {
+		NameTemplate string `yaml:"name_template"`
+		Algorithm    string `yaml:"algorithm"`
+	} `yaml:"checksum"`
+	Kos []struct {
+		ID        string   `yaml:"id"`
+		Build     string   `yaml:"build"`
+		Main      string   `yaml:"main"`
+		BaseImage string   `yaml:"base_image"`
+		User      string   `yaml:"user"`
+		Platforms []string `yaml:"platforms"`
+		Repos     []string `yaml:"repositories"`
+		Bare      bool     `yaml:"bare"`
+		Env       []string `yaml:"env"`
+		Flags     []string `yaml:"flags"`
+	} `yaml:"kos"`
+}
+
+func loadReleaseConfig(t *testing.T) releaseConfig {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, ".goreleaser.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c releaseConfig
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatalf(".goreleaser.yml: %v", err)
+	}
+	return c
+}
+
+// render fills a goreleaser name template for one target.
+func render(t *testing.T, c releaseConfig, tmpl, version, goos, goarch string) string {
+	t.Helper()
+	tp, err := template.New("name").Option("missingkey=error").Parse(tmpl)
+	if err != nil {
+		t.Fatalf("template %q: %v", tmpl, err)
+	}
+	var b strings.Builder
+	data := map[string]string{"ProjectName": c.ProjectName, "Version": version, "Os": goos, "Arch": goarch}
+	if err := tp.Execute(&b, data); err != nil {
+		t.Fatalf("template %q: %v", tmpl, err)
+	}
+	return b.String()
+}
+
+// The file names install-runnerpool.sh builds, which must be the ones the release publishes.
+const (
+	scriptArchive   = "runnerpool_{{ .Version }}_{{ .Os }}_{{ .Arch }}"
+	scriptChecksums = "terraform-provider-runnerpool_{{ .Version }}_SHA256SUMS"
+)
+
+// TestReleaseConfig checks what the rest of the repository relies on in .goreleaser.yml (goreleaser
+// check, in make release-check, validates the rest): the runnerpool archives the actions download,
+// and the reconciler's image: linux amd64 and arm64, distroless static nonroot (CA certificates, no
+// shell, uid 65532), the runnerpool build as entrypoint.
+func TestReleaseConfig(t *testing.T) {
+	t.Parallel()
+	c := loadReleaseConfig(t)
+	var build bool
+	for _, b := range c.Builds {
+		if b.ID == "runnerpool" {
+			build = true
+			if b.Main != "./reconciler/cmd/runnerpool" || b.Binary != "runnerpool" || !slices.Contains(b.Env, "CGO_ENABLED=0") ||
+				!slices.Equal(b.GOOS, []string{"linux"}) || !slices.Equal(b.GOARCH, []string{"amd64", "arm64"}) {
+				t.Errorf("runnerpool build = %+v", b)
+			}
+		}
+	}
+	if !build {
+		t.Fatal("no runnerpool build")
+	}
+	var archive bool
+	for _, a := range c.Archives {
+		if slices.Equal(a.IDs, []string{"runnerpool"}) {
+			archive = true
+			if a.NameTemplate != scriptArchive || !slices.Equal(a.Formats, []string{"tar.gz"}) {
+				t.Errorf("runnerpool archive = %+v; install-runnerpool.sh downloads %s.tar.gz", a, scriptArchive)
+			}
+		}
+	}
+	if !archive {
+		t.Error("no archive of the runnerpool build")
+	}
+	if got := render(t, c, c.Checksum.NameTemplate, "1.2.3", "", ""); got != render(t, c, scriptChecksums, "1.2.3", "", "") || c.Checksum.Algorithm != "sha256" {
+		t.Errorf("checksums file %q (%s); install-runnerpool.sh reads %s with sha256", got, c.Checksum.Algorithm, scriptChecksums)
+	}
+	if len(c.Kos) != 1 {
+		t.Fatalf("kos = %+v, want one image", c.Kos)
+	}
+	k := c.Kos[0]
+	if k.Build != "runnerpool" || k.Main != "./reconciler/cmd/runnerpool" {
+		t.Errorf("image build %q main %q, want the runnerpool build", k.Build, k.Main)
+	}
+	if !strings.HasPrefix(k.BaseImage, "gcr.io/distroless/static") || !strings.HasSuffix(k.BaseImage, ":nonroot") || k.User != "65532:65532" {
+		t.Errorf("image base %q user %q, want distroless static nonroot as 65532", k.BaseImage, k.User)
+	}
+	if !slices.Equal(k.Platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("image platforms = %v", k.Platforms)
+	}
+	if !k.Bare || len(k.Repos) == 0 || !slices.Contains(k.Env, "CGO_ENABLED=0") || !slices.Contains(k.Flags, "-trimpath") {
+		t.Errorf("image = %+v, want a bare repository name, CGO_ENABLED=0 and -trimpath", k)
+	}
+}
+
+// release is a local stand-in for GitHub's releases of one version: /latest redirects to the tag,
+// /download/vVERSION/NAME serves files.
+type release struct {
+	version string
+	mu      sync.Mutex
+	files   map[string][]byte
+	gets    int
+}
+
+func (rl *release) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case p == "/releases/latest":
+		http.Redirect(w, r, "/releases/tag/v"+rl.version, http.StatusFound)
+	case p == "/releases/tag/v"+rl.version:
+		w.WriteHeader(http.StatusOK)
+	case strings.HasPrefix(p, "/releases/download/v"+rl.version+"/"):
+		rl.mu.Lock()
+		b, ok := rl.files[strings.TrimPrefix(p, "/releases/download/v"+rl.version+"/")]
+		rl.gets++
+		rl.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(b)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// buildRelease builds runnerpool for this machine at version (without the release's -trimpath and
+// CGO_ENABLED=0, which would rebuild every dependency outside the build cache), packs it as the configuration names
+// it and lists it in the checksums file, with the archive of the other architecture beside it.
+func buildRelease(t *testing.T, version string) (files map[string][]byte, archive, sums string) {
+	t.Helper()
+	c := loadReleaseConfig(t)
+	var tmpl string
+	for _, a := range c.Archives {
+		if slices.Equal(a.IDs, []string{"runnerpool"}) {
+			tmpl = a.NameTemplate + "." + a.Formats[0]
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "runnerpool")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin,
+		"-ldflags", "-X github.com/runnerpool/terraform-provider-runnerpool/internal/version.Version="+version, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	exe, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = map[string][]byte{}
+	var list strings.Builder
+	for _, arch := range []string{"amd64", "arm64"} {
+		name := render(t, c, tmpl, version, "linux", arch)
+		content := exe
+		if arch != runtime.GOARCH {
+			content = []byte("#!/bin/sh\necho wrong architecture\n")
+		}
+		files[name] = tarGz(t, "runnerpool", content)
+		sum := sha256.Sum256(files[name])
+		fmt.Fprintf(&list, "%s  %s\n", hex.EncodeToString(sum[:]), name)
+		if arch == runtime.GOARCH {
+			archive = name
+		}
+	}
+	sums = render(t, c, c.Checksum.NameTemplate, version, "", "")
+	files[sums] = []byte(list.String())
+	return files, archive, sums
+}
+
+func tarGz(t *testing.T, name string, content []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), ModTime: time.Unix(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write(content)
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestInstallScript runs the actions' install script against the local release server: latest and
+// pinned versions install the verified binary; a tampered archive, an archive missing from the
+// checksums file, an unknown version and an unsupported OS are refused; a second run uses the tool
+// cache; go-install is used only when asked for; and the script passes shellcheck.
+func TestInstallScript(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		t.Fatalf("the install script installs linux amd64/arm64 releases; this test must run there, not on %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	script, err := filepath.Abs(filepath.Join(repoRoot, "examples/github-actions/install-runnerpool.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const version = "1.2.3"
+	good, archive, sums := buildRelease(t, version)
+	tampered := func(files map[string][]byte) {
+		b := bytes.Clone(files[archive])
+		b[len(b)/2] ^= 0xff
+		files[archive] = b
+	}
+	unlisted := func(files map[string][]byte) {
+		var keep []string
+		for _, l := range strings.Split(string(files[sums]), "\n") {
+			if !strings.HasSuffix(l, " "+archive) {
+				keep = append(keep, l)
+			}
+		}
+		files[sums] = []byte(strings.Join(keep, "\n"))
+	}
+
+	tests := []struct {
+		name    string
+		env     []string
+		change  func(map[string][]byte)
+		wantErr string // empty: installs
+	}{
+		{"latest", []string{"RP_VERSION=latest"}, nil, ""},
+		{"pinned", []string{"RP_VERSION=v1.2.3"}, nil, ""},
+		{"pinned without v", []string{"RP_VERSION=1.2.3"}, nil, ""},
+		{"default is latest", nil, nil, ""},
+		{"tampered archive", nil, tampered, "does not match"},
+		{"archive not in the checksums", nil, unlisted, "not listed"},
+		{"unknown version", []string{"RP_VERSION=v9.9.9"}, nil, "downloading"},
+		{"bad version", []string{"RP_VERSION=1.2;rm"}, nil, "not a release version"},
+		{"macOS runner", []string{"RUNNER_OS=macOS"}, nil, "go-install"},
+		{"bad install input", []string{"RP_INSTALL=brew"}, nil, "want release or go-install"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			files := map[string][]byte{}
+			for k, v := range good {
+				files[k] = v
+			}
+			if tt.change != nil {
+				tt.change(files)
+			}
+			srv := httptest.NewServer(&release{version: version, files: files})
+			defer srv.Close()
+			dir := t.TempDir()
+			ghPath := filepath.Join(dir, "github_path")
+			env := append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "RP_RELEASE_URL=" + srv.URL + "/releases",
+				"RUNNER_OS=Linux", "RUNNER_ARCH=" + map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH],
+				"RUNNER_TOOL_CACHE=" + filepath.Join(dir, "cache"), "GITHUB_PATH=" + ghPath}, tt.env...)
+			start := time.Now()
+			stdout, stderr, err := runScript(t, script, env)
+			took := time.Since(start)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(stderr, tt.wantErr) {
+					t.Fatalf("script: err %v, stderr %q; want a failure mentioning %q", err, stderr, tt.wantErr)
+				}
+				if matches, _ := filepath.Glob(filepath.Join(dir, "cache", "runnerpool", "*", "*", "runnerpool")); len(matches) > 0 {
+					t.Errorf("a refused archive was installed: %v", matches)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("script: %v\n%s", err, stderr)
+			}
+			t.Logf("installed in %v: %s", took, strings.TrimSpace(stderr))
+			installed := filepath.Join(dir, "cache", "runnerpool", version, runtime.GOARCH)
+			if got := strings.TrimSpace(stdout); got != installed {
+				t.Errorf("stdout %q, want the install directory %q", got, installed)
+			}
+			if b, _ := os.ReadFile(ghPath); strings.TrimSpace(string(b)) != installed {
+				t.Errorf("GITHUB_PATH has %q, want %q", b, installed)
+			}
+			out, err := exec.CommandContext(t.Context(), filepath.Join(installed, "runnerpool"), "version").Output()
+			if err != nil || !strings.HasPrefix(string(out), "runnerpool "+version+" ") {
+				t.Errorf("installed runnerpool version: %q, %v", out, err)
+			}
+		})
+	}
+
+	// A second run with the same tool cache downloads nothing; a runnerpool on PATH in the pinned
+	// version is kept.
+	t.Run("cached", func(t *testing.T) {
+		t.Parallel()
+		rl := &release{version: version, files: good}
+		srv := httptest.NewServer(rl)
+		defer srv.Close()
+		dir := t.TempDir()
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "RP_RELEASE_URL=" + srv.URL + "/releases", "RP_VERSION=v" + version,
+			"RUNNER_OS=Linux", "RUNNER_TOOL_CACHE=" + filepath.Join(dir, "cache")}
+		if _, stderr, err := runScript(t, script, env); err != nil {
+			t.Fatalf("first run: %v\n%s", err, stderr)
+		}
+		rl.mu.Lock()
+		first := rl.gets
+		rl.mu.Unlock()
+		if _, stderr, err := runScript(t, script, env); err != nil || !strings.Contains(stderr, "cached") {
+			t.Fatalf("second run: %v\n%s", err, stderr)
+		}
+		installed := filepath.Join(dir, "cache", "runnerpool", version, runtime.GOARCH)
+		onPath := append(slices.Clone(env), "PATH="+installed+":/usr/bin:/bin")
+		if _, stderr, err := runScript(t, script, onPath); err != nil || !strings.Contains(stderr, "using "+installed) {
+			t.Fatalf("run with runnerpool on PATH: %v\n%s", err, stderr)
+		}
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		if first != 2 || rl.gets != first {
+			t.Errorf("downloads: %d on the first run, %d in all; want 2 (checksums, archive), then none", first, rl.gets)
+		}
+	})
+
+	// The script is shellcheck clean (make deps installs shellcheck for the user-data tests too).
+	t.Run("shellcheck", func(t *testing.T) {
+		t.Parallel()
+		sc, err := exec.LookPath("shellcheck")
+		if err != nil {
+			t.Fatalf("shellcheck not on PATH (make deps installs it): %v", err)
+		}
+		if out, err := exec.CommandContext(t.Context(), sc, script).CombinedOutput(); err != nil {
+			t.Errorf("shellcheck %s: %v\n%s", script, err, out)
+		}
+	})
+
+	// go-install is the explicit fallback: the script runs go install at the pinned tag.
+	t.Run("go install", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		fakeGo := filepath.Join(dir, "bin", "go")
+		if err := os.MkdirAll(filepath.Dir(fakeGo), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		record := filepath.Join(dir, "go-args")
+		if err := os.WriteFile(fakeGo, []byte("#!/bin/sh\nif [ \"$1\" = env ]; then echo "+dir+"/gopath; exit 0; fi\necho \"$@\" >>"+record+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"PATH=" + filepath.Dir(fakeGo) + ":/usr/bin:/bin", "HOME=" + dir, "RP_INSTALL=go-install", "RP_VERSION=1.2.3",
+			"RP_RELEASE_URL=http://127.0.0.1:1/releases"}
+		stdout, stderr, err := runScript(t, script, env)
+		if err != nil {
+			t.Fatalf("script: %v\n%s", err, stderr)
+		}
+		b, _ := os.ReadFile(record)
+		if want := "install github.com/runnerpool/terraform-provider-runnerpool/reconciler/cmd/runnerpool@v1.2.3"; strings.TrimSpace(string(b)) != want {
+			t.Errorf("go called with %q, want %q", b, want)
+		}
+		if strings.TrimSpace(stdout) != dir+"/gopath/bin" {
+			t.Errorf("stdout %q, want GOPATH/bin", stdout)
+		}
+	})
+}
+
+func runScript(t *testing.T, script string, env []string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "bash", script)
+	cmd.Env = env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
