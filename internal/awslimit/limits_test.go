@@ -111,9 +111,11 @@ func TestThrottledCallsSucceed(t *testing.T) {
 func TestTinyBucketDelays(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
-	cfg.Families[FamilyNonMutating] = Bucket{Burst: 1, RefillPerSecond: 100}
-	cfg.Families[FamilyResourceIntensive] = Bucket{Burst: 1, RefillPerSecond: 100}
-	cfg.Resources[ResourceLaunched] = Bucket{Burst: 2, RefillPerSecond: 100}
+	// Refills slow enough that a round trip on a loaded machine never outlasts one (at 100 a second a
+	// 10 ms round trip refilled the bucket and nothing was delayed); about a second in all.
+	cfg.Families[FamilyNonMutating] = Bucket{Burst: 1, RefillPerSecond: 5}
+	cfg.Families[FamilyResourceIntensive] = Bucket{Burst: 1, RefillPerSecond: 5}
+	cfg.Resources[ResourceLaunched] = Bucket{Burst: 2, RefillPerSecond: 5}
 	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
