@@ -343,8 +343,12 @@ func TestUnclaimReturnsTheInstanceToThePool(t *testing.T) {
 	if rec.State != store.StateIdle || rec.RunID != "" || !rec.Threshold.Equal(idleUntil) {
 		t.Errorf("record after Unclaim = %s run %q threshold %s, want idle, no run, %s", rec.State, rec.RunID, rec.Threshold, idleUntil)
 	}
-	if view, _ := e.ec2srv.Instance(cl.Instance.ID); view.Tags[wake.TagKey] != strconv.FormatInt(rec.Version, 10) {
-		t.Errorf("wake tag = %q, want the idle record's version %d", view.Tags[wake.TagKey], rec.Version)
+	if rec.PooledAt.IsZero() {
+		t.Errorf("record after Unclaim is not marked pooled by the control plane")
+	}
+	// The notice names the idle transition's version; the pool mark is the one write after it.
+	if view, _ := e.ec2srv.Instance(cl.Instance.ID); view.Tags[wake.TagKey] != strconv.FormatInt(rec.Version-1, 10) {
+		t.Errorf("wake tag = %q, want the idle transition's version %d", view.Tags[wake.TagKey], rec.Version-1)
 	}
 	// A repeated Unclaim of the same claim changes nothing but may put a duplicate message back.
 	if err := c.Unclaim(t.Context(), cl, idleUntil, e.q); err != nil {

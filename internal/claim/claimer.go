@@ -499,8 +499,13 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 			return fmt.Errorf("unclaiming %s: discarded: %w", id, err)
 		}
 	}
+	// The control plane's own mark that the hand-back holds (the agent never took the claim's
+	// credential, or it confirmed and GitHub agrees): what the second look and refresh act on.
+	if _, err := c.st.MarkPooled(ctx, id); err != nil {
+		return fmt.Errorf("unclaiming %s: instance idle but not marked pooled (refresh terminates it at its idle threshold): %w", id, err)
+	}
 	if err := q.Put(ctx, msg, 0); err != nil {
-		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh terminates it at its idle threshold): %w", id, err)
+		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh pools it again): %w", id, err)
 	}
 	return nil
 }

@@ -341,8 +341,8 @@ func (e *env) verify(ctx context.Context) error {
 		if !slices.Contains(again.Pool.Repooled, v.Instance) {
 			return false
 		}
-		sig, err := late.st.LastSignal(ctx, v.Instance)
-		return err == nil && sig.Signal == store.SignalReleased && sig.At.After(refreshedAt)
+		rec, err := late.st.Get(ctx, v.Instance)
+		return err == nil && rec.PooledAt.After(refreshedAt)
 	})
 	if len(v) > 0 || again.Expiry.Marked > 0 || len(again.Orphans.Terminated) > 0 {
 		return fmt.Errorf("a repeated refresh pass changed something: %v (report %+v)", v, again)

@@ -20,8 +20,9 @@
 //     (Report.Stale), not violations, as are duplicate messages (the second claim loses).
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
-//   - pooled: every idle record (not past its threshold) whose agent confirmed it clean has exactly
-//     one live pool message, and one not confirmed clean has none (Options.Pooled: ask after a
+//   - pooled: every idle record (not past its threshold) that the control plane marked pooled
+//     (store.Instance.PooledAt, written once it verified the hand-back) has exactly one live pool
+//     message, and one not marked has none (Options.Pooled: ask after a
 //     refresh pass, which pools a lost one again and drops duplicates). Before calling a message
 //     missing, the check reads the queues again with long polls, which ask every SQS server.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
@@ -641,19 +642,16 @@ func checkPooled(ctx context.Context, st Store, rep *Report, refreshedAt time.Ti
 		if rec.State != store.StateIdle || rec.RunID != "" || rec.Expired(rep.At) {
 			continue
 		}
-		sig, err := st.LastSignal(ctx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("invariant: reading the signal of idle %s: %w", id, err)
-		}
-		clean := err == nil && sig.Signal == store.SignalReleased
-		if clean && !refreshedAt.IsZero() && sig.At.After(refreshedAt) {
-			continue // confirmed after the refresh pass: the next one pools it
+		// Confirmed clean is the control plane's own mark, written once it verified the hand-back.
+		clean := !rec.PooledAt.IsZero()
+		if clean && !refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt) {
+			continue // marked after the refresh pass began: the next one pools it
 		}
 		switch n := live[id]; {
 		case clean && n != 1:
 			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want exactly one)", n)
 		case !clean && n > 0 && !slices.ContainsFunc(rep.Violations, func(v Violation) bool { return v.Rule == RulePool && v.Instance == id }):
-			rep.add(RulePooled, id, "idle, not confirmed clean (last signal %q), but in the pool %d times", sig.Signal, n)
+			rep.add(RulePooled, id, "idle, never marked pooled by the control plane, but in the pool %d times", n)
 		}
 	}
 	return nil

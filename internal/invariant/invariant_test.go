@@ -121,10 +121,20 @@ func (w *world) running(run string) string {
 func (w *world) pooled() string {
 	id := w.running("4242:100:1")
 	none := ""
-	rec := w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:100:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+	w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:100:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
 	w.signal(id, store.SignalReleased, "4242:100:1", time.Time{})
-	w.put(rec)
+	w.put(w.markPooled(id))
 	return id
+}
+
+// markPooled writes the control plane's pool mark, as a release that verified the hand-back does.
+func (w *world) markPooled(id string) store.Instance {
+	w.t.Helper()
+	rec, err := w.st.MarkPooled(w.t.Context(), id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return rec
 }
 
 func (w *world) signal(id string, sig store.Signal, run string, at time.Time) {
@@ -220,6 +230,7 @@ func TestCheck(t *testing.T) {
 			none := ""
 			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:110:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
 			w.signal(id, store.SignalReleased, "4242:110:1", time.Time{})
+			w.markPooled(id)
 			return invariant.Options{Pooled: true}
 		},
 		want: []string{invariant.RulePooled},

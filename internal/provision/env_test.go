@@ -360,6 +360,11 @@ func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int
 	if err := e.st.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalReleased, RunID: "seed-run"}); err != nil {
 		t.Errorf("signal of %s: %v", in.ID, err)
 	}
+	// The control plane marks it pooled once it verified the hand-back, as a release does.
+	if rec, err = e.st.MarkPooled(ctx, in.ID); err != nil {
+		t.Errorf("mark %s pooled: %v", in.ID, err)
+		return in
+	}
 	if err := q.Put(ctx, claim.MessageOf(rec), delay); err != nil {
 		t.Errorf("Put %s: %v", in.ID, err)
 	}

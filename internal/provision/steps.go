@@ -234,27 +234,18 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 	}
 }
 
-// confirmClean reports whether a second-look candidate is in the pool by DESIGN rule 3: an idle
-// instance whose agent confirmed deregistration and clean-up after it became idle (its last signal
-// is the release signal, written no earlier than the record's last change), or a hot warm-pool
-// instance whose warm-up succeeded. A release still waiting for its agent lists the record idle in
-// the index; this keeps selection from taking it.
+// confirmClean reports whether a second-look candidate is in the pool by DESIGN rule 3, from the
+// control plane's own mark (store.Instance.PooledAt): a release or unclaim that verified the
+// hand-back, or a warm-up that made it hot, and no transition since. A release still waiting for its
+// agent lists the record idle in the index without the mark; so does one whose agent forged its
+// release signal while GitHub still lists the runner. Neither is taken.
 func (p *Provisioner) confirmClean(ctx context.Context, id string) (bool, error) {
 	rec, err := p.st.Get(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	sig, err := p.st.LastSignal(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	switch rec.State {
-	case store.StateIdle:
-		return sig.Signal == store.SignalReleased && !sig.At.Before(rec.UpdatedAt), nil
-	case store.StateReady:
-		return sig.Signal == store.SignalPreRunnerOK, nil
-	}
-	return false, nil
+	pooled := rec.State == store.StateIdle || rec.State == store.StateReady
+	return pooled && rec.RunID == "" && !rec.PooledAt.IsZero(), nil
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of

@@ -276,11 +276,11 @@ func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[st
 		case p.now.Sub(rec.UpdatedAt) < r.opts.RepoolGrace:
 			return // its release or unclaim may still be putting its message
 		}
-		sig, err := r.st.LastSignal(ctx, rec.ID)
-		if err != nil || sig.Signal != store.SignalReleased {
-			// Not confirmed clean: never pooled; its idle threshold ends it.
-			r.log.InfoContext(ctx, "refresh: idle instance without a pool message is not confirmed clean; left to its threshold",
-				"instance", rec.ID, "signal", sig.Signal, "error", err)
+		if rec.PooledAt.IsZero() {
+			// Never pooled by the control plane (its release or unclaim did not verify the hand-back,
+			// whatever the agent wrote): never pooled here either; its idle threshold ends it.
+			r.log.InfoContext(ctx, "refresh: idle instance without a pool message was never marked pooled; left to its threshold",
+				"instance", rec.ID)
 			return
 		}
 		q, err := r.resolver.Queue(rec.RunnerClass)

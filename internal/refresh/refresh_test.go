@@ -584,13 +584,21 @@ func TestRefreshPoolsLostMessagesAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	signal(lost, store.SignalReleased)
-	signal(unconfirmed, store.SignalRegistered) // released by the control plane, never confirmed by its agent
-	signal(pooled, store.SignalReleased)
-	rec, err := e.st.Get(ctx, pooled)
-	if err != nil {
-		t.Fatal(err)
+	mark := func(id string) store.Instance {
+		t.Helper()
+		rec, err := e.st.MarkPooled(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
 	}
+	signal(lost, store.SignalReleased)
+	mark(lost)
+	// Released by the control plane, never confirmed: its agent's forged release signal is not the
+	// control plane's mark, so it is never pooled.
+	signal(unconfirmed, store.SignalReleased)
+	signal(pooled, store.SignalReleased)
+	rec := mark(pooled)
 	if err := e.queue.Put(ctx, claim.MessageOf(rec), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -598,6 +606,7 @@ func TestRefreshPoolsLostMessagesAgain(t *testing.T) {
 	// Made idle just now: its release may still be putting its message.
 	e.record(t, fresh, store.StateIdle, future)
 	signal(fresh, store.SignalReleased)
+	mark(fresh)
 
 	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
 	rep, err := r.Run(ctx)

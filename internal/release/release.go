@@ -296,19 +296,21 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
 	}
 
-	// The pool is the hand-over to the next run: check the record is still idle and ours to pool.
-	cur, err := r.st.Get(ctx, id)
-	switch {
-	case err == nil && (cur.State != store.StateIdle || cur.RunID != ""):
-		res.State, res.Outcome = cur.State, SkippedUnexpectedState
-		res.Reason = fmt.Sprintf("deregistered, but the record moved to %s before it was pooled: not pooled", cur.State)
+	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
+	// still idle, ours to pool and within its threshold. The mark is the control plane's own record
+	// that the hand-back was verified; selection's second look and refresh act on it alone.
+	if _, err := r.st.MarkPooled(ctx, id); err != nil {
+		var ce *store.ConflictError
+		switch {
+		case errors.As(err, &ce) && ce.Current == store.StateIdle && ce.RunID == "":
+			res.Outcome, res.Reason = Expired, "deregistered, but its threshold passed before it was pooled: not pooled, refresh terminates it"
+		case errors.As(err, &ce):
+			res.State, res.Outcome = ce.Current, SkippedUnexpectedState
+			res.Reason = fmt.Sprintf("deregistered, but the record moved to %s before it was pooled: not pooled", ce.Current)
+		default:
+			return r.expire(ctx, res, "", "the pool mark was not written: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+		}
 		return res
-	case err == nil && cur.Expired(r.opts.Now()):
-		res.Outcome, res.Reason = Expired, "deregistered, but its threshold passed before it was pooled: not pooled, refresh terminates it"
-		return res
-	}
-	if err != nil {
-		r.log.WarnContext(ctx, "release: re-reading the record before pooling failed; pooling (pickup re-checks the record)", "instance", id, "error", err)
 	}
 	msg.Threshold = idle.Threshold
 	if err := q.Put(ctx, msg, 0); err != nil {

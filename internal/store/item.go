@@ -32,6 +32,7 @@ const (
 	attrThreshold = "threshold"
 	attrID        = "id"
 	attrTTL       = "ttl"
+	attrPooledAt  = "pooled_at"
 
 	// IndexByState lists live records of one state ordered by threshold (refresh, pool counts).
 	IndexByState = "by_state"
@@ -106,6 +107,10 @@ type Instance struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	Version       int64 // incremented by every write; lets tests and audits count transitions
+	// PooledAt is when the control plane put the instance in the pool (MarkPooled, or a warm-up
+	// that made it hot): after it verified the hand-back itself, never on the agent's word alone.
+	// Every transition clears it, so a set PooledAt means "in the pool since then, untouched".
+	PooledAt time.Time
 }
 
 // Expired reports whether the record's threshold has passed at now.
@@ -154,6 +159,9 @@ func (s *Store) encodeInstance(in Instance) map[string]types.AttributeValue {
 	item["updated_at"] = ms(in.UpdatedAt)
 	if !in.Threshold.IsZero() {
 		item[attrThreshold] = ms(in.Threshold)
+	}
+	if !in.PooledAt.IsZero() {
+		item[attrPooledAt] = ms(in.PooledAt)
 	}
 	if in.State.Live() {
 		item[attrIdxState] = sv(string(in.State))
@@ -249,6 +257,7 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		CreatedAt:     fromMS(d.num("created_at")),
 		UpdatedAt:     fromMS(d.num("updated_at")),
 		Version:       d.num("version"),
+		PooledAt:      fromMS(d.num(attrPooledAt)),
 	}
 	st, err := ParseState(d.str("state"))
 	if err != nil {

@@ -122,6 +122,9 @@ type Change struct {
 	// SetScope, when set, replaces the record's scope (a release narrows a pooled instance to the
 	// repository of the run it served, from the control plane's run record).
 	SetScope string
+	// MarkPooled marks the record pooled by the control plane (see Instance.PooledAt) in the same
+	// write; without it the transition clears the mark.
+	MarkPooled bool
 }
 
 // Transition applies a conditional state change and returns the record as written.
@@ -143,6 +146,13 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 
 	u := newUpdate(s.now())
 	u.set("state", sv(string(c.To)))
+	// A state change takes the instance out of the pool as far as the control plane is concerned;
+	// only a change that itself pools it (a warm-up making it hot) marks it again.
+	if c.MarkPooled {
+		u.set(attrPooledAt, ms(u.now))
+	} else {
+		u.remove(attrPooledAt)
+	}
 	if c.To.Live() {
 		u.set(attrIdxState, sv(string(c.To)))
 	} else {
@@ -212,6 +222,23 @@ func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time
 		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID, LiveAt: s.now(),
 		Threshold: threshold, Reason: "claimed by run " + runID,
 	})
+}
+
+// MarkPooled records that the control plane put an idle instance in the pool after it verified the
+// hand-back itself (the agent's signal and GitHub's list of runners): the record must still be idle,
+// without a run, and within its threshold. Selection's second look and refresh's re-pooling act on
+// this mark, never on what the instance's agent wrote.
+func (s *Store) MarkPooled(ctx context.Context, id string) (Instance, error) {
+	if err := validateID(id); err != nil {
+		return Instance{}, err
+	}
+	u := newUpdate(s.now())
+	u.set(attrPooledAt, ms(u.now))
+	u.names["#state"] = "state"
+	u.names["#threshold"] = attrThreshold
+	cond := "attribute_exists(pk) AND #state = " + u.value(sv(string(StateIdle))) +
+		" AND attribute_not_exists(run_id) AND #threshold > " + u.value(ms(u.now))
+	return s.update(ctx, id, u, cond, "idle, no run id, threshold ahead")
 }
 
 // Expire moves a live record's threshold to now without changing its state, so refresh (and the

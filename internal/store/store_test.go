@@ -191,6 +191,57 @@ func TestClaimRefusesExpiredRecord(t *testing.T) {
 	}
 }
 
+// TestMarkPooled: the pool mark is the control plane's, written only on an idle record without a run
+// and within its threshold, and every transition clears it (a claim takes the instance out of the
+// pool; only the next verified hand-back puts it back).
+func TestMarkPooled(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}
+	st, _, _ := newStore(t, store.WithClock(clock.Now))
+	ctx := t.Context()
+	rec := idle(t, st, "i-1")
+	if !rec.PooledAt.IsZero() {
+		t.Fatalf("a record made idle is marked pooled at %v before any verification", rec.PooledAt)
+	}
+	marked, err := st.MarkPooled(ctx, "i-1")
+	if err != nil {
+		t.Fatalf("MarkPooled: %v", err)
+	}
+	if !marked.PooledAt.Equal(clock.Now()) || marked.Version != rec.Version+1 {
+		t.Errorf("marked = at %v version %d, want at %v version %d", marked.PooledAt, marked.Version, clock.Now(), rec.Version+1)
+	}
+	if got, err := st.Get(ctx, "i-1"); err != nil || !got.PooledAt.Equal(clock.Now()) {
+		t.Errorf("Get after the mark = %v, %v; want pooled at %v", got.PooledAt, err, clock.Now())
+	}
+	claimed, err := st.Claim(ctx, "i-1", "run-1", clock.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if !claimed.PooledAt.IsZero() {
+		t.Errorf("a claim left the pool mark at %v", claimed.PooledAt)
+	}
+	var ce *store.ConflictError
+	if _, err := st.MarkPooled(ctx, "i-1"); !errors.As(err, &ce) || ce.Current != store.StateClaimed {
+		t.Errorf("MarkPooled of a claimed record = %v, want a conflict naming claimed", err)
+	}
+	idle(t, st, "i-2")
+	clock.Advance(61 * time.Minute) // past the idle threshold
+	if _, err := st.MarkPooled(ctx, "i-2"); !errors.As(err, &ce) || ce.Current != store.StateIdle {
+		t.Errorf("MarkPooled past the threshold = %v, want a conflict (still idle)", err)
+	}
+	if _, err := st.MarkPooled(ctx, "i-missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("MarkPooled of no record = %v, want ErrNotFound", err)
+	}
+	warm, err := st.Create(ctx, store.Instance{ID: "i-3", State: store.StateWarming, Threshold: clock.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot, err := st.Transition(ctx, warm.ID, store.Change{From: []store.State{store.StateWarming}, To: store.StateReady, MarkPooled: true})
+	if err != nil || !hot.PooledAt.Equal(clock.Now()) {
+		t.Errorf("warming -> ready with MarkPooled = pooled at %v, %v; want %v", hot.PooledAt, err, clock.Now())
+	}
+}
+
 func TestRefreshMarkSkipsRenewedRecord(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}

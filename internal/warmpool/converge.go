@@ -564,7 +564,7 @@ func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Insta
 	each(len(recs), func(i int) {
 		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
 			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
-			Threshold: threshold, Reason: "warmed up: hot",
+			Threshold: threshold, Reason: "warmed up: hot", MarkPooled: spec.Queue != nil,
 		})
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
