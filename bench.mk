@@ -10,6 +10,9 @@
 #                 checker; prints `faults: step=NAME runs=N ok=N`
 #
 # BENCH_ARGS passes flags to runnerpool-bench (e.g. BENCH_ARGS="-factor 0.1 -idle-window 2m").
+# The bench runs with SQS short polls sampled, as real SQS samples a subset of its servers: the local
+# stack answers a short poll empty with probability 0.3 (-sqs-sampling; RUNNERPOOL_STACK_SQS_SAMPLING
+# does the same for `make stack` and bin/runnerpool-stack).
 
 GO            ?= go
 BENCH_ARGS    ?=

@@ -33,9 +33,18 @@ type Request struct {
 	Count  int      // runners wanted (1-MaxCount)
 	Filter pool.Filter
 	Queue  *pool.Queue
-	// Pickup tunes the request's pickup manager (Now and Logger default to the Claimer's; MaxMessages
-	// to min(Count, 10)).
+	// Pickup tunes the request's pickup manager (Now and Logger default to the Claimer's).
 	Pickup pool.PickupOptions
+	// SecondLook, when set, lists candidates through the table's idle index once the pool queue is
+	// exhausted for the request: what an empty short poll (SQS samples a subset of its servers), a
+	// message another request holds for the moment, or a lost message hid. They are claimed with the
+	// same conditional write; their messages stay in the queue, stale, for the next pickup or refresh
+	// to drop.
+	SecondLook func(ctx context.Context) ([]pool.Message, error)
+	// Confirm, when set, is asked before a second-look candidate is claimed: the table's idle index
+	// also lists an instance that a release made idle but whose agent has not yet confirmed its
+	// clean-up (DESIGN rule 3: such an instance is not in the pool yet). false skips the candidate.
+	Confirm func(ctx context.Context, id string) (bool, error)
 }
 
 // Claimed is an instance claimed for the run. It stays in state claimed: the caller moves it to
@@ -68,6 +77,9 @@ type Result struct {
 	Discarded []Discard
 	Lost      int // candidates whose record was gone or not idle (another run won): dropped
 	Stats     pool.PickupStats
+	// SecondLook counts the candidates the second look listed (0 when it did not run or found
+	// none) and Indexed the instances claimed through it.
+	SecondLook, Indexed int
 }
 
 // Claimer runs claim workers.
@@ -115,13 +127,10 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 	if popts.Logger == nil {
 		popts.Logger = c.log
 	}
-	if popts.MaxMessages == 0 {
-		popts.MaxMessages = min(req.Count, 10)
-	}
 	p := pool.NewPickup(req.Queue, req.Filter, popts)
 	log := c.log.With("run", req.RunID, "queue", req.Queue.URL())
 
-	col := &collector{owned: map[string]bool{}}
+	col := &collector{owned: map[string]bool{}, second: req.SecondLook}
 	var wg sync.WaitGroup
 	for range req.Count {
 		wg.Go(func() { c.work(ctx, req, p, col, log) })
@@ -136,6 +145,7 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 	}
 	res := col.res
 	res.Stats = p.Stats()
+	res.SecondLook = col.looked
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("claiming for run %s: %w", req.RunID, err)
 	}
@@ -151,6 +161,35 @@ type collector struct {
 	res   Result
 	errs  []error
 	owned map[string]bool // instance ids a worker of this request is handling
+
+	second     func(ctx context.Context) ([]pool.Message, error)
+	secondOnce sync.Once
+	secondErr  error
+	cands      []pool.Message // the second look's candidates not yet tried
+	looked     int
+}
+
+// nextIndexed returns a candidate of the second look (listing it on first use), or false when
+// there is none left.
+func (col *collector) nextIndexed(ctx context.Context) (pool.Message, bool, error) {
+	if col.second == nil {
+		return pool.Message{}, false, nil
+	}
+	col.secondOnce.Do(func() {
+		cands, err := col.second(ctx)
+		col.lock(func() { col.cands, col.secondErr, col.looked = cands, err, len(cands) })
+	})
+	var m pool.Message
+	var ok bool
+	var err error
+	col.lock(func() {
+		err = col.secondErr
+		for err == nil && len(col.cands) > 0 && !ok {
+			m, col.cands = col.cands[0], col.cands[1:]
+			ok = !col.owned[m.InstanceID]
+		}
+	})
+	return m, ok, err
 }
 
 func (col *collector) lock(f func()) {
@@ -178,8 +217,20 @@ func (col *collector) own(id string) bool {
 func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *collector, log *slog.Logger) {
 	for {
 		m, err := p.Next(ctx)
+		indexed := false
 		if errors.Is(err, pool.ErrExhausted) {
-			return
+			// The queue has nothing more for this request: look through the table's idle index.
+			var ok bool
+			if m, ok, err = col.nextIndexed(ctx); err == nil && !ok {
+				return
+			}
+			indexed = true
+			if err == nil && req.Confirm != nil {
+				if ok, cerr := req.Confirm(ctx, m.InstanceID); cerr != nil || !ok {
+					log.Debug("second-look candidate not confirmed clean: skipped", "instance", m.InstanceID, "err", cerr)
+					continue
+				}
+			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -187,7 +238,7 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 			}
 			return
 		}
-		done, err := c.try(ctx, req, p, m, col, log.With("instance", m.InstanceID))
+		done, err := c.try(ctx, req, p, m, indexed, col, log.With("instance", m.InstanceID))
 		if err != nil {
 			if ctx.Err() == nil {
 				col.fail(err)
@@ -201,16 +252,21 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 }
 
 // try handles one candidate. done reports that this worker holds its instance or must stop.
-func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, col *collector, log *slog.Logger) (done bool, err error) {
+// indexed says the candidate came from the second look (no message of it is held).
+func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, indexed bool, col *collector, log *slog.Logger) (done bool, err error) {
 	if !col.own(m.InstanceID) {
-		log.Info("duplicate pool message for an instance this request already handles: dropped")
-		col.lock(func() { col.res.Lost++ })
+		if !indexed {
+			log.Info("second message for an instance this request already handles: handed back")
+			if rerr := p.Return(ctx, m); rerr != nil {
+				log.Warn("second message not handed back", "err", rerr)
+			}
+		}
 		return false, nil
 	}
 	start := c.opts.Now()
 	in, err := c.st.Claim(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout), PoolStates...)
 	if err != nil {
-		in, err = c.resolveClaim(ctx, req, p, m, err, log)
+		in, err = c.resolveClaim(ctx, req, p, m, indexed, err, log)
 		if err != nil {
 			return true, err
 		}
@@ -218,6 +274,11 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 			col.lock(func() { col.res.Lost++ })
 			return false, nil
 		}
+	}
+	// The record is the run's now: the message has done its job.
+	p.Claimed(ctx, m)
+	if indexed {
+		col.lock(func() { col.res.Indexed++ })
 	}
 
 	// The instance is claimed for the run: from here it must end up in the Result.
@@ -256,14 +317,15 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 
 // resolveClaim decides what a failed claim write means. It returns the record when the instance is
 // in fact ours, a zero record when the candidate is dead (dropped), or an error that ends the worker.
-func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, claimErr error, log *slog.Logger) (store.Instance, error) {
+func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, indexed bool, claimErr error, log *slog.Logger) (store.Instance, error) {
 	var ce *store.ConflictError
 	switch {
 	case errors.Is(claimErr, store.ErrNotFound):
-		log.Info("pool message without a record: dropped")
+		p.Drop(ctx, m, "no record")
 		return store.Instance{}, nil
 	case errors.As(claimErr, &ce) && (ce.Current != store.StateClaimed || ce.RunID != req.RunID):
-		log.Info("candidate not idle (lost race or stale message): dropped", "state", ce.Current, "owner", ce.RunID)
+		log.Debug("candidate not idle (lost race or stale message)", "state", ce.Current, "owner", ce.RunID)
+		p.Drop(ctx, m, fmt.Sprintf("record %s for run %q", ce.Current, ce.RunID))
 		return store.Instance{}, nil
 	}
 	// Either the SDK retried a claim write whose first attempt did land (the conflict shows our own
@@ -275,14 +337,17 @@ func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup,
 	case err == nil && in.State == store.StateClaimed && in.RunID == req.RunID:
 		return in, nil
 	case errors.Is(err, store.ErrNotFound), err == nil && (!slices.Contains(PoolStates, in.State) || in.RunID != ""):
-		log.Info("candidate not idle after a failed claim: dropped", "state", in.State, "owner", in.RunID)
+		p.Drop(dctx, m, fmt.Sprintf("not idle after a failed claim: %s for run %q", in.State, in.RunID))
 		return store.Instance{}, nil
 	}
 	// Still idle, or unreadable: the candidate goes back to the pool. (If an unreadable record was in
 	// fact claimed by us, the message is dropped by whoever takes it next, and the claim threshold
-	// ends the instance: it is never run twice.)
-	if rerr := p.Return(dctx, m); rerr != nil {
-		log.Error("candidate not returned to the pool", "err", rerr)
+	// ends the instance: it is never run twice.) A candidate of the second look still has its message
+	// in the queue: nothing to hand back.
+	if !indexed {
+		if rerr := p.Return(dctx, m); rerr != nil {
+			log.Error("candidate not returned to the pool", "err", rerr)
+		}
 	}
 	if ctx.Err() != nil {
 		return store.Instance{}, ctx.Err()

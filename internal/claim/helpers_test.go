@@ -244,6 +244,11 @@ func (c *countingSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageIn
 	return c.api.DeleteMessage(ctx, in, o...)
 }
 
+func (c *countingSQS) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	c.add("ChangeMessageVisibilityBatch")
+	return c.api.ChangeMessageVisibilityBatch(ctx, in, o...)
+}
+
 // countingDynamoDB counts the control plane store's DynamoDB calls.
 type countingDynamoDB struct {
 	api store.DynamoDBAPI

@@ -20,6 +20,10 @@
 //     (Report.Stale), not violations, as are duplicate messages (the second claim loses).
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
+//   - pooled: every idle record (not past its threshold) whose agent confirmed it clean has exactly
+//     one live pool message, and one not confirmed clean has none (Options.Pooled: ask after a
+//     refresh pass, which pools a lost one again and drops duplicates). Before calling a message
+//     missing, the check reads the queues again with long polls, which ask every SQS server.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
 //   - credential-scope: no runner credential was minted for a scope other than its run's. Every
 //     credential GitHub handed out (Options.Minted) names the repository of one of the deployment's
@@ -86,6 +90,7 @@ const (
 	RuleOrphan      = "orphan"
 	RulePool        = "pool"
 	RuleThreshold   = "threshold"
+	RulePooled      = "pooled"
 	RuleIdempotency = "idempotency"
 	RuleCredential  = "credential-scope"
 )
@@ -117,6 +122,11 @@ type Options struct {
 	// at Now is a violation. Ask after a refresh pass run at Now (or later).
 	Thresholds bool
 	Grace      time.Duration
+	// Pooled enables the pooled rule: every idle record confirmed clean has exactly one live pool
+	// message. Ask after a refresh pass, and give the time that pass started as RefreshedAt: an
+	// agent that confirmed after it is pooled by the next pass, not judged by this check.
+	Pooled      bool
+	RefreshedAt time.Time
 	// Now is the clock of the threshold rule (default time.Now).
 	Now func() time.Time
 	// OrphanGrace spares instances launched less than this before Now from the orphan rule, as
@@ -271,12 +281,26 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 			}
 		}
 	}
-	for _, q := range o.Queues {
-		msgs, err := readQueue(ctx, o.SQS, q, o.VisibilityTimeout)
-		if err != nil {
-			return rep, fmt.Errorf("invariant: reading pool %s: %w", q, err)
+	read := func(wait int32) error {
+		rep.Messages = nil
+		for _, q := range o.Queues {
+			msgs, err := readQueue(ctx, o.SQS, q, o.VisibilityTimeout, wait)
+			if err != nil {
+				return fmt.Errorf("invariant: reading pool %s: %w", q, err)
+			}
+			rep.Messages = append(rep.Messages, msgs...)
 		}
-		rep.Messages = append(rep.Messages, msgs...)
+		return nil
+	}
+	if err := read(0); err != nil {
+		return rep, err
+	}
+	if o.Pooled && len(unpooledIdle(&rep)) > 0 {
+		// Short polls sample a subset of SQS's servers: read again with long polls before calling
+		// a message missing.
+		if err := read(1); err != nil {
+			return rep, err
+		}
 	}
 
 	checkOrphans(ctx, st, &rep, o.OrphanGrace > 0)
@@ -289,6 +313,11 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 		checkThresholds(&rep, rep.At, o.Grace)
 	}
 	checkCredentialScopes(ctx, st, &rep, o, runnerScopes)
+	if o.Pooled {
+		if err := checkPooled(ctx, st, &rep, o.RefreshedAt); err != nil {
+			return rep, err
+		}
+	}
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
 	})
@@ -336,7 +365,8 @@ func tagValue(ts []ec2types.Tag, key string) string {
 }
 
 // readQueue receives every visible message (holding them for vis) and makes them visible again.
-func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration) ([]Message, error) {
+// wait > 0 long-polls (every SQS server is asked), at the price of one wait at the end.
+func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration, wait int32) ([]Message, error) {
 	seen := map[string]string{} // message id -> latest receipt handle
 	var out []Message
 	defer func() {
@@ -356,6 +386,7 @@ func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration) (
 	for range 1000 {
 		res, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: int32(max(vis.Seconds(), 1)),
+			WaitTimeSeconds: wait,
 		})
 		if err != nil {
 			return out, err
@@ -373,9 +404,10 @@ func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration) (
 			}
 			seen[id] = aws.ToString(m.ReceiptHandle)
 		}
-		// A short poll samples a subset of the queue's servers: stop after two empty rounds.
+		// A short poll samples a subset of the queue's servers: stop after two empty rounds (one
+		// empty long poll is final).
 		if fresh == 0 {
-			if empty++; empty >= 2 {
+			if empty++; empty >= 2 || wait > 0 {
 				break
 			}
 			continue
@@ -574,6 +606,54 @@ func checkPool(ctx context.Context, st Store, rep *Report) error {
 		}
 		if r, ok := rep.Runners[id]; ok {
 			rep.add(RulePool, id, "pooled, but runner %s is still registered (labels %v)", r.Name, r.Labels)
+		}
+	}
+	return nil
+}
+
+// unpooledIdle lists the idle records (threshold ahead) with no message read.
+func unpooledIdle(rep *Report) []string {
+	have := map[string]bool{}
+	for _, m := range rep.Messages {
+		have[m.InstanceID] = true
+	}
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		rec := rep.Records[id]
+		if rec.State == store.StateIdle && rec.RunID == "" && !rec.Expired(rep.At) && !have[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// checkPooled: after refresh, every idle record confirmed clean has exactly one live message, and
+// one not confirmed clean has none (rule 3 keeps it out of the pool; its threshold ends it).
+func checkPooled(ctx context.Context, st Store, rep *Report, refreshedAt time.Time) error {
+	live := map[string]int{}
+	for _, m := range rep.Messages {
+		if m.InstanceID != "" && m.Stale == "" {
+			live[m.InstanceID]++
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		rec := rep.Records[id]
+		if rec.State != store.StateIdle || rec.RunID != "" || rec.Expired(rep.At) {
+			continue
+		}
+		sig, err := st.LastSignal(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("invariant: reading the signal of idle %s: %w", id, err)
+		}
+		clean := err == nil && sig.Signal == store.SignalReleased
+		if clean && !refreshedAt.IsZero() && sig.At.After(refreshedAt) {
+			continue // confirmed after the refresh pass: the next one pools it
+		}
+		switch n := live[id]; {
+		case clean && n != 1:
+			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want exactly one)", n)
+		case !clean && n > 0 && !slices.ContainsFunc(rep.Violations, func(v Violation) bool { return v.Rule == RulePool && v.Instance == id }):
+			rep.add(RulePooled, id, "idle, not confirmed clean (last signal %q), but in the pool %d times", sig.Signal, n)
 		}
 	}
 	return nil

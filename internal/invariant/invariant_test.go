@@ -208,6 +208,44 @@ func TestCheck(t *testing.T) {
 		},
 		want: []string{invariant.RuleCredential},
 	}, {
+		name: "pooled: every idle instance confirmed clean has exactly one message",
+		setup: func(w *world) invariant.Options {
+			w.pooled()
+			return invariant.Options{Pooled: true}
+		},
+	}, {
+		name: "pooled: an idle instance confirmed clean whose message was lost",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:110:1")
+			none := ""
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:110:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalReleased, "4242:110:1", time.Time{})
+			return invariant.Options{Pooled: true}
+		},
+		want: []string{invariant.RulePooled},
+	}, {
+		name: "pooled: two live messages of one idle instance",
+		setup: func(w *world) invariant.Options {
+			id := w.pooled()
+			rec, err := w.st.Get(w.t.Context(), id)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			w.put(rec)
+			return invariant.Options{Pooled: true}
+		},
+		want:  []string{invariant.RulePooled},
+		dupes: 1,
+	}, {
+		name: "pooled: an idle instance its agent has not confirmed clean stays out of the pool",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:120:1")
+			none := ""
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:120:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalRegistered, "4242:120:1", time.Time{})
+			return invariant.Options{Pooled: true}
+		},
+	}, {
 		name: "an instance without a record is an orphan",
 		setup: func(w *world) invariant.Options {
 			w.launch(true)

@@ -1,8 +1,18 @@
 // The pickup manager: one per provision request, shared by that request's claim workers. It
-// short-polls the pool queue, deletes every message it receives at once (so no other pickup
-// manager contends for it; from then on the message lives only in this process until it is handed
-// on or put back), filters in memory, hands matches to workers and puts misfits back with a short
-// delay so no pickup manager hot-loops on them.
+// short-polls the pool queue and keeps every idle instance visible to every other request for as long
+// as it can:
+//
+//   - a receive hides its messages only for a short visibility timeout (VisibilityTimeout), never
+//     deletes them on receive;
+//   - a misfit, and a match beyond what the workers wait for, is handed back at once
+//     (ChangeMessageVisibility 0): visible again to every other request after one round trip;
+//   - a match handed to a worker stays hidden until the worker's conditional claim decided: Claimed
+//     deletes the message (the instance is the run's), Drop deletes a dead one (its record is gone or
+//     no longer idle: DESIGN rule 3), Return makes it visible again.
+//
+// A crash anywhere loses nothing: a message this process held reappears when its visibility timeout
+// ends. The conditional claim in the table stays the only arbiter of who gets an instance; a message
+// only says where to look.
 package pool
 
 import (
@@ -11,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,93 +38,120 @@ var ErrExhausted = errors.New("pool exhausted")
 type ExhaustReason string
 
 const (
-	// ExhaustedGlobal: a receive returned no message (the queue is empty, or holds only delayed
-	// or in-flight messages).
+	// ExhaustedGlobal: EmptyReceives receives in a row returned no message (the queue is empty, or
+	// holds only messages other requests hold for the moment, or SQS's sampling answered empty).
 	ExhaustedGlobal ExhaustReason = "global"
 	// ExhaustedLocal: the same instance came round MaxSeen times: the queue holds only misfits
-	// for this request, cycling through their re-queue delay.
+	// for this request.
 	ExhaustedLocal ExhaustReason = "local"
 	// ExhaustedClosed: Close was called.
 	ExhaustedClosed ExhaustReason = "closed"
 )
 
-// pickupOpTimeout bounds the calls a pickup makes on behalf of a message it already deleted. They
-// run detached from the caller's context: a cancelled request must not strand a deleted message
-// between "deleted" and "put back".
+// Reasons a pickup drops a message (deletes it for good), as passed to PickupOptions.OnDrop.
+const (
+	DropMalformed = "malformed" // undecodable or invalid body: a foreign or broken message
+	DropExpired   = "expired"   // the message's idle threshold passed
+	DropDead      = "dead"      // its record is gone, no longer idle, or claimed by another run
+)
+
+// pickupOpTimeout bounds the calls a pickup makes on behalf of a message it holds. They run
+// detached from the caller's context: a cancelled request must still hand back what it holds.
 const pickupOpTimeout = 10 * time.Second
+
+// DefaultVisibilityTimeout is how long a received message stays hidden from other requests while
+// this one decides about it: a claim is one conditional write, so a message is normally handed back
+// or deleted within milliseconds; the timeout only matters when this process dies holding it.
+const DefaultVisibilityTimeout = 15 * time.Second
 
 // PickupOptions tunes a Pickup. Zero values take the defaults.
 type PickupOptions struct {
-	// MisfitDelay hides a re-queued misfit for this long (whole seconds, at most 15 min). Default
-	// 3 s; negative: no delay.
-	MisfitDelay time.Duration
+	// VisibilityTimeout hides a received message from other requests until this one claims it,
+	// drops it or hands it back (whole seconds, at least 1; default DefaultVisibilityTimeout).
+	VisibilityTimeout time.Duration
 	// MaxSeen: the pool is locally exhausted once the same instance was received this many times.
 	// Default 5.
 	MaxSeen int
-	// MaxMessages caps MaxNumberOfMessages per receive (1-10). Default 1. A receive asks for as
-	// many messages as callers are waiting (within the cap); matches beyond what they take wait
-	// in memory until Next hands them on or Close puts them back.
+	// MaxMessages is MaxNumberOfMessages per receive (1-10; default 10). Matches beyond what the
+	// waiting workers take are handed back at once, so a large batch costs other requests one round
+	// trip of visibility and finds the fitting instances among misfits in fewer receives.
 	MaxMessages int
 	// EmptyReceives is how many consecutive empty receives make the pool globally exhausted.
-	// Default 1. Note that an SQS short poll samples a subset of the queue's servers, so on a
-	// queue holding very few messages one empty answer does not prove the queue empty; 2 trades
-	// one more round trip on the creation path for fewer needless launches.
+	// Default 2. An SQS short poll samples a subset of the queue's servers, so on a queue holding
+	// very few messages one empty answer does not prove the queue empty; a second short poll costs
+	// one round trip and spares most requests the caller's second look (claim.Request.SecondLook,
+	// a read of the table's idle index), which covers the rest.
 	EmptyReceives int
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// OnDrop, when set, is called once for every message dropped, with its reason (DropMalformed,
+	// DropExpired, DropDead): the reconciler counts them in its metrics.
+	OnDrop func(reason string)
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // PickupStats counts what a pickup did.
 type PickupStats struct {
 	Receives       int // ReceiveMessage calls
-	Received       int // messages received (each deleted at once)
+	Received       int // messages received
 	Matched        int // handed to a caller by Next
-	Requeued       int // misfits put back with MisfitDelay
-	Returned       int // put back without delay: by Return, and unclaimed matches by Close
-	DroppedExpired int // threshold passed: deleted and not put back
-	DroppedBad     int // undecodable or invalid body: deleted and not put back
-	Duplicates     int // a message received again after it was handled (SQS delivers at least once)
+	Misfits        int // handed back at once: they do not fit the request
+	Surplus        int // matches handed back at once: no worker was waiting for them
+	Claimed        int // deleted after the worker's claim succeeded
+	Returned       int // made visible again by Return, and unclaimed matches by Close
+	DroppedExpired int // threshold passed: deleted
+	DroppedBad     int // undecodable or invalid body: deleted
+	DroppedDead    int // record gone or not idle: deleted by Drop
+	Duplicates     int // a second message of an instance this pickup holds
 	DeleteFailed   int // left in the queue; visible again after its visibility timeout
-	RequeueFailed  int // deleted but could not be put back (logged with the body)
+	HandBackFailed int // not made visible at once; visible again after its visibility timeout
 	Exhausted      ExhaustReason
 }
 
-// Dropped is the number of messages deliberately removed from the pool (expired or bad).
-func (s PickupStats) Dropped() int { return s.DroppedExpired + s.DroppedBad }
+// Dropped is the number of messages deliberately removed from the pool (expired, bad or dead).
+func (s PickupStats) Dropped() int { return s.DroppedExpired + s.DroppedBad + s.DroppedDead }
+
+// held is a received message this pickup keeps hidden.
+type held struct {
+	id, receipt string
+}
 
 // Pickup hands the candidates of one provision request to its claim workers. It is safe for
-// concurrent use; no message is ever handed to two callers.
+// concurrent use; no message is handed to two callers of one pickup.
 type Pickup struct {
 	q    *Queue
 	f    Filter
 	opts PickupOptions
 	log  *slog.Logger
+	vis  int32
 
 	mu        sync.Mutex
-	ready     []Message           // matches received, not yet handed out
-	seen      map[string]int      // instance id -> times received
-	handled   map[string]struct{} // SQS message ids already handled
-	empties   int                 // consecutive empty receives
-	empty     bool                // EmptyReceives reached; exhausted once no receive is in flight
-	filling   int                 // receives in flight (and their messages being sorted)
-	asked     int                 // messages those receives asked for
-	waiting   int                 // callers inside Next
-	changed   chan struct{}       // closed and replaced when a receive finishes
+	ready     []Message       // matches received, not yet handed out
+	holding   map[string]held // instance id -> the message held for it (ready or handed out)
+	seen      map[string]int  // instance id -> times received
+	empties   int             // consecutive empty receives
+	empty     bool            // EmptyReceives reached; exhausted once no receive is in flight
+	filling   int             // receives in flight (and their messages being sorted)
+	asked     int             // matches those receives may produce for waiting callers
+	waiting   int             // callers inside Next
+	changed   chan struct{}   // closed and replaced when a receive finishes
 	exhausted ExhaustReason
 	stats     PickupStats
 }
 
 // NewPickup returns the pickup manager of one request on queue q.
 func NewPickup(q *Queue, f Filter, opts PickupOptions) *Pickup {
-	if opts.MisfitDelay == 0 {
-		opts.MisfitDelay = 3 * time.Second
+	if opts.VisibilityTimeout <= 0 {
+		opts.VisibilityTimeout = DefaultVisibilityTimeout
 	}
 	if opts.MaxSeen <= 0 {
 		opts.MaxSeen = 5
 	}
+	if opts.MaxMessages == 0 {
+		opts.MaxMessages = 10
+	}
 	opts.MaxMessages = min(max(opts.MaxMessages, 1), 10)
 	if opts.EmptyReceives <= 0 {
-		opts.EmptyReceives = 1
+		opts.EmptyReceives = 2
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -124,15 +162,16 @@ func NewPickup(q *Queue, f Filter, opts PickupOptions) *Pickup {
 	return &Pickup{
 		q: q, f: f, opts: opts,
 		log:     opts.Logger.With("queue", q.URL()),
+		vis:     int32(min(max(math.Ceil(opts.VisibilityTimeout.Seconds()), 1), 43200)),
+		holding: map[string]held{},
 		seen:    map[string]int{},
-		handled: map[string]struct{}{},
 		changed: make(chan struct{}),
 	}
 }
 
-// Next returns a matching candidate, already deleted from the queue: the caller owns it and must
-// claim it, Return it, or drop it. It returns ErrExhausted once the pool is exhausted for this
-// request, and the receive error when SQS fails.
+// Next returns a matching candidate. Its message stays hidden until the caller calls Claimed, Drop
+// or Return for it (or its visibility timeout ends). It returns ErrExhausted once the pool is
+// exhausted for this request, and the receive error when SQS fails.
 func (p *Pickup) Next(ctx context.Context) (Message, error) {
 	p.mu.Lock()
 	p.waiting++
@@ -154,8 +193,6 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 		if err := ctx.Err(); err != nil {
 			return leave(Message{}, err)
 		}
-		// Ask SQS only for what the callers now waiting need beyond the receives in flight: a
-		// message taken into memory is invisible to every other request until it is put back.
 		need := p.waiting - p.asked
 		if p.empty && p.filling == 0 {
 			// The queue answered empty and no receive of this request is still sorting messages:
@@ -175,13 +212,12 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 			p.mu.Lock()
 			continue
 		}
-		n := min(need, p.opts.MaxMessages)
-		p.asked += n
+		p.asked += need
 		p.filling++
 		p.mu.Unlock()
-		got, err := p.fill(ctx, n)
+		got, err := p.fill(ctx, need)
 		p.mu.Lock()
-		p.asked -= n
+		p.asked -= need
 		p.filling--
 		if got > 0 {
 			p.empties, p.empty = 0, false
@@ -197,13 +233,14 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 	}
 }
 
-// fill receives one batch and sorts it: matches to ready, misfits back to the queue. It returns
-// how many messages the receive returned.
-func (p *Pickup) fill(ctx context.Context, n int) (int, error) {
+// fill receives one batch and sorts it: up to want matches to ready, everything else handed back
+// or dropped. It returns how many messages the receive returned.
+func (p *Pickup) fill(ctx context.Context, want int) (int, error) {
 	out, err := p.q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:            aws.String(p.q.url),
-		MaxNumberOfMessages: int32(n),
-		WaitTimeSeconds:     0, // short poll: an empty pool must send the request to creation now
+		MaxNumberOfMessages: int32(p.opts.MaxMessages),
+		VisibilityTimeout:   p.vis,
+		WaitTimeSeconds:     0, // short poll: an empty pool must send the request on at once
 	})
 	p.count(func(s *PickupStats) { s.Receives++ })
 	if err != nil {
@@ -212,100 +249,156 @@ func (p *Pickup) fill(ctx context.Context, n int) (int, error) {
 		}
 		return 0, fmt.Errorf("receiving from pool %s: %w", p.q.url, err)
 	}
-	// Deleted messages must reach their destination even if the caller gives up now.
+	// What this receive hides must be handed back or dropped even if the caller gives up now.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
 	defer cancel()
+	var back, drop []held
 	for _, msg := range out.Messages {
-		p.handle(dctx, msg)
+		h := held{id: aws.ToString(msg.MessageId), receipt: aws.ToString(msg.ReceiptHandle)}
+		switch p.sort(msg, &want) {
+		case fateBack:
+			back = append(back, h)
+		case fateDrop:
+			drop = append(drop, h)
+		}
+	}
+	p.handBack(dctx, back)
+	for _, h := range drop {
+		p.delete(dctx, h)
 	}
 	return len(out.Messages), nil
 }
 
-// handle deletes one received message and decides its fate.
-func (p *Pickup) handle(ctx context.Context, msg types.Message) {
-	body := aws.ToString(msg.Body)
-	if _, err := p.q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{
-		QueueUrl: aws.String(p.q.url), ReceiptHandle: msg.ReceiptHandle,
-	}); err != nil {
-		// The message stays in the queue and becomes visible again after its visibility timeout:
-		// nothing is lost, but it is not ours to hand on.
-		p.log.Warn("pool message not deleted; leaving it in the queue", "message_id", aws.ToString(msg.MessageId), "err", err)
-		p.count(func(s *PickupStats) { s.DeleteFailed++ })
-		return
-	}
+type fate int
 
-	p.mu.Lock()
-	p.stats.Received++
-	id := aws.ToString(msg.MessageId)
-	if _, dup := p.handled[id]; dup && id != "" {
-		p.stats.Duplicates++
-		p.mu.Unlock()
-		p.log.Info("duplicate pool message dropped", "message_id", id)
-		return
-	}
-	p.handled[id] = struct{}{}
-	p.mu.Unlock()
+const (
+	fateKeep fate = iota // a match kept for a waiting worker
+	fateBack             // handed back at once
+	fateDrop             // deleted for good
+)
 
+// sort decides one received message's fate; a kept match goes to ready and is held.
+func (p *Pickup) sort(msg types.Message, want *int) fate {
+	body, id := aws.ToString(msg.Body), aws.ToString(msg.MessageId)
+	p.count(func(s *PickupStats) { s.Received++ })
 	m, err := Decode(body)
 	if err != nil {
-		p.log.Warn("bad pool message dropped", "message_id", id, "body", body, "err", err)
+		p.log.Warn("bad pool message dropped", "message_id", id, "body", truncate(body, 512), "err", err)
 		p.count(func(s *PickupStats) { s.DroppedBad++ })
-		return
+		p.dropped(DropMalformed)
+		return fateDrop
 	}
 	if !p.opts.Now().Before(m.Threshold) {
 		// The idle deadline passed: refresh terminates (or has terminated) the instance.
 		p.log.Info("expired pool message dropped", "instance", m.InstanceID, "threshold", m.Threshold)
 		p.count(func(s *PickupStats) { s.DroppedExpired++ })
-		return
+		p.dropped(DropExpired)
+		return fateDrop
 	}
-
-	match := p.f.Matches(m)
 	p.mu.Lock()
-	p.seen[m.InstanceID]++
-	if p.seen[m.InstanceID] >= p.opts.MaxSeen && p.exhausted == "" {
-		p.exhausted = ExhaustedLocal
-		p.stats.Exhausted = ExhaustedLocal
+	defer p.mu.Unlock()
+	_, dup := p.holding[m.InstanceID]
+	match := p.f.Matches(m)
+	if dup || !match {
+		// Only what this request cannot use counts towards local exhaustion: a match handed back
+		// as surplus may rightly come round again.
+		p.seen[m.InstanceID]++
+		if p.seen[m.InstanceID] >= p.opts.MaxSeen && p.exhausted == "" {
+			p.exhausted = ExhaustedLocal
+			p.stats.Exhausted = ExhaustedLocal
+		}
 	}
-	if match {
-		p.ready = append(p.ready, m)
-		p.mu.Unlock()
-		return
+	switch {
+	case dup:
+		// A second message of an instance this request holds (a duplicate release, a message left
+		// behind by a claim through the index): the one held decides; this one goes back.
+		p.stats.Duplicates++
+		return fateBack
+	case !match:
+		p.stats.Misfits++
+		return fateBack
+	case (*want <= 0 && len(p.ready) >= p.waiting) || p.exhausted == ExhaustedClosed:
+		// Nobody waits for it: visible to other requests at once.
+		p.stats.Surplus++
+		return fateBack
 	}
-	p.mu.Unlock()
-	if err := p.send(ctx, m.InstanceID, body, p.opts.MisfitDelay); err != nil {
-		p.log.Error("pool message lost: re-queue failed after delete; the idle instance will be terminated at its threshold",
-			"instance", m.InstanceID, "body", body, "err", err)
-		p.count(func(s *PickupStats) { s.RequeueFailed++ })
-		return
-	}
-	p.count(func(s *PickupStats) { s.Requeued++ })
+	*want--
+	p.holding[m.InstanceID] = held{id: id, receipt: aws.ToString(msg.ReceiptHandle)}
+	p.ready = append(p.ready, m)
+	return fateKeep
 }
 
-// Return puts an unused candidate back in the pool, visible at once. It runs detached from ctx's
-// cancellation (a cancelled request is the usual reason to return a candidate). An expired
-// candidate is dropped instead.
-func (p *Pickup) Return(ctx context.Context, m Message) error {
-	if !p.opts.Now().Before(m.Threshold) {
-		p.log.Info("expired candidate dropped instead of returned", "instance", m.InstanceID, "threshold", m.Threshold)
-		p.count(func(s *PickupStats) { s.DroppedExpired++ })
-		return nil
-	}
-	body, err := m.Encode()
-	if err != nil {
-		return fmt.Errorf("returning %s to pool %s: %w", m.InstanceID, p.q.url, err)
+// release forgets the message held for an instance and returns it.
+func (p *Pickup) release(instanceID string) (held, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.holding[instanceID]
+	delete(p.holding, instanceID)
+	return h, ok
+}
+
+// Claimed deletes the message of a candidate whose conditional claim succeeded: from now on the
+// record, not the queue, says where the instance is. A candidate this pickup does not hold (found
+// through the table's index) has nothing to delete. A failed delete leaves a stale message that the
+// next pickup or refresh drops.
+func (p *Pickup) Claimed(ctx context.Context, m Message) {
+	h, ok := p.release(m.InstanceID)
+	if !ok {
+		return
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
 	defer cancel()
-	if err := p.send(dctx, m.InstanceID, body, -1); err != nil {
-		p.count(func(s *PickupStats) { s.RequeueFailed++ })
-		return err
+	if p.delete(dctx, h) {
+		p.count(func(s *PickupStats) { s.Claimed++ })
+	}
+}
+
+// Drop deletes the message of a dead candidate: its record is gone, no longer idle, or claimed by
+// another run (DESIGN rule 3: such a message is dropped, never claimed).
+func (p *Pickup) Drop(ctx context.Context, m Message, why string) {
+	h, ok := p.release(m.InstanceID)
+	if !ok {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
+	defer cancel()
+	p.log.Info("dead pool message dropped", "instance", m.InstanceID, "reason", why)
+	if p.delete(dctx, h) {
+		p.count(func(s *PickupStats) { s.DroppedDead++ })
+		p.dropped(DropDead)
+	}
+}
+
+// Return hands an unused candidate back, visible at once. It runs detached from ctx's cancellation
+// (a cancelled request is the usual reason to return a candidate). A candidate this pickup does not
+// hold any more (or never held) is sent as a new message; an expired one is dropped instead.
+func (p *Pickup) Return(ctx context.Context, m Message) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
+	defer cancel()
+	h, ok := p.release(m.InstanceID)
+	if !p.opts.Now().Before(m.Threshold) {
+		p.log.Info("expired candidate dropped instead of returned", "instance", m.InstanceID, "threshold", m.Threshold)
+		if ok {
+			p.delete(dctx, h)
+		}
+		p.count(func(s *PickupStats) { s.DroppedExpired++ })
+		p.dropped(DropExpired)
+		return nil
+	}
+	if ok {
+		p.handBack(dctx, []held{h})
+		p.count(func(s *PickupStats) { s.Returned++ })
+		return nil
+	}
+	if err := p.q.Put(dctx, m, 0); err != nil {
+		return fmt.Errorf("returning %s to pool %s: %w", m.InstanceID, p.q.url, err)
 	}
 	p.count(func(s *PickupStats) { s.Returned++ })
 	return nil
 }
 
 // Close ends the pickup: later Next calls return ErrExhausted, and matches received but never
-// handed out are put back in the pool. The caller of NewPickup must call it when done.
+// handed out are handed back. The caller of NewPickup must call it when done.
 func (p *Pickup) Close(ctx context.Context) error {
 	p.mu.Lock()
 	left := p.ready
@@ -334,24 +427,54 @@ func (p *Pickup) count(f func(*PickupStats)) {
 	p.mu.Unlock()
 }
 
-// send re-queues a body this pickup deleted. If that fails the message is gone from the pool, so
-// the error carries the body (misfits log it at error level, Return's caller gets it) and an
-// operator can put it back by hand. Nothing runs forever because of it: the instance's record
-// stays idle with its idle threshold, and refresh terminates it when that passes.
-func (p *Pickup) send(ctx context.Context, instanceID, body string, delay time.Duration) error {
-	_, err := p.q.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(p.q.url), MessageBody: aws.String(body), DelaySeconds: delaySeconds(delay),
-	})
-	if err != nil {
-		return fmt.Errorf("re-queueing %s in pool %s (message lost from the pool; body %s): %w", instanceID, p.q.url, body, err)
+func (p *Pickup) dropped(reason string) {
+	if p.opts.OnDrop != nil {
+		p.opts.OnDrop(reason)
 	}
-	return nil
 }
 
-// delaySeconds turns a delay into SQS DelaySeconds: whole seconds, rounded up, 0-900.
-func delaySeconds(d time.Duration) int32 {
-	if d <= 0 {
-		return 0
+// delete removes a held message for good. A failure leaves it in the queue, visible again after
+// its visibility timeout: nothing is lost, and whoever sees it next judges it again.
+func (p *Pickup) delete(ctx context.Context, h held) bool {
+	if _, err := p.q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{
+		QueueUrl: aws.String(p.q.url), ReceiptHandle: aws.String(h.receipt),
+	}); err != nil {
+		p.log.Warn("pool message not deleted; it reappears after its visibility timeout", "message_id", h.id, "err", err)
+		p.count(func(s *PickupStats) { s.DeleteFailed++ })
+		return false
 	}
-	return int32(min(math.Ceil(d.Seconds()), 900))
+	return true
+}
+
+// handBack makes held messages visible again at once (ChangeMessageVisibility 0), ten per call. A
+// failure only delays them: they reappear when their visibility timeout ends.
+func (p *Pickup) handBack(ctx context.Context, hs []held) {
+	for len(hs) > 0 {
+		batch := hs[:min(len(hs), 10)]
+		hs = hs[len(batch):]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
+		for i, h := range batch {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.receipt), VisibilityTimeout: 0,
+			}
+		}
+		out, err := p.q.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(p.q.url), Entries: entries,
+		})
+		failed := len(batch)
+		if err == nil {
+			failed = len(out.Failed)
+		}
+		if failed > 0 {
+			p.log.Warn("pool messages not handed back at once; they reappear after their visibility timeout", "failed", failed, "err", err)
+			p.count(func(s *PickupStats) { s.HandBackFailed += failed })
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

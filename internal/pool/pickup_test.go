@@ -95,7 +95,9 @@ func encode(t *testing.T, ms ...pool.Message) []string {
 	return out
 }
 
-func TestPickupRequeuesMisfitsWithDelay(t *testing.T) {
+// Misfits are handed back at once, so another request sees them while this one still holds its
+// match; the match stays hidden until its claim decides, and Claimed deletes it.
+func TestPickupHandsMisfitsBackAtOnce(t *testing.T) {
 	t.Parallel()
 	q, client := testQueue(t)
 	match := msg("i-00000000000000001")
@@ -104,32 +106,57 @@ func TestPickupRequeuesMisfitsWithDelay(t *testing.T) {
 	put(t, q, spot, match, small)
 
 	p := pool.NewPickup(q, pool.Filter{UsageClass: "on-demand", MinCPU: 2},
-		pool.PickupOptions{MisfitDelay: 4 * time.Second, MaxMessages: 10, Logger: quiet})
+		pool.PickupOptions{VisibilityTimeout: time.Second, MaxMessages: 10, Logger: quiet})
 	got, err := p.Next(t.Context())
 	if err != nil || got.InstanceID != match.InstanceID {
 		t.Fatalf("Next = %s, %v; want %s", got.InstanceID, err, match.InstanceID)
 	}
-	if got, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
-		t.Fatalf("second Next = %s, %v; want ErrExhausted (the misfits are delayed)", got.InstanceID, err)
+	// Visible to everyone else at once, with their exact bodies; the held match is not.
+	if now, want := drain(t, client, q), encode(t, spot, small); !slices.Equal(now, want) {
+		t.Fatalf("visible while the match is held = %v, want the misfits %v", now, want)
 	}
-	// Not visible right after the re-queue...
-	if now := drain(t, client, q); len(now) != 0 {
-		t.Fatalf("misfits visible at once: %v", now)
-	}
-	// ...but back, with their exact bodies, after the delay.
-	var back []string
-	deadline := time.Now().Add(15 * time.Second)
-	for len(back) < 2 && time.Now().Before(deadline) {
-		back = append(back, drain(t, client, q)...)
-		time.Sleep(200 * time.Millisecond)
-	}
-	sort.Strings(back)
-	if want := encode(t, spot, small); !slices.Equal(back, want) {
-		t.Errorf("re-queued bodies = %v, want %v", back, want)
+	p.Claimed(t.Context(), got)
+	time.Sleep(1500 * time.Millisecond) // past the visibility timeout: a claimed match is gone for good
+	if left := drain(t, client, q); len(left) != 0 {
+		t.Errorf("claimed match came back: %v", left)
 	}
 	st := p.Stats()
-	if st.Matched != 1 || st.Requeued != 2 || st.Received != 3 || st.Exhausted != pool.ExhaustedGlobal {
+	if st.Matched != 1 || st.Misfits != 2 || st.Received != 3 || st.Claimed != 1 {
 		t.Errorf("stats = %+v", st)
+	}
+}
+
+// A process that dies holding a match loses nothing: the message reappears when its visibility
+// timeout ends. Drop deletes a dead candidate's message for good.
+func TestPickupHeldMessageReappearsAndDropDeletes(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	a, b := msg("i-00000000000000041"), msg("i-00000000000000042")
+	put(t, q, a, b)
+	var drops []string
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{VisibilityTimeout: time.Second, MaxMessages: 1, Logger: quiet,
+		OnDrop: func(reason string) { drops = append(drops, reason) }})
+	first, err := p.Next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Drop(t.Context(), second, "record running")
+	// first is never claimed, dropped or returned: the pickup "crashed".
+	var back []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(back) == 0 && time.Now().Before(deadline) {
+		back = drain(t, client, q)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if want := encode(t, first); !slices.Equal(back, want) {
+		t.Errorf("after the visibility timeout the queue holds %v, want only the held match %v", back, want)
+	}
+	if st := p.Stats(); st.DroppedDead != 1 || !slices.Equal(drops, []string{pool.DropDead}) {
+		t.Errorf("stats = %+v, drops %v", st, drops)
 	}
 }
 
@@ -149,7 +176,8 @@ func TestPickupDropsExpiredAndBadMessages(t *testing.T) {
 	good := msg("i-00000000000000005")
 	put(t, q, expired, good)
 
-	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{Logger: quiet})
+	var drops []string
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{Logger: quiet, OnDrop: func(r string) { drops = append(drops, r) }})
 	got, err := p.Next(t.Context())
 	if err != nil || got.InstanceID != good.InstanceID {
 		t.Fatalf("Next = %s, %v; want %s", got.InstanceID, err, good.InstanceID)
@@ -157,12 +185,17 @@ func TestPickupDropsExpiredAndBadMessages(t *testing.T) {
 	if _, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
 		t.Fatalf("second Next: %v, want ErrExhausted", err)
 	}
+	p.Claimed(t.Context(), got)
 	if left := drain(t, client, q); len(left) != 0 {
 		t.Errorf("dropped messages came back: %v", left)
 	}
 	st := p.Stats()
-	if st.DroppedBad != 3 || st.DroppedExpired != 1 || st.Dropped() != 4 || st.Requeued != 0 || st.Matched != 1 {
+	if st.DroppedBad != 3 || st.DroppedExpired != 1 || st.Dropped() != 4 || st.Misfits != 0 || st.Matched != 1 {
 		t.Errorf("stats = %+v", st)
+	}
+	slices.Sort(drops)
+	if want := []string{pool.DropExpired, pool.DropMalformed, pool.DropMalformed, pool.DropMalformed}; !slices.Equal(drops, want) {
+		t.Errorf("OnDrop reasons %v, want %v", drops, want)
 	}
 }
 
@@ -175,9 +208,10 @@ func TestPickupGlobalExhaustion(t *testing.T) {
 			t.Fatalf("Next on an empty pool: %v, want ErrExhausted", err)
 		}
 	}
-	// Exhaustion is final for the request: one receive, not one per call.
-	if st := p.Stats(); st.Exhausted != pool.ExhaustedGlobal || st.Receives != 1 {
-		t.Errorf("stats = %+v, want global exhaustion after 1 receive", st)
+	// Exhaustion is final for the request: two empty receives (the default EmptyReceives), not
+	// two per call.
+	if st := p.Stats(); st.Exhausted != pool.ExhaustedGlobal || st.Receives != 2 {
+		t.Errorf("stats = %+v, want global exhaustion after 2 receives", st)
 	}
 }
 
@@ -188,14 +222,14 @@ func TestPickupLocalExhaustion(t *testing.T) {
 	b := msg("i-0000000000000000b", func(m *pool.Message) { m.UsageClass = "spot" })
 	put(t, q, a, b)
 
-	// No re-queue delay: the misfits come straight back, so only the seen count ends the loop.
-	p := pool.NewPickup(q, pool.Filter{UsageClass: "on-demand"}, pool.PickupOptions{MisfitDelay: -1, MaxSeen: 3, Logger: quiet})
+	// Misfits are handed back at once and come straight back: only the seen count ends the loop.
+	p := pool.NewPickup(q, pool.Filter{UsageClass: "on-demand"}, pool.PickupOptions{MaxSeen: 3, Logger: quiet})
 	if got, err := p.Next(t.Context()); !errors.Is(err, pool.ErrExhausted) {
 		t.Fatalf("Next = %s, %v; want ErrExhausted", got.InstanceID, err)
 	}
 	st := p.Stats()
-	if st.Exhausted != pool.ExhaustedLocal || st.Matched != 0 || st.Requeued != st.Received || st.Received < 3 || st.Received > 5 {
-		t.Errorf("stats = %+v, want local exhaustion after 3-5 misfits, all re-queued", st)
+	if st.Exhausted != pool.ExhaustedLocal || st.Matched != 0 || st.Misfits != st.Received || st.Received < 3 || st.Received > 6 {
+		t.Errorf("stats = %+v, want local exhaustion after 3-6 misfits, all handed back", st)
 	}
 	if left, want := drain(t, client, q), encode(t, a, b); !slices.Equal(left, want) {
 		t.Errorf("pool after exhaustion = %v, want the two misfits %v", left, want)
@@ -264,7 +298,7 @@ func TestPickupReturnAndClose(t *testing.T) {
 	if err := p.Return(cancelled, first); err != nil {
 		t.Fatalf("Return: %v", err)
 	}
-	// Close puts back what was received but never handed out, and ends the pickup.
+	// Close hands back what was received but never handed out, and ends the pickup.
 	if err := p.Close(t.Context()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -140,6 +140,9 @@ type Options struct {
 	Concurrency int
 	// Pickup tunes the pickup manager of each selection (package pool's defaults when zero).
 	Pickup pool.PickupOptions
+	// NoSecondLook turns off selection's second look through the table's idle index once the pool
+	// queue is exhausted (for measuring what the queue alone serves).
+	NoSecondLook bool
 	// Starter, when set, adds the stopped branch of selection: what the pool (idle and hot
 	// instances) cannot give is taken from stopped warm-pool instances of the runner class, which
 	// are claimed and started (StartInstances in batches of 50), before creation launches the rest.

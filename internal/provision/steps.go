@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -84,7 +85,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
-		Filter: filter,
+		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter), Confirm: p.confirmClean,
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
@@ -97,7 +98,8 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 		}
 		return p.dump(ctx, j, fmt.Errorf("selection: %w", err))
 	}
-	log.Debug("selection done", "claimed", len(j.claimed), "discarded", len(cres.Discarded), "lost", cres.Lost)
+	log.Debug("selection done", "claimed", len(j.claimed), "indexed", cres.Indexed, "second_look", cres.SecondLook,
+		"discarded", len(cres.Discarded), "lost", cres.Lost, "receives", cres.Stats.Receives, "exhausted", cres.Stats.Exhausted)
 
 	if n := req.Count - len(j.claimed); n > 0 && p.opts.Starter != nil {
 		if err := ctx.Err(); err != nil {
@@ -199,6 +201,60 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 		return &stepError{err: fmt.Errorf("issuing registrations: %w", err), unsuccessful: ctx.Err() != nil}
 	}
 	return nil
+}
+
+// secondLook lists, through the table's state index (no scan), the idle and hot instances of the
+// runner class that fit the request, in random order so that concurrent requests spread over them.
+// It is selection's answer to what the pool queue cannot show: an empty short poll on a small queue
+// (SQS samples a subset of its servers), messages other requests hold for the moment, a message
+// lost in a crash. The listing is eventually consistent; the conditional claim decides.
+func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx context.Context) ([]pool.Message, error) {
+	if p.opts.NoSecondLook {
+		return nil
+	}
+	return func(ctx context.Context) ([]pool.Message, error) {
+		now := p.opts.Now()
+		var out []pool.Message
+		for _, state := range claim.PoolStates {
+			recs, err := p.st.ByState(ctx, state, time.Time{})
+			if err != nil {
+				// Not the request's failure: creation makes up what the queue did not give.
+				p.log.Warn("second look through the idle index failed; creating instead", "state", state, "err", err)
+				return nil, nil
+			}
+			for _, rec := range recs {
+				m := claim.MessageOf(rec)
+				if rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
+					out = append(out, m)
+				}
+			}
+		}
+		rand.Shuffle(len(out), func(i, k int) { out[i], out[k] = out[k], out[i] })
+		return out, nil
+	}
+}
+
+// confirmClean reports whether a second-look candidate is in the pool by DESIGN rule 3: an idle
+// instance whose agent confirmed deregistration and clean-up after it became idle (its last signal
+// is the release signal, written no earlier than the record's last change), or a hot warm-pool
+// instance whose warm-up succeeded. A release still waiting for its agent lists the record idle in
+// the index; this keeps selection from taking it.
+func (p *Provisioner) confirmClean(ctx context.Context, id string) (bool, error) {
+	rec, err := p.st.Get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	sig, err := p.st.LastSignal(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	switch rec.State {
+	case store.StateIdle:
+		return sig.Signal == store.SignalReleased && !sig.At.Before(rec.UpdatedAt), nil
+	case store.StateReady:
+		return sig.Signal == store.SignalPreRunnerOK, nil
+	}
+	return false, nil
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of

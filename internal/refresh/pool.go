@@ -8,8 +8,16 @@
 // when its record cannot be read it is kept, and if making it visible fails it reappears by itself
 // when the visibility timeout ends. While the check runs, the messages it holds are invisible to
 // pickups, which is why the timeout is short and the check does one pass per queue. (A pickup
-// deletes what it receives and puts misfits back with a delay; such messages are simply not seen by
-// the check while they are away.)
+// holds what it receives for a few seconds until its claim decides; such messages are simply not
+// seen by the check while they are away.)
+//
+// Nothing is lost on a crash: an idle instance whose message is gone (a crash between an instance
+// going idle and its message being put, or a message taken by hand) is pooled again. Before it
+// decides that a message is missing, the check confirms with a long poll (a short poll samples a
+// subset of SQS's servers and may miss the last messages of a queue); it then re-reads the record
+// and pools the instance only if it is still idle and unchanged, has been so for RepoolGrace (the
+// release or unclaim that made it idle puts its own message within that time), and its agent's last
+// word is the clean deregistration (DESIGN rule 3: never pool what the agent has not confirmed).
 
 package refresh
 
@@ -20,6 +28,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,11 +62,20 @@ func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
 	liveInstance := map[string]bool{} // instances with a kept message (a second one is a duplicate)
 	defer func() { r.release(ctx, p, url, keep) }()
 
-	idle := 0
+	complete := false // the queue was read to the end: only then can a message be missing
+	defer func() {
+		if complete {
+			r.repool(ctx, p, url, liveInstance)
+		}
+	}()
+
+	idle, wait := 0, int32(0)
 	for range maxReceivesPerQueue {
 		out, err := r.opts.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: vis,
-			// WaitTimeSeconds left at 0, the pool queues' setting: a short poll, as pickups use.
+			// A short poll, as pickups use, until a missing message is suspected: then a long poll,
+			// which asks every server.
+			WaitTimeSeconds: wait,
 		})
 		if err != nil {
 			p.fail(PhasePool, fmt.Errorf("receiving from %s: %w", url, err))
@@ -80,10 +98,15 @@ func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
 		// remain: stop after two receives in a row with nothing new. What is missed is checked by a
 		// later pass (and pickups re-check every record before a claim).
 		if len(fresh) == 0 {
-			if idle++; idle >= 2 {
-				return
+			if idle++; idle < 2 {
+				continue
 			}
-			continue
+			if wait == 0 && len(r.unpooled(p, url, liveInstance)) > 0 {
+				wait = 1
+				continue
+			}
+			complete = true
+			return
 		}
 		idle = 0
 		verdicts := r.judge(ctx, p, fresh)
@@ -212,4 +235,68 @@ func (r *Refresher) release(ctx context.Context, p *pass, url string, keep map[s
 			r.log.WarnContext(ctx, "refresh: some live pool messages stay hidden until their visibility timeout ends", "queue", url, "failed", len(out.Failed))
 		}
 	}
+}
+
+// unpooled lists the records the pass's listing shows poolable in this queue's runner class that
+// have no live message among those the check kept.
+func (r *Refresher) unpooled(p *pass, url string, live map[string]bool) []store.Instance {
+	if r.resolver == nil {
+		return nil
+	}
+	var out []store.Instance
+	for id, rec := range p.live {
+		if live[id] || rec.State != store.StateIdle || !poolable(rec, p.now) {
+			continue
+		}
+		if q, err := r.resolver.Queue(rec.RunnerClass); err == nil && q.URL() == url {
+			out = append(out, rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// repool puts a message for every idle instance of this queue that has none, once a consistent
+// read shows it still idle and unchanged for RepoolGrace, and its agent confirmed it clean.
+func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[string]bool) {
+	if ctx.Err() != nil || r.resolver == nil {
+		return
+	}
+	cands := r.unpooled(p, url, live)
+	forEach(r.opts.Concurrency, cands, func(listed store.Instance) {
+		rec, err := r.st.Get(ctx, listed.ID)
+		switch {
+		case err != nil:
+			if !errors.Is(err, store.ErrNotFound) {
+				p.fail(PhasePool, fmt.Errorf("reading unpooled idle %s: %w", listed.ID, err))
+			}
+			return
+		case rec.Version != listed.Version || rec.State != store.StateIdle || !poolable(rec, p.now):
+			return // changed since the listing: whoever changed it decides
+		case p.now.Sub(rec.UpdatedAt) < r.opts.RepoolGrace:
+			return // its release or unclaim may still be putting its message
+		}
+		sig, err := r.st.LastSignal(ctx, rec.ID)
+		if err != nil || sig.Signal != store.SignalReleased {
+			// Not confirmed clean: never pooled; its idle threshold ends it.
+			r.log.InfoContext(ctx, "refresh: idle instance without a pool message is not confirmed clean; left to its threshold",
+				"instance", rec.ID, "signal", sig.Signal, "error", err)
+			return
+		}
+		q, err := r.resolver.Queue(rec.RunnerClass)
+		if err != nil {
+			return
+		}
+		m := pool.Message{
+			InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
+			MemoryMiB: rec.MemoryMiB, ResourceClass: rec.ResourceClass, RunnerClass: rec.RunnerClass,
+			Scope: rec.Scope, Zone: rec.Zone, Threshold: rec.Threshold,
+		}
+		if err := q.Put(ctx, m, 0); err != nil {
+			p.fail(PhasePool, fmt.Errorf("pooling idle %s again: %w", rec.ID, err))
+			return
+		}
+		r.log.InfoContext(ctx, "refresh: idle instance had no pool message; pooled again", "queue", url, "instance", rec.ID)
+		p.update(func(rep *Report) { rep.Pool.Repooled = append(rep.Pool.Repooled, rec.ID) })
+	})
 }

@@ -8,7 +8,8 @@
 //  3. terminates orphans: instances carrying this deployment's tag with no live record, older than
 //     a grace period (never anything without the tag);
 //  4. deletes offline GitHub runners this deployment left behind for instances that are gone;
-//  5. drops pool messages whose instance is no longer idle, keeping every live one.
+//  5. drops pool messages whose instance is no longer idle, keeping every live one, and pools again
+//     an idle instance whose message was lost.
 //
 // A failure in one phase is recorded and the other phases still run. A pass is idempotent: a second
 // pass over an unchanged world changes nothing.
@@ -62,6 +63,7 @@ const (
 	// MaxBatchSize is EC2's limit on instance ids per TerminateInstances call.
 	MaxBatchSize             = 1000
 	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultRepoolGrace       = 30 * time.Second
 )
 
 // Options configure a Refresher.
@@ -84,6 +86,10 @@ type Options struct {
 	// VisibilityTimeout is how long the pool check holds the messages it has received before it
 	// makes the live ones visible again (default 30 s; whole seconds, at least 1).
 	VisibilityTimeout time.Duration
+	// RepoolGrace is how long an idle record must have been unchanged before the pool check pools
+	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
+	// its own message well within that.
+	RepoolGrace time.Duration
 	// Concurrency bounds parallel store writes and reads within a phase (default 8).
 	Concurrency int
 	Now         func() time.Time
@@ -114,6 +120,9 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
+	}
+	if opts.RepoolGrace <= 0 {
+		opts.RepoolGrace = DefaultRepoolGrace
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

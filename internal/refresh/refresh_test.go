@@ -20,6 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
@@ -547,8 +548,8 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	if err == nil || len(rep.Errors) != 1 || rep.Errors[0].Phase != refresh.PhaseRunners {
 		t.Errorf("Run error = %v, errors %v; want one error of the runners phase", err, rep.Errors)
 	}
-	if got, want := rep.Pool, (refresh.PoolReport{Queues: 1, Checked: 7, Dropped: 5, Kept: 2}); got != want {
-		t.Errorf("pool = %+v, want %+v", got, want)
+	if diff := cmp.Diff(refresh.PoolReport{Queues: 1, Checked: 7, Dropped: 5, Kept: 2}, rep.Pool); diff != "" {
+		t.Errorf("pool (-want +got):\n%s", diff)
 	}
 	// The live messages are receivable again at once.
 	if diff := cmp.Diff(sorted([]string{hot, live}), sorted(e.peek(t))); diff != "" {
@@ -561,6 +562,63 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	}
 	if diff := cmp.Diff(sorted([]string{hot, live}), sorted(e.peek(t))); diff != "" {
 		t.Errorf("messages left after the second pass (-want +got):\n%s", diff)
+	}
+}
+
+// Nothing lost on a crash: an idle instance whose pool message is gone (a crash between going idle
+// and the message being put) is pooled again by the next pass, exactly once, and only if its agent
+// confirmed it clean; an idle instance that still has its message gets no second one.
+func TestRefreshPoolsLostMessagesAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	ids := e.launch(t, 4, deployment)
+	lost, unconfirmed, pooled, fresh := ids[0], ids[1], ids[2], ids[3]
+	future := e.clock.Now().Add(time.Hour)
+	for _, id := range []string{lost, unconfirmed, pooled} {
+		e.record(t, id, store.StateIdle, future)
+	}
+	signal := func(id string, s store.Signal) {
+		t.Helper()
+		if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: s, RunID: "77"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signal(lost, store.SignalReleased)
+	signal(unconfirmed, store.SignalRegistered) // released by the control plane, never confirmed by its agent
+	signal(pooled, store.SignalReleased)
+	rec, err := e.st.Get(ctx, pooled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Put(ctx, claim.MessageOf(rec), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute) // past RepoolGrace
+	// Made idle just now: its release may still be putting its message.
+	e.record(t, fresh, store.StateIdle, future)
+	signal(fresh, store.SignalReleased)
+
+	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	rep, err := r.Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if diff := cmp.Diff([]string{lost}, rep.Pool.Repooled); diff != "" {
+		t.Errorf("repooled (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sorted([]string{lost, pooled}), e.peek(t)); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	again, err := r.Run(ctx)
+	if err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	if len(again.Pool.Repooled) != 0 || again.Pool.Kept != 2 {
+		t.Errorf("second pass = %+v, want nothing pooled again", again.Pool)
+	}
+	if diff := cmp.Diff(sorted([]string{lost, pooled}), e.peek(t)); diff != "" {
+		t.Errorf("messages after the second pass (-want +got):\n%s", diff)
 	}
 }
 

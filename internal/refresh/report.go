@@ -69,6 +69,8 @@ type PoolReport struct {
 	Checked int `json:"checked"` // distinct messages received
 	Dropped int `json:"dropped"` // deleted: malformed, duplicate, expired, or no longer idle
 	Kept    int `json:"kept"`    // live idle instances, made visible again
+	// Repooled lists the idle instances that had no message and were pooled again.
+	Repooled []string `json:"repooled,omitempty"`
 }
 
 // PhaseError is one error of a phase.
@@ -102,7 +104,7 @@ func (r Report) Err() error {
 }
 
 func (r *Report) sort() {
-	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted} {
+	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled} {
 		slices.Sort(l)
 	}
 }
@@ -110,7 +112,7 @@ func (r *Report) sort() {
 // Changed reports whether the pass changed anything (a repeated pass over an unchanged world does not).
 func (r Report) Changed() bool {
 	return r.Expiry.Marked > 0 || len(r.Expiry.Terminated) > 0 || len(r.Orphans.Terminated) > 0 ||
-		len(r.Runners.Deleted) > 0 || r.Pool.Dropped > 0
+		len(r.Runners.Deleted) > 0 || r.Pool.Dropped > 0 || len(r.Pool.Repooled) > 0
 }
 
 // pass is the state of one running pass: its clock reading and the report, which phases update

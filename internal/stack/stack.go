@@ -75,6 +75,11 @@ type Options struct {
 	// EC2PendingDelay is the EC2 server's pending -> running delay (launch and start): 0 keeps the
 	// server's default, a negative value means none (see ec2server.Options.PendingDelay).
 	EC2PendingDelay time.Duration
+	// SQSSampling, when above 0, puts the sampling proxy (Sampler) in front of fauxqs: a short poll
+	// comes back empty with this probability, as a real SQS short poll can on a small queue.
+	// Endpoints.SQS is then the proxy's. 0 takes $RUNNERPOOL_STACK_SQS_SAMPLING (unset: no proxy);
+	// a negative value turns the proxy off whatever the environment says.
+	SQSSampling float64
 }
 
 // Ports are fixed ports for the stack's servers; 0 means a free port.
@@ -95,6 +100,9 @@ type Stack struct {
 	EC2    *ec2server.Server
 	GitHub *githubfake.Server
 	OIDC   *oidcissuer.Issuer
+	// Sampler is the SQS sampling proxy in front of fauxqs, nil when sampling is off (and for a
+	// stack from FromEnv).
+	Sampler *Sampler
 
 	logger   *slog.Logger
 	children []*child
@@ -121,6 +129,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	if err := opts.Ports.checkDistinct(); err != nil {
 		return nil, err
+	}
+	if opts.SQSSampling == 0 {
+		if opts.SQSSampling, err = samplingFromEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.SQSSampling >= 1 {
+		return nil, fmt.Errorf("SQS sampling probability %v is not below 1", opts.SQSSampling)
 	}
 
 	// Everything that can be checked without starting anything comes first, so a missing
@@ -204,6 +220,19 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	// After waitReady: a child that lost the race for its free port was moved to another one.
 	s.Endpoints.DynamoDB = ddb.url()
 	s.Endpoints.SQS = sqs.url()
+	if opts.SQSSampling > 0 {
+		// The proxy takes the published SQS endpoint; fauxqs stays reachable only through it.
+		if s.Sampler, err = NewSampler(s.Endpoints.SQS, opts.SQSSampling, 0); err != nil {
+			return nil, err
+		}
+		samplerLis, err := listen(0, "the SQS sampling proxy")
+		if err != nil {
+			return nil, err
+		}
+		s.serve(samplerLis, s.Sampler)
+		s.Endpoints.SQS = baseURL(samplerLis)
+		logger.Info("stack: SQS short polls sampled", "empty_probability", opts.SQSSampling, "fauxqs", sqs.url())
+	}
 	for _, c := range s.children {
 		go s.watch(c)
 	}

@@ -8,9 +8,11 @@
 //  2. warm: provision/release cycles served from the pool (every runner reused);
 //  3. throughput: concurrent workflows (provision, a job, release) over a pool too small for them;
 //  4. idle: every instance idle in the pool, the agents' own requests counted;
-//  5. warm pools: stopped warm instances started by a provision; one convergence pass over a
+//  5. reuse: concurrent bursts over pools of a known size (homogeneous, mixed) and a small pool
+//     served sequentially, with SQS short polls sampled (reuse.go);
+//  6. warm pools: stopped warm instances started by a provision; one convergence pass over a
 //     pool of 2,000 records;
-//  6. audit: a refresh pass, then the invariant checker over the whole deployment.
+//  7. audit: a refresh pass, then the invariant checker over the whole deployment.
 //
 // It prints one `bench: NAME=VALUE` line per figure and writes a Markdown report and a latency
 // histogram (PNG) into the report directory.
@@ -21,6 +23,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"io"
 	"log/slog"
 	"maps"
@@ -37,7 +41,10 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
@@ -73,7 +80,10 @@ type Options struct {
 	// StoppedStarts is the number of stopped warm instances one provision starts (default 50);
 	// ConvergeRecords the warm-pool records of the convergence pass (default 2000).
 	StoppedStarts, ConvergeRecords int
-	Seed                           uint64
+	// SQSSampling is the probability with which the local stack answers an SQS short poll empty
+	// (stack.EnvSQSSampling; default 0.3, negative: off).
+	SQSSampling float64
+	Seed        uint64
 	// ReportDir receives report.md and latency.png ("": no report).
 	ReportDir string
 	// Command is the command line, quoted in the report.
@@ -108,6 +118,9 @@ func (o *Options) defaults() {
 	}
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
+	}
+	if o.SQSSampling == 0 {
+		o.SQSSampling = 0.3
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -206,6 +219,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"warm", phaseWarm},
 		{"throughput", phaseThroughput},
 		{"idle", phaseIdle},
+		{"reuse", phaseReuse},
 		{"warm pools", phaseWarmPools},
 		{"audit", phaseAudit},
 	}
@@ -254,6 +268,8 @@ type harness struct {
 	http *http.Client
 	// extraQueues are pool queues beyond the sandbox's (the audit reads them too).
 	extraQueues []string
+	// reuseQueues are the reuse scenarios' pool queues, by runner class.
+	reuseQueues map[string]string
 	runSeq      int64
 	mu          sync.Mutex
 }
@@ -267,6 +283,14 @@ func start(ctx context.Context, o Options, say func(string, ...any), env map[str
 		return nil, err
 	}
 	h.root = root
+	if o.SQSSampling > 0 {
+		// The sandbox's stack reads it: every SQS client, the product's included, goes through the
+		// sampling proxy.
+		if err := os.Setenv(stack.EnvSQSSampling, strconv.FormatFloat(o.SQSSampling, 'f', -1, 64)); err != nil {
+			return nil, err
+		}
+		say("SQS short polls answered empty with probability %g (real SQS samples a subset of its servers)", o.SQSSampling)
+	}
 	say("starting the sandbox: cold boot %s, stopped start %s, registration %s (anchors 25 s, 12 s, 2 s x %g)",
 		o.scaled(AnchorColdBoot), o.scaled(AnchorStoppedStart), o.scaled(AnchorRegistration), o.Factor)
 	h.sb, err = sandbox.Start(ctx, sandbox.Options{
@@ -284,6 +308,16 @@ func start(ctx context.Context, o Options, say func(string, ...any), env map[str
 		return nil, err
 	}
 	h.gh = &httpCounter{host: hostOf(h.sb.Stack.Endpoints.GitHubAPI), base: http.DefaultTransport, counts: map[string]int{}}
+	h.reuseQueues = map[string]string{}
+	for _, class := range reuseClasses {
+		qo, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + class)})
+		if err != nil {
+			h.close()
+			return nil, fmt.Errorf("creating the queue of %s: %w", class, err)
+		}
+		h.reuseQueues[class] = aws.ToString(qo.QueueUrl)
+		h.extraQueues = append(h.extraQueues, aws.ToString(qo.QueueUrl))
+	}
 	svc, stop, err := h.startReplica(ctx, "bench-1", true)
 	if err != nil {
 		h.close()
@@ -317,10 +351,15 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 	subnets := slices.Sorted(maps.Keys(sandbox.Subnets))
 	classes := config.Classes{
 		DefaultRunnerClass: sandbox.RunnerClass,
-		ResourceClasses:    map[string]config.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
+		ResourceClasses: map[string]config.ResourceClass{
+			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
+		},
 		RunnerClasses: map[string]config.RunnerClass{sandbox.RunnerClass: {
 			QueueURL: h.sb.Queue.URL(), LaunchTemplateID: h.sb.LaunchTemplate, Subnets: subnets,
 		}},
+	}
+	for class, url := range h.reuseQueues {
+		classes.RunnerClasses[class] = config.RunnerClass{QueueURL: url, LaunchTemplateID: h.sb.LaunchTemplate, Subnets: subnets}
 	}
 	b, err := json.Marshal(classes)
 	if err != nil {
@@ -709,13 +748,22 @@ func phaseIdle(ctx context.Context, h *harness, res *Result) error {
 
 // phaseAudit runs a refresh pass and the invariant checker over the whole deployment.
 func phaseAudit(ctx context.Context, h *harness, res *Result) error {
-	cp := h.sb.Components(sandbox.ComponentOptions{})
-	if _, err := cp.Refresher.Run(ctx); err != nil {
+	// The refresh pass covers the reuse scenarios' queues too: it drops the messages a claim through
+	// the idle index left behind and pools again what lost its message.
+	resolver := pool.StaticResolver{sandbox.RunnerClass: h.sb.Queue}
+	for class, url := range h.reuseQueues {
+		resolver[class] = pool.NewQueue(h.sb.Stack.SQS(), url)
+	}
+	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, resolver, refresh.Options{
+		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
+	})
+	refreshedAt := time.Now()
+	if _, err := ref.Run(ctx); err != nil {
 		res.note("audit refresh pass: %v", err)
 	}
 	rep, err := invariant.Check(ctx, h.sb.Store, h.sb.EC2, invariant.Options{
 		DeploymentID: sandbox.DeploymentID, Queues: append([]string{h.sb.Queue.URL()}, h.extraQueues...), SQS: h.sb.Stack.SQS(),
-		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute,
+		GitHub: h.sb.GitHub, Scopes: []string{sandbox.Scope}, OrphanGrace: 2 * time.Minute, Pooled: true, RefreshedAt: refreshedAt,
 	})
 	if err != nil {
 		return err

@@ -94,6 +94,16 @@ func (r *Result) Markdown() string {
 	p("- Agents use production intervals: heartbeat 5 min (liveness is the claim's acknowledgement), claim notice through the instance metadata tag")
 	p("  `runnerpool:wake` polled every 50 ms, fallback record read every 30 s.")
 	p("- Calls are counted by SDK middleware (`awslimit.Counter`, every attempt) and an HTTP transport (GitHub).")
+	if o.SQSSampling > 0 {
+		p("- SQS short polls are sampled: a proxy in front of fauxqs (`stack.Sampler`) answers a short poll empty with")
+		p("  probability %g without reaching the queue, as real SQS can on a small queue (it samples a subset of", o.SQSSampling)
+		p("  its servers). Every SQS client, the product's included, goes through it.")
+	}
+	p("- Reuse scenarios (phase reuse), each on a runner class with a pool queue of its own, filled to an exact")
+	p("  size by cold provisions that are then released: homogeneous (60 idle of one size, 30 concurrent")
+	p("  provisions of 2 that all fit), mixed (60 idle in 3 resource classes, 20 each; 30 concurrent provisions")
+	p("  of 2, 10 per class) and small pool (5 idle, 5 sequential provisions of 1, each keeping its runner). A")
+	p("  reuse ratio is reused ÷ min(demand, supply).")
 	p("")
 	p("## Figures")
 	p("")

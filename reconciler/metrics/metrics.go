@@ -76,6 +76,7 @@ type Metrics struct {
 	httpRequests      *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
 	inflight          *prometheus.GaugeVec
+	poolDropped       *prometheus.CounterVec
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -148,7 +149,12 @@ func New(o Options) *Metrics {
 	m.inflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "inflight_operations", Help: "Provisions and releases in progress on this replica.",
 	}, []string{"operation"})
+	m.poolDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pool_messages_dropped_total",
+		Help: "Pool messages a selection deleted for good, by reason: malformed (undecodable or invalid, e.g. foreign), expired, dead (record gone or no longer idle).",
+	}, []string{"reason"})
 	for _, c := range []prometheus.Collector{
+		m.poolDropped,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {
@@ -220,6 +226,14 @@ func (m *Metrics) ObserveRelease(result string, d time.Duration) {
 		return
 	}
 	m.releaseDuration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// PoolMessageDropped counts a pool message a selection dropped (pool.PickupOptions.OnDrop).
+func (m *Metrics) PoolMessageDropped(reason string) {
+	if m == nil {
+		return
+	}
+	m.poolDropped.WithLabelValues(reason).Inc()
 }
 
 // Error counts an error of a kind.

@@ -186,3 +186,23 @@ func TestPoolGaugesAndHelpers(t *testing.T) {
 	nilM.ObserveProvision("x", 0, nil) // a nil *Metrics is a no-op
 	nilM.Error("x")
 }
+
+// A pool message a selection drops (malformed, foreign, expired, dead) is counted by reason.
+func TestPoolMessageDropped(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	m.PoolMessageDropped("malformed")
+	m.PoolMessageDropped("malformed")
+	m.PoolMessageDropped("dead")
+	var nilMetrics *metrics.Metrics
+	nilMetrics.PoolMessageDropped("malformed") // a nil *Metrics is a no-op
+	out := scrape(t, m)
+	for _, want := range []string{
+		`runnerpool_pool_messages_dropped_total{reason="malformed"} 2`,
+		`runnerpool_pool_messages_dropped_total{reason="dead"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

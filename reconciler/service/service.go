@@ -35,6 +35,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
@@ -179,7 +180,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		return provision.New(s.store, claimer, reg, fl, ec2c, provision.Config{
 			ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
 			DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
-		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Now: o.Now, Logger: log})
+		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Now: o.Now, Logger: log,
+			Pickup: pool.PickupOptions{OnDrop: s.metrics.PoolMessageDropped}})
 	}); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ func main() {
 	flag.IntVar(&o.Workflows, "workflows", 0, "workflows of the throughput phase (default 40)")
 	flag.IntVar(&o.Concurrency, "concurrency", 0, "workflows at a time in the throughput phase (default 10)")
 	flag.DurationVar(&o.PollInterval, "poll-interval", 0, "the reconciler's signal polling (default: the product's)")
+	flag.Float64Var(&o.SQSSampling, "sqs-sampling", 0, "probability that an SQS short poll comes back empty, as real SQS can on a small queue (default 0.3; negative: off)")
 	flag.Uint64Var(&o.Seed, "seed", 0, "random seed (default: the time)")
 	soak := flag.Duration("soak", 0, "run the soak instead: two replicas under mixed load for this long")
 	verbose := flag.Bool("v", false, "also print the components' logs (JSON) to stderr")

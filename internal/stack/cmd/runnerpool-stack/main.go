@@ -44,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.Ports.GitHubAPI, "github-port", 0, "GitHub fake port (0: a free port)")
 	fs.IntVar(&opts.Ports.OIDCIssuer, "oidc-port", 0, "OIDC issuer port (0: a free port)")
 	fs.DurationVar(&opts.ReadyTimeout, "ready-timeout", stack.DefaultReadyTimeout, "how long to wait for the emulators to answer")
+	fs.Float64Var(&opts.SQSSampling, "sqs-sampling", 0, "probability (0-1) that an SQS short poll comes back empty, as on real SQS with few messages (0: $"+stack.EnvSQSSampling+", unset: off)")
 	verbose := fs.Bool("v", false, "log the servers and the emulators' output to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

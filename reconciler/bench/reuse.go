@@ -1,0 +1,202 @@
+// The reuse phase: does the pool serve concurrent demand? Each scenario runs on a runner class with a
+// pool queue of its own, filled to an exact size first (cold provisions, then releases), with SQS
+// short polls sampled (Options.SQSSampling): a short poll comes back empty with that probability, as a
+// real SQS short poll can on a small queue.
+//
+//   - homogeneous: 60 idle, 30 concurrent provisions of 2 that all fit;
+//   - mixed: 60 idle in 3 resource classes (20 each), 30 concurrent provisions of 2, 10 per class;
+//   - small pool: 5 idle, 5 sequential provisions of 1.
+//
+// The reuse ratio is reused ÷ min(demand, supply).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+)
+
+// The reuse scenarios' runner classes (each with its own pool queue) and resource classes.
+const (
+	reuseHomogeneous = "reuse-homogeneous"
+	reuseMixed       = "reuse-mixed"
+	reuseSmall       = "reuse-small"
+)
+
+var reuseClasses = []string{reuseHomogeneous, reuseMixed, reuseSmall}
+
+// reuseSizes are the resource classes of the mixed scenario (the config's, see startReplica).
+var reuseSizes = []string{"small", "medium", "large"}
+
+func reuseRequest(runnerClass, size string, count int) apiv1.ProvisionRequest {
+	return apiv1.ProvisionRequest{
+		Count: count, UsageClass: "on-demand", AllowedInstanceTypes: []string{"c*", "m*"}, ResourceClass: size,
+		RunnerClass: runnerClass,
+	}
+}
+
+// fill makes n idle instances of one size in a runner class: provisions of 2 created from the
+// class's empty pool, five at a time (a cold start of dozens of simulated machines at once starves
+// this 2-core machine), then released. A provision that fails (a simulated boot too slow on a
+// loaded machine) is tried again, up to three times.
+func (h *harness) fill(ctx context.Context, runnerClass, size string, n int) error {
+	var wfs []*workflow
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 5)
+	errs := make([]error, (n+1)/2)
+	for i := range errs {
+		count := min(2, n-2*i)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			for range 3 {
+				wf, err := h.newWorkflow()
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				resp, err := wf.c.Provision(ctx, reuseRequest(runnerClass, size, count))
+				if err != nil {
+					errs[i] = fmt.Errorf("filling %s with %s: %w", runnerClass, size, err)
+					continue
+				}
+				errs[i] = nil
+				if len(resp.Runners) != count {
+					errs[i] = fmt.Errorf("filling %s: %d runners, want %d", runnerClass, len(resp.Runners), count)
+				}
+				mu.Lock()
+				wfs = append(wfs, wf)
+				mu.Unlock()
+				return
+			}
+		})
+	}
+	wg.Wait()
+	rerr := h.releaseAll(ctx, wfs)
+	return errors.Join(errors.Join(errs...), rerr)
+}
+
+func (h *harness) releaseAll(ctx context.Context, wfs []*workflow) error {
+	errs := make([]error, len(wfs))
+	var wg sync.WaitGroup
+	for i, wf := range wfs {
+		wg.Go(func() {
+			if _, err := wf.release(ctx); err != nil {
+				errs[i] = fmt.Errorf("release of run %s: %w", wf.runID, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// burst runs the requests at once and returns the provisions' latencies (ms) and the runners reused.
+// Every provision is released afterwards.
+func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) ([]float64, int, error) {
+	lat := make([]float64, len(reqs))
+	reused := make([]int, len(reqs))
+	wfs := make([]*workflow, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, req := range reqs {
+		wf, err := h.newWorkflow()
+		if err != nil {
+			return nil, 0, err
+		}
+		wfs[i] = wf
+		wg.Go(func() {
+			<-start
+			t := time.Now()
+			resp, err := wf.c.Provision(ctx, req)
+			lat[i] = ms(time.Since(t))
+			if err != nil {
+				errs[i] = fmt.Errorf("provision of run %s: %w", wf.runID, err)
+				return
+			}
+			reused[i] = countSources(resp)[apiv1.SourceReused]
+		})
+	}
+	close(start)
+	wg.Wait()
+	n := 0
+	for _, r := range reused {
+		n += r
+	}
+	return lat, n, errors.Join(errors.Join(errs...), h.releaseAll(ctx, wfs))
+}
+
+// phaseReuse measures the reuse ratios and the latency of the homogeneous and mixed bursts.
+func phaseReuse(ctx context.Context, h *harness, res *Result) error {
+	// Homogeneous: 60 small idle, 30 concurrent provisions of 2 small.
+	if err := h.fill(ctx, reuseHomogeneous, "small", 60); err != nil {
+		return err
+	}
+	reqs := make([]apiv1.ProvisionRequest, 30)
+	for i := range reqs {
+		reqs[i] = reuseRequest(reuseHomogeneous, "small", 2)
+	}
+	homLat, homReused, err := h.burst(ctx, reqs)
+	if err != nil {
+		// A provision that failed (a cold start too slow on a loaded machine) counts as not reused.
+		res.note("homogeneous burst: %v", err)
+	}
+	res.add(Figure{Name: "reuse_ratio_homogeneous", Value: float64(homReused) / 60, Unit: "",
+		How: fmt.Sprintf("60 idle instances of one size, 30 concurrent provisions of 2 that all fit, through the API, SQS short polls answered empty with probability %g: runners reused ÷ min(demand 60, supply 60) (%d reused; goal ≥ 0.95)", h.o.SQSSampling, homReused)})
+
+	// Mixed: 20 idle of each of 3 sizes, 30 concurrent provisions of 2, 10 per size.
+	for _, size := range reuseSizes {
+		if err := h.fill(ctx, reuseMixed, size, 20); err != nil {
+			return err
+		}
+	}
+	reqs = reqs[:0]
+	for i := range 30 {
+		reqs = append(reqs, reuseRequest(reuseMixed, reuseSizes[i%3], 2))
+	}
+	mixLat, mixReused, err := h.burst(ctx, reqs)
+	if err != nil {
+		res.note("mixed burst: %v", err)
+	}
+	res.add(Figure{Name: "reuse_ratio_mixed", Value: float64(mixReused) / 60, Unit: "",
+		How: fmt.Sprintf("60 idle instances in 3 resource classes (small, medium, large: 20 each) in one pool, 30 concurrent provisions of 2 (10 per class), sampling on: runners reused ÷ min(demand 60, supply 60) (%d reused; goal ≥ 0.95)", mixReused)})
+
+	hom, mix := slices.Sorted(slices.Values(homLat)), slices.Sorted(slices.Values(mixLat))
+	res.add(Figure{Name: "homogeneous_burst_p99_ms", Value: Percentile(hom, 99), Unit: "ms",
+		How: "the homogeneous burst's provisions as the workflows see them (simulated registration included), 99th percentile"})
+	res.add(Figure{Name: "mixed_burst_p99_ms", Value: Percentile(mix, 99), Unit: "ms",
+		How: "the mixed burst's provisions, 99th percentile (goal: within 2× of homogeneous_burst_p99_ms)"})
+
+	// Small pool: 5 idle, 5 sequential provisions of 1, each keeping its runner until the end.
+	if err := h.fill(ctx, reuseSmall, "small", 5); err != nil {
+		return err
+	}
+	var held []*workflow
+	smallReused := 0
+	for i := range 5 {
+		wf, err := h.newWorkflow()
+		if err != nil {
+			return err
+		}
+		resp, err := wf.c.Provision(ctx, reuseRequest(reuseSmall, "small", 1))
+		if err != nil {
+			return fmt.Errorf("small pool provision %d: %w", i+1, err)
+		}
+		held = append(held, wf)
+		smallReused += countSources(resp)[apiv1.SourceReused]
+	}
+	if err := h.releaseAll(ctx, held); err != nil {
+		return err
+	}
+	res.add(Figure{Name: "reuse_ratio_small_pool", Value: float64(smallReused) / 5, Unit: "",
+		How: fmt.Sprintf("5 idle instances, 5 sequential provisions of 1 (each keeps its runner), sampling on: reused ÷ 5 (%d reused; goal 1.0)", smallReused)})
+	h.say("  reuse: homogeneous %d/60 (p99 %.0f ms), mixed %d/60 (p99 %.0f ms), small pool %d/5",
+		homReused, Percentile(hom, 99), mixReused, Percentile(mix, 99), smallReused)
+	return nil
+}
