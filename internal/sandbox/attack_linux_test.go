@@ -26,10 +26,16 @@ func withRunnerUser(t *testing.T) (*sandbox.Sandbox, int, string) {
 	uid := agenttest.ThrowawayUID(t)
 	root := t.TempDir()
 	sb := start(t, sandbox.Options{Root: root, RunnerUser: strconv.Itoa(uid)})
-	t.Cleanup(func() {
-		pids, _ := agent.ProcessesOf(uid)
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	t.Cleanup(func() { // whatever a failed test left: kill until none is left (a loop keeps forking)
+		for range 100 {
+			pids, _ := agent.ProcessesOf(uid)
+			if len(pids) == 0 {
+				return
+			}
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	return sb, uid, root
