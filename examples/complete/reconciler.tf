@@ -35,13 +35,15 @@ resource "aws_ecs_task_definition" "reconciler" {
     image     = var.reconciler_image
     essential = true
     command   = ["serve"]
-    portMappings = [{
-      containerPort = 8080
-      protocol      = "tcp"
-    }]
+    portMappings = [
+      { containerPort = 8080, protocol = "tcp" },
+      # The dashboard (dashboard.tf): reachable only through the load balancer's OIDC rule.
+      { containerPort = 8081, protocol = "tcp" },
+    ]
     environment = [
       { name = "AWS_REGION", value = local.region },
       { name = "RUNNERPOOL_LISTEN", value = ":8080" },
+      { name = "RUNNERPOOL_DASHBOARD_LISTEN", value = ":8081" },
       { name = "RUNNERPOOL_TABLE", value = runnerpool_state_table.main.name },
       { name = "RUNNERPOOL_DEPLOYMENT_ID", value = var.deployment_id },
       { name = "RUNNERPOOL_OIDC_AUDIENCE", value = var.api_url },
@@ -80,9 +82,9 @@ resource "aws_security_group" "alb" {
   }
 
   egress {
-    description = "To the reconciler tasks."
+    description = "To the reconciler tasks: the API (8080) and the dashboard (8081)."
     from_port   = 8080
-    to_port     = 8080
+    to_port     = 8081
     protocol    = "tcp"
     cidr_blocks = ["0.0.0.0/0"]
   }
@@ -94,9 +96,9 @@ resource "aws_security_group" "reconciler" {
   vpc_id      = var.vpc_id
 
   ingress {
-    description     = "API from the load balancer."
+    description     = "API and dashboard from the load balancer."
     from_port       = 8080
-    to_port         = 8080
+    to_port         = 8081
     protocol        = "tcp"
     security_groups = [aws_security_group.alb.id]
   }
@@ -161,6 +163,15 @@ resource "aws_ecs_service" "reconciler" {
     target_group_arn = aws_lb_target_group.reconciler.arn
     container_name   = "reconciler"
     container_port   = 8080
+  }
+
+  dynamic "load_balancer" {
+    for_each = aws_lb_target_group.dashboard
+    content {
+      target_group_arn = load_balancer.value.arn
+      container_name   = "reconciler"
+      container_port   = 8081
+    }
   }
 
   # Replace tasks one at a time: a draining replica finishes its requests, the lease moves on.

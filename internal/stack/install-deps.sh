@@ -99,3 +99,20 @@ if ! command -v iptables >/dev/null 2>&1 || ! command -v ip6tables-save >/dev/nu
 			die "could not install iptables with apt-get"
 	fi
 fi
+
+# --- chromium ---------------------------------------------------------------------------------
+# The dashboard's browser test drives the pages in headless Chromium (Debian's chromium package).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+	say "chromium not found: installing it (the dashboard's headless browser test)"
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install chromium yourself, then run make deps again"
+	sudo=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || die "installing chromium needs root and sudo is not available"
+		sudo=(sudo)
+	fi
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null ||
+			die "could not install chromium with apt-get"
+	fi
+fi

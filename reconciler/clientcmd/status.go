@@ -1,5 +1,5 @@
 // `runnerpool status`: the deployment's pools and the caller's runs, as readable tables; with
-// --run, what one provision of the caller's run did.
+// --run, what one provision of the caller's run did; with --cost, the cost report (cost.go).
 package clientcmd
 
 import (
@@ -29,14 +29,22 @@ func Status(ctx context.Context, args []string, env Env, stdout, stderr io.Write
 	run := fs.String("run", "", "show one run: its run id (this repository) or run key")
 	attempt := fs.Int("attempt", 0, "with --run and a run id: the attempt; 0: the token's")
 	asJSON := fs.Bool("json", false, "print the API's answer as JSON")
+	cost := fs.Bool("cost", false, "print the cost report (the dashboard's) from the state table, with the operator's AWS credentials")
+	var cf costFlags
+	cf.register(fs.StringVar, fs.BoolVar, env)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: runnerpool status --api URL --audience AUD [--run ID] [flags]")
+		fmt.Fprintln(stderr, "Usage: runnerpool status --api URL --audience AUD [--run ID] [flags]\n       runnerpool status --cost --table TABLE [--window 24h] [--price-file FILE] [--json]")
 		fs.PrintDefaults()
 	}
 	if help, err := parse(fs, args); help || err != nil {
 		return err
 	}
 	c.output = "" // status has no step outputs
+	if *cost {
+		ctx, cancel := withTimeout(ctx, c.timeout)
+		defer cancel()
+		return statusCost(ctx, cf, env, *asJSON, stdout)
+	}
 	cl, err := c.client(env, stderr)
 	if err != nil {
 		return err

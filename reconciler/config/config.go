@@ -102,6 +102,8 @@ type Config struct {
 
 	LogLevel          slog.Level
 	DynamoDBSkipCRC32 bool
+
+	Dashboard Dashboard // the dashboard, prices and history (dashboard.go)
 }
 
 // LogValue keeps secrets out of logs.
@@ -647,6 +649,7 @@ func (c Config) validate() error {
 	if c.ClassesFile != "" && (c.DefaultRunnerClass != "" || len(c.ResourceClasses) > 0) {
 		errs = append(errs, errors.New("default-runner-class and resource-classes apply to runner classes from the state table: with --runner-classes-file, set default_runner_class and resource_classes in the file"))
 	}
+	errs = append(errs, c.validateDashboard())
 	return errors.Join(errs...)
 }
 

@@ -36,6 +36,11 @@ type Options struct {
 	Logger       *slog.Logger  // the components' logs (default: discarded)
 	ChildOutput  io.Writer     // DynamoDB Local's and fauxqs's output
 	KeepInstance bool          // leave the instance directories behind
+	// Keep leaves the stack, the reconciler and its dashboard up after the walkthrough, until ctx
+	// ends (make demo ARGS=-keep; Ctrl-C stops it).
+	Keep bool
+	// DashboardListen is the dashboard's address (default 127.0.0.1:0, a free port).
+	DashboardListen string
 }
 
 // Summary is what the demo did.
@@ -106,12 +111,13 @@ func Run(ctx context.Context, out io.Writer, o Options) (_ Summary, err error) {
 	tl.say("deployment %q: state table %s, pool queue of runner class %q, launch template %s (IMDSv2, tags in metadata)",
 		sandbox.DeploymentID, sb.Table, sandbox.RunnerClass, sb.LaunchTemplate)
 
-	svc, stop, err := startReconciler(ctx, sb, root, o.Logger)
+	svc, stop, err := startReconciler(ctx, sb, root, o)
 	if err != nil {
 		return Summary{}, err
 	}
 	defer stop()
 	tl.say("reconciler replica serving %s (leader: %v); every simulated instance runs the real agent", svc.URL(), svc.Leading())
+	tl.say("dashboard (read-only, no authentication: local only): %s", svc.DashboardURL())
 
 	var sum Summary
 	var runs []workflowResult
@@ -148,12 +154,23 @@ func Run(ctx context.Context, out io.Writer, o Options) (_ Summary, err error) {
 		return sum, errors.New("demo: the second workflow reused no runner")
 	}
 	fmt.Fprintln(out, sum.String())
+	if o.Keep {
+		fmt.Fprintf(out, "demo: the stack stays up; dashboard at %s (pools, runs, instances, cost); Ctrl-C stops it\n", svc.DashboardURL())
+		<-ctx.Done()
+	}
 	return sum, nil
 }
 
+// demoPrices are eu-west-1-like on-demand and spot prices for every type the EC2 server launches.
+const demoPrices = `{"prices": [
+  {"instance_type": "*", "usage_class": "on-demand", "per_hour": 0.0960},
+  {"instance_type": "*", "usage_class": "spot", "per_hour": 0.0370}
+]}`
+
 // startReconciler runs one replica in process, configured as `runnerpool serve` would be from its
 // environment, against the sandbox.
-func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, log *slog.Logger) (*service.Service, func(), error) {
+func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, o Options) (*service.Service, func(), error) {
+	log := o.Logger
 	subnets := make([]string, 0, len(sandbox.Subnets))
 	for s := range sandbox.Subnets {
 		subnets = append(subnets, s)
@@ -173,6 +190,15 @@ func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, log 
 	classesFile := filepath.Join(root, "runner-classes.json")
 	if err := os.WriteFile(classesFile, b, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("demo: %w", err)
+	}
+	// Demo prices (an operator's price file): the dashboard's cost page says they came from it.
+	pricesFile := filepath.Join(root, "prices.json")
+	if err := os.WriteFile(pricesFile, []byte(demoPrices), 0o600); err != nil {
+		return nil, nil, fmt.Errorf("demo: %w", err)
+	}
+	dash := o.DashboardListen
+	if dash == "" {
+		dash = "127.0.0.1:0"
 	}
 	env := map[string]string{
 		"RUNNERPOOL_LISTEN":                  "127.0.0.1:0",
@@ -195,6 +221,12 @@ func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, log 
 		// The sandbox's agents key their items by instance id (the local stack has no instance
 		// roles to confine).
 		"RUNNERPOOL_INSTANCE_KEYS": config.InstanceKeysID,
+		// The dashboard on loopback, with a pool sample every 10 s so its charts move.
+		"RUNNERPOOL_DASHBOARD_LISTEN":        dash,
+		"RUNNERPOOL_PRICE_FILE":              pricesFile,
+		"RUNNERPOOL_AWS_PRICES":              "false",
+		"RUNNERPOOL_CONVERGE_SCHEDULE":       "@every 5s",
+		"RUNNERPOOL_HISTORY_SAMPLE_INTERVAL": "10s",
 	}
 	cfg, err := config.Load(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {

@@ -58,8 +58,9 @@ type Options struct {
 
 // Metrics holds the collectors. Its methods are safe for concurrent use; a nil *Metrics is a no-op.
 type Metrics struct {
-	reg *prometheus.Registry
-	log *slog.Logger
+	reg        *prometheus.Registry
+	registerer prometheus.Registerer // reg with the replica label (extra collectors: cost.go)
+	log        *slog.Logger
 
 	provisionDuration *prometheus.HistogramVec
 	provisionedTotal  *prometheus.CounterVec
@@ -96,7 +97,7 @@ func New(o Options) *Metrics {
 		r = prometheus.WrapRegistererWith(prometheus.Labels{"replica": o.Replica}, reg)
 	}
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
-	m := &Metrics{reg: reg, log: o.Logger}
+	m := &Metrics{reg: reg, log: o.Logger, registerer: r}
 	m.provisionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "provision_duration_seconds",
 		Help:    "Provision latency, from the request to the answer, by outcome and by source: the slowest source used (reused < started < created).",

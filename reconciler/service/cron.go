@@ -52,6 +52,7 @@ func (s *Service) refresh(ctx context.Context) error {
 
 // converge is nil-safe: without a Converger (warm pools not enabled) it does nothing.
 func (s *Service) converge(ctx context.Context) error {
+	defer s.sampleHistory(ctx) // the pools' history: one sample per interval (dashboard.go)
 	if s.converger == nil {
 		return nil
 	}

@@ -107,6 +107,7 @@ type Service struct {
 	workerDone chan struct{}      // closed when the worker returned
 
 	srv, opsSrv *http.Server
+	dashboard   dashboardParts // dashboard.go
 	ln, opsLn   net.Listener
 
 	work       context.Context
@@ -211,8 +212,12 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 			s.cancelWork()
 		}
 	}()
+	prov, relr, err := s.setupDashboard(cfg, db, Pricer(cfg, awsCfg, ec2c, o.Now, log), s.classes, rel)
+	if err != nil {
+		return nil, err
+	}
 	s.api, err = api.New(api.Options{
-		Provisioner: s.classes, Releaser: rel, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
+		Provisioner: prov, Releaser: relr, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, PollInterval: cfg.PollInterval, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
@@ -250,6 +255,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 			return nil, fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
 		}
 	}
+	if err := s.listenDashboard(cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -286,7 +294,8 @@ func (s *Service) Abandon() {
 // Run serves until ctx ends, then shuts down gracefully (see the package comment). It returns the
 // error that stopped the server, if one did.
 func (s *Service) Run(ctx context.Context) error {
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
+	s.serveDashboard(serveErr)
 	go func() { serveErr <- s.srv.Serve(s.ln) }()
 	if s.opsSrv != nil {
 		go func() { serveErr <- s.opsSrv.Serve(s.opsLn) }()
@@ -377,7 +386,7 @@ func (s *Service) shutdownServers(ctx context.Context) error {
 	if s.opsSrv != nil {
 		errs = append(errs, s.opsSrv.Shutdown(ctx))
 	}
-	errs = append(errs, s.srv.Shutdown(ctx))
+	errs = append(errs, s.srv.Shutdown(ctx), s.shutdownDashboard(ctx))
 	return errors.Join(errs...)
 }
 

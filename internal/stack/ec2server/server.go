@@ -129,6 +129,7 @@ var handlers = map[string]handler{
 	"ModifyLaunchTemplate":           (*Server).modifyLaunchTemplate,
 	"DeleteLaunchTemplate":           (*Server).deleteLaunchTemplate,
 	"DescribeInstanceTypes":          (*Server).describeInstanceTypes,
+	"DescribeSpotPriceHistory":       (*Server).describeSpotPriceHistory,
 }
 
 // idempotentActions replay their first answer when called again with the same ClientToken,

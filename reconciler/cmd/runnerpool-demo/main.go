@@ -32,10 +32,11 @@ func main() {
 		return
 	}
 	verbose := flag.Bool("v", false, "also print the components' logs (JSON) to stderr")
+	keep := flag.Bool("keep", false, "keep the stack, the reconciler and its dashboard up after the walkthrough (Ctrl-C stops)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := demo.Options{}
+	o := demo.Options{Keep: *keep}
 	if *verbose {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		o.ChildOutput = os.Stderr

@@ -299,6 +299,7 @@ func (e *Env) Env(replica string, extra map[string]string) map[string]string {
 		"RUNNERPOOL_LOG_LEVEL":               "debug",
 		"RUNNERPOOL_INSTANCE_KEYS":           e.InstanceKeys,
 		"RUNNERPOOL_CONFIG_CACHE_TTL":        "1s",
+		"RUNNERPOOL_AWS_PRICES":              "false", // no AWS pricing API here: prices come from a price file or are unknown
 	}
 	if e.InstanceKeys == config.InstanceKeysARN {
 		env["RUNNERPOOL_AWS_ACCOUNT_ID"] = Account

@@ -1,0 +1,157 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// countingDB counts DynamoDB requests by operation.
+type countingDB struct {
+	*dynamodb.Client
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingDB) count(op string) {
+	c.mu.Lock()
+	c.n[op]++
+	c.mu.Unlock()
+}
+
+func (c *countingDB) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = map[string]int{}
+	return n
+}
+
+func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.count("GetItem")
+	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c *countingDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.count("PutItem")
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.count("UpdateItem")
+	return c.Client.UpdateItem(ctx, in, o...)
+}
+
+func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	c.count("Query")
+	return c.Client.Query(ctx, in, o...)
+}
+
+// TestDynamoDBRequests measures what history and the pages cost in DynamoDB requests against
+// DynamoDB Local (the figures of docs/dashboard.md): recording a provision and a release, one
+// pool sample, and one view of each page, with 50 runs and 40 live instances in the table. Every
+// read is a GetItem or a Query; there is no Scan in the code to count.
+func TestDynamoDBRequests(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	raw := stacktest.Shared(t).DynamoDB()
+	table := stacktest.UniqueName(t, "dash")
+	if err := store.CreateTable(ctx, raw, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = raw.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+	db := &countingDB{Client: raw, n: map[string]int{}}
+	now := time.Now().UTC()
+	st := store.New(db, table)
+	h := history.New(db, table, history.Options{})
+	for i := range 40 {
+		if _, err := st.Create(ctx, store.Instance{ID: fmt.Sprintf("i-%017d", i), State: store.StateCreated, InstanceType: "c6i.large", UsageClass: "on-demand", RunnerClass: "linux", Threshold: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var key string
+	for i := range 50 {
+		key = fmt.Sprintf("4242:%d:1", i+1)
+		run, _, err := st.CreateRun(ctx, store.Run{Key: key, RepositoryID: "4242", Repository: "acme/api", RunID: fmt.Sprint(i + 1), Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.take()
+		// What the service's recorder does per provision and per release: read the run record
+		// (its start locates the entry), write the entry.
+		if _, err := st.GetRun(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.RecordProvision(ctx, history.Provision{RunKey: key, Repository: "acme/api", StartedAt: run.CreatedAt, Status: "succeeded",
+			Runners: []history.Runner{{InstanceID: "i-1", InstanceType: "c6i.large", UsageClass: "on-demand", Source: history.SourceReused}}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := db.take(); got["GetItem"] != 1 || got["UpdateItem"] != 1 || len(got) != 2 {
+			t.Fatalf("recording a provision: %v, want 1 GetItem and 1 UpdateItem", got)
+		}
+	}
+
+	// One pool sample as the leader takes it: is the interval's sample there, the live records
+	// (a query per live state), the write. (With warm pools, 2 queries more read the configuration.)
+	if _, err := h.HasSample(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	live, err := st.Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.RecordSample(ctx, now, []history.PoolCount{{RunnerClass: "linux", States: map[string]int{"created": len(live)}}}); err != nil {
+		t.Fatal(err)
+	}
+	sample := db.take()
+	t.Logf("one pool sample: %v", sample)
+	if want := len(store.LiveStates); sample["Query"] != want || sample["GetItem"] != 1 || sample["PutItem"] != 1 {
+		t.Errorf("one pool sample: %v, want 1 GetItem, %d Query, 1 PutItem", sample, want)
+	}
+
+	d, err := dashboard.New(dashboard.Options{Store: st, History: h, Price: price})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := d.Handler()
+	for _, p := range []struct {
+		path string
+		max  int
+	}{
+		{"/pools", 2}, // + the Pools function's reads (the service's: a query per live state, 2 with warm pools)
+		{"/runs", 31}, // a query per day back until the page is full: here 50 runs, so every day of the 30-day retention
+		{"/runs/" + key, 2},
+		{"/instances", len(store.LiveStates)},
+		{"/cost", 4},
+		{"/cost", 0}, // cached for a minute
+	} {
+		code, body := serve(srv, http.MethodGet, p.path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", p.path, code, body)
+		}
+		got := db.take()
+		total := 0
+		for op, n := range got {
+			if op != "Query" && op != "GetItem" {
+				t.Errorf("GET %s wrote: %v", p.path, got)
+			}
+			total += n
+		}
+		t.Logf("GET %s: %d requests %v", p.path, total, got)
+		if total > p.max {
+			t.Errorf("GET %s: %d requests %v, want at most %d", p.path, total, got, p.max)
+		}
+	}
+}
