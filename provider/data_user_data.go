@@ -115,8 +115,11 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			},
 			"instance_keys": schema.StringAttribute{
 				MarkdownDescription: "How the state table keys the instance's items; must match the reconciler's `RUNNERPOOL_INSTANCE_KEYS`. " +
-					"`arn` (default): `INSTANCE#<instance ARN>`, which the agent builds from its instance identity document, so the instance role " +
-					"can confine every instance to its own items (`dynamodb:LeadingKeys` = `INSTANCE#${ec2:SourceInstanceARN}`). `id`: `INSTANCE#<instance id>`.",
+					"An instance's items sit in two partitions: `INSTANCE#<key>` (what the control plane decides from, written by the reconciler only) " +
+					"and `AGENT#<key>` (what the agent reports: heartbeat, signals, acknowledgements). " +
+					"`arn` (default): the key is the instance ARN, which the agent builds from its instance identity document, so the instance role " +
+					"can confine every instance to its own items (`dynamodb:LeadingKeys` = `INSTANCE#${ec2:SourceInstanceARN}` to read, " +
+					"`AGENT#${ec2:SourceInstanceARN}` to read and write). `id`: the key is the instance id (`INSTANCE#<instance id>`, `AGENT#<instance id>`).",
 				Optional:   true,
 				Validators: []validator.String{oneOf("instance keys", userdata.KeysARN, userdata.KeysID)},
 			},

@@ -29,7 +29,7 @@ func killUserProcesses(ctx context.Context, uid int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		killAllAs(ctx, uid)
-		pids, err := processesOf(uid)
+		pids, err := ProcessesOf(uid)
 		if err != nil {
 			return err
 		}
@@ -62,9 +62,9 @@ func killAllAs(ctx context.Context, uid int) {
 	_ = cmd.Run()
 }
 
-// processesOf lists the live pids (zombies run no code and are left to their parent) of which uid is
+// ProcessesOf lists the live pids (zombies run no code and are left to their parent) of which uid is
 // the real, effective, saved or filesystem uid.
-func processesOf(uid int) ([]int, error) {
+func ProcessesOf(uid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)

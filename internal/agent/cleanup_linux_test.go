@@ -31,7 +31,7 @@ func throwawayUID(t *testing.T) int {
 	passwd, _ := os.ReadFile("/etc/passwd")
 	for range 100 {
 		uid := 60000 + rand.IntN(5000)
-		if pids, err := processesOf(uid); err != nil || len(pids) > 0 {
+		if pids, err := ProcessesOf(uid); err != nil || len(pids) > 0 {
 			continue
 		}
 		if bytes.Contains(passwd, []byte(":"+strconv.Itoa(uid)+":")) {
@@ -97,14 +97,14 @@ exit 0`
 			t.Fatalf("process %d: session %d, %v; want a session of its own", pid, sid, err)
 		}
 	}
-	if live, _ := processesOf(uid); len(live) < 3 {
+	if live, _ := ProcessesOf(uid); len(live) < 3 {
 		t.Fatalf("uid %d has %d processes before the kill (%v), want at least 3", uid, len(live), live)
 	}
 
 	if err := killUserProcesses(t.Context(), uid); err != nil {
 		t.Fatalf("killUserProcesses: %v", err)
 	}
-	if live, err := processesOf(uid); err != nil || len(live) != 0 {
+	if live, err := ProcessesOf(uid); err != nil || len(live) != 0 {
 		t.Errorf("after the kill uid %d still has processes %v (%v)", uid, live, err)
 	}
 	for _, pid := range pids {

@@ -13,7 +13,8 @@ func killUserProcesses(context.Context, int) error {
 	return errors.New("killing a user's processes is supported on Linux only")
 }
 
-func processesOf(int) ([]int, error) {
+// ProcessesOf lists a uid's processes (Linux only).
+func ProcessesOf(int) ([]int, error) {
 	return nil, errors.New("listing a user's processes is supported on Linux only")
 }
 

@@ -3,7 +3,4 @@
 package agent
 
 // Exported for the integration tests of package agent_test.
-var (
-	ThrowawayUID = throwawayUID
-	ProcessesOf  = processesOf
-)
+var ThrowawayUID = throwawayUID

@@ -119,14 +119,7 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 			return nil
 		}}
 	}})
-	gh, err := ghaccess.New(ghaccess.Config{
-		APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
-		Allowed: []string{sandbox.Scope, otherRepo}, // the deployment's allow-list; no owner-level runners
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := sb.Components(sandbox.ComponentOptions{GitHub: gh, ReleaseWait: 20 * time.Second})
+	gh, cp := attackedControlPlane(t, sb)
 	ctx := t.Context()
 
 	// Repository A's workflow gets a runner; its job is the attacker.
@@ -139,60 +132,8 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 	atk := instanceRole(sb, x)
 
 	// 1. Rewrite the items the control plane decides from: scope, state, run, threshold.
-	steer := []struct {
-		name string
-		do   func() error
-	}{
-		{"retarget its record to repository B (UpdateItem on INSTANCE#)", func() error {
-			_, err := atk.Transition(ctx, x, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle,
-				RunID: resA.RunKey, SetRunID: new(string), SetScope: otherRepo, Threshold: time.Now().Add(time.Hour)})
-			return err
-		}},
-		{"extend its own deadline (UpdateItem on INSTANCE#)", func() error {
-			_, err := atk.Expire(ctx, x, "", "attacker")
-			return err
-		}},
-		{"replace its record (PutItem on INSTANCE#)", func() error {
-			_, err := atk.Create(ctx, store.Instance{ID: x + "x", State: store.StateCreated, Scope: otherRepo})
-			return err
-		}},
-		{"plant a registration credential for another run (PutItem on INSTANCE#)", func() error {
-			return atk.PutCredential(ctx, x, store.Credential{Kind: store.CredentialRegistration, RunID: "evil", Token: "t"})
-		}},
-		{"take its registration credential before the agent (DeleteItem on INSTANCE#)", func() error {
-			_, err := atk.TakeCredential(ctx, x, store.CredentialRegistration, resA.RunKey)
-			return err
-		}},
-		{"write another instance's signal (PutItem on AGENT#other)", func() error {
-			return instanceRole(sb, x).PutSignal(ctx, "i-0another", store.SignalRecord{Signal: store.SignalReleased, RunID: "r"})
-		}},
-		{"create a run record (PutItem on RUN#)", func() error {
-			_, _, err := atk.CreateRun(ctx, store.Run{Key: "6666:1:1", Repository: otherRepo, RunID: "1", Attempt: 1})
-			return err
-		}},
-		{"list the table's records (Query)", func() error {
-			_, err := atk.ByState(ctx, store.StateIdle, time.Time{})
-			return err
-		}},
-	}
-	for _, s := range steer {
-		if err := s.do(); !denied(err) {
-			t.Errorf("attack %q: err = %v, want AccessDenied", s.name, err)
-		} else {
-			t.Logf("attack %q: refused (%v)", s.name, err)
-		}
-	}
-	if rec := record(t, sb, x); rec.State != store.StateRunning || rec.RunID != resA.RunKey || rec.Scope != sandbox.Scope {
-		t.Fatalf("record after the attacks = %s run %q scope %q, want running for %s in %s", rec.State, rec.RunID, rec.Scope, resA.RunKey, sandbox.Scope)
-	}
-	// Its registration credential was withdrawn once the agent registered: nothing left to steal.
-	if _, err := atk.ReadCredential(ctx, x, store.CredentialRegistration, resA.RunKey); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("registration credential after the registration: %v, want withdrawn (ErrNotFound)", err)
-	}
-	// A stale "released" forged ahead of the release is not taken for the release's signal.
-	if err := atk.PutSignal(ctx, x, store.SignalRecord{Signal: store.SignalReleased, RunID: resA.RunKey}); err != nil {
-		t.Fatalf("forging a signal in its own partition: %v", err)
-	}
+	rewriteOwnItems(t, sb, x, resA.RunKey)
+	forgeStaleRelease(t, atk, x, resA.RunKey)
 
 	// 2. The release: the job broke config.sh remove (the agent cannot deregister) and, as soon as
 	// the record is idle, reads the removal credential and forges "released" before the agent's
@@ -200,31 +141,10 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 	gate := make(chan struct{})
 	gates.Store(x, gate)
 	mintsBefore := len(sb.Stack.GitHub.Minted())
-	var removal store.Credential
-	var removalErr, forgeErr error
-	forged := make(chan struct{})
-	go func() {
-		defer close(forged)
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
-			if rec, err := atk.Get(ctx, x); err == nil && rec.State == store.StateIdle {
-				removal, removalErr = atk.ReadCredential(ctx, x, store.CredentialRemoval, resA.RunKey)
-				if _, err := atk.TakeCredential(ctx, x, store.CredentialRemoval, resA.RunKey); !denied(err) {
-					removalErr = fmt.Errorf("deleting the removal credential: %v, want AccessDenied", err)
-				}
-				forgeErr = atk.PutSignal(ctx, x, store.SignalRecord{Signal: store.SignalReleased, RunID: resA.RunKey, Detail: "forged"})
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		forgeErr = errors.New("the record never became idle")
-	}()
+	race := raceForRelease(ctx, atk, x, resA.RunKey)
 	rep, err := cp.Releaser.Release(ctx, resA.RunKey, 10*time.Minute)
-	<-forged
+	removal, removalErr := race.wait(t)
 	close(gate)
-	if forgeErr != nil {
-		t.Fatalf("forging the release signal: %v", forgeErr)
-	}
 	if removalErr != nil {
 		t.Errorf("racing the agent for the removal credential: %v", removalErr)
 	} else if !strings.HasSuffix(removal.URL, "/"+sandbox.Scope) {
@@ -240,11 +160,7 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 	if n := poolMessages(t, sb); n != 0 {
 		t.Errorf("pool holds %d messages after the forged release, want 0", n)
 	}
-	for _, m := range mintsSince(sb, mintsBefore) {
-		if m.Scope != sandbox.Scope {
-			t.Errorf("the release minted a %s credential for %s, want only %s", m.Kind, m.Scope, sandbox.Scope)
-		}
-	}
+	mintedOnlyFor(t, sb, mintsBefore, sandbox.Scope, "the release")
 	if _, err := cp.Refresher.Run(ctx); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
@@ -258,11 +174,7 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 	if err != nil || len(resB.Runners) != 1 || resB.Runners[0].InstanceID == x || resB.Runners[0].Source != "created" {
 		t.Fatalf("provision B = %+v, %v; want one created instance, not %s", resB, err, x)
 	}
-	for _, m := range mintsSince(sb, mintsBefore) {
-		if m.Scope != otherRepo {
-			t.Errorf("B's provision minted a %s credential for %s", m.Kind, m.Scope)
-		}
-	}
+	mintedOnlyFor(t, sb, mintsBefore, otherRepo, "B's provision")
 
 	// 4. A clean release pools under the run record's repository: B cannot take it, A can.
 	gates.Delete(x)
@@ -304,8 +216,153 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 		t.Errorf("remove token for evil/repo = %v, want ErrScopeNotAllowed", err)
 	}
 
-	// The invariant checker agrees: every credential minted names a run's repository, and every
-	// runner sits in its run's repository.
+	noForeignCredential(t, sb, gh)
+	if !slices.ContainsFunc(sb.Stack.GitHub.Minted(), func(m githubfake.Mint) bool { return m.Scope == otherRepo }) {
+		t.Errorf("no credential was minted for B at all: the test did not exercise B")
+	}
+}
+
+// attackedControlPlane is the control plane of the attack tests: GitHub access allow-listed to
+// repositories A and B (no owner-level runners), and a release that waits for the agent's signal.
+func attackedControlPlane(t *testing.T, sb *sandbox.Sandbox) (*ghaccess.Client, *sandbox.Components) {
+	t.Helper()
+	gh, err := ghaccess.New(ghaccess.Config{
+		APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
+		Allowed: []string{sandbox.Scope, otherRepo}, // the deployment's allow-list; no owner-level runners
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gh, sb.Components(sandbox.ComponentOptions{GitHub: gh, ReleaseWait: 20 * time.Second})
+}
+
+// rewriteOwnItems plays the job of run runKey on instance x with the instance role: every rewrite of
+// an item the control plane decides from is refused, the record is unchanged, and the registration
+// credential is already withdrawn.
+func rewriteOwnItems(t *testing.T, sb *sandbox.Sandbox, x, runKey string) {
+	t.Helper()
+	ctx := t.Context()
+	atk := instanceRole(sb, x)
+	steer := []struct {
+		name string
+		do   func() error
+	}{
+		{"retarget its record to repository B (UpdateItem on INSTANCE#)", func() error {
+			_, err := atk.Transition(ctx, x, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle,
+				RunID: runKey, SetRunID: new(string), SetScope: otherRepo, Threshold: time.Now().Add(time.Hour)})
+			return err
+		}},
+		{"extend its own deadline (UpdateItem on INSTANCE#)", func() error {
+			_, err := atk.Expire(ctx, x, "", "attacker")
+			return err
+		}},
+		{"replace its record (PutItem on INSTANCE#)", func() error {
+			_, err := atk.Create(ctx, store.Instance{ID: x + "x", State: store.StateCreated, Scope: otherRepo})
+			return err
+		}},
+		{"plant a registration credential for another run (PutItem on INSTANCE#)", func() error {
+			return atk.PutCredential(ctx, x, store.Credential{Kind: store.CredentialRegistration, RunID: "evil", Token: "t"})
+		}},
+		{"take its registration credential before the agent (DeleteItem on INSTANCE#)", func() error {
+			_, err := atk.TakeCredential(ctx, x, store.CredentialRegistration, runKey)
+			return err
+		}},
+		{"write another instance's signal (PutItem on AGENT#other)", func() error {
+			return instanceRole(sb, x).PutSignal(ctx, "i-0another", store.SignalRecord{Signal: store.SignalReleased, RunID: "r"})
+		}},
+		{"create a run record (PutItem on RUN#)", func() error {
+			_, _, err := atk.CreateRun(ctx, store.Run{Key: "6666:1:1", Repository: otherRepo, RunID: "1", Attempt: 1})
+			return err
+		}},
+		{"list the table's records (Query)", func() error {
+			_, err := atk.ByState(ctx, store.StateIdle, time.Time{})
+			return err
+		}},
+	}
+	for _, s := range steer {
+		if err := s.do(); !denied(err) {
+			t.Errorf("attack %q: err = %v, want AccessDenied", s.name, err)
+		} else {
+			t.Logf("attack %q: refused (%v)", s.name, err)
+		}
+	}
+	if rec := record(t, sb, x); rec.State != store.StateRunning || rec.RunID != runKey || rec.Scope != sandbox.Scope {
+		t.Fatalf("record after the attacks = %s run %q scope %q, want running for %s in %s", rec.State, rec.RunID, rec.Scope, runKey, sandbox.Scope)
+	}
+	// Its registration credential was withdrawn once the agent registered: nothing left to steal.
+	if _, err := atk.ReadCredential(ctx, x, store.CredentialRegistration, runKey); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("registration credential after the registration: %v, want withdrawn (ErrNotFound)", err)
+	}
+}
+
+// forgeStaleRelease writes a "released" signal for runKey in x's own partition ahead of the release
+// (which the release must not take for its own signal).
+func forgeStaleRelease(t *testing.T, atk *store.Store, x, runKey string) {
+	t.Helper()
+	if err := atk.PutSignal(t.Context(), x, store.SignalRecord{Signal: store.SignalReleased, RunID: runKey}); err != nil {
+		t.Fatalf("forging a signal in its own partition: %v", err)
+	}
+}
+
+// releaseRace is the job racing the agent during the release of its run.
+type releaseRace struct {
+	done       chan struct{}
+	removal    store.Credential
+	removalErr error
+	forgeErr   error
+}
+
+// raceForRelease starts the job's race: as soon as the record is idle (the release began) it reads
+// the removal credential, tries to take it, and forges "released" before the agent's clean-up could
+// report.
+func raceForRelease(ctx context.Context, atk *store.Store, x, runKey string) *releaseRace {
+	r := &releaseRace{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			if rec, err := atk.Get(ctx, x); err == nil && rec.State == store.StateIdle {
+				r.removal, r.removalErr = atk.ReadCredential(ctx, x, store.CredentialRemoval, runKey)
+				if _, err := atk.TakeCredential(ctx, x, store.CredentialRemoval, runKey); !denied(err) {
+					r.removalErr = fmt.Errorf("deleting the removal credential: %v, want AccessDenied", err)
+				}
+				r.forgeErr = atk.PutSignal(ctx, x, store.SignalRecord{Signal: store.SignalReleased, RunID: runKey, Detail: "forged"})
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		r.forgeErr = errors.New("the record never became idle")
+	}()
+	return r
+}
+
+// wait waits for the race to end, fails the test when the forged signal could not be written, and
+// returns what the job got of the removal credential.
+func (r *releaseRace) wait(t *testing.T) (store.Credential, error) {
+	t.Helper()
+	<-r.done
+	if r.forgeErr != nil {
+		t.Fatalf("forging the release signal: %v", r.forgeErr)
+	}
+	return r.removal, r.removalErr
+}
+
+// mintedOnlyFor fails the test for every credential minted since the n-th for a scope other than
+// scope.
+func mintedOnlyFor(t *testing.T, sb *sandbox.Sandbox, n int, scope, what string) {
+	t.Helper()
+	for _, m := range mintsSince(sb, n) {
+		if m.Scope != scope {
+			t.Errorf("%s minted a %s credential for %s, want only %s", what, m.Kind, m.Scope, scope)
+		}
+	}
+}
+
+// noForeignCredential: the invariant checker agrees that every credential minted names a run's
+// repository (A or B), and every runner sits in its run's repository.
+func noForeignCredential(t *testing.T, sb *sandbox.Sandbox, gh *ghaccess.Client) {
+	t.Helper()
+	ctx := t.Context()
 	var minted []invariant.Mint
 	for _, m := range sb.Stack.GitHub.Minted() {
 		minted = append(minted, invariant.Mint{Kind: m.Kind, Scope: m.Scope})
@@ -322,8 +379,5 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 	}
 	if n := inv.Count(invariant.RuleCredential); n != 0 {
 		t.Errorf("credential-scope violations: %v", inv.Violations)
-	}
-	if !slices.ContainsFunc(sb.Stack.GitHub.Minted(), func(m githubfake.Mint) bool { return m.Scope == otherRepo }) {
-		t.Errorf("no credential was minted for B at all: the test did not exercise B")
 	}
 }

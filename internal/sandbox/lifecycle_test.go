@@ -25,7 +25,9 @@ var runSeq atomic.Int64
 
 func start(t *testing.T, o sandbox.Options) *sandbox.Sandbox {
 	t.Helper()
-	o.Root = t.TempDir()
+	if o.Root == "" {
+		o.Root = t.TempDir()
+	}
 	if testing.Verbose() {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

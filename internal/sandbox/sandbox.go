@@ -87,6 +87,9 @@ type Options struct {
 	// WrapRunner, when set, wraps every instance's runner driver (a job that tampers with the
 	// runner: the attack tests).
 	WrapRunner func(instanceID string, r runner.Runner) runner.Runner
+	// RunnerUser is the agents' runner user (agent.Config.RunnerUser; empty: none, no process is
+	// killed). The simulated instances share one host: a release kills that uid's processes there.
+	RunnerUser string
 }
 
 // Sandbox is a running deployment.
@@ -225,7 +228,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		Notice: notice, NoticeInterval: o.Notice, FallbackInterval: o.Fallback,
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
-		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger,
+		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser,
 	}, agenttest.Options{Root: o.Root, Installation: true, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 		r, err := fakerunner.New(fakerunner.Options{
 			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
