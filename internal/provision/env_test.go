@@ -286,6 +286,9 @@ type poolSpec struct {
 	usageClass    string // default on-demand
 	sim           string // simTag value
 	delaySeconds  int32  // SQS delay of their messages
+	// unverified leaves them idle with their agent's release signal written but never marked pooled
+	// nor put in the pool: a release still checking with GitHub, or a job's forged signal.
+	unverified bool
 }
 
 // idle launches instances in the EC2 server and takes each through created -> running -> idle in
@@ -326,7 +329,7 @@ func (e *env) idle(t testing.TB, specs ...poolSpec) []store.Instance {
 					Threshold: time.Now().Add(time.Hour), UsageClass: sp.usageClass, InstanceType: itype,
 					CPU: rc.CPU, MemoryMiB: rc.MemoryMiB, ResourceClass: sp.resourceClass, RunnerClass: runnerClass,
 					Scope: repo, Zone: subnets[subnet],
-				}, sp.delaySeconds)
+				}, sp.delaySeconds, sp.unverified)
 				mu.Lock()
 				out = append(out, rec)
 				mu.Unlock()
@@ -337,7 +340,7 @@ func (e *env) idle(t testing.TB, specs ...poolSpec) []store.Instance {
 	return out
 }
 
-func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int32) store.Instance {
+func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int32, unverified bool) store.Instance {
 	ctx := context.Background()
 	if _, err := e.st.Create(ctx, in); err != nil {
 		t.Errorf("Create %s: %v", in.ID, err)
@@ -359,6 +362,9 @@ func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int
 	// The agent confirms its clean-up after the record went idle, as on a release.
 	if err := e.st.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalReleased, RunID: "seed-run"}); err != nil {
 		t.Errorf("signal of %s: %v", in.ID, err)
+	}
+	if unverified {
+		return rec
 	}
 	// The control plane marks it pooled once it verified the hand-back, as a release does.
 	if rec, err = e.st.MarkPooled(ctx, in.ID); err != nil {

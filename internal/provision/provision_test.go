@@ -398,6 +398,28 @@ func TestUnhealthyPooledInstances(t *testing.T) {
 	e.audit(t, []provision.Result{res}, false)
 }
 
+// A job on a runner can write its agent's release signal before the control plane has checked with
+// GitHub that the runner is gone. The record is idle in the index meanwhile, so the second look sees
+// it: it must take only what the control plane itself marked pooled, and create instead.
+func TestSecondLookIgnoresUnverifiedRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	s := e.side(t, sideOptions{})
+	forged := e.idle(t, poolSpec{n: 2, resourceClass: "small", unverified: true})
+	res, err := s.p.Provision(t.Context(), request("3101", 1))
+	if err != nil {
+		t.Fatalf("Provision: %v (%+v)", err, res)
+	}
+	if len(res.Runners) != 1 || res.Runners[0].Source != provision.SourceCreated {
+		t.Fatalf("runners %+v: want one created runner, no reuse of an unverified release", res.Runners)
+	}
+	for _, f := range forged {
+		if rec := e.get(t, f.ID); rec.State != store.StateIdle || rec.RunID != "" {
+			t.Errorf("unverified %s: record %s run %q, want untouched idle", f.ID, rec.State, rec.RunID)
+		}
+	}
+}
+
 // A provision is idempotent per run and attempt: asking again, sequentially or concurrently,
 // returns the same runners; a new attempt gets a new set.
 func TestIdempotent(t *testing.T) {
