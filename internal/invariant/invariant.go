@@ -315,9 +315,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 	}
 	checkCredentialScopes(ctx, st, &rep, o, runnerScopes)
 	if o.Pooled {
-		if err := checkPooled(ctx, st, &rep, o.RefreshedAt); err != nil {
-			return rep, err
-		}
+		checkPooled(&rep, o.RefreshedAt)
 	}
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
@@ -630,7 +628,7 @@ func unpooledIdle(rep *Report) []string {
 
 // checkPooled: after refresh, every idle record confirmed clean has exactly one live message, and
 // one not confirmed clean has none (rule 3 keeps it out of the pool; its threshold ends it).
-func checkPooled(ctx context.Context, st Store, rep *Report, refreshedAt time.Time) error {
+func checkPooled(rep *Report, refreshedAt time.Time) {
 	live := map[string]int{}
 	for _, m := range rep.Messages {
 		if m.InstanceID != "" && m.Stale == "" {
@@ -654,7 +652,6 @@ func checkPooled(ctx context.Context, st Store, rep *Report, refreshedAt time.Ti
 			rep.add(RulePooled, id, "idle, never marked pooled by the control plane, but in the pool %d times", n)
 		}
 	}
-	return nil
 }
 
 // checkThresholds: rule 4 (the control plane's half: refresh ran).

@@ -65,21 +65,28 @@ if [[ -z "$major" || "$major" -lt 17 ]]; then
 	say "java $major installed"
 fi
 
+# apt_install PKG installs one Debian package (as root, or through sudo), updating the package lists
+# only when the first try fails.
+apt_install() {
+	local pkg="$1"
+	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install $pkg yourself, then run make deps again"
+	local sudo=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || die "installing $pkg needs root and sudo is not available"
+		sudo=(sudo)
+	fi
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null; then
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
+			die "could not install $pkg with apt-get"
+	fi
+}
+
 # --- shellcheck -------------------------------------------------------------------------------
 # The user-data tests run shellcheck on every rendered bootstrap script.
 if ! command -v shellcheck >/dev/null 2>&1; then
 	say "shellcheck not found: installing it (the user-data tests lint the rendered scripts)"
-	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install shellcheck yourself, then run make deps again"
-	sudo=()
-	if [[ "$(id -u)" -ne 0 ]]; then
-		command -v sudo >/dev/null 2>&1 || die "installing shellcheck needs root and sudo is not available"
-		sudo=(sudo)
-	fi
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; then
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null ||
-			die "could not install shellcheck with apt-get"
-	fi
+	apt_install shellcheck
 fi
 
 # --- iptables ---------------------------------------------------------------------------------
@@ -87,32 +94,12 @@ fi
 # namespace of their own.
 if ! command -v iptables >/dev/null 2>&1 || ! command -v ip6tables-save >/dev/null 2>&1; then
 	say "iptables not found: installing it (the user-data tests run the metadata block rules)"
-	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install iptables yourself, then run make deps again"
-	sudo=()
-	if [[ "$(id -u)" -ne 0 ]]; then
-		command -v sudo >/dev/null 2>&1 || die "installing iptables needs root and sudo is not available"
-		sudo=(sudo)
-	fi
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null; then
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null ||
-			die "could not install iptables with apt-get"
-	fi
+	apt_install iptables
 fi
 
 # --- chromium ---------------------------------------------------------------------------------
 # The dashboard's browser test drives the pages in headless Chromium (Debian's chromium package).
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
 	say "chromium not found: installing it (the dashboard's headless browser test)"
-	command -v apt-get >/dev/null 2>&1 || die "apt-get not available: install chromium yourself, then run make deps again"
-	sudo=()
-	if [[ "$(id -u)" -ne 0 ]]; then
-		command -v sudo >/dev/null 2>&1 || die "installing chromium needs root and sudo is not available"
-		sudo=(sudo)
-	fi
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
-		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null ||
-			die "could not install chromium with apt-get"
-	fi
+	apt_install chromium
 fi
