@@ -527,3 +527,40 @@ func TestUnclaimDiscardsAnInstanceNotConfirmedClean(t *testing.T) {
 		t.Errorf("the discarded instance was claimable from the pool: %+v, %v", res, err)
 	}
 }
+
+// A run alone on the pool, whose only instance has three messages (duplicate deliveries or retried
+// releases), and asks for more runners than the pool holds. Once one worker claimed the instance,
+// the other messages are stale: the other workers drop them and report the pool exhausted. Handing
+// them back instead brought them straight back to the same run (nobody else receives them): CI saw
+// that loop run until the 30-minute test timeout.
+func TestClaimNDropsStaleMessagesOfAnInstanceItClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 1, nil)
+	for range 2 {
+		if err := e.q.Put(t.Context(), claim.MessageOf(ins[0]), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.agents(t, nil, ins, claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// MaxSeen is high so that local exhaustion (which ends the loop while the claim is still being
+	// written) does not hide what happens once the claim landed.
+	res, err := c.ClaimN(ctx, claim.Request{RunID: runID("alone"), Scope: "acme/api", Count: 3, Queue: e.q,
+		Pickup: pool.PickupOptions{MaxSeen: 1000}})
+	if err != nil {
+		t.Fatalf("ClaimN: %v (result %+v)", err, res)
+	}
+	if got := ids(res.Claimed); !slices.Equal(got, []string{ins[0].ID}) {
+		t.Errorf("claimed %v, want only %s", got, ins[0].ID)
+	}
+	if res.Stats.Exhausted != pool.ExhaustedGlobal || res.Stats.DroppedDead == 0 {
+		t.Errorf("pickup stats %+v: want the stale messages dropped and the pool exhausted", res.Stats)
+	}
+	if left := e.drain(t); len(left) != 0 {
+		t.Errorf("pool still holds %d messages of the claimed instance", len(left))
+	}
+}

@@ -130,7 +130,7 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 	p := pool.NewPickup(req.Queue, req.Filter, popts)
 	log := c.log.With("run", req.RunID, "queue", req.Queue.URL())
 
-	col := &collector{owned: map[string]bool{}, second: req.SecondLook}
+	col := &collector{owned: map[string]ownership{}, second: req.SecondLook}
 	var wg sync.WaitGroup
 	for range req.Count {
 		wg.Go(func() { c.work(ctx, req, p, col, log) })
@@ -160,7 +160,7 @@ type collector struct {
 	mu    sync.Mutex
 	res   Result
 	errs  []error
-	owned map[string]bool // instance ids a worker of this request is handling
+	owned map[string]ownership // instance ids a worker of this request handles or handled
 
 	second     func(ctx context.Context) ([]pool.Message, error)
 	secondOnce sync.Once
@@ -186,7 +186,8 @@ func (col *collector) nextIndexed(ctx context.Context) (pool.Message, bool, erro
 		err = col.secondErr
 		for err == nil && len(col.cands) > 0 && !ok {
 			m, col.cands = col.cands[0], col.cands[1:]
-			ok = !col.owned[m.InstanceID]
+			_, seen := col.owned[m.InstanceID]
+			ok = !seen
 		}
 	})
 	return m, ok, err
@@ -200,17 +201,31 @@ func (col *collector) lock(f func()) {
 
 func (col *collector) fail(err error) { col.lock(func() { col.errs = append(col.errs, err) }) }
 
+// ownership is where a worker of the request stands with an instance.
+type ownership int
+
+const (
+	// handling: a worker owns the instance and has not settled it yet.
+	handling ownership = iota + 1
+	// settled: the instance was claimed by this request (kept or discarded) or found dead; any
+	// further message of it is stale.
+	settled
+)
+
 // own reserves an instance for one worker of the request. Two messages of one instance (a
-// re-delivery, a duplicate release) must not make two workers both believe they hold it.
-func (col *collector) own(id string) bool {
-	ok := false
+// re-delivery, a duplicate release) must not make two workers both believe they hold it. When the
+// instance is taken, own reports how far its worker got.
+func (col *collector) own(id string) (ok bool, prev ownership) {
 	col.lock(func() {
-		if !col.owned[id] {
-			col.owned[id], ok = true, true
+		if prev = col.owned[id]; prev == 0 {
+			col.owned[id], ok = handling, true
 		}
 	})
-	return ok
+	return ok, prev
 }
+
+// settle records that the instance's message is no longer needed: claimed by this request or dead.
+func (col *collector) settle(id string) { col.lock(func() { col.owned[id] = settled }) }
 
 // work is one claim worker: candidates until one is claimed and verified, the pool is exhausted,
 // or an error ends it.
@@ -254,12 +269,18 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 // try handles one candidate. done reports that this worker holds its instance or must stop.
 // indexed says the candidate came from the second look (no message of it is held).
 func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, indexed bool, col *collector, log *slog.Logger) (done bool, err error) {
-	if !col.own(m.InstanceID) {
-		if !indexed {
-			log.Info("second message for an instance this request already handles: handed back")
-			if rerr := p.Return(ctx, m); rerr != nil {
-				log.Warn("second message not handed back", "err", rerr)
-			}
+	if ok, prev := col.own(m.InstanceID); !ok {
+		switch {
+		case indexed:
+		case prev == settled:
+			// This request claimed the instance or found it dead: the message is stale. Handing it
+			// back would bring it round to this request again and again (nobody else may need it).
+			p.Drop(ctx, m, "second message of an instance this request settled")
+		default:
+			// Another worker is still deciding; its message decides. This one goes back, counted
+			// towards local exhaustion so it cannot come round forever.
+			log.Debug("second message for an instance this request is handling: handed back")
+			p.Skip(ctx, m)
 		}
 		return false, nil
 	}
@@ -272,10 +293,13 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		}
 		if in.ID == "" {
 			col.lock(func() { col.res.Lost++ })
+			col.settle(m.InstanceID)
 			return false, nil
 		}
 	}
-	// The record is the run's now: the message has done its job.
+	// The record is the run's now: the message has done its job, and any other message of the
+	// instance is stale.
+	col.settle(m.InstanceID)
 	p.Claimed(ctx, m)
 	if indexed {
 		col.lock(func() { col.res.Indexed++ })
@@ -362,6 +386,9 @@ func (c *Claimer) handBack(ctx context.Context, req Request, in store.Instance, 
 	defer cancel()
 	uerr := c.Unclaim(dctx, Claimed{Instance: in, Message: m}, m.Threshold, req.Queue)
 	if uerr == nil {
+		// Back in the pool with a fresh message, which other requests need: this request's
+		// workers hand it back rather than drop it as stale.
+		col.lock(func() { col.owned[in.ID] = handling })
 		return
 	}
 	derr := c.reg.Discard(dctx, in.ID, req.RunID, reason)

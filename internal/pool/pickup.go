@@ -302,11 +302,7 @@ func (p *Pickup) sort(msg types.Message, want *int) fate {
 	if dup || !match {
 		// Only what this request cannot use counts towards local exhaustion: a match handed back
 		// as surplus may rightly come round again.
-		p.seen[m.InstanceID]++
-		if p.seen[m.InstanceID] >= p.opts.MaxSeen && p.exhausted == "" {
-			p.exhausted = ExhaustedLocal
-			p.stats.Exhausted = ExhaustedLocal
-		}
+		p.sawUnusable(m.InstanceID)
 	}
 	switch {
 	case dup:
@@ -326,6 +322,34 @@ func (p *Pickup) sort(msg types.Message, want *int) fate {
 	p.holding[m.InstanceID] = held{id: id, receipt: aws.ToString(msg.ReceiptHandle)}
 	p.ready = append(p.ready, m)
 	return fateKeep
+}
+
+// sawUnusable counts one sighting of an instance this request cannot use; MaxSeen of them make the
+// pool locally exhausted. p.mu is held.
+func (p *Pickup) sawUnusable(instanceID string) {
+	p.seen[instanceID]++
+	if p.seen[instanceID] >= p.opts.MaxSeen && p.exhausted == "" {
+		p.exhausted = ExhaustedLocal
+		p.stats.Exhausted = ExhaustedLocal
+	}
+}
+
+// Skip hands back, visible at once, a candidate the caller cannot use although it matched: a
+// second message of an instance another worker of the same request is still deciding about. Like
+// a misfit it counts towards local exhaustion, so a request that keeps receiving only such
+// messages stops receiving instead of handing the same ones back forever.
+func (p *Pickup) Skip(ctx context.Context, m Message) {
+	h, ok := p.release(m.InstanceID)
+	p.mu.Lock()
+	p.sawUnusable(m.InstanceID)
+	p.stats.Duplicates++
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
+	defer cancel()
+	p.handBack(dctx, []held{h})
 }
 
 // release forgets the message held for an instance and returns it.

@@ -347,3 +347,39 @@ func TestPickupEmptyReceiveWaitsForABatchInFlight(t *testing.T) {
 		})
 	}
 }
+
+// A matching message the caller cannot use (a second message of an instance another worker of the
+// request is deciding about) is handed back by Skip, visible at once, and counted like a misfit:
+// a request that receives only such messages ends in local exhaustion instead of handing them back
+// forever.
+func TestPickupSkipCountsTowardsLocalExhaustion(t *testing.T) {
+	t.Parallel()
+	q, client := testQueue(t)
+	a := msg("i-0000000000000000a")
+	put(t, q, a)
+
+	p := pool.NewPickup(q, pool.Filter{}, pool.PickupOptions{MaxSeen: 3, Logger: quiet})
+	skips := 0
+	for {
+		m, err := p.Next(t.Context())
+		if errors.Is(err, pool.ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if skips++; skips > 10 {
+			t.Fatalf("still handing %s out after %d skips: no local exhaustion", m.InstanceID, skips)
+		}
+		p.Skip(t.Context(), m)
+	}
+	if st := p.Stats(); st.Exhausted != pool.ExhaustedLocal || skips != 3 || st.Duplicates != 3 {
+		t.Errorf("after %d skips: stats = %+v, want local exhaustion after 3 skips counted as duplicates", skips, p.Stats())
+	}
+	if err := p.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left, want := drain(t, client, q), encode(t, a); !slices.Equal(left, want) {
+		t.Errorf("pool after the skips = %v, want the skipped message back %v", left, want)
+	}
+}
