@@ -224,7 +224,7 @@ func (e *env) putCredential(id, run string, kind store.CredentialKind, token str
 // notify tags the instance as the control plane does after a claim or release.
 func (e *env) notify(in store.Instance) {
 	e.t.Helper()
-	if err := wake.Notify(e.t.Context(), e.ec2, in.ID, in.Version); err != nil {
+	if err := wake.Notify(e.t.Context(), e.ec2, in.ID); err != nil {
 		e.t.Fatalf("notify: %v", err)
 	}
 }

@@ -5,10 +5,12 @@
 // EC2 throttles each account per Region with token buckets
 // (https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html), of two kinds:
 //
-//   - request-rate buckets: every request takes one token from the bucket of its API family
-//     (for example non-mutating actions such as DescribeHosts: 100 tokens, refilled at 20 per second;
-//     mutating actions: 200 tokens, refilled at 5 per second; the resource-intensive actions, of
-//     which RunInstances is the one we call: 50 tokens, refilled at 5 per second);
+//   - request-rate buckets: "each API is evaluated individually": every request takes one token
+//     from its own API's bucket, whose size and refill depend on the API's category (for example
+//     non-mutating actions such as DescribeHosts: 100 tokens, refilled at 20 per second; mutating
+//     actions: 200 tokens, refilled at 5 per second; the resource-intensive actions, of which
+//     RunInstances is the one we call: 50 tokens, refilled at 5 per second). A burst of CreateTags
+//     therefore does not wait for tokens that CreateFleet or TerminateInstances spent;
 //   - resource-rate buckets: the actions that launch, start, stop or terminate instances also take
 //     one token per instance (RunInstances: 1000 tokens, refilled at 2 per second, so 1000 instances
 //     can be launched at once and then 2 per second; StartInstances 1000 / 2; StopInstances and
@@ -55,7 +57,8 @@ const (
 
 // Config says which bucket each EC2 operation draws from.
 type Config struct {
-	// Families are the request-rate buckets by family name.
+	// Families are the request-rate bucket sizes by family (API category) name: every operation
+	// of the family has a bucket of its own of that size.
 	Families map[string]Bucket
 	// Operations maps an operation name to its family. An operation not listed belongs to
 	// FamilyNonMutating when its name starts with Describe, Get or List, else to FamilyMutating.
@@ -99,8 +102,11 @@ type Stats struct {
 // It is safe for concurrent use.
 type Limits struct {
 	ops       map[string]string
-	families  map[string]*limiter
+	families  map[string]Bucket
 	resources map[string]*limiter
+
+	mu       sync.Mutex
+	requests map[string]*limiter // per operation, made on first use from its family's Bucket
 }
 
 type limiter struct {
@@ -112,7 +118,8 @@ type limiter struct {
 // New returns Limits for cfg. A bucket with Burst < 1 or RefillPerSecond <= 0 is an error: it
 // would block every call forever.
 func New(cfg Config) (*Limits, error) {
-	l := &Limits{ops: maps.Clone(cfg.Operations), families: map[string]*limiter{}, resources: map[string]*limiter{}}
+	l := &Limits{ops: maps.Clone(cfg.Operations), families: map[string]Bucket{}, resources: map[string]*limiter{},
+		requests: map[string]*limiter{}}
 	if l.ops == nil {
 		l.ops = map[string]string{}
 	}
@@ -121,21 +128,24 @@ func New(cfg Config) (*Limits, error) {
 			return nil, fmt.Errorf("ec2 limits: family %q is required", want)
 		}
 	}
-	build := func(kind string, in map[string]Bucket, out map[string]*limiter) error {
+	check := func(kind string, in map[string]Bucket) error {
 		for name, b := range in {
 			if b.Burst < 1 || b.RefillPerSecond <= 0 {
 				return fmt.Errorf("ec2 limits: %s bucket %q: burst must be at least 1 and refill above 0, got %d and %g",
 					kind, name, b.Burst, b.RefillPerSecond)
 			}
-			out[name] = &limiter{lim: rate.NewLimiter(rate.Limit(b.RefillPerSecond), b.Burst)}
 		}
 		return nil
 	}
-	if err := build("request", cfg.Families, l.families); err != nil {
+	if err := check("request", cfg.Families); err != nil {
 		return nil, err
 	}
-	if err := build("resource", cfg.Resources, l.resources); err != nil {
+	if err := check("resource", cfg.Resources); err != nil {
 		return nil, err
+	}
+	maps.Copy(l.families, cfg.Families)
+	for name, b := range cfg.Resources {
+		l.resources[name] = b.limiter()
 	}
 	for op, fam := range l.ops {
 		if _, ok := l.families[fam]; !ok {
@@ -167,12 +177,27 @@ func (l *Limits) Family(operation string) string {
 	return FamilyMutating
 }
 
+func (b Bucket) limiter() *limiter {
+	return &limiter{lim: rate.NewLimiter(rate.Limit(b.RefillPerSecond), b.Burst)}
+}
+
+// request returns the operation's own request-rate bucket.
+func (l *Limits) request(operation string) *limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.requests[operation]
+	if !ok {
+		b = l.families[l.Family(operation)].limiter()
+		l.requests[operation] = b
+	}
+	return b
+}
+
 // WaitRequest takes one token from the operation's request-rate bucket, sleeping until one is
 // available or ctx ends.
 func (l *Limits) WaitRequest(ctx context.Context, operation string) error {
-	fam := l.Family(operation)
-	if err := l.families[fam].wait(ctx, 1); err != nil {
-		return fmt.Errorf("ec2 %s: waiting for a %s request token: %w", operation, fam, err)
+	if err := l.request(operation).wait(ctx, 1); err != nil {
+		return fmt.Errorf("ec2 %s: waiting for a %s request token: %w", operation, l.Family(operation), err)
 	}
 	return nil
 }
@@ -221,24 +246,44 @@ func (b *limiter) wait(ctx context.Context, n int) error {
 	}
 }
 
-// Stats returns the counters of every bucket, request-rate families and resource buckets
-// together, by name.
+// Stats returns the counters by name: each operation's request-rate bucket (by operation name),
+// the request-rate families as the sum of their operations' buckets (by family name), and the
+// resource buckets.
 func (l *Limits) Stats() map[string]Stats {
 	out := map[string]Stats{}
-	for _, m := range []map[string]*limiter{l.families, l.resources} {
-		for name, b := range m {
-			b.mu.Lock()
-			out[name] = b.st
-			b.mu.Unlock()
-		}
+	l.mu.Lock()
+	reqs := maps.Clone(l.requests)
+	l.mu.Unlock()
+	for op, b := range reqs {
+		st := b.stats()
+		out[op] = st
+		fam := out[l.Family(op)]
+		fam.Requests += st.Requests
+		fam.Tokens += st.Tokens
+		fam.Delayed += st.Delayed
+		fam.Waited += st.Waited
+		out[l.Family(op)] = fam
+	}
+	for name, b := range l.resources {
+		out[name] = b.stats()
 	}
 	return out
 }
 
-// Names lists the bucket names, sorted.
+func (b *limiter) stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st
+}
+
+// Names lists the bucket names, sorted: the families, the resource buckets and the operations
+// that have made a request so far.
 func (l *Limits) Names() []string {
 	names := slices.Collect(maps.Keys(l.families))
 	names = append(names, slices.Collect(maps.Keys(l.resources))...)
+	l.mu.Lock()
+	names = append(names, slices.Collect(maps.Keys(l.requests))...)
+	l.mu.Unlock()
 	slices.Sort(names)
 	return names
 }

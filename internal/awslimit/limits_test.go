@@ -211,3 +211,44 @@ func TestRetryerTreatsRequestLimitExceededAsThrottle(t *testing.T) {
 		t.Errorf("RetryDelay(30) = %v, above the maximum backoff %v", d, DefaultMaxBackoff)
 	}
 }
+
+// EC2 evaluates each API individually: a burst of one mutating action (TerminateInstances here,
+// CreateFleet in a cold burst) empties that action's bucket, not CreateTags', so the claim notices
+// of a burst of reuses are not paced by the launches and terminations before them.
+func TestEachAPIHasItsOwnBucket(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Families[FamilyMutating] = Bucket{Burst: 2, RefillPerSecond: 0.001}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := newEC2(t, WithEC2Limits(l))
+	ctx := t.Context()
+	for range 2 { // empties TerminateInstances' bucket (the calls fail in the server: no such instance)
+		_, _ = client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{"i-0123456789abcdef0"}})
+	}
+	// CreateTags still has its whole bucket: neither call waits (a wait would last 1,000 s).
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for range 2 {
+		_, err := client.CreateTags(wctx, &ec2.CreateTagsInput{Resources: []string{"i-0123456789abcdef0"},
+			Tags: []types.Tag{{Key: aws.String("k"), Value: aws.String("v")}}})
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal("CreateTags waited for a token TerminateInstances spent")
+		}
+	}
+	st := l.Stats()
+	if st["CreateTags"].Delayed != 0 || st["CreateTags"].Requests != 2 || st["TerminateInstances"].Requests != 2 {
+		t.Errorf("per-operation stats %+v / %+v: want 2 requests each, CreateTags never delayed", st["CreateTags"], st["TerminateInstances"])
+	}
+	if got := st[FamilyMutating].Requests; got != 4 {
+		t.Errorf("mutating family sums %d requests, want 4", got)
+	}
+	// A third TerminateInstances must wait: its own bucket is empty.
+	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer tcancel()
+	if _, err := client.TerminateInstances(tctx, &ec2.TerminateInstancesInput{InstanceIds: []string{"i-0123456789abcdef0"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("third TerminateInstances: want a wait for its own empty bucket, got %v", err)
+	}
+}

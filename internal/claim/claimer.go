@@ -502,7 +502,7 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		before = store.SignalRecord{}
 	}
 	if in.ID != "" {
-		if err := wake.Notify(ctx, c.reg.ec2, id, in.Version); err != nil {
+		if err := wake.Notify(ctx, c.reg.ec2, id); err != nil {
 			c.log.Warn("release notice not delivered", "instance", id, "err", err)
 		}
 	}

@@ -150,7 +150,7 @@ func (r *Registrar) Issue(ctx context.Context, instanceID, runID, scope string, 
 }
 
 // IssueFor is Issue for a record the caller just wrote (the claim, or the create of a fresh
-// instance): it skips the read and wakes the agent with the record's version.
+// instance): it skips the read and wakes the agent.
 func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope string, labels []string) error {
 	if in.RunID == "" {
 		return fmt.Errorf("issuing registration for %s: record has no run: %w", in.ID, store.ErrInvalid)
@@ -171,7 +171,7 @@ func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope strin
 	}); err != nil {
 		return fmt.Errorf("issuing registration for %s: %w", in.ID, err)
 	}
-	if err := wake.Notify(ctx, r.ec2, in.ID, in.Version); err != nil {
+	if err := wake.Notify(ctx, r.ec2, in.ID); err != nil {
 		// Not fatal: the agent re-reads its record on its fallback timer.
 		r.log.Warn("claim notice not delivered", "instance", in.ID, "run", in.RunID, "err", err)
 	}

@@ -264,7 +264,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	}
 	res.State = store.StateIdle
 
-	if err := wake.Notify(ctx, r.ec2, id, idle.Version); err != nil {
+	if err := wake.Notify(ctx, r.ec2, id); err != nil {
 		r.log.WarnContext(ctx, "release: wake notify failed; the agent notices on its fallback timer", "instance", id, "error", err)
 	}
 

@@ -687,7 +687,7 @@ func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	}
 	if h.src != SourceCreated {
 		// A hot instance's agent is waiting: wake it now rather than on its fallback timer.
-		if err := wake.Notify(ctx, w.cfg.EC2, h.inst.ID, h.inst.Version); err != nil {
+		if err := wake.Notify(ctx, w.cfg.EC2, h.inst.ID); err != nil {
 			w.log.Warn("claim notice not delivered", "instance", h.inst.ID, "job", j.JobID, "err", err)
 		}
 	}
