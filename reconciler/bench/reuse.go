@@ -100,6 +100,7 @@ func (h *harness) releaseAll(ctx context.Context, wfs []*workflow) error {
 // Every provision is released afterwards.
 func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) ([]float64, int, error) {
 	lat := make([]float64, len(reqs))
+	timing := make([]apiv1.Timing, len(reqs))
 	reused := make([]int, len(reqs))
 	wfs := make([]*workflow, len(reqs))
 	errs := make([]error, len(reqs))
@@ -121,10 +122,17 @@ func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) ([]f
 				return
 			}
 			reused[i] = countSources(resp)[apiv1.SourceReused]
+			timing[i] = resp.Timing
 		})
 	}
 	close(start)
 	wg.Wait()
+	// Where the slowest provision's time went, as the reconciler timed it.
+	if slow := slices.Index(lat, slices.Max(lat)); slow >= 0 {
+		t := timing[slow]
+		h.say("  slowest provision %.0f ms: select %d, start %d, create %d, validate %d, post %d (total %d ms, %d reused)",
+			lat[slow], t.SelectMS, t.StartMS, t.CreateMS, t.ValidateMS, t.PostMS, t.TotalMS, reused[slow])
+	}
 	n := 0
 	for _, r := range reused {
 		n += r
