@@ -35,6 +35,10 @@ type Request struct {
 	Queue  *pool.Queue
 	// Pickup tunes the request's pickup manager (Now and Logger default to the Claimer's).
 	Pickup pool.PickupOptions
+	// Token is the run's shared registration token (Registrar.TokenFor on Scope); nil: ClaimN
+	// makes one. A provision passes the one its created and started instances use as well, started
+	// before selection so that no claim waits for GitHub.
+	Token *TokenSource
 	// SecondLook, when set, lists candidates through the table's idle index once the pool queue is
 	// exhausted for the request: what an empty short poll (SQS samples a subset of its servers), a
 	// message another request holds for the moment, or a lost message hid. They are claimed with the
@@ -128,6 +132,9 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 		popts.Logger = c.log
 	}
 	p := pool.NewPickup(req.Queue, req.Filter, popts)
+	if req.Token == nil {
+		req.Token = c.reg.TokenFor(req.Scope) // minted at the first claim, then shared
+	}
 	log := c.log.With("run", req.RunID, "queue", req.Queue.URL())
 
 	col := &collector{owned: map[string]ownership{}, second: req.SecondLook}
@@ -136,6 +143,7 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 		wg.Go(func() { c.work(ctx, req, p, col, log) })
 	}
 	wg.Wait()
+	col.deletes.Wait()
 
 	// Matches received but never handed out go back to the pool.
 	dctx, cancel := detached(ctx)
@@ -161,6 +169,8 @@ type collector struct {
 	res   Result
 	errs  []error
 	owned map[string]ownership // instance ids a worker of this request handles or handled
+	// deletes are the claimed candidates' message deletes, off the claim notice's path.
+	deletes sync.WaitGroup
 
 	second     func(ctx context.Context) ([]pool.Message, error)
 	secondOnce sync.Once
@@ -300,13 +310,14 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 	// The record is the run's now: the message has done its job, and any other message of the
 	// instance is stale.
 	col.settle(m.InstanceID)
-	p.Claimed(ctx, m)
+	// The delete runs beside the registration: the agent's notice need not wait for SQS.
+	col.deletes.Go(func() { p.Claimed(ctx, m) })
 	if indexed {
 		col.lock(func() { col.res.Indexed++ })
 	}
 
 	// The instance is claimed for the run: from here it must end up in the Result.
-	if err := c.reg.IssueFor(ctx, in, req.Scope, req.Labels); err != nil {
+	if err := c.reg.IssueWith(ctx, in, req.Labels, req.Token); err != nil {
 		if ctx.Err() != nil {
 			col.lock(func() { col.res.Claimed = append(col.res.Claimed, Claimed{Instance: in, Message: m}) })
 			return true, ctx.Err()

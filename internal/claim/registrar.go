@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -81,6 +82,11 @@ type Options struct {
 	AckWait          time.Duration
 	RegistrationWait time.Duration // wait for a reused instance's registration; default 10 s
 	PollInterval     time.Duration // signal polling; default 250 ms
+	// ClaimPollInterval is the signal polling of a claimed running instance (WaitClaimed): its
+	// agent acknowledges and registers within a second or two, and every poll interval is waited
+	// out by the job that asked for the runner; default 50 ms (a strongly consistent GetItem
+	// each, some 40 for a 2 s registration).
+	ClaimPollInterval time.Duration
 	ReleaseWait      time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
 	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
 	// again before it is given up; default 60 s.
@@ -99,6 +105,7 @@ func (o Options) withDefaults() Options {
 	def(&o.AckWait, 5*time.Second)
 	def(&o.RegistrationWait, 10*time.Second)
 	def(&o.PollInterval, 250*time.Millisecond)
+	def(&o.ClaimPollInterval, 50*time.Millisecond)
 	def(&o.ReleaseWait, 120*time.Second)
 	def(&o.StartWait, 60*time.Second)
 	if o.Now == nil {
@@ -152,18 +159,104 @@ func (r *Registrar) Issue(ctx context.Context, instanceID, runID, scope string, 
 // IssueFor is Issue for a record the caller just wrote (the claim, or the create of a fresh
 // instance): it skips the read and wakes the agent.
 func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope string, labels []string) error {
+	return r.issueWith(ctx, in, labels, func(ctx context.Context) (ghaccess.RunnerToken, error) {
+		return r.gh.RegistrationToken(ctx, scope)
+	})
+}
+
+// TokenFor returns a registration token source for scope that mints once, on first use, and hands
+// every later caller the same token: a registration token registers any number of runners of its
+// scope for an hour, so the instances of one provision share one (one GitHub request per
+// provision, not per runner). Start mints at once, so the token is ready by the time a claim
+// lands. A failed mint is not kept: the next caller tries again.
+func (r *Registrar) TokenFor(scope string) *TokenSource {
+	return &TokenSource{mint: func(ctx context.Context) (ghaccess.RunnerToken, error) { return r.gh.RegistrationToken(ctx, scope) }}
+}
+
+// TokenSource is a shared registration token of one scope (Registrar.TokenFor).
+type TokenSource struct {
+	mint func(context.Context) (ghaccess.RunnerToken, error)
+
+	mu      sync.Mutex
+	pending chan struct{} // closed when the mint in flight ends; nil when none is
+	tok     ghaccess.RunnerToken
+	ok      bool
+}
+
+// Start mints in the background (detached from ctx's cancellation, bounded by a minute).
+func (ts *TokenSource) Start(ctx context.Context) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.ok || ts.pending != nil {
+		return
+	}
+	ts.pending = make(chan struct{})
+	go ts.run(context.WithoutCancel(ctx), ts.pending)
+}
+
+func (ts *TokenSource) run(ctx context.Context, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tok, err := ts.mint(ctx)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err == nil {
+		ts.tok, ts.ok = tok, true
+	}
+	ts.pending = nil
+	close(done)
+}
+
+// Token returns the shared token, waiting for a mint in flight, or minting itself when none is.
+func (ts *TokenSource) Token(ctx context.Context) (ghaccess.RunnerToken, error) {
+	for {
+		ts.mu.Lock()
+		if ts.ok {
+			tok := ts.tok
+			ts.mu.Unlock()
+			return tok, nil
+		}
+		if ts.pending == nil {
+			ts.mu.Unlock()
+			// No mint in flight (none started, or the last one failed): mint for this caller, and
+			// keep a success for the others.
+			tok, err := ts.mint(ctx)
+			if err != nil {
+				return ghaccess.RunnerToken{}, err
+			}
+			ts.mu.Lock()
+			ts.tok, ts.ok = tok, true
+			ts.mu.Unlock()
+			return tok, nil
+		}
+		wait := ts.pending
+		ts.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ghaccess.RunnerToken{}, ctx.Err()
+		}
+	}
+}
+
+// IssueWith is IssueFor with the token taken from a shared source.
+func (r *Registrar) IssueWith(ctx context.Context, in store.Instance, labels []string, ts *TokenSource) error {
+	return r.issueWith(ctx, in, labels, ts.Token)
+}
+
+func (r *Registrar) issueWith(ctx context.Context, in store.Instance, labels []string, token func(context.Context) (ghaccess.RunnerToken, error)) error {
 	if in.RunID == "" {
 		return fmt.Errorf("issuing registration for %s: record has no run: %w", in.ID, store.ErrInvalid)
 	}
 	if len(labels) == 0 {
 		labels = []string{in.RunID}
 	}
-	tok, err := r.gh.RegistrationToken(ctx, scope)
+	tok, err := token(ctx)
 	if err != nil {
 		return fmt.Errorf("issuing registration for %s: %w", in.ID, err)
 	}
 	if tok.Token == "" || tok.URL == "" {
-		return fmt.Errorf("issuing registration for %s: GitHub returned no token or URL for %q", in.ID, scope)
+		return fmt.Errorf("issuing registration for %s: GitHub returned no token or URL", in.ID)
 	}
 	if err := r.st.PutCredential(ctx, in.ID, store.Credential{
 		Kind: store.CredentialRegistration, RunID: in.RunID, URL: tok.URL, Token: tok.Token,
@@ -184,7 +277,7 @@ func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope strin
 // are retried on the next poll. It is the check of a freshly created or started instance, whose
 // agent is still booting; a claimed running instance is checked with WaitClaimed.
 func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string, wait time.Duration) error {
-	return r.wait(ctx, instanceID, runID, wait, 0)
+	return r.wait(ctx, instanceID, runID, wait, 0, r.opts.PollInterval)
 }
 
 // WaitClaimed is WaitRegistered for an instance that was running (pooled, hot) when it was claimed:
@@ -197,16 +290,16 @@ func (r *Registrar) WaitClaimed(ctx context.Context, instanceID, runID string, w
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
 	}
-	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2))
+	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2), min(r.opts.ClaimPollInterval, r.opts.PollInterval))
 }
 
-func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin time.Duration) error {
+func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin, every time.Duration) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	tick := time.NewTicker(r.opts.PollInterval)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var ackDue <-chan time.Time
 	if ackWithin > 0 {

@@ -34,6 +34,9 @@ type job struct {
 	usage string
 	types []string
 	log   *slog.Logger
+	// regToken is the run's registration token, shared by every runner of the provision (reused,
+	// started or created): minted once, while selection runs.
+	regToken *claim.TokenSource
 
 	res     Result
 	claimed []claim.Claimed  // selected: claimed for the run
@@ -76,6 +79,8 @@ func (p *Provisioner) provision(ctx context.Context, req Request, key, token str
 func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	req, key, log := j.req, j.key, j.log
 	cpu, mem := req.size(p.cfg)
+	j.regToken = p.reg.TokenFor(req.Repository)
+	j.regToken.Start(ctx)
 
 	// Selection: claim workers over the runner class's pool.
 	t := time.Now()
@@ -84,7 +89,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 		ResourceClass: req.ResourceClass, Scope: req.Repository,
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
-		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup,
+		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup, Token: j.regToken,
 		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter), Confirm: p.confirmClean,
 	})
 	j.claimed = cres.Claimed
@@ -196,7 +201,7 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 	}
 	// The agent of a created instance reads its record on boot (created, with the run) and then
 	// its registration credential.
-	err = p.each(len(j.created), func(i int) error { return p.reg.IssueFor(ctx, j.created[i], j.req.Repository, j.labels) })
+	err = p.each(len(j.created), func(i int) error { return p.reg.IssueWith(ctx, j.created[i], j.labels, j.regToken) })
 	if err != nil {
 		return &stepError{err: fmt.Errorf("issuing registrations: %w", err), unsuccessful: ctx.Err() != nil}
 	}
@@ -290,7 +295,7 @@ func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Fi
 		return &stepError{err: fmt.Errorf("starting stopped instances: %w", ctx.Err()), unsuccessful: true}
 	}
 	j.log.Debug("stopped warm instances started", "started", len(j.started), "lost", sres.Lost, "start_calls", sres.StartCalls)
-	err = p.each(len(j.started), func(i int) error { return p.reg.IssueFor(ctx, j.started[i], j.req.Repository, j.labels) })
+	err = p.each(len(j.started), func(i int) error { return p.reg.IssueWith(ctx, j.started[i], j.labels, j.regToken) })
 	if err != nil {
 		return &stepError{err: fmt.Errorf("issuing registrations to started instances: %w", err), unsuccessful: ctx.Err() != nil}
 	}

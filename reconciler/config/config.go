@@ -98,6 +98,7 @@ type Config struct {
 	ClaimAckWait          time.Duration
 	ReleaseSignalWait     time.Duration
 	PollInterval          time.Duration
+	ClaimPollInterval     time.Duration
 	OrphanGrace           time.Duration
 
 	LogLevel          slog.Level
@@ -426,6 +427,8 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ReleaseSignalWait })},
 	{flag: "poll-interval", env: "RUNNERPOOL_POLL_INTERVAL", def: "250ms", doc: "How often agent signals and in-progress provisions are re-read.",
 		set: duration(func(c *Config) *time.Duration { return &c.PollInterval })},
+	{flag: "claim-poll-interval", env: "RUNNERPOOL_CLAIM_POLL_INTERVAL", def: "50ms", doc: "How often a claimed pooled instance's acknowledgement and registration are re-read: every interval is waited out by the job that asked for the runner (a strongly consistent GetItem each, about 40 for a 2 s registration).",
+		set: duration(func(c *Config) *time.Duration { return &c.ClaimPollInterval })},
 	{flag: "orphan-grace", env: "RUNNERPOOL_ORPHAN_GRACE", def: "2m", doc: "Age below which a tagged instance without a record is not yet an orphan.",
 		set: duration(func(c *Config) *time.Duration { return &c.OrphanGrace })},
 	{flag: "log-level", env: "RUNNERPOOL_LOG_LEVEL", def: "info", doc: "debug, info, warn or error.",

@@ -166,7 +166,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 
 	copts := claim.Options{
 		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
-		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
+		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval,
+		Now: o.Now, Logger: log,
 	}
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
 	claimer := claim.NewClaimer(s.store, reg, copts)
