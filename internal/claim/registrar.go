@@ -87,7 +87,7 @@ type Options struct {
 	// out by the job that asked for the runner; default 50 ms (a strongly consistent GetItem
 	// each, some 40 for a 2 s registration).
 	ClaimPollInterval time.Duration
-	ReleaseWait      time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
+	ReleaseWait       time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
 	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
 	// again before it is given up; default 60 s.
 	StartWait time.Duration
