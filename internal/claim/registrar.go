@@ -173,69 +173,72 @@ func (r *Registrar) TokenFor(scope string) *TokenSource {
 	return &TokenSource{mint: func(ctx context.Context) (ghaccess.RunnerToken, error) { return r.gh.RegistrationToken(ctx, scope) }}
 }
 
-// TokenSource is a shared registration token of one scope (Registrar.TokenFor).
+// TokenSource is a shared registration token of one scope (Registrar.TokenFor). At most one mint
+// is in flight at a time: every caller that arrives while it runs waits for it and hears its outcome.
 type TokenSource struct {
 	mint func(context.Context) (ghaccess.RunnerToken, error)
 
 	mu      sync.Mutex
-	pending chan struct{} // closed when the mint in flight ends; nil when none is
+	pending *mintFlight // the mint in flight; nil when none is
 	tok     ghaccess.RunnerToken
 	ok      bool
+}
+
+// mintFlight is one mint: done is closed once tok and err are set.
+type mintFlight struct {
+	done chan struct{}
+	tok  ghaccess.RunnerToken
+	err  error
 }
 
 // Start mints in the background (detached from ctx's cancellation, bounded by a minute).
 func (ts *TokenSource) Start(ctx context.Context) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.ok || ts.pending != nil {
-		return
-	}
-	ts.pending = make(chan struct{})
-	go ts.run(context.WithoutCancel(ctx), ts.pending)
+	ts.startLocked(ctx)
 }
 
-func (ts *TokenSource) run(ctx context.Context, done chan struct{}) {
+// startLocked starts a mint unless the token is there or a mint is in flight, and returns the
+// flight to wait for (nil when the token is there). ts.mu is held.
+func (ts *TokenSource) startLocked(ctx context.Context) *mintFlight {
+	if ts.ok || ts.pending != nil {
+		return ts.pending
+	}
+	f := &mintFlight{done: make(chan struct{})}
+	ts.pending = f
+	go ts.run(context.WithoutCancel(ctx), f)
+	return f
+}
+
+func (ts *TokenSource) run(ctx context.Context, f *mintFlight) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	tok, err := ts.mint(ctx)
+	f.tok, f.err = ts.mint(ctx)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if err == nil {
-		ts.tok, ts.ok = tok, true
+	if f.err == nil {
+		ts.tok, ts.ok = f.tok, true
 	}
 	ts.pending = nil
-	close(done)
+	close(f.done)
 }
 
-// Token returns the shared token, waiting for a mint in flight, or minting itself when none is.
+// Token returns the shared token: at once when it is there, else the outcome of the mint in
+// flight, starting one when none is (none started yet, or the last one failed).
 func (ts *TokenSource) Token(ctx context.Context) (ghaccess.RunnerToken, error) {
-	for {
-		ts.mu.Lock()
-		if ts.ok {
-			tok := ts.tok
-			ts.mu.Unlock()
-			return tok, nil
-		}
-		if ts.pending == nil {
-			ts.mu.Unlock()
-			// No mint in flight (none started, or the last one failed): mint for this caller, and
-			// keep a success for the others.
-			tok, err := ts.mint(ctx)
-			if err != nil {
-				return ghaccess.RunnerToken{}, err
-			}
-			ts.mu.Lock()
-			ts.tok, ts.ok = tok, true
-			ts.mu.Unlock()
-			return tok, nil
-		}
-		wait := ts.pending
+	ts.mu.Lock()
+	if ts.ok {
+		tok := ts.tok
 		ts.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return ghaccess.RunnerToken{}, ctx.Err()
-		}
+		return tok, nil
+	}
+	f := ts.startLocked(ctx)
+	ts.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.tok, f.err
+	case <-ctx.Done():
+		return ghaccess.RunnerToken{}, ctx.Err()
 	}
 }
 
