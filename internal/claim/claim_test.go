@@ -564,3 +564,52 @@ func TestClaimNDropsStaleMessagesOfAnInstanceItClaimed(t *testing.T) {
 		t.Errorf("pool still holds %d messages of the claimed instance", len(left))
 	}
 }
+
+// A pool message is a hint, never the authority. An instance claimed through the second look keeps
+// its old message in the queue; once its run released it, the record is idle again while the
+// release still waits for the agent's clean-up (the job may have left a daemon, a modified runner,
+// a registered runner). A concurrent provision that picks the old message must not take the
+// instance in that window, even when the job forged the agent's "released" signal: the claim
+// requires the control plane's own pool mark, which only the verified release writes.
+func TestClaimNRefusesAStaleMessageOfAnUnverifiedRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	ins := e.idle(t, 1, nil)
+	id := ins[0].ID
+	e.agents(t, nil, ins, claimtest.Behaviour{})
+
+	// Run A takes it without consuming its message (the second look), runs a job, and its release
+	// has moved the record to idle but not verified the hand-back yet.
+	runA := runID("a")
+	if _, err := e.st.ClaimPooled(ctx, id, runA, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: runA, Threshold: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	none := ""
+	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runA, SetRunID: &none, Threshold: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// The job on the instance forges the agent's clean hand-back.
+	if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: runA}); err != nil {
+		t.Fatal(err)
+	}
+
+	c, _ := e.claimer(testOptions())
+	runB := runID("b")
+	res, err := c.ClaimN(ctx, claim.Request{RunID: runB, Scope: "acme/api", Count: 1, Queue: e.q})
+	if err != nil {
+		t.Fatalf("ClaimN: %v", err)
+	}
+	if len(res.Claimed) != 0 || res.Lost != 1 {
+		t.Errorf("ClaimN = %+v; want nothing claimed and the stale message lost", res)
+	}
+	if rec := e.record(t, id); rec.State != store.StateIdle || rec.RunID != "" {
+		t.Errorf("record = %s run %q; want idle, untouched, for its release to verify", rec.State, rec.RunID)
+	}
+	if left := e.drain(t); len(left) != 0 {
+		t.Errorf("the stale message is still in the pool: %v", left)
+	}
+}

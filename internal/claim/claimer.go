@@ -295,7 +295,9 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		return false, nil
 	}
 	start := c.opts.Now()
-	in, err := c.st.Claim(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout), PoolStates...)
+	// The message is a hint: the claim also requires the control plane's own pool mark, so a stale
+	// message of an instance idle again but not yet verified clean never hands it over.
+	in, err := c.st.ClaimPooled(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout), PoolStates...)
 	if err != nil {
 		in, err = c.resolveClaim(ctx, req, p, m, indexed, err, log)
 		if err != nil {

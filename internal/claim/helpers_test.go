@@ -98,7 +98,7 @@ func (e *env) claimer(opts claim.Options) (*claim.Claimer, *claim.Registrar) {
 }
 
 // idle launches n instances in the EC2 server and takes each through created -> running -> idle
-// in the table, as a finished run's release would, and puts its message in the pool.
+// in the table, as a finished run's release would, marks it pooled and puts its message in the pool.
 func (e *env) idle(t testing.TB, n int, edit func(*store.Instance)) []store.Instance {
 	t.Helper()
 	ctx := context.Background()
@@ -133,6 +133,10 @@ func (e *env) idle(t testing.TB, n int, edit func(*store.Instance)) []store.Inst
 		})
 		if err != nil {
 			t.Fatalf("to idle: %v", err)
+		}
+		// The release verified the hand-back: the control plane's pool mark, then the message.
+		if rec, err = e.st.MarkPooled(ctx, in.ID); err != nil {
+			t.Fatalf("MarkPooled: %v", err)
 		}
 		if err := e.q.Put(ctx, claim.MessageOf(rec), 0); err != nil {
 			t.Fatalf("Put: %v", err)

@@ -13,17 +13,16 @@
 //   - orphan: every EC2 instance of the deployment that is not terminated has a live record
 //     (instances launched less than OrphanGrace ago excepted, as refresh spares them).
 //   - pool: every pool message that a claim could act on (its record is idle or ready, without a
-//     run) stands for a clean instance: its agent's last signal is the deregistration
+//     run, and carries the control plane's pool mark, which claims require) stands for a clean instance: its agent's last signal is the deregistration
 //     (UD_REMOVE_REG_REMOVE_RUN: no registration since), or, for a ready one, the warm-up's UD_OK;
-//     and no runner is registered at GitHub for it. Messages whose record is gone or moved on are
-//     stale: a claim re-checks the record and drops them, refresh deletes them; they are reported
+//     and no runner is registered at GitHub for it. Messages whose record is gone, moved on, or
+//     idle again without the pool mark (a message of an earlier pooling) are stale: a claim re-checks the record and drops them, refresh deletes them; they are reported
 //     (Report.Stale), not violations, as are duplicate messages (the second claim loses).
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
 //   - pooled: every idle record (not past its threshold) that the control plane marked pooled
 //     (store.Instance.PooledAt, written once it verified the hand-back) has exactly one live pool
-//     message, and one not marked has none (Options.Pooled: ask after a
-//     refresh pass, which pools a lost one again and drops duplicates). Before calling a message
+//     message (Options.Pooled: ask after a refresh pass, which pools a lost one again and drops duplicates). Before calling a message
 //     missing, the check reads the queues again with long polls, which ask every SQS server.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
 //   - credential-scope: no runner credential was minted for a scope other than its run's. Every
@@ -590,6 +589,12 @@ func checkPool(ctx context.Context, st Store, rep *Report) error {
 			m.Stale, rep.Stale = fmt.Sprintf("record %s run %q", rec.State, rec.RunID), rep.Stale+1
 			continue
 		}
+		if rec.PooledAt.IsZero() {
+			// A message of an earlier pooling: claims require the control plane's pool mark
+			// (store.ClaimPooled), so none can act on it.
+			m.Stale, rep.Stale = fmt.Sprintf("record %s not marked pooled", rec.State), rep.Stale+1
+			continue
+		}
 		sig, err := st.LastSignal(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -640,16 +645,13 @@ func checkPooled(rep *Report, refreshedAt time.Time) {
 		if rec.State != store.StateIdle || rec.RunID != "" || rec.Expired(rep.At) {
 			continue
 		}
-		// Confirmed clean is the control plane's own mark, written once it verified the hand-back.
-		clean := !rec.PooledAt.IsZero()
-		if clean && !refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt) {
-			continue // marked after the refresh pass began: the next one pools it
+		// Confirmed clean is the control plane's own mark, written once it verified the hand-back;
+		// a message of a record not marked is stale (checkPool): no claim can take it.
+		if rec.PooledAt.IsZero() || (!refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt)) {
+			continue // not in the pool, or marked after the refresh pass began: the next one pools it
 		}
-		switch n := live[id]; {
-		case clean && n != 1:
+		if n := live[id]; n != 1 {
 			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want exactly one)", n)
-		case !clean && n > 0 && !slices.ContainsFunc(rep.Violations, func(v Violation) bool { return v.Rule == RulePool && v.Instance == id }):
-			rep.add(RulePooled, id, "idle, never marked pooled by the control plane, but in the pool %d times", n)
 		}
 	}
 }

@@ -291,12 +291,25 @@ func TestCheck(t *testing.T) {
 		setup: func(w *world) invariant.Options {
 			id := w.running("4242:500:1")
 			none := ""
-			rec := w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:500:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:500:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
 			w.signal(id, store.SignalRegistered, "4242:500:1", time.Time{})
-			w.put(rec)
+			w.put(w.markPooled(id)) // a control plane that marked it all the same
 			return invariant.Options{}
 		},
 		want: []string{invariant.RulePool},
+	}, {
+		name: "a message of an earlier pooling, for an instance idle again but not marked pooled, is stale",
+		setup: func(w *world) invariant.Options {
+			// Pooled, claimed through the second look (its message stays), released again: the
+			// release has not verified the hand-back yet, so no claim can take the old message.
+			id := w.pooled()
+			w.move(id, store.Change{From: []store.State{store.StateIdle}, To: store.StateClaimed, SetRunID: ptr("4242:510:1"), Threshold: time.Now().Add(time.Hour)})
+			w.move(id, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: "4242:510:1", Threshold: time.Now().Add(time.Hour)})
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:510:1", SetRunID: ptr(""), Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalRegistered, "4242:510:1", time.Time{})
+			return invariant.Options{Pooled: true}
+		},
+		stale: 1,
 	}, {
 		name: "two messages of one instance are a duplicate, not a violation",
 		setup: func(w *world) invariant.Options {
@@ -428,3 +441,5 @@ func TestUnchangedIgnoresSettlingEC2States(t *testing.T) {
 		t.Errorf("Unchanged = %v, want only i-4 (running -> stopping is an action, the others finish by themselves)", v)
 	}
 }
+
+func ptr(s string) *string { return &s }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
@@ -210,52 +208,6 @@ func TestRunnerClassHonoured(t *testing.T) {
 			t.Errorf("idle instance %s is not in the pool %v", in.ID, pooled)
 		}
 	}
-}
-
-// warmOf launches n instances of a warm pool whose records carry a resource class (as convergence
-// writes them) and takes them to state: ready (announced in the pool queue) or stopped.
-func (e *env) warmOf(t testing.TB, n int, state store.State, resourceClass string) []store.Instance {
-	t.Helper()
-	ctx := context.Background()
-	ro, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: "c6i.large", SubnetId: aws.String("subnet-a"),
-		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
-	})
-	if err != nil {
-		t.Fatalf("RunInstances: %v", err)
-	}
-	var out []store.Instance
-	for _, inst := range ro.Instances {
-		id := aws.ToString(inst.InstanceId)
-		if _, err := e.st.Create(ctx, store.Instance{
-			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: fleet.OnDemand,
-			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, ResourceClass: resourceClass, RunnerClass: runnerClass,
-			Pool: "warm", Scope: "acme", Zone: "us-east-1a", SpecHash: "v1-test",
-		}); err != nil {
-			t.Fatalf("Create %s: %v", id, err)
-		}
-		rec, err := e.st.Transition(ctx, id, store.Change{
-			From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
-		})
-		if err != nil {
-			t.Fatalf("%s to %s: %v", id, state, err)
-		}
-		switch state {
-		case store.StateReady:
-			if err := pool.NewQueue(e.sqs, e.queue).Put(ctx, claim.MessageOf(rec), 0); err != nil {
-				t.Fatalf("Put %s: %v", id, err)
-			}
-		case store.StateStopped:
-			if _, err := e.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
-				t.Fatalf("StopInstances %s: %v", id, err)
-			}
-			for v, _ := e.ec2srv.Instance(id); v.State != "stopped"; v, _ = e.ec2srv.Instance(id) {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		out = append(out, rec)
-	}
-	return out
 }
 
 // A provision naming a resource class takes the warm instances whose records carry it, hot first

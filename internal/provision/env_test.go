@@ -378,8 +378,15 @@ func (e *env) makeIdle(t testing.TB, q *pool.Queue, in store.Instance, delay int
 }
 
 // warm launches n instances of a warm pool and takes their records through warming to state
-// (ready: announced in the pool queue, as convergence does; stopped: stopped in EC2 too).
+// (ready: marked pooled and announced in the pool queue, as convergence does; stopped: stopped in
+// EC2 too).
 func (e *env) warm(t testing.TB, n int, state store.State) []store.Instance {
+	t.Helper()
+	return e.warmOf(t, n, state, "")
+}
+
+// warmOf is warm for records that carry a resource class (as convergence writes them).
+func (e *env) warmOf(t testing.TB, n int, state store.State, resourceClass string) []store.Instance {
 	t.Helper()
 	ctx := context.Background()
 	ro, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
@@ -394,13 +401,15 @@ func (e *env) warm(t testing.TB, n int, state store.State) []store.Instance {
 		id := aws.ToString(inst.InstanceId)
 		if _, err := e.st.Create(ctx, store.Instance{
 			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: fleet.OnDemand,
-			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: runnerClass, Pool: "warm", Scope: "acme",
-			Zone: "us-east-1a", SpecHash: "v1-test",
+			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, ResourceClass: resourceClass, RunnerClass: runnerClass,
+			Pool: "warm", Scope: "acme", Zone: "us-east-1a", SpecHash: "v1-test",
 		}); err != nil {
 			t.Fatalf("Create %s: %v", id, err)
 		}
+		// A hot instance warms up into its pool, marked pooled (warmpool.Converger does the same).
 		rec, err := e.st.Transition(ctx, id, store.Change{
 			From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
+			MarkPooled: state == store.StateReady,
 		})
 		if err != nil {
 			t.Fatalf("%s to %s: %v", id, state, err)

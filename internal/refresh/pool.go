@@ -1,6 +1,6 @@
-// Phase 5: the pool check. A pool message must stand for an idle instance (DESIGN rule 3); one
-// whose record is gone, no longer idle, past its threshold, malformed or a duplicate is dead and is
-// deleted, so pickups stop paying for it.
+// Phase 5: the pool check. A pool message must stand for an idle instance the control plane marked
+// pooled (DESIGN rule 3); one whose record is gone, no longer idle, not marked, past its threshold,
+// malformed or a duplicate is dead and is deleted, so pickups stop paying for it.
 //
 // SQS cannot be read without taking messages: the check receives every message it can (holding
 // them for VisibilityTimeout), judges each against its record, deletes the dead ones, and then makes
@@ -174,6 +174,8 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 			v.live = true
 		case poolable(rec, p.now):
 			v.live = true
+		case (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "" && !rec.Expired(p.now):
+			v.why = "the record is " + string(rec.State) + " but not marked pooled (a message of an earlier pooling)"
 		case (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "":
 			v.why = "the record's " + string(rec.State) + " threshold passed"
 		default:
@@ -185,9 +187,12 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 }
 
 // poolable reports whether a record may stand behind a pool message: an idle (released, clean) or
-// ready (hot warm-pool) instance with no run and a deadline ahead.
+// ready (hot warm-pool) instance with no run, a deadline ahead, and the control plane's pool mark
+// (a message of an instance idle again but not verified clean yet is stale: no claim takes it,
+// and the release that verifies it puts a message of its own).
 func poolable(rec store.Instance, now time.Time) bool {
-	return (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "" && !rec.Expired(now)
+	return (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "" && !rec.Expired(now) &&
+		!rec.PooledAt.IsZero()
 }
 
 func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) {

@@ -166,7 +166,7 @@ func (e *env) record(t testing.TB, id string, state store.State, threshold time.
 		rec, err := e.st.Create(ctx, store.Instance{ID: id, State: store.StateWarming, Pool: "hot", Threshold: threshold,
 			UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Scope: scope})
 		if err == nil {
-			rec, err = e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: store.StateReady, Threshold: threshold})
+			rec, err = e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: store.StateReady, Threshold: threshold, MarkPooled: true})
 		}
 		if err != nil {
 			t.Fatalf("record %s ready: %v", id, err)
@@ -516,13 +516,19 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	ids := e.launch(t, 4, deployment)
-	live, claimed, stale := ids[0], ids[1], ids[2]
+	ids := e.launch(t, 5, deployment)
+	live, claimed, stale, unverified := ids[0], ids[1], ids[2], ids[4]
 	future := e.clock.Now().Add(time.Hour)
 	hot := e.record(t, ids[3], store.StateReady, future).ID // a hot warm-pool instance is poolable too
 	e.record(t, live, store.StateIdle, future)
+	if _, err := e.st.MarkPooled(ctx, live); err != nil { // its release verified the hand-back
+		t.Fatal(err)
+	}
 	e.record(t, claimed, store.StateClaimed, future)
 	e.record(t, stale, store.StateIdle, future)
+	// Idle again, but its release has not verified the hand-back: a message of an earlier pooling
+	// (one a second-look claim left) is dead, whatever its threshold says.
+	e.record(t, unverified, store.StateIdle, future)
 	const noRecord = "i-0aaaaaaaaaaaaaaaa"
 
 	put := func(id string, threshold time.Time) {
@@ -538,6 +544,7 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	put(claimed, future)
 	put(noRecord, future)
 	put(stale, e.clock.Now().Add(-time.Second)) // the message outlived its threshold
+	put(unverified, future)
 	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue.URL()), MessageBody: aws.String(`{"instanceId":`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +555,7 @@ func TestRefreshDropsDeadPoolMessages(t *testing.T) {
 	if err == nil || len(rep.Errors) != 1 || rep.Errors[0].Phase != refresh.PhaseRunners {
 		t.Errorf("Run error = %v, errors %v; want one error of the runners phase", err, rep.Errors)
 	}
-	if diff := cmp.Diff(refresh.PoolReport{Queues: 1, Checked: 7, Dropped: 5, Kept: 2}, rep.Pool); diff != "" {
+	if diff := cmp.Diff(refresh.PoolReport{Queues: 1, Checked: 8, Dropped: 6, Kept: 2}, rep.Pool); diff != "" {
 		t.Errorf("pool (-want +got):\n%s", diff)
 	}
 	// The live messages are receivable again at once.

@@ -125,6 +125,11 @@ type Change struct {
 	// MarkPooled marks the record pooled by the control plane (see Instance.PooledAt) in the same
 	// write; without it the transition clears the mark.
 	MarkPooled bool
+	// RequirePooled requires the control plane's pool mark on the record (ClaimPooled): a pool
+	// message is only a hint, and one left from an earlier pooling of the instance (a claim through
+	// the second look, a delete lost in a crash) must not hand over an instance whose release the
+	// control plane has not verified yet.
+	RequirePooled bool
 }
 
 // Transition applies a conditional state change and returns the record as written.
@@ -200,6 +205,10 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold passed"
 	}
+	if c.RequirePooled {
+		cond = append(cond, "attribute_exists("+attrPooledAt+")")
+		want += ", marked pooled"
+	}
 	if !c.LiveAt.IsZero() {
 		cond = append(cond, "#threshold > "+u.value(ms(c.LiveAt)))
 		u.names["#threshold"] = attrThreshold
@@ -220,6 +229,23 @@ func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time
 	}
 	return s.Transition(ctx, id, Change{
 		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID, LiveAt: s.now(),
+		Threshold: threshold, Reason: "claimed by run " + runID,
+	})
+}
+
+// ClaimPooled is Claim of an instance the control plane put in the pool itself: the record must also
+// carry the pool mark (MarkPooled, or a warm-up into a pool). It is the claim of a pool candidate,
+// whose message may be stale: a record idle again after a later run, but whose release has not been
+// verified yet, is refused.
+func (s *Store) ClaimPooled(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
+	if runID == "" {
+		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
+	}
+	if len(from) == 0 {
+		from = []State{StateIdle}
+	}
+	return s.Transition(ctx, id, Change{
+		From: from, To: StateClaimed, RequireNoRun: true, RequirePooled: true, SetRunID: &runID, LiveAt: s.now(),
 		Threshold: threshold, Reason: "claimed by run " + runID,
 	})
 }

@@ -203,6 +203,11 @@ func TestMarkPooled(t *testing.T) {
 	if !rec.PooledAt.IsZero() {
 		t.Fatalf("a record made idle is marked pooled at %v before any verification", rec.PooledAt)
 	}
+	// A pool candidate's claim needs the mark: idle alone (a release not verified yet) is refused.
+	var unmarked *store.ConflictError
+	if _, err := st.ClaimPooled(ctx, "i-1", "run-0", clock.Now().Add(time.Minute)); !errors.As(err, &unmarked) || unmarked.Current != store.StateIdle {
+		t.Fatalf("ClaimPooled of an idle record not marked pooled = %v, want a conflict naming idle", err)
+	}
 	marked, err := st.MarkPooled(ctx, "i-1")
 	if err != nil {
 		t.Fatalf("MarkPooled: %v", err)
@@ -213,9 +218,9 @@ func TestMarkPooled(t *testing.T) {
 	if got, err := st.Get(ctx, "i-1"); err != nil || !got.PooledAt.Equal(clock.Now()) {
 		t.Errorf("Get after the mark = %v, %v; want pooled at %v", got.PooledAt, err, clock.Now())
 	}
-	claimed, err := st.Claim(ctx, "i-1", "run-1", clock.Now().Add(time.Minute))
+	claimed, err := st.ClaimPooled(ctx, "i-1", "run-1", clock.Now().Add(time.Minute))
 	if err != nil {
-		t.Fatalf("Claim: %v", err)
+		t.Fatalf("ClaimPooled: %v", err)
 	}
 	if !claimed.PooledAt.IsZero() {
 		t.Errorf("a claim left the pool mark at %v", claimed.PooledAt)
