@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
