@@ -6,7 +6,6 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -43,14 +42,7 @@ const sourceARNVar = "${ec2:SourceInstanceARN}"
 func loadRunnerPolicy(t *testing.T) runnerPolicy {
 	t.Helper()
 	const path = "../../examples/complete/iam.tf"
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s: %v", path, err)
-	}
-	f, diags := hclsyntax.ParseConfig(src, path, hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatalf("parsing %s: %v", path, diags)
-	}
+	body := parseExample(t, "iam.tf")
 	strs := func(e hcl.Expression, what string) []string {
 		v, d := e.Value(nil)
 		if d.HasErrors() || !v.CanIterateElements() {
@@ -79,7 +71,7 @@ func loadRunnerPolicy(t *testing.T) runnerPolicy {
 	}
 	var pol runnerPolicy
 	found := false
-	for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+	for _, b := range body.Blocks {
 		if b.Type != "data" || !slices.Equal(b.Labels, []string{"aws_iam_policy_document", "runner"}) {
 			continue
 		}

@@ -221,16 +221,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 // (idle when none is given), has no run id and has not expired, and sets the run id and the claim
 // deadline.
 func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
-	if runID == "" {
-		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
-	}
-	if len(from) == 0 {
-		from = []State{StateIdle}
-	}
-	return s.Transition(ctx, id, Change{
-		From: from, To: StateClaimed, RequireNoRun: true, SetRunID: &runID, LiveAt: s.now(),
-		Threshold: threshold, Reason: "claimed by run " + runID,
-	})
+	return s.claim(ctx, id, runID, threshold, false, from)
 }
 
 // ClaimPooled is Claim of an instance the control plane put in the pool itself: the record must also
@@ -238,6 +229,10 @@ func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time
 // whose message may be stale: a record idle again after a later run, but whose release has not been
 // verified yet, is refused.
 func (s *Store) ClaimPooled(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
+	return s.claim(ctx, id, runID, threshold, true, from)
+}
+
+func (s *Store) claim(ctx context.Context, id, runID string, threshold time.Time, pooled bool, from []State) (Instance, error) {
 	if runID == "" {
 		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
 	}
@@ -245,7 +240,7 @@ func (s *Store) ClaimPooled(ctx context.Context, id, runID string, threshold tim
 		from = []State{StateIdle}
 	}
 	return s.Transition(ctx, id, Change{
-		From: from, To: StateClaimed, RequireNoRun: true, RequirePooled: true, SetRunID: &runID, LiveAt: s.now(),
+		From: from, To: StateClaimed, RequireNoRun: true, RequirePooled: pooled, SetRunID: &runID, LiveAt: s.now(),
 		Threshold: threshold, Reason: "claimed by run " + runID,
 	})
 }
