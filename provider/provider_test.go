@@ -139,11 +139,7 @@ provider "runnerpool" {
 // that every attribute and block is documented: the MarkdownDescription is what tfplugindocs renders.
 func TestSchemas(t *testing.T) {
 	t.Parallel()
-	srv := providerserver.NewProtocol6(New("test")())()
-	resp, err := srv.GetProviderSchema(t.Context(), &tfprotov6.GetProviderSchemaRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := providerSchema(t)
 	for _, d := range resp.Diagnostics {
 		if d.Severity == tfprotov6.DiagnosticSeverityError {
 			t.Errorf("schema: %s: %s", d.Summary, d.Detail)
@@ -165,6 +161,16 @@ func TestSchemas(t *testing.T) {
 		}
 		undocumented(t, name, s.Block)
 	}
+}
+
+// providerSchema is the provider's schema as Terraform gets it, through the protocol server.
+func providerSchema(t *testing.T) *tfprotov6.GetProviderSchemaResponse {
+	t.Helper()
+	resp, err := providerserver.NewProtocol6(New("test")())().GetProviderSchema(t.Context(), &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // undocumented fails the test for attributes or nested blocks without a description, recursively.
@@ -258,4 +264,47 @@ data "runnerpool_pool_status" "x" {
 			},
 		},
 	})
+}
+
+// secretLike matches attribute names that would carry a credential.
+var secretLike = regexp.MustCompile(`(?i)(token|secret|password|passphrase|private_key|credential|api_key|access_key|jitconfig)`)
+
+// TestNoSecretsInState: no resource or data source takes or returns a secret, so none reaches
+// Terraform state or plan output. Instances get their per-claim credentials through their own items
+// in the state table, from the reconciler; the GitHub credentials and the webhook secret are the
+// reconciler's settings, never Terraform's. A schema change that adds a sensitive or credential-like
+// attribute fails here, and docs/security.md's line must be revisited with it.
+func TestNoSecretsInState(t *testing.T) {
+	t.Parallel()
+	resp := providerSchema(t)
+	var attrs func(where string, as []*tfprotov6.SchemaAttribute)
+	attrs = func(where string, as []*tfprotov6.SchemaAttribute) {
+		for _, a := range as {
+			if a.Sensitive || secretLike.MatchString(a.Name) {
+				t.Errorf("%s%s (sensitive %v) looks like a secret: it would be stored in Terraform state", where, a.Name, a.Sensitive)
+			}
+			if a.NestedType != nil {
+				attrs(where+a.Name+".", a.NestedType.Attributes)
+			}
+		}
+	}
+	var block func(where string, b *tfprotov6.SchemaBlock)
+	block = func(where string, b *tfprotov6.SchemaBlock) {
+		attrs(where, b.Attributes)
+		for _, nb := range b.BlockTypes {
+			block(where+nb.TypeName+".", nb.Block)
+		}
+	}
+	n := 0
+	for name, s := range resp.ResourceSchemas {
+		block(name+".", s.Block)
+		n++
+	}
+	for name, s := range resp.DataSourceSchemas {
+		block("data."+name+".", s.Block)
+		n++
+	}
+	if n != 7 {
+		t.Errorf("checked %d resources and data sources, want 7", n)
+	}
 }
