@@ -82,6 +82,9 @@ func BenchmarkRefreshPass(b *testing.B) {
 		future := e.clock.Now().Add(24 * time.Hour)
 		for _, id := range e.launch(b, n, deployment) {
 			e.record(b, id, store.StateIdle, future)
+			if _, err := e.st.MarkPooled(ctx, id); err != nil { // pooled by a verified release
+				b.Fatal(err)
+			}
 			if err := e.queue.Put(ctx, pool.Message{InstanceID: id, UsageClass: "on-demand", InstanceType: "c6i.large", Threshold: future}, 0); err != nil {
 				b.Fatal(err)
 			}

@@ -434,7 +434,7 @@ func (e *Env) Claims(runID string, extra map[string]any) map[string]any {
 }
 
 // Fill launches n instances in the EC2 server and takes each through created -> running -> idle in
-// the table, as a finished run's release would, then puts it in the pool. It returns their ids.
+// the table, as a finished run's release would, marks it pooled and puts it in the pool. It returns their ids.
 func (e *Env) Fill(t testing.TB, n int) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -472,6 +472,10 @@ func (e *Env) Fill(t testing.TB, n int) []string {
 		})
 		if err != nil {
 			t.Fatalf("%s to idle: %v", id, err)
+		}
+		// The release verified the hand-back: the control plane's pool mark, then the message.
+		if rec, err = e.Store.MarkPooled(ctx, id); err != nil {
+			t.Fatalf("%s marked pooled: %v", id, err)
 		}
 		if err := q.Put(ctx, claim.MessageOf(rec), 0); err != nil {
 			t.Fatalf("Put %s: %v", id, err)
