@@ -13,17 +13,20 @@
 //   - orphan: every EC2 instance of the deployment that is not terminated has a live record
 //     (instances launched less than OrphanGrace ago excepted, as refresh spares them).
 //   - pool: every pool message that a claim could act on (its record is idle or ready, without a
-//     run, and carries the control plane's pool mark, which claims require) stands for a clean instance: its agent's last signal is the deregistration
-//     (UD_REMOVE_REG_REMOVE_RUN: no registration since), or, for a ready one, the warm-up's UD_OK;
-//     and no runner is registered at GitHub for it. Messages whose record is gone, moved on, or
-//     idle again without the pool mark (a message of an earlier pooling) are stale: a claim re-checks the record and drops them, refresh deletes them; they are reported
-//     (Report.Stale), not violations, as are duplicate messages (the second claim loses).
+//     run, and carries the control plane's pool mark, which claims require) stands for a clean
+//     instance: its agent's last signal is the deregistration (UD_REMOVE_REG_REMOVE_RUN: no
+//     registration since), or, for a ready one, the warm-up's UD_OK; and no runner is registered at
+//     GitHub for it. Messages whose record is gone, moved on, or idle again without the pool mark (a
+//     message of an earlier pooling) are stale: a claim re-checks the record and drops them,
+//     refresh deletes them; they are reported (Report.Stale), not violations, as are duplicate
+//     messages (the second claim loses).
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
 //   - pooled: every idle record (not past its threshold) that the control plane marked pooled
 //     (store.Instance.PooledAt, written once it verified the hand-back) has exactly one live pool
-//     message (Options.Pooled: ask after a refresh pass, which pools a lost one again and drops duplicates). Before calling a message
-//     missing, the check reads the queues again with long polls, which ask every SQS server.
+//     message (Options.Pooled: ask after a refresh pass, which pools a lost one again and drops
+//     duplicates). Before calling a message missing, the check reads the queues again with long
+//     polls, which ask every SQS server.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
 //   - credential-scope: no runner credential was minted for a scope other than its run's. Every
 //     credential GitHub handed out (Options.Minted) names the repository of one of the deployment's
