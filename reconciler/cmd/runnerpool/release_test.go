@@ -3,15 +3,11 @@ package main
 // Tests of what a release delivers: the goreleaser configuration (.goreleaser.yml: the runnerpool
 // archives the workflow actions download, the reconciler's container image), and the actions'
 // install script (examples/github-actions/install-runnerpool.sh) run against a local release server
-// that serves a build named by the configuration's own templates.
+// that serves a goreleaser snapshot of the configuration.
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -184,11 +180,68 @@ func (rl *release) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// buildRelease builds runnerpool for this machine at version (without the release's -trimpath and
-// CGO_ENABLED=0, which would rebuild every dependency outside the build cache), packs it as the configuration names
-// it and lists it in the checksums file, with the archive of the other architecture beside it.
-func buildRelease(t *testing.T, version string) (files map[string][]byte, archive, sums string) {
+// snapshotRelease builds a goreleaser snapshot of the runnerpool archives at version, with the
+// goreleaser of tools/goreleaser.sh and .goreleaser.yml itself, cut to what the workflow actions
+// download: the runnerpool build (linux amd64 and arm64, as configured), its archives and the
+// checksums file (the provider's builds, the image, signing and publishing left out). It returns the
+// files a release would publish, the archive for this machine and the checksums file's name.
+func snapshotRelease(t *testing.T, version string) (files map[string][]byte, archive, sums string) {
 	t.Helper()
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), filepath.Join(root, "tools/goreleaser.sh")).Output()
+	if err != nil {
+		t.Fatalf("tools/goreleaser.sh: %v", err)
+	}
+	gr := strings.TrimSpace(string(out))
+
+	src, err := os.ReadFile(filepath.Join(root, ".goreleaser.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(src, &cfg); err != nil {
+		t.Fatalf(".goreleaser.yml: %v", err)
+	}
+	keep := func(key string, ok func(map[string]any) bool) {
+		list, _ := cfg[key].([]any)
+		var kept []any
+		for _, e := range list {
+			if m, isMap := e.(map[string]any); isMap && ok(m) {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) == 0 {
+			t.Fatalf(".goreleaser.yml: no %s for the runnerpool build", key)
+		}
+		cfg[key] = kept
+	}
+	keep("builds", func(b map[string]any) bool { return b["id"] == "runnerpool" })
+	keep("archives", func(a map[string]any) bool { ids, _ := a["ids"].([]any); return slices.Equal(ids, []any{"runnerpool"}) })
+	for _, k := range []string{"before", "kos", "signs", "release", "dockers", "docker_manifests"} {
+		delete(cfg, k)
+	}
+	dist := t.TempDir()
+	cfg["dist"] = dist
+	cfg["snapshot"] = map[string]any{"version_template": version}
+	derived, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "goreleaser.yml")
+	if err := os.WriteFile(cfgFile, derived, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), gr, "release", "--snapshot", "--clean", "--skip=before,publish,sign,validate", "--config", cfgFile)
+	cmd.Dir = root
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("goreleaser release --snapshot: %v\n%s", err, out)
+	}
+	t.Logf("goreleaser snapshot built in %v", time.Since(start).Round(time.Millisecond))
+
 	c := loadReleaseConfig(t)
 	var tmpl string
 	for _, a := range c.Archives {
@@ -196,52 +249,26 @@ func buildRelease(t *testing.T, version string) (files map[string][]byte, archiv
 			tmpl = a.NameTemplate + "." + a.Formats[0]
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "runnerpool")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin,
-		"-ldflags", "-X github.com/runnerpool/terraform-provider-runnerpool/internal/version.Version="+version, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	exe, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
 	files = map[string][]byte{}
-	var list strings.Builder
+	sums = render(t, c, c.Checksum.NameTemplate, version, "", "")
 	for _, arch := range []string{"amd64", "arm64"} {
 		name := render(t, c, tmpl, version, "linux", arch)
-		content := exe
-		if arch != runtime.GOARCH {
-			content = []byte("#!/bin/sh\necho wrong architecture\n")
-		}
-		files[name] = tarGz(t, "runnerpool", content)
-		sum := sha256.Sum256(files[name])
-		fmt.Fprintf(&list, "%s  %s\n", hex.EncodeToString(sum[:]), name)
+		files[name] = nil
 		if arch == runtime.GOARCH {
 			archive = name
 		}
 	}
-	sums = render(t, c, c.Checksum.NameTemplate, version, "", "")
-	files[sums] = []byte(list.String())
+	for name := range maps.Keys(files) {
+		b, err := os.ReadFile(filepath.Join(dist, name))
+		if err != nil {
+			t.Fatalf("the snapshot has no %s: %v", name, err)
+		}
+		files[name] = b
+	}
+	if files[sums], err = os.ReadFile(filepath.Join(dist, sums)); err != nil {
+		t.Fatalf("the snapshot has no checksums file %s: %v", sums, err)
+	}
 	return files, archive, sums
-}
-
-func tarGz(t *testing.T, name string, content []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), ModTime: time.Unix(0, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = tw.Write(content)
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // TestInstallScript runs the actions' install script against the local release server: latest and
@@ -258,7 +285,7 @@ func TestInstallScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	const version = "1.2.3"
-	good, archive, sums := buildRelease(t, version)
+	good, archive, sums := snapshotRelease(t, version)
 	tampered := func(files map[string][]byte) {
 		b := bytes.Clone(files[archive])
 		b[len(b)/2] ^= 0xff
