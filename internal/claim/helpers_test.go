@@ -127,7 +127,7 @@ func (e *env) idle(t testing.TB, n int, edit func(*store.Instance)) []store.Inst
 			t.Fatalf("to running: %v", err)
 		}
 		empty := ""
-		rec, err := e.st.Transition(ctx, in.ID, store.Change{
+		_, err := e.st.Transition(ctx, in.ID, store.Change{
 			From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "seed-run", SetRunID: &empty,
 			Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
 		})
@@ -135,7 +135,8 @@ func (e *env) idle(t testing.TB, n int, edit func(*store.Instance)) []store.Inst
 			t.Fatalf("to idle: %v", err)
 		}
 		// The release verified the hand-back: the control plane's pool mark, then the message.
-		if rec, err = e.st.MarkPooled(ctx, in.ID); err != nil {
+		rec, err := e.st.MarkPooled(ctx, in.ID)
+		if err != nil {
 			t.Fatalf("MarkPooled: %v", err)
 		}
 		if err := e.q.Put(ctx, claim.MessageOf(rec), 0); err != nil {

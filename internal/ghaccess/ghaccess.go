@@ -56,7 +56,8 @@ type Config struct {
 	OwnerRunners []string
 }
 
-// ErrScopeNotAllowed: a runner credential was asked for a scope outside the deployment's allow-list.
+// ErrScopeNotAllowed is returned when a runner credential is asked for a scope outside the
+// deployment's allow-list.
 var ErrScopeNotAllowed = errors.New("scope not allowed")
 
 // mayMint reports whether runner credentials may be minted for owner/repo (repo empty: the owner).

@@ -39,7 +39,7 @@ const (
 	dayLayout   = "2006-01-02"
 )
 
-// ErrNotFound: no history entry for that run.
+// ErrNotFound is returned when history has no entry for that run.
 var ErrNotFound = errors.New("not in history")
 
 // Sources of a runner (as the provision reports them).

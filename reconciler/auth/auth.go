@@ -202,7 +202,7 @@ func (v *Verifier) KeySetFetches() int {
 // precheck refuses, without the issuer, a token that cannot be one of its: not a compact JWS with
 // one RS256 signature, or an iss claim that is not the issuer's. It returns the parsed token.
 func (v *Verifier) precheck(raw string) (*jose.JSONWebSignature, error) {
-	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
 	}

@@ -202,7 +202,7 @@ func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error
 		jws = p.jws
 	} else {
 		var err error
-		if jws, err = jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256}); err != nil {
+		if jws, err = jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.RS256}); err != nil {
 			return nil, fmt.Errorf("malformed jwt: %w", err)
 		}
 	}

@@ -466,7 +466,7 @@ func (e *Env) Fill(t testing.TB, n int) []string {
 			t.Fatalf("%s to running: %v", id, err)
 		}
 		empty := ""
-		rec, err := e.Store.Transition(ctx, id, store.Change{
+		_, err = e.Store.Transition(ctx, id, store.Change{
 			From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "seed-run", SetRunID: &empty,
 			Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
 		})
@@ -474,7 +474,8 @@ func (e *Env) Fill(t testing.TB, n int) []string {
 			t.Fatalf("%s to idle: %v", id, err)
 		}
 		// The release verified the hand-back: the control plane's pool mark, then the message.
-		if rec, err = e.Store.MarkPooled(ctx, id); err != nil {
+		rec, err := e.Store.MarkPooled(ctx, id)
+		if err != nil {
 			t.Fatalf("%s marked pooled: %v", id, err)
 		}
 		if err := q.Put(ctx, claim.MessageOf(rec), 0); err != nil {
