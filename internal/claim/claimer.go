@@ -42,13 +42,11 @@ type Request struct {
 	// SecondLook, when set, lists candidates through the table's idle index once the pool queue is
 	// exhausted for the request: what an empty short poll (SQS samples a subset of its servers), a
 	// message another request holds for the moment, or a lost message hid. They are claimed with the
-	// same conditional write; their messages stay in the queue, stale, for the next pickup or refresh
-	// to drop.
+	// same conditional write, which requires the control plane's pool mark: the index also lists an
+	// instance a release made idle but has not verified yet (DESIGN rule 3: not in the pool), and
+	// that claim fails. Their messages stay in the queue, stale, for the next pickup or refresh to
+	// drop.
 	SecondLook func(ctx context.Context) ([]pool.Message, error)
-	// Confirm, when set, is asked before a second-look candidate is claimed: the table's idle index
-	// also lists an instance that a release made idle but whose agent has not yet confirmed its
-	// clean-up (DESIGN rule 3: such an instance is not in the pool yet). false skips the candidate.
-	Confirm func(ctx context.Context, id string) (bool, error)
 }
 
 // Claimed is an instance claimed for the run. It stays in state claimed: the caller moves it to
@@ -250,12 +248,6 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 				return
 			}
 			indexed = true
-			if err == nil && req.Confirm != nil {
-				if ok, cerr := req.Confirm(ctx, m.InstanceID); cerr != nil || !ok {
-					log.Debug("second-look candidate not confirmed clean: skipped", "instance", m.InstanceID, "err", cerr)
-					continue
-				}
-			}
 		}
 		if err != nil {
 			if ctx.Err() == nil {

@@ -90,7 +90,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup, Token: j.regToken,
-		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter), Confirm: p.confirmClean,
+		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter),
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
@@ -229,7 +229,13 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 			}
 			for _, rec := range recs {
 				m := claim.MessageOf(rec)
-				if rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
+				// Only what the control plane pooled itself (store.Instance.PooledAt: a release or
+				// unclaim that verified the hand-back, or a warm-up that made it hot, and no
+				// transition since): a release still waiting for its agent, or one whose agent forged
+				// its signal while GitHub still lists the runner, lists the record idle without the
+				// mark. The index may lag; the claim's condition on the mark decides.
+				pooled := !rec.PooledAt.IsZero()
+				if pooled && rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
 					out = append(out, m)
 				}
 			}
@@ -237,20 +243,6 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 		rand.Shuffle(len(out), func(i, k int) { out[i], out[k] = out[k], out[i] })
 		return out, nil
 	}
-}
-
-// confirmClean reports whether a second-look candidate is in the pool by DESIGN rule 3, from the
-// control plane's own mark (store.Instance.PooledAt): a release or unclaim that verified the
-// hand-back, or a warm-up that made it hot, and no transition since. A release still waiting for its
-// agent lists the record idle in the index without the mark; so does one whose agent forged its
-// release signal while GitHub still lists the runner. Neither is taken.
-func (p *Provisioner) confirmClean(ctx context.Context, id string) (bool, error) {
-	rec, err := p.st.Get(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	pooled := rec.State == store.StateIdle || rec.State == store.StateReady
-	return pooled && rec.RunID == "" && !rec.PooledAt.IsZero(), nil
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
