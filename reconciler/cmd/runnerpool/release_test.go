@@ -7,7 +7,6 @@ package main
 
 import (
 	"bytes"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -249,24 +248,20 @@ func snapshotRelease(t *testing.T, version string) (files map[string][]byte, arc
 			tmpl = a.NameTemplate + "." + a.Formats[0]
 		}
 	}
-	files = map[string][]byte{}
 	sums = render(t, c, c.Checksum.NameTemplate, version, "", "")
+	names := []string{sums}
 	for _, arch := range []string{"amd64", "arm64"} {
 		name := render(t, c, tmpl, version, "linux", arch)
-		files[name] = nil
+		names = append(names, name)
 		if arch == runtime.GOARCH {
 			archive = name
 		}
 	}
-	for name := range maps.Keys(files) {
-		b, err := os.ReadFile(filepath.Join(dist, name))
-		if err != nil {
+	files = map[string][]byte{}
+	for _, name := range names {
+		if files[name], err = os.ReadFile(filepath.Join(dist, name)); err != nil {
 			t.Fatalf("the snapshot has no %s: %v", name, err)
 		}
-		files[name] = b
-	}
-	if files[sums], err = os.ReadFile(filepath.Join(dist, sums)); err != nil {
-		t.Fatalf("the snapshot has no checksums file %s: %v", sums, err)
 	}
 	return files, archive, sums
 }
