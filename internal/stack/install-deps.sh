@@ -2,8 +2,21 @@
 # install-deps.sh installs what the local stack (internal/stack) needs and the repository does not
 # hold: the npm packages of internal/stack/node from the committed lock file (npm ci), and a Java
 # runtime for DynamoDB Local from Debian (openjdk-17-jre-headless) when java is missing or older
-# than 17. `make deps` runs it. Idempotent, and silent when there is nothing to do.
+# than 17. `make deps` runs it (the demo, the stack, the bench and the fault matrix need no more).
+# With --test it also installs what only the tests use: shellcheck and iptables (the user-data tests)
+# and chromium (the dashboard's browser test); `make test` runs it so. Idempotent, and silent when
+# there is nothing to do.
 set -euo pipefail
+
+for_tests=false
+case "${1:-}" in
+--test) for_tests=true ;;
+"") ;;
+*)
+	echo "install-deps: usage: install-deps.sh [--test]" >&2
+	exit 2
+	;;
+esac
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 node_dir="$here/node"
@@ -81,6 +94,8 @@ apt_install() {
 			die "could not install $pkg with apt-get"
 	fi
 }
+
+$for_tests || exit 0
 
 # --- shellcheck -------------------------------------------------------------------------------
 # The user-data tests run shellcheck on every rendered bootstrap script.
