@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -54,8 +55,10 @@ const (
 // LaunchSpec is where and how instances are launched: the runner class's launch template and
 // subnets (one per zone for the widest choice of capacity pools) and the tags every instance gets.
 type LaunchSpec struct {
-	LaunchTemplateID      string
-	LaunchTemplateVersion string // empty: the template's default version
+	LaunchTemplateID string
+	// LaunchTemplateVersion is a version number, "$Default" or "$Latest". Required: CreateFleet,
+	// unlike RunInstances, has no default version and fails without one.
+	LaunchTemplateVersion string
 	Subnets               []string
 	// Tags are put on every instance at launch (TagSpecifications), not after: deployment, runner
 	// class and run id. They are what makes an instance findable when the process that launched it
@@ -108,6 +111,9 @@ func (r Request) Validate() error {
 	if r.Spec.LaunchTemplateID == "" {
 		errs = append(errs, errors.New("launch template id is required"))
 	}
+	if err := ValidateTemplateVersion(r.Spec.LaunchTemplateVersion); err != nil {
+		errs = append(errs, err)
+	}
 	if len(r.Spec.Subnets) == 0 {
 		errs = append(errs, errors.New("at least one subnet is required"))
 	}
@@ -116,6 +122,21 @@ func (r Request) Validate() error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid fleet request: %w", err)
+	}
+	return nil
+}
+
+// ValidateTemplateVersion checks a launch template version as CreateFleet takes it: a version
+// number, "$Default" or "$Latest", never empty.
+func ValidateTemplateVersion(v string) error {
+	switch v {
+	case "":
+		return errors.New("launch template version is required (a version number, $Default or $Latest): CreateFleet fails without one")
+	case "$Default", "$Latest":
+		return nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1 {
+		return fmt.Errorf("launch template version %q: want a version number, $Default or $Latest", v)
 	}
 	return nil
 }
@@ -313,9 +334,8 @@ func (f *Fleet) overrides(ctx context.Context, req Request, usage string) []type
 }
 
 func (f *Fleet) input(req Request, usage string, overrides []types.FleetLaunchTemplateOverridesRequest) *ec2.CreateFleetInput {
-	lts := &types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: aws.String(req.Spec.LaunchTemplateID)}
-	if req.Spec.LaunchTemplateVersion != "" {
-		lts.Version = aws.String(req.Spec.LaunchTemplateVersion)
+	lts := &types.FleetLaunchTemplateSpecificationRequest{
+		LaunchTemplateId: aws.String(req.Spec.LaunchTemplateID), Version: aws.String(req.Spec.LaunchTemplateVersion),
 	}
 	target := &types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(int32(req.Count))}
 	in := &ec2.CreateFleetInput{

@@ -105,9 +105,10 @@ func newEnv(t *testing.T) *env {
 		srv: srv, client: client, rec: &recorder{EC2API: client},
 		clock: &clock{t: time.Date(2025, 5, 31, 12, 0, 0, 0, time.UTC)},
 		spec: LaunchSpec{
-			LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
-			Subnets:          []string{"subnet-a", "subnet-b", "subnet-c"},
-			Tags:             map[string]string{tags.Deployment: "dep-1", tags.RunID: "run-1", tags.RunnerClass: "default"},
+			LaunchTemplateID:      aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
+			LaunchTemplateVersion: "1",
+			Subnets:               []string{"subnet-a", "subnet-b", "subnet-c"},
+			Tags:                  map[string]string{tags.Deployment: "dep-1", tags.RunID: "run-1", tags.RunnerClass: "default"},
 		},
 	}
 }
@@ -130,7 +131,7 @@ func (e *env) running() []ec2server.InstanceView {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	good := Request{Count: 2, UsageClass: OnDemand, InstanceTypes: []string{"c*"}, MinCPU: 2, MinMemoryMiB: 4096,
-		Spec: LaunchSpec{LaunchTemplateID: "lt-1", Subnets: []string{"subnet-a"}}}
+		Spec: LaunchSpec{LaunchTemplateID: "lt-1", LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a"}}}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good request: %v", err)
 	}
@@ -146,6 +147,8 @@ func TestValidate(t *testing.T) {
 		{"negative cpu", func(r *Request) { r.MinCPU = -1 }, "negative"},
 		{"max below min", func(r *Request) { r.MaxMemoryMiB = 1024 }, "below its minimum"},
 		{"no template", func(r *Request) { r.Spec.LaunchTemplateID = "" }, "launch template"},
+		{"no template version", func(r *Request) { r.Spec.LaunchTemplateVersion = "" }, "launch template version is required"},
+		{"bad template version", func(r *Request) { r.Spec.LaunchTemplateVersion = "latest" }, `launch template version "latest"`},
 		{"no subnet", func(r *Request) { r.Spec.Subnets = nil }, "subnet"},
 		{"long token", func(r *Request) { r.ClientToken = strings.Repeat("x", 65) }, "client token"},
 	} {

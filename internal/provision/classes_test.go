@@ -79,7 +79,7 @@ func TestRunnerClassCombination(t *testing.T) {
 	bad := cfg
 	bad.DeploymentID = deployment
 	bad.RunnerClasses = map[string]provision.RunnerClass{"x": {
-		Name: "x", Queue: &pool.Queue{}, Launch: fleet.LaunchSpec{LaunchTemplateID: "lt-1", Subnets: []string{"subnet-a"}},
+		Name: "x", Queue: &pool.Queue{}, Launch: fleet.LaunchSpec{LaunchTemplateID: "lt-1", LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a"}},
 		InstanceTypes: []string{"C7I.*"}, UsageClass: "reserved", Labels: []string{"a b"},
 	}}
 	err := bad.Validate()

@@ -263,7 +263,7 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 		ResourceClasses: resourceClasses,
 		RunnerClasses: map[string]provision.RunnerClass{runnerClass: {
 			Name: runnerClass, Queue: pool.NewQueue(s.sqs, e.queue),
-			Launch:     fleet.LaunchSpec{LaunchTemplateID: e.lt, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}},
+			Launch:     fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}},
 			MaxRuntime: time.Hour, IdleTime: time.Hour,
 		}},
 		DefaultRunnerClass: runnerClass, DeploymentID: deployment,

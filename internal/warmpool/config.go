@@ -109,7 +109,7 @@ func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigO
 		launchTags = map[string]string{}
 	}
 	maps.Copy(launchTags, opts.Tags)
-	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: rc.Subnets, Tags: launchTags}
+	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: "$Default", Subnets: rc.Subnets, Tags: launchTags}
 	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
 	spec.ResourceClass = ResourceClassOf(opts.ResourceClasses, rc.CPU, rc.MemoryMiB)
 	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()

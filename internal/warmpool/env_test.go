@@ -144,7 +144,7 @@ func (e *env) ec2Client() *ec2.Client {
 func (e *env) spec(name string, hot, stopped int, hash string) warmpool.PoolSpec {
 	return warmpool.PoolSpec{
 		Name: name, RunnerClass: runnerClass, Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: hash,
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, Subnets: []string{subnetA, subnetB}},
+		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{subnetA, subnetB}},
 		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Queue: e.queue, Scope: "acme",
 	}
 }

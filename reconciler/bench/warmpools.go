@@ -213,7 +213,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result) error {
 	for p := range pools {
 		spec := warmpool.PoolSpec{
 			Name: fmt.Sprintf("bench-%d", p), RunnerClass: "default", Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: "bench-v1",
-			Launch:        fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0", Subnets: []string{"subnet-0aaa"}},
+			Launch:        fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0", LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-0aaa"}},
 			InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: "acme",
 		}
 		specs = append(specs, spec)

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
@@ -50,8 +51,10 @@ type ResourceClass struct {
 
 // RunnerClass says where runners of a class come from.
 type RunnerClass struct {
-	QueueURL              string            `json:"queue_url"`
-	LaunchTemplateID      string            `json:"launch_template_id"`
+	QueueURL         string `json:"queue_url"`
+	LaunchTemplateID string `json:"launch_template_id"`
+	// LaunchTemplateVersion is the version CreateFleet launches: a number, "$Default" or "$Latest";
+	// empty means "$Default" (TemplateVersion).
 	LaunchTemplateVersion string            `json:"launch_template_version,omitempty"`
 	Subnets               []string          `json:"subnets"`
 	Tags                  map[string]string `json:"tags,omitempty"`
@@ -62,6 +65,15 @@ type RunnerClass struct {
 	InstanceTypes []string `json:"instance_types,omitempty"`
 	UsageClass    string   `json:"usage_class,omitempty"`
 	Labels        []string `json:"labels,omitempty"`
+}
+
+// TemplateVersion is the launch template version the class launches: LaunchTemplateVersion, or
+// "$Default" when it is empty (CreateFleet itself has no default and must be given one).
+func (rc RunnerClass) TemplateVersion() string {
+	if rc.LaunchTemplateVersion == "" {
+		return "$Default"
+	}
+	return rc.LaunchTemplateVersion
 }
 
 // Duration is a time.Duration written as a Go duration string ("30m") in JSON.
@@ -129,6 +141,9 @@ func (c Classes) Validate() error {
 		}
 		if rc.LaunchTemplateID == "" {
 			errs = append(errs, fmt.Errorf("runner class %q: launch_template_id is required", n))
+		}
+		if err := fleet.ValidateTemplateVersion(rc.TemplateVersion()); err != nil {
+			errs = append(errs, fmt.Errorf("runner class %q: launch_template_version: %w", n, err))
 		}
 		if len(rc.Subnets) == 0 {
 			errs = append(errs, fmt.Errorf("runner class %q: at least one subnet is required", n))

@@ -74,7 +74,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs
 			classes[name] = provision.RunnerClass{
 				Name: name, Queue: queue(rc.QueueURL),
 				Launch: fleet.LaunchSpec{
-					LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: rc.LaunchTemplateVersion,
+					LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: rc.TemplateVersion(),
 					Subnets: rc.Subnets, Tags: rc.Tags,
 				},
 				MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
@@ -180,7 +180,7 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 		default:
 			classes[name] = provision.RunnerClass{
 				Name: name, Queue: c.queueFor(rc.QueueURL),
-				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
+				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: "$Default", Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
 				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),

@@ -75,13 +75,15 @@ func (s *Server) fleetPoolsLocked(p *params) ([]*fleetPool, *apiError) {
 		if err != nil {
 			return nil, err
 		}
+		// Unlike RunInstances, CreateFleet has no default version: "You must specify a value,
+		// otherwise the request fails" (FleetLaunchTemplateSpecificationRequest).
 		label := p.str(sp + "Version")
+		if label == "" {
+			return nil, missingParameter(sp + "Version")
+		}
 		ver, err := lt.version(label)
 		if err != nil {
 			return nil, err
-		}
-		if label == "" {
-			label = strconv.Itoa(ver.number)
 		}
 		overrides := p.indices(c + ".Overrides")
 		if len(overrides) == 0 {

@@ -142,6 +142,32 @@ func TestCreateFleet(t *testing.T) {
 			wantCode: "InvalidParameterValue",
 		},
 		{
+			// FleetLaunchTemplateSpecificationRequest: "You must specify a value, otherwise the
+			// request fails" (RunInstances, by contrast, takes the default version).
+			name: "no launch template version", overrides: explicit[:1],
+			mod: func(in *ec2.CreateFleetInput) {
+				in.TargetCapacitySpecification = target(1, types.DefaultTargetCapacityTypeOnDemand)
+				in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.Version = nil
+			},
+			wantCode: "MissingParameter",
+		},
+		{
+			name: "unknown launch template version", overrides: explicit[:1],
+			mod: func(in *ec2.CreateFleetInput) {
+				in.TargetCapacitySpecification = target(1, types.DefaultTargetCapacityTypeOnDemand)
+				in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.Version = aws.String("7")
+			},
+			wantCode: "InvalidLaunchTemplateId.VersionNotFound",
+		},
+		{
+			name: "malformed launch template version", overrides: explicit[:1],
+			mod: func(in *ec2.CreateFleetInput) {
+				in.TargetCapacitySpecification = target(1, types.DefaultTargetCapacityTypeOnDemand)
+				in.LaunchTemplateConfigs[0].LaunchTemplateSpecification.Version = aws.String("latest")
+			},
+			wantCode: "InvalidParameterValue",
+		},
+		{
 			name: "InstanceType with InstanceRequirements", overrides: []types.FleetLaunchTemplateOverridesRequest{{
 				InstanceType: types.InstanceTypeT3Micro, InstanceRequirements: abs[0].InstanceRequirements}},
 			mod: func(in *ec2.CreateFleetInput) {

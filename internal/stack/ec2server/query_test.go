@@ -154,7 +154,7 @@ func FuzzQuery(f *testing.F) {
 	for _, seed := range []string{
 		"Action=DescribeInstances&Version=2016-11-15",
 		"Action=RunInstances&ImageId=ami-1&MinCount=1&MaxCount=2&TagSpecification.1.ResourceType=instance&TagSpecification.1.Tag.1.Key=a",
-		"Action=CreateFleet&Type=instant&TargetCapacitySpecification.TotalTargetCapacity=2&LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName=lt",
+		"Action=CreateFleet&Type=instant&TargetCapacitySpecification.TotalTargetCapacity=2&LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName=lt&LaunchTemplateConfigs.1.LaunchTemplateSpecification.Version=$Latest",
 		"Action=DescribeInstances&Filter.1.Name=tag:a&Filter.1.Value.1=*&MaxResults=5",
 	} {
 		f.Add([]byte(seed))
