@@ -324,7 +324,7 @@ func (s *Server) assignLocked(rr *runnerRec) *jobRec {
 	for i, id := range s.queue {
 		j := s.jobs[id]
 		lacksLabel := slices.ContainsFunc(j.Labels, func(l string) bool { return !rr.hasLabel(l) })
-		if lacksLabel || !rr.scope.covers(j.Owner, j.Repo) {
+		if lacksLabel || !rr.scope.covers(j.Owner, j.Repo) || !s.ssMayAssignLocked(j, rr) {
 			continue
 		}
 		s.queue = slices.Delete(s.queue, i, i+1)

@@ -75,6 +75,7 @@ type Server struct {
 	queue         []int64 // queued job ids, oldest first
 	cancelled     []CancelledRun
 	nextID        int64
+	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
 }
 
 type fault struct {
@@ -425,6 +426,9 @@ func (s *Server) routes() {
 	// Workflow runs and jobs.
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel", authToken, s.cancelRun)
 	s.handle("GET /repos/{owner}/{repo}/actions/jobs/{job_id}", authToken, s.getJob)
+
+	// The Actions service's scale set protocol (actions.go).
+	s.actionsRoutes()
 
 	// The fake runner protocol.
 	s.handle("POST /_runner/register", authNone, s.runnerRegister)

@@ -304,6 +304,7 @@ func workflowJobJSON(j *jobRec) workflowJob {
 
 // emitLocked queues a webhook for the job's current state when Options.Webhook is set.
 func (s *Server) emitLocked(j *jobRec, action string) {
+	s.ssJobEventLocked(j, action) // scale set messages (actions_queue.go)
 	if s.hooks != nil {
 		s.hooks.enqueue(action, s.eventLocked(j))
 	}

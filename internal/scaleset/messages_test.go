@@ -1,0 +1,43 @@
+package scaleset_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+)
+
+func TestParseMessage(t *testing.T) {
+	t.Parallel()
+	good, err := scaleset.EncodeMessage(7, scaleset.Statistic{TotalAssignedJobs: 1}, []scaleset.JobMessage{
+		{Type: scaleset.JobAvailable, RunnerRequestID: 11, QueueTime: time.Unix(100, 0).UTC()},
+		{Type: scaleset.JobCompleted, RunnerRequestID: 12, RunnerName: "runnerpool-i-1", Result: "success"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name             string
+		in               string
+		wantID           int64
+		wantJobs, probls int
+	}{
+		{"two job messages", string(good), 7, 2, 0},
+		{"not JSON", `{"messageId": 3, garbage`, 0, 0, 1},
+		{"unknown envelope type", `{"messageId": 4, "messageType": "RunnerScaleSetSomethingNew", "body": "[]"}`, 4, 0, 1},
+		{"body not an array", `{"messageId": 5, "messageType": "RunnerScaleSetJobMessages", "body": "{}"}`, 5, 0, 1},
+		{"unknown job message next to a known one", `{"messageId": 6, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobExploded\",\"runnerRequestId\":1},{\"messageType\":\"JobStarted\",\"runnerRequestId\":2}]"}`, 6, 1, 1},
+		{"job message without request id", `{"messageId": 8, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAvailable\"}]"}`, 8, 0, 1},
+		{"bad field type", `{"messageId": 9, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAvailable\",\"runnerRequestId\":\"x\"}]"}`, 9, 0, 1},
+		{"empty body", `{"messageId": 10, "messageType": "RunnerScaleSetJobMessages"}`, 10, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := scaleset.ParseMessage([]byte(tc.in))
+			if m.ID != tc.wantID || len(m.Jobs) != tc.wantJobs || len(m.Problems) != tc.probls {
+				t.Errorf("got id %d, %d jobs, problems %v; want id %d, %d jobs, %d problems", m.ID, len(m.Jobs), m.Problems, tc.wantID, tc.wantJobs, tc.probls)
+			}
+		})
+	}
+}
