@@ -260,7 +260,7 @@ func TestJobsOfferedAgain(t *testing.T) {
 	if _, err := e.c.AcquireJobs(ctx, s, set.ID, []int64{id}); err != nil {
 		t.Fatal(err)
 	}
-	m3 := next(t, e, s, m2.ID) // JobAssigned
+	m3 := next(t, e, s, m2.ID)     // JobAssigned
 	e.clk.Advance(4 * time.Minute) // no runner took it
 	if m4 := next(t, e, s, m3.ID); m4.Jobs[0].Type != scaleset.JobAvailable {
 		t.Fatalf("after the start timeout: %+v, want the job available again", m4.Jobs[0])
