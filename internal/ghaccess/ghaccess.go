@@ -38,11 +38,22 @@ type Config struct {
 	// on first use and its tokens are refreshed by ghinstallation.
 	AppID         int64
 	PrivateKeyPEM []byte
-	// HTTPClient is the base transport's client (timeouts); default has a 30 s timeout.
+	// HTTPClient gives the base transport and, as its Timeout, the timeout of one attempt of a
+	// request (default 30 s).
 	HTTPClient *http.Client
-	// MaxRetryWait bounds how long one call waits for a secondary rate limit or a 429 (default 60 s).
+	// MaxRetryWait caps one wait for a rate limit or an outage (a longer retry-after is taken as this),
+	// and all the waits of a call whose context has no deadline (default 60 s). With a deadline, a
+	// call retries until its deadline.
 	MaxRetryWait time.Duration
-	Logger       *slog.Logger
+	// InstallationTTL is how long an owner's App installation is kept before it is looked up again
+	// (default 1 h); an answer saying it is gone drops it at once.
+	InstallationTTL time.Duration
+	// TokenMargin: a registration or remove token is reused until TokenMargin before it expires, and
+	// refreshed in the background from twice that (default 15 min; GitHub's tokens last one hour).
+	TokenMargin time.Duration
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
 
 	// Allowed are the repositories ("owner/repo") and owners ("owner", meaning all of its
 	// repositories) runner credentials (registration and remove tokens, JIT configs) may be minted
@@ -103,13 +114,23 @@ type Runner struct {
 
 // Client is the control plane's GitHub client.
 type Client struct {
-	cfg     Config
-	apiURL  *url.URL
-	server  string
-	log     *slog.Logger
-	apps    *ghinstallation.AppsTransport // nil with a PAT
-	mu      sync.Mutex
-	clients map[string]*github.Client // by owner
+	cfg      Config
+	apiURL   *url.URL
+	server   string
+	log      *slog.Logger
+	apps     *ghinstallation.AppsTransport // nil with a PAT
+	rt       *retryTransport               // under every request (retry.go)
+	now      func() time.Time
+	mu       sync.Mutex
+	clients  map[string]ownerClient // by lower-case owner
+	tokens   *tokenCache            // registration and remove tokens per scope (tokens.go)
+	listings *listings              // shared runner listings per scope (listings.go)
+}
+
+// ownerClient is the API client of one owner and when its installation is to be looked up again.
+type ownerClient struct {
+	gc      *github.Client
+	expires time.Time
 }
 
 // New validates the configuration and returns a client. No call is made until first use.
@@ -130,10 +151,30 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxRetryWait <= 0 {
 		cfg.MaxRetryWait = 60 * time.Second
 	}
+	if cfg.InstallationTTL <= 0 {
+		cfg.InstallationTTL = time.Hour
+	}
+	if cfg.TokenMargin <= 0 {
+		cfg.TokenMargin = 15 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, clients: map[string]*github.Client{}}
+	base := cfg.HTTPClient.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	attempt := cfg.HTTPClient.Timeout
+	if attempt <= 0 {
+		attempt = 30 * time.Second
+	}
+	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, now: cfg.Now, clients: map[string]ownerClient{},
+		rt: &retryTransport{base: base, attempt: attempt, maxWait: cfg.MaxRetryWait, log: cfg.Logger, now: time.Now}}
+	c.tokens = newTokenCache(c)
+	c.listings = &listings{c: c, m: map[string]*listState{}}
 	c.server = cfg.ServerURL
 	if c.server == "" {
 		c.server = deriveServerURL(u)
@@ -144,11 +185,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("github: configure either a token or an app, not both")
 	case cfg.Token != "":
 	case cfg.AppID != 0 && len(cfg.PrivateKeyPEM) > 0:
-		base := cfg.HTTPClient.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		atr, err := ghinstallation.NewAppsTransport(base, cfg.AppID, cfg.PrivateKeyPEM)
+		atr, err := ghinstallation.NewAppsTransport(c.rt, cfg.AppID, cfg.PrivateKeyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("github app %d: private key: %w", cfg.AppID, err)
 		}
@@ -187,47 +224,71 @@ func ParseScope(scope string) (owner, repo string, err error) {
 }
 
 // client returns the API client for an owner: the PAT client, or one bound to the owner's App
-// installation (looked up once, then cached).
+// installation, looked up on first use and kept for InstallationTTL (or until GitHub says the
+// installation is gone). The lookup runs outside the mutex: one slow owner does not hold up others.
 func (c *Client) client(ctx context.Context, owner, repo string) (*github.Client, error) {
+	key := strings.ToLower(owner)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if gc, ok := c.clients[owner]; ok {
-		return gc, nil
+	e, ok := c.clients[key]
+	c.mu.Unlock()
+	if ok && c.now().Before(e.expires) {
+		return e.gc, nil
 	}
-	var gc *github.Client
-	var err error
-	if c.apps == nil {
-		gc, err = c.newClient(&http.Client{Transport: c.cfg.HTTPClient.Transport, Timeout: c.cfg.HTTPClient.Timeout})
-		if err != nil {
-			return nil, err
-		}
-		gc = gc.WithAuthToken(c.cfg.Token)
-	} else {
-		appClient, err := c.newClient(&http.Client{Transport: c.apps, Timeout: c.cfg.HTTPClient.Timeout})
-		if err != nil {
-			return nil, err
-		}
-		var inst *github.Installation
-		if repo != "" {
-			inst, _, err = appClient.Apps.FindRepositoryInstallation(ctx, owner, repo)
-		} else {
-			inst, _, err = appClient.Apps.FindOrganizationInstallation(ctx, owner)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("finding the app installation of %s: %w", owner, err)
-		}
-		tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
-		tr.BaseURL = c.apps.BaseURL
-		// Without options ghinstallation posts the JSON body null, which GitHub's description of
-		// POST /app/installations/{id}/access_tokens does not allow (an object); send {}.
-		tr.InstallationTokenOptions = &ghinst.InstallationTokenOptions{}
-		gc, err = c.newClient(&http.Client{Transport: tr, Timeout: c.cfg.HTTPClient.Timeout})
-		if err != nil {
-			return nil, err
-		}
+	gc, err := c.newOwnerClient(ctx, owner, repo)
+	if err != nil {
+		return nil, err
 	}
-	c.clients[owner] = gc
+	c.mu.Lock()
+	c.clients[key] = ownerClient{gc: gc, expires: c.now().Add(c.cfg.InstallationTTL)}
+	c.mu.Unlock()
 	return gc, nil
+}
+
+// forget drops the cached client of an owner: its installation is looked up again on next use.
+func (c *Client) forget(owner string) {
+	c.mu.Lock()
+	delete(c.clients, strings.ToLower(owner))
+	c.mu.Unlock()
+	c.log.Warn("github: the app installation of an owner looks gone, looking it up again on next use", "owner", owner)
+}
+
+// installationGone reports an answer saying the installation (or its token) is no longer valid:
+// the installation token could not be minted, or GitHub answered 401 or 404 for it.
+func installationGone(resp *github.Response, err error) bool {
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) {
+		return true
+	}
+	return resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound)
+}
+
+func (c *Client) newOwnerClient(ctx context.Context, owner, repo string) (*github.Client, error) {
+	if c.apps == nil {
+		gc, err := c.newClient(&http.Client{Transport: c.rt})
+		if err != nil {
+			return nil, err
+		}
+		return gc.WithAuthToken(c.cfg.Token), nil
+	}
+	appClient, err := c.newClient(&http.Client{Transport: c.apps})
+	if err != nil {
+		return nil, err
+	}
+	var inst *github.Installation
+	if repo != "" {
+		inst, _, err = appClient.Apps.FindRepositoryInstallation(ctx, owner, repo)
+	} else {
+		inst, _, err = appClient.Apps.FindOrganizationInstallation(ctx, owner)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finding the app installation of %s: %w", owner, err)
+	}
+	tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
+	tr.BaseURL = c.apps.BaseURL
+	// Without options ghinstallation posts the JSON body null, which GitHub's description of
+	// POST /app/installations/{id}/access_tokens does not allow (an object); send {}.
+	tr.InstallationTokenOptions = &ghinst.InstallationTokenOptions{}
+	return c.newClient(&http.Client{Transport: tr})
 }
 
 func (c *Client) newClient(hc *http.Client) (*github.Client, error) {
@@ -241,45 +302,40 @@ func (c *Client) newClient(hc *http.Client) (*github.Client, error) {
 	return gc, nil
 }
 
-// retry runs call, waiting out secondary rate limits (403 with Retry-After) and 429s, bounded by
-// MaxRetryWait in total.
-func (c *Client) retry(ctx context.Context, op string, call func() (*github.Response, error)) error {
-	deadline := time.Now().Add(c.cfg.MaxRetryWait)
-	for attempt := 1; ; attempt++ {
-		resp, err := call()
+// call runs one GitHub operation (the transport has retried what GitHub refused) and names it in
+// the error. go-github itself refuses, without a request, every call made while the primary limit
+// it last saw is spent: that is waited out here, until the reset, within the caller's deadline. An
+// answer that says the owner's installation is gone drops the cached client of the owner.
+func (c *Client) call(ctx context.Context, owner, op string, fn func() (*github.Response, error)) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(c.cfg.MaxRetryWait)
+	}
+	for {
+		resp, err := fn()
 		if err == nil {
 			return nil
 		}
-		wait, retryable := retryAfter(resp, err)
-		if !retryable || time.Now().Add(wait).After(deadline) {
+		if installationGone(resp, err) {
+			c.forget(owner)
+		}
+		var rl *github.RateLimitError
+		if !errors.As(err, &rl) {
 			return fmt.Errorf("github %s: %w", op, err)
 		}
-		c.log.WarnContext(ctx, "github rate limited, waiting", "op", op, "attempt", attempt, "wait", wait)
+		wait := max(time.Until(rl.Rate.Reset.Time)+time.Second, minWait)
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("github %s: primary rate limit spent until %s, past the caller's deadline: %w", op, rl.Rate.Reset.Time.Format(time.RFC3339), err)
+		}
+		c.log.WarnContext(ctx, "github primary rate limit spent, waiting for its reset", "op", op, "wait", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("github %s: %w", op, ctx.Err())
+			return fmt.Errorf("github %s: waiting for the rate limit reset: %w", op, ctx.Err())
 		case <-t.C:
 		}
 	}
-}
-
-func retryAfter(resp *github.Response, err error) (time.Duration, bool) {
-	var abuse *github.AbuseRateLimitError
-	if errors.As(err, &abuse) {
-		if abuse.RetryAfter != nil {
-			return max(*abuse.RetryAfter, 100*time.Millisecond), true
-		}
-		return time.Second, true
-	}
-	if resp != nil && resp.StatusCode == http.StatusTooManyRequests {
-		if d, perr := time.ParseDuration(resp.Header.Get("Retry-After") + "s"); perr == nil {
-			return max(d, 100*time.Millisecond), true
-		}
-		return time.Second, true
-	}
-	return 0, false
 }
 
 func (c *Client) scopeURL(owner, repo string) string {
@@ -289,9 +345,9 @@ func (c *Client) scopeURL(owner, repo string) string {
 	return c.server + "/" + owner + "/" + repo
 }
 
-// RegistrationToken returns a registration token for the scope (valid one hour).
+// RegistrationToken returns a registration token for the scope (valid one hour; reused while it is).
 func (c *Client) RegistrationToken(ctx context.Context, scope string) (RunnerToken, error) {
-	return c.runnerToken(ctx, scope, "registration token", func(gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
+	return c.runnerToken(ctx, scope, "registration token", func(ctx context.Context, gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
 		var t *github.RegistrationToken
 		var resp *github.Response
 		var err error
@@ -307,9 +363,9 @@ func (c *Client) RegistrationToken(ctx context.Context, scope string) (RunnerTok
 	})
 }
 
-// RemoveToken returns a token that removes a runner of the scope (valid one hour).
+// RemoveToken returns a token that removes runners of the scope (valid one hour; reused while it is).
 func (c *Client) RemoveToken(ctx context.Context, scope string) (RunnerToken, error) {
-	return c.runnerToken(ctx, scope, "remove token", func(gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
+	return c.runnerToken(ctx, scope, "remove token", func(ctx context.Context, gc *github.Client, owner, repo string) (*github.Timestamp, string, *github.Response, error) {
 		var t *github.RemoveToken
 		var resp *github.Response
 		var err error
@@ -325,7 +381,9 @@ func (c *Client) RemoveToken(ctx context.Context, scope string) (RunnerToken, er
 	})
 }
 
-func (c *Client) runnerToken(ctx context.Context, scope, what string, get func(*github.Client, string, string) (*github.Timestamp, string, *github.Response, error)) (RunnerToken, error) {
+// runnerToken returns a registration or remove token of the scope, reused while it is valid
+// (tokens.go).
+func (c *Client) runnerToken(ctx context.Context, scope, what string, get func(context.Context, *github.Client, string, string) (*github.Timestamp, string, *github.Response, error)) (RunnerToken, error) {
 	owner, repo, err := ParseScope(scope)
 	if err != nil {
 		return RunnerToken{}, err
@@ -333,30 +391,41 @@ func (c *Client) runnerToken(ctx context.Context, scope, what string, get func(*
 	if err := c.mayMint(scope, owner, repo); err != nil {
 		return RunnerToken{}, fmt.Errorf("%s: %w", what, err)
 	}
-	gc, err := c.client(ctx, owner, repo)
-	if err != nil {
-		return RunnerToken{}, err
-	}
-	var tok RunnerToken
-	err = c.retry(ctx, what+" for "+scope, func() (*github.Response, error) {
-		exp, token, resp, err := get(gc, owner, repo)
+	return c.tokens.get(ctx, what, scope, func(ctx context.Context) (RunnerToken, error) {
+		gc, err := c.client(ctx, owner, repo)
 		if err != nil {
-			return resp, err
+			return RunnerToken{}, err
 		}
-		if token == "" {
-			return resp, fmt.Errorf("empty token in response")
-		}
-		tok = RunnerToken{Token: token, URL: c.scopeURL(owner, repo)}
-		if exp != nil {
-			tok.ExpiresAt = exp.Time
-		}
-		return resp, nil
+		var tok RunnerToken
+		err = c.call(ctx, owner, what+" for "+scope, func() (*github.Response, error) {
+			exp, token, resp, err := get(ctx, gc, owner, repo)
+			if err != nil {
+				return resp, err
+			}
+			if token == "" {
+				return resp, fmt.Errorf("empty token in response")
+			}
+			tok = RunnerToken{Token: token, URL: c.scopeURL(owner, repo)}
+			if exp != nil {
+				tok.ExpiresAt = exp.Time
+			}
+			return resp, nil
+		})
+		return tok, err
 	})
-	return tok, err
 }
 
-// ListRunners lists every self-hosted runner of the scope (all pages).
+// ListRunners lists every self-hosted runner of the scope (all pages), as GitHub holds them at some
+// moment after the call: concurrent callers of a scope share listings (listings.go).
 func (c *Client) ListRunners(ctx context.Context, scope string) ([]Runner, error) {
+	if _, _, err := ParseScope(scope); err != nil {
+		return nil, err
+	}
+	return c.listings.get(ctx, scope)
+}
+
+// listRunners makes one listing of the scope's runners.
+func (c *Client) listRunners(ctx context.Context, scope string) ([]Runner, error) {
 	owner, repo, err := ParseScope(scope)
 	if err != nil {
 		return nil, err
@@ -370,7 +439,7 @@ func (c *Client) ListRunners(ctx context.Context, scope string) ([]Runner, error
 	for {
 		var page *github.Runners
 		var resp *github.Response
-		err := c.retry(ctx, "list runners of "+scope, func() (*github.Response, error) {
+		err := c.call(ctx, owner, "list runners of "+scope, func() (*github.Response, error) {
 			var err error
 			if repo == "" {
 				page, resp, err = gc.Actions.ListOrganizationRunners(ctx, owner, opts)
@@ -406,17 +475,18 @@ func (c *Client) DeleteRunner(ctx context.Context, scope string, id int64) error
 	if err != nil {
 		return err
 	}
-	err = c.retry(ctx, fmt.Sprintf("delete runner %d of %s", id, scope), func() (*github.Response, error) {
+	return c.call(ctx, owner, fmt.Sprintf("delete runner %d of %s", id, scope), func() (*github.Response, error) {
+		var resp *github.Response
 		if repo == "" {
-			return gc.Actions.RemoveOrganizationRunner(ctx, owner, id)
+			resp, err = gc.Actions.RemoveOrganizationRunner(ctx, owner, id)
+		} else {
+			resp, err = gc.Actions.RemoveRunner(ctx, owner, repo, id)
 		}
-		return gc.Actions.RemoveRunner(ctx, owner, repo, id)
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return resp, nil // already gone: done
+		}
+		return resp, err
 	})
-	var er *github.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
-		return nil
-	}
-	return err
 }
 
 // JITConfig is a just-in-time runner configuration: the runner exists at GitHub from the moment it
@@ -455,7 +525,7 @@ func (c *Client) GenerateJITConfig(ctx context.Context, scope, name string, labe
 	}
 	req := &github.GenerateJITConfigRequest{Name: name, RunnerGroupID: runnerGroupID, Labels: labels}
 	var out JITConfig
-	err = c.retry(ctx, "jit config "+name+" for "+scope, func() (*github.Response, error) {
+	err = c.call(ctx, owner, "jit config "+name+" for "+scope, func() (*github.Response, error) {
 		var cfg *github.JITRunnerConfig
 		var resp *github.Response
 		var err error
@@ -492,7 +562,7 @@ func (c *Client) CancelRun(ctx context.Context, repoScope string, runID int64) e
 	if err != nil {
 		return err
 	}
-	err = c.retry(ctx, fmt.Sprintf("cancel run %d of %s", runID, repoScope), func() (*github.Response, error) {
+	err = c.call(ctx, owner, fmt.Sprintf("cancel run %d of %s", runID, repoScope), func() (*github.Response, error) {
 		return gc.Actions.CancelWorkflowRunByID(ctx, owner, repo, runID)
 	})
 	// go-github reports the 202 Accepted of a cancel as an *AcceptedError: the cancel was queued.

@@ -1,10 +1,12 @@
 package ghaccess_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,11 +143,132 @@ func TestRateLimitsAreWaitedOut(t *testing.T) {
 	if _, err := c.ListRunners(t.Context(), "acme/api"); err != nil {
 		t.Fatalf("after a 429: %v", err)
 	}
-	// A wait longer than the bound is an error, not a hang.
+	// A wait past the caller's deadline is an error at once, not a hang.
 	fake.SetSecondaryRateLimit(1, time.Hour)
-	if _, err := c.RemoveToken(t.Context(), "acme/api"); err == nil {
-		t.Fatal("a one-hour Retry-After was waited for")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := c.RemoveToken(ctx, "acme/api"); err == nil || ctx.Err() != nil {
+		t.Fatalf("a one-hour Retry-After: %v (context %v), want an error before the deadline", err, ctx.Err())
 	}
+	// An absurd Retry-After is capped at MaxRetryWait and waited out when the deadline allows.
+	capped, _ := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT(), MaxRetryWait: 300 * time.Millisecond})
+	fake.SetSecondaryRateLimit(1, 24*time.Hour)
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel2()
+	if _, err := capped.ListRunners(ctx2, "acme/api"); err != nil {
+		t.Fatalf("after a capped one-day Retry-After: %v", err)
+	}
+}
+
+// TestDocumentedLimitsAreRetried: the primary limit is waited out until its reset, the secondary
+// limit (403 or 429) until its retry-after, and an outage with back-off, each within the caller's
+// deadline; past it the call fails with GitHub's answer.
+func TestDocumentedLimitsAreRetried(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		limits githubfake.Limits
+		outage time.Duration
+	}{
+		{"primary 403", githubfake.Limits{Primary: 2, PrimaryWindow: 1500 * time.Millisecond}, 0},
+		{"primary 429", githubfake.Limits{Primary: 2, PrimaryWindow: 1500 * time.Millisecond, Status: 429}, 0},
+		{"secondary points 403", githubfake.Limits{Points: 2, PointsWindow: time.Second}, 0},
+		{"secondary points 429", githubfake.Limits{Points: 2, PointsWindow: time.Second, Status: 429}, 0},
+		{"outage", githubfake.Limits{}, 1500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake, url := newFake(t)
+			// Two replicas share the PAT's budget: each learns it is spent only from GitHub's answer.
+			var cs [2]*ghaccess.Client
+			for i := range cs {
+				var err error
+				if cs[i], err = ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT()}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := cs[0]
+			fake.SetLimits(tt.limits)
+			fake.SetOutage(tt.outage)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			for i := range 4 {
+				if _, err := cs[i%2].ListRunners(ctx, "acme/api"); err != nil {
+					t.Fatalf("call %d: %v", i+1, err)
+				}
+			}
+			if u := fake.Usage(); u.Refused == 0 {
+				t.Errorf("Usage = %+v: the limit was never hit, the test proves nothing", u)
+			}
+			// With a deadline shorter than the wait, the caller gets GitHub's answer in time.
+			fake.SetLimits(githubfake.Limits{Primary: 1, PrimaryWindow: time.Hour, Status: tt.limits.Status})
+			fake.SetOutage(time.Hour)
+			short, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel2()
+			if _, err := c.ListRunners(short, "acme/api"); err == nil {
+				t.Fatal("a call during an hour-long refusal succeeded")
+			}
+		})
+	}
+}
+
+// TestRunnerTokensReused: a scope's registration and remove tokens are minted once and reused while
+// they are valid; inside twice the margin one background mint refreshes them; past the margin a
+// caller never gets the old token.
+func TestRunnerTokensReused(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT(), Now: clock, TokenMargin: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	toks := make([]ghaccess.RunnerToken, 20)
+	for i := range toks {
+		wg.Go(func() { toks[i], _ = c.RegistrationToken(ctx, "acme/api") })
+	}
+	wg.Wait()
+	for _, tok := range toks[1:] {
+		if tok.Token == "" || tok.Token != toks[0].Token {
+			t.Fatalf("concurrent callers got %q and %q, want one shared token", toks[0].Token, tok.Token)
+		}
+	}
+	if _, err := c.RemoveToken(ctx, "acme/api"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RemoveToken(ctx, "ACME/api"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Minted()); n != 2 {
+		t.Fatalf("GitHub minted %d tokens, want 2 (one registration, one remove)", n)
+	}
+	// Inside twice the margin the valid token is still handed out while one refresh is minted.
+	advance(time.Until(toks[0].ExpiresAt) - 8*time.Minute)
+	if tok, _ := c.RegistrationToken(ctx, "acme/api"); tok.Token != toks[0].Token {
+		t.Errorf("inside the refresh window: a new token %q before the refresh finished", tok.Token)
+	}
+	waitFor(t, func() bool { return len(fake.Minted()) == 3 })
+	fresh, _ := c.RegistrationToken(ctx, "acme/api")
+	if fresh.Token == toks[0].Token || len(fake.Minted()) != 3 {
+		t.Errorf("after the refresh: token %q (old %q), %d mints", fresh.Token, toks[0].Token, len(fake.Minted()))
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("condition not met in 5 s")
 }
 
 func contains(xs []string, x string) bool {
@@ -255,5 +378,40 @@ func TestAllowList(t *testing.T) {
 	}
 	if _, err := c2.RegistrationToken(t.Context(), "globex/site"); err != nil {
 		t.Errorf("repository token of an allowed owner: %v", err)
+	}
+}
+
+// TestRunnerListingsShared: concurrent listings of a scope share GitHub's answers (one or two
+// listings for a burst), and each caller reads a listing that started after it asked.
+func TestRunnerListingsShared(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t)
+	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	jit, err := c.GenerateJITConfig(ctx, "acme/api", "runnerpool-i-1", []string{"x"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			if rs, err := c.ListRunners(ctx, "acme/api"); err != nil || len(rs) != 1 {
+				t.Errorf("ListRunners = %+v, %v", rs, err)
+			}
+		})
+	}
+	wg.Wait()
+	const op = "GET /repos/{owner}/{repo}/actions/runners"
+	if n := fake.Calls()[op]; n < 1 || n > 2 {
+		t.Errorf("30 concurrent callers made %d listings, want 1 or 2", n)
+	}
+	if err := c.DeleteRunner(ctx, "acme/api", jit.RunnerID); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := c.ListRunners(ctx, "acme/api"); err != nil || len(rs) != 0 {
+		t.Errorf("after the delete: %+v, %v; want a fresh, empty listing", rs, err)
 	}
 }

@@ -153,9 +153,45 @@ func (c *contract) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.fail("error %d to %s %s is not a basic-error: %v", rec.Code, r.Method, route.Path, err)
 		}
 	}
+	c.checkRateHeaders(r, route.Path, rec)
 	c.mu.Lock()
 	c.checked[fmt.Sprintf("%s %s %d", r.Method, route.Path, rec.Code)] = true
 	c.mu.Unlock()
+}
+
+// rateHeaders are the x-ratelimit-* headers every REST answer carries, with the description's
+// components that describe them (GET /rate_limit refers to them).
+var rateHeaders = map[string]string{
+	"X-RateLimit-Limit":     "x-rate-limit-limit",
+	"X-RateLimit-Remaining": "x-rate-limit-remaining",
+	"X-RateLimit-Reset":     "x-rate-limit-reset",
+}
+
+// checkRateHeaders holds every answer's x-ratelimit-* headers to the description's schemas, and a
+// limit answer to what GitHub documents: x-ratelimit-remaining 0 (primary) or retry-after (secondary).
+func (c *contract) checkRateHeaders(r *http.Request, path string, rec *httptest.ResponseRecorder) {
+	for name, ref := range rateHeaders {
+		v := rec.Header().Get(name)
+		h := c.doc.Components.Headers[ref]
+		if h == nil || h.Value.Schema == nil {
+			c.fail("the description has no header component %s", ref)
+			continue
+		}
+		var n any
+		if err := json.Unmarshal([]byte(v), &n); err != nil {
+			c.fail("%s %s: header %s = %q is not a number", r.Method, path, name, v)
+			continue
+		}
+		if err := h.Value.Schema.Value.VisitJSON(n); err != nil {
+			c.fail("%s %s: header %s = %q does not match the description: %v", r.Method, path, name, v, err)
+		}
+	}
+	if (rec.Code != http.StatusForbidden && rec.Code != http.StatusTooManyRequests) || !bytes.Contains(rec.Body.Bytes(), []byte("rate limit")) {
+		return
+	}
+	if rec.Header().Get("X-RateLimit-Remaining") != "0" && rec.Header().Get("Retry-After") == "" {
+		c.fail("%s %s: a %d without x-ratelimit-remaining: 0 or retry-after", r.Method, path, rec.Code)
+	}
 }
 
 // done reports the mismatches and returns the exchanges checked.
@@ -465,4 +501,52 @@ func registrationToken(t *testing.T, base, pat string) string {
 		t.Fatalf("registration token: %v", err)
 	}
 	return tok.Token
+}
+
+// TestRESTContractUnderLimits: the fake's limit and outage answers, as the product's client meets
+// them (and waits them out), are GitHub's: documented statuses or basic-error bodies, x-ratelimit-*
+// headers as described, and retry-after or x-ratelimit-remaining: 0 on every limit answer.
+func TestRESTContractUnderLimits(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	c := newContract(t, descriptions[0], fake)
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var clients [2]*ghaccess.Client
+	for i := range clients {
+		var err error
+		if clients[i], err = ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range []githubfake.Limits{
+		{Primary: 2, PrimaryWindow: time.Second},
+		{Primary: 2, PrimaryWindow: time.Second, Status: http.StatusTooManyRequests},
+		{Points: 2, PointsWindow: time.Second},
+		{Points: 2, PointsWindow: time.Second, Status: http.StatusTooManyRequests},
+	} {
+		fake.SetLimits(l)
+		for i := range 4 {
+			if _, err := clients[i%2].ListRunners(ctx, "acme/api"); err != nil {
+				t.Fatalf("ListRunners under %+v: %v", l, err)
+			}
+		}
+	}
+	fake.SetLimits(githubfake.Limits{})
+	fake.SetOutage(700 * time.Millisecond)
+	if _, err := clients[0].RemoveToken(ctx, "acme/api"); err != nil {
+		t.Fatalf("RemoveToken through an outage: %v", err)
+	}
+	checked := c.done()
+	for _, want := range []string{
+		"GET /repos/{owner}/{repo}/actions/runners 403",
+		"GET /repos/{owner}/{repo}/actions/runners 429",
+		"POST /repos/{owner}/{repo}/actions/runners/remove-token 503",
+	} {
+		if !slices.Contains(checked, want) {
+			t.Errorf("%q was not exercised; checked:\n%s", want, strings.Join(checked, "\n"))
+		}
+	}
 }

@@ -56,6 +56,12 @@
 //
 // # Faults and inspection
 //
+// SetLimits enforces GitHub's documented REST limits (limits.go): the primary limit per caller (an App
+// installation, the App, the PAT) with x-ratelimit-remaining: 0 and x-ratelimit-reset, the secondary
+// limit in points per minute (GET 1, writes 5) with retry-after, and concurrent requests; 403 or 429.
+// They are off unless set; every REST answer carries the x-ratelimit-* headers. SetOutage answers 503
+// to every REST request for a while. Usage counts the requests served and the points they cost.
+//
 // SetSecondaryRateLimit and SetTooManyRequests make the next n REST requests fail (403 with a
 // secondary-rate-limit documentation_url, which go-github surfaces as *github.AbuseRateLimitError, and
 // 429). Runners, CancelledRuns, Jobs and Calls let tests observe what the system under test did.

@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -59,6 +58,10 @@ type Server struct {
 	calls     map[string]int
 	secondary fault
 	tooMany   fault
+	limits      Limits                // limits.go
+	use         map[string]*callerUse // by caller key
+	usage       Usage
+	outageUntil time.Time
 
 	owners        map[string]*ownerRec // key: lower-case login
 	repos         map[string]*repoRec  // key: lower-case "owner/repo"
@@ -113,6 +116,7 @@ func New(opts Options) *Server {
 	if s.appID == 0 {
 		s.appID = 1
 	}
+	s.setLimitsLocked(Limits{})
 	key, keyPEM, err := appKey(opts.AppPrivateKeyPEM)
 	if err != nil {
 		panic(fmt.Sprintf("githubfake: Options.AppPrivateKeyPEM: %v", err))
@@ -267,40 +271,31 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller)
 
 func (s *Server) handle(pattern string, kind authKind, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		rest := kind != authRunner && kind != authNone
 		s.mu.Lock()
 		s.calls[r.Pattern]++
-		var f fault
-		var status int
-		if kind != authRunner && kind != authNone {
-			switch {
-			case s.secondary.n > 0:
-				s.secondary.n--
-				f, status = s.secondary, http.StatusForbidden
-			case s.tooMany.n > 0:
-				s.tooMany.n--
-				f, status = s.tooMany, http.StatusTooManyRequests
-			}
+		var rs rateState
+		var rf *refusal
+		var key string
+		var held bool
+		if rest {
+			key = s.callerKeyLocked(r)
+			rs, rf, held = s.admitLocked(r, key)
 		}
 		s.mu.Unlock()
-		s.log.Debug("githubfake: request", "op", r.Pattern, "path", r.URL.Path)
-		if kind == authApp || kind == authToken {
-			s.rateHeaders(w)
+		if held {
+			defer func() {
+				s.mu.Lock()
+				s.releaseLocked(key)
+				s.mu.Unlock()
+			}()
 		}
-		if status != 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(f.retryAfter, 0).Seconds())), 10))
-			if status == http.StatusForbidden {
-				writeJSON(w, status, apiError{
-					Message:          "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.",
-					DocumentationURL: "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
-					Status:           "403",
-				})
-			} else {
-				writeJSON(w, status, apiError{
-					Message:          "Too Many Requests",
-					DocumentationURL: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
-					Status:           "429",
-				})
-			}
+		s.log.Debug("githubfake: request", "op", r.Pattern, "path", r.URL.Path)
+		if rest {
+			writeRateHeaders(w, rs)
+		}
+		if rf != nil {
+			writeRefusal(w, rf)
 			return
 		}
 		var c *caller
@@ -325,18 +320,6 @@ func (s *Server) handle(pattern string, kind authKind, h handlerFunc) {
 		}
 		h(w, r, c)
 	})
-}
-
-// rateHeaders sets GitHub's primary rate limit headers with plenty remaining, so clients that track them
-// (go-github does) never throttle themselves.
-func (s *Server) rateHeaders(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("X-RateLimit-Limit", "5000")
-	h.Set("X-RateLimit-Remaining", "4999")
-	h.Set("X-RateLimit-Used", "1")
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
-	h.Set("X-RateLimit-Resource", "core")
-	h.Set("X-GitHub-Media-Type", "github.v3; format=json")
 }
 
 func (c *caller) allowed(owner, repo string) bool {
