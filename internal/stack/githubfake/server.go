@@ -52,12 +52,12 @@ type Server struct {
 	mux    *http.ServeMux
 	hooks  *webhookQueue // nil without Options.Webhook
 
-	mu        sync.Mutex
-	closed    bool
-	changed   chan struct{} // closed and replaced on every change a long poll may wait for
-	calls     map[string]int
-	secondary fault
-	tooMany   fault
+	mu          sync.Mutex
+	closed      bool
+	changed     chan struct{} // closed and replaced on every change a long poll may wait for
+	calls       map[string]int
+	secondary   fault
+	tooMany     fault
 	limits      Limits                // limits.go
 	use         map[string]*callerUse // by caller key
 	usage       Usage
