@@ -27,6 +27,10 @@
 //     message (Options.Pooled: ask after a refresh pass, which pools a lost one again and drops
 //     duplicates). Before calling a message missing, the check reads the queues again with long
 //     polls, which ask every SQS server.
+//   - foreign: no item of an agent partition carries an index key (idx_state, idx_run, idx_pool).
+//     The agent never writes one, and the instance role's attribute condition refuses it; such an
+//     item is a job that reached the role in a deployment without the condition, or a bug.
+//     Listings skip it and refresh deletes it, so it stops nothing, but it is reported.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
 //   - credential-scope: no runner credential was minted for a scope other than its run's. Every
 //     credential GitHub handed out (Options.Minted) names the repository of one of the deployment's
@@ -68,6 +72,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)
+	AgentItems(ctx context.Context) ([]store.AgentItem, error)
 }
 
 // EC2API lists the deployment's instances; *ec2.Client satisfies it.
@@ -96,6 +101,7 @@ const (
 	RulePooled      = "pooled"
 	RuleIdempotency = "idempotency"
 	RuleCredential  = "credential-scope"
+	RuleForeign     = "foreign"
 )
 
 // Mint is one runner credential GitHub handed out (the GitHub fake records them).
@@ -306,6 +312,9 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 		}
 	}
 
+	if err := checkForeign(ctx, st, &rep); err != nil {
+		return rep, err
+	}
 	checkOrphans(ctx, st, &rep, o.OrphanGrace > 0)
 	checkStates(&rep)
 	checkClaims(ctx, st, &rep, o.Held)
@@ -323,6 +332,20 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
 	})
 	return rep, nil
+}
+
+// checkForeign reports the agent-partition items that carry an index key.
+func checkForeign(ctx context.Context, st Store, rep *Report) error {
+	items, err := st.AgentItems(ctx)
+	if err != nil {
+		return fmt.Errorf("invariant: listing agent items: %w", err)
+	}
+	for _, it := range items {
+		if it.Indexed {
+			rep.add(RuleForeign, it.ID, "agent item %s %s carries an index key", it.PK, it.SK)
+		}
+	}
+	return nil
 }
 
 // describe lists the deployment's instances that are not (being) terminated.

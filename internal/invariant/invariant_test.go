@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -217,6 +219,21 @@ func TestCheck(t *testing.T) {
 			return invariant.Options{Held: map[string][]string{"4242:500:1": {id}}}
 		},
 		want: []string{invariant.RuleCredential},
+	}, {
+		name: "an agent item carrying an index key is reported, the pool still checked",
+		setup: func(w *world) invariant.Options {
+			id := w.pooled()
+			table := w.st.Table()
+			_, err := stacktest.Shared(w.t).DynamoDB().PutItem(w.t.Context(), &dynamodb.PutItemInput{TableName: &table, Item: map[string]dbtypes.AttributeValue{
+				"pk": &dbtypes.AttributeValueMemberS{Value: store.AgentPK(id)}, "sk": &dbtypes.AttributeValueMemberS{Value: "POISON"},
+				"idx_state": &dbtypes.AttributeValueMemberS{Value: "idle"}, "threshold": &dbtypes.AttributeValueMemberN{Value: "1"},
+			}})
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			return invariant.Options{Pooled: true}
+		},
+		want: []string{invariant.RuleForeign},
 	}, {
 		name: "pooled: every idle instance confirmed clean has exactly one message",
 		setup: func(w *world) invariant.Options {

@@ -9,7 +9,9 @@
 //     a grace period (never anything without the tag);
 //  4. deletes offline GitHub runners this deployment left behind for instances that are gone;
 //  5. drops pool messages whose instance is no longer idle, keeping every live one, and pools again
-//     an idle instance whose message was lost.
+//     an idle instance whose message was lost;
+//  6. at most every AgentSweepInterval, deletes the agent-partition items no live instance owns and
+//     those carrying an index key (agents.go).
 //
 // A failure in one phase is recorded and the other phases still run. A pass is idempotent: a second
 // pass over an unchanged world changes nothing.
@@ -90,6 +92,8 @@ type Options struct {
 	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
 	// its own message well within that.
 	RepoolGrace time.Duration
+	// AgentSweepInterval is the pace of phase 6, a Scan of the table (default 10 min).
+	AgentSweepInterval time.Duration
 	// Concurrency bounds parallel store writes and reads within a phase (default 8).
 	Concurrency int
 	Now         func() time.Time
@@ -104,6 +108,9 @@ type Refresher struct {
 	resolver pool.Resolver
 	opts     Options
 	log      *slog.Logger
+
+	mu        sync.Mutex
+	lastSweep time.Time // of phase 6
 }
 
 // New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every
@@ -120,6 +127,9 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 8
+	}
+	if opts.AgentSweepInterval <= 0 {
+		opts.AgentSweepInterval = DefaultAgentSweepInterval
 	}
 	if opts.RepoolGrace <= 0 {
 		opts.RepoolGrace = DefaultRepoolGrace
@@ -156,6 +166,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 	orphans := r.orphans(ctx, p)
 	r.runners(ctx, p, orphans)
 	r.pool(ctx, p)
+	r.agents(ctx, p)
 	rep := p.rep
 	rep.sort()
 	r.log.InfoContext(ctx, "refresh pass",
@@ -164,6 +175,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 		"terminate_calls", rep.Expiry.TerminateCalls+rep.Orphans.TerminateCalls,
 		"orphans_terminated", len(rep.Orphans.Terminated), "orphans_young", len(rep.Orphans.Young),
 		"runners_deleted", len(rep.Runners.Deleted), "messages_dropped", rep.Pool.Dropped, "messages_kept", rep.Pool.Kept,
+		"agent_items_unowned", rep.Agents.Unowned, "agent_items_foreign", len(rep.Agents.Foreign),
 		"errors", len(rep.Errors))
 	return rep, rep.Err()
 }

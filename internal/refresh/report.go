@@ -20,6 +20,7 @@ type Report struct {
 	Orphans OrphanReport `json:"orphans"`
 	Runners RunnerReport `json:"runners"`
 	Pool    PoolReport   `json:"pool"`
+	Agents  AgentReport  `json:"agents"`
 	Errors  []PhaseError `json:"errors,omitempty"`
 }
 
@@ -104,7 +105,7 @@ func (r Report) Err() error {
 }
 
 func (r *Report) sort() {
-	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled} {
+	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Agents.Foreign} {
 		slices.Sort(l)
 	}
 }
@@ -112,7 +113,8 @@ func (r *Report) sort() {
 // Changed reports whether the pass changed anything (a repeated pass over an unchanged world does not).
 func (r Report) Changed() bool {
 	return r.Expiry.Marked > 0 || len(r.Expiry.Terminated) > 0 || len(r.Orphans.Terminated) > 0 ||
-		len(r.Runners.Deleted) > 0 || r.Pool.Dropped > 0 || len(r.Pool.Repooled) > 0
+		len(r.Runners.Deleted) > 0 || r.Pool.Dropped > 0 || len(r.Pool.Repooled) > 0 ||
+		r.Agents.Unowned > 0 || len(r.Agents.Foreign) > 0
 }
 
 // pass is the state of one running pass: its clock reading and the report, which phases update

@@ -19,6 +19,7 @@ type DynamoDBAPI interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
 
 // Store reads and writes one runnerpool state table.
@@ -27,6 +28,7 @@ type Store struct {
 	table     string
 	now       func() time.Time
 	keyPrefix string // between INSTANCE# and the instance id in instance keys
+	foreign   *foreignItems
 }
 
 // Option configures a Store.
@@ -44,7 +46,7 @@ func WithInstanceKeyPrefix(prefix string) Option { return func(s *Store) { s.key
 
 // New returns a store over the named table.
 func New(db DynamoDBAPI, table string, opts ...Option) *Store {
-	st := &Store{db: db, table: table, now: time.Now}
+	st := &Store{db: db, table: table, now: time.Now, foreign: &foreignItems{}}
 	for _, o := range opts {
 		o(st)
 	}
@@ -380,10 +382,14 @@ func (s *Store) ByPool(ctx context.Context, pool string) ([]Instance, error) {
 	})
 }
 
-// queryInstances runs a query over all pages. Index reads are eventually consistent in DynamoDB:
-// callers that act on a record re-check it with a conditional write, never on the listing alone.
+// queryInstances runs a query of an index over all pages. Index reads are eventually consistent in
+// DynamoDB: callers that act on a record re-check it with a conditional write, never on the listing
+// alone. An item that is not a control-plane record never fails the listing: it is skipped and
+// counted (foreign.go).
 func (s *Store) queryInstances(ctx context.Context, what string, in *dynamodb.QueryInput) ([]Instance, error) {
 	in.TableName = &s.table
+	index := aws.ToString(in.IndexName)
+	controlPlaneOnly(in)
 	var out []Instance
 	p := dynamodb.NewQueryPaginator(s.db, in)
 	for p.HasMorePages() {
@@ -391,15 +397,25 @@ func (s *Store) queryInstances(ctx context.Context, what string, in *dynamodb.Qu
 		if err != nil {
 			return nil, classify("listing instances "+what, err)
 		}
+		skipped := int(page.ScannedCount - page.Count)
 		for _, item := range page.Items {
 			inst, err := decodeInstance(item)
 			if err != nil {
-				return nil, fmt.Errorf("listing instances %s: %w", what, err)
+				skipped++
+				s.foreign.logOnce(ctx, index, itemKey(item), err)
+				continue
 			}
 			out = append(out, inst)
 		}
+		s.foreign.skipped(index, skipped)
 	}
 	return out, nil
+}
+
+// itemKey renders an item's primary key for a log line.
+func itemKey(item map[string]types.AttributeValue) string {
+	d := &decoder{item: item}
+	return d.str(attrPK) + " " + d.str(attrSK)
 }
 
 func validateID(id string) error {

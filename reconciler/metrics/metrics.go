@@ -78,6 +78,7 @@ type Metrics struct {
 	httpDuration      *prometheus.HistogramVec
 	inflight          *prometheus.GaugeVec
 	poolDropped       *prometheus.CounterVec
+	foreignItems      *prometheus.CounterVec
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -154,8 +155,12 @@ func New(o Options) *Metrics {
 		Namespace: namespace, Name: "pool_messages_dropped_total",
 		Help: "Pool messages a selection deleted for good, by reason: malformed (undecodable or invalid, e.g. foreign), expired, dead (record gone or no longer idle).",
 	}, []string{"reason"})
+	m.foreignItems = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "foreign_items_total",
+		Help: "Items a listing of the state table skipped because they are not control-plane records (e.g. an agent-partition item carrying an index key), by index.",
+	}, []string{"index"})
 	for _, c := range []prometheus.Collector{
-		m.poolDropped,
+		m.poolDropped, m.foreignItems,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {
@@ -235,6 +240,14 @@ func (m *Metrics) PoolMessageDropped(reason string) {
 		return
 	}
 	m.poolDropped.WithLabelValues(reason).Inc()
+}
+
+// ForeignItems counts items a listing of index skipped (store.WithForeignItems).
+func (m *Metrics) ForeignItems(index string, n int) {
+	if m == nil {
+		return
+	}
+	m.foreignItems.WithLabelValues(index).Add(float64(n))
 }
 
 // Error counts an error of a kind.

@@ -206,3 +206,22 @@ func TestPoolMessageDropped(t *testing.T) {
 		}
 	}
 }
+
+// Items a listing skipped as not control-plane records are counted by index.
+func TestForeignItems(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	m.ForeignItems("by_state", 3)
+	m.ForeignItems("by_run", 1)
+	var nilMetrics *metrics.Metrics
+	nilMetrics.ForeignItems("by_state", 1) // a nil *Metrics is a no-op
+	out := scrape(t, m)
+	for _, want := range []string{
+		`runnerpool_foreign_items_total{index="by_state"} 3`,
+		`runnerpool_foreign_items_total{index="by_run"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

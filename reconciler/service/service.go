@@ -149,7 +149,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	s.store = store.New(db, cfg.Table, store.WithClock(o.Now), store.WithInstanceKeyPrefix(keyPrefix))
+	s.store = store.New(db, cfg.Table, store.WithClock(o.Now), store.WithInstanceKeyPrefix(keyPrefix),
+		store.WithForeignItems(s.metrics.ForeignItems), store.WithLogger(log))
 	sqsc := sqs.NewFromConfig(awsCfg)
 	ec2c := ec2.NewFromConfig(awsCfg, awslimit.WithEC2Limits(awslimit.Default()))
 
