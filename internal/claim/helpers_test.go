@@ -285,6 +285,11 @@ func (c *countingDynamoDB) Query(ctx context.Context, in *dynamodb.QueryInput, o
 	return c.api.Query(ctx, in, o...)
 }
 
+func (c *countingDynamoDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.add("Scan")
+	return c.api.Scan(ctx, in, o...)
+}
+
 // runID is a run id unique to one test.
 func runID(tag string) string {
 	return fmt.Sprintf("run-%s-%d", tag, time.Now().UnixNano())
