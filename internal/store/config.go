@@ -22,6 +22,7 @@ type ConfigKind string
 const (
 	ConfigRunnerClass ConfigKind = "runner_class"
 	ConfigWarmPool    ConfigKind = "warm_pool"
+	ConfigScaleSet    ConfigKind = "scale_set"
 )
 
 var configNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
@@ -40,7 +41,7 @@ func configKey(kind ConfigKind, name string) map[string]types.AttributeValue {
 }
 
 func validateConfig(kind ConfigKind, name string) error {
-	if kind != ConfigRunnerClass && kind != ConfigWarmPool {
+	if kind != ConfigRunnerClass && kind != ConfigWarmPool && kind != ConfigScaleSet {
 		return fmt.Errorf("config kind %q: %w", kind, ErrInvalid)
 	}
 	if !configNameRE.MatchString(name) {

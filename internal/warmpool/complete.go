@@ -58,7 +58,11 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 	if len(others) > 0 {
 		// Picked for this job but did not run it: its runner may have taken another queued job
 		// with the same labels. Ask GitHub before ending it.
-		busy, err := w.busyRunners(ctx, j.Repository)
+		scope := j.Repository
+		if j.ScaleSetScope != "" {
+			scope = j.ScaleSetScope // a scale set's runners live in its scope (often the organisation)
+		}
+		busy, err := w.busyRunners(ctx, scope)
 		if err != nil {
 			return fmt.Errorf("completed job %d: %w", j.JobID, err)
 		}

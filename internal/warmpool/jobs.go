@@ -52,12 +52,27 @@ type Job struct {
 	DeliveryID string `json:"deliveryId,omitempty"`
 	// CreatedAt is when GitHub queued the job.
 	CreatedAt time.Time `json:"createdAt"`
+	// ScaleSet, for a job a scale set's listener received (JobID is then the message's runner
+	// request id), names the scale set, its id and scope: the runner is minted by the scale set's
+	// generatejitconfig instead of the REST API.
+	ScaleSet      string `json:"scaleSet,omitempty"`
+	ScaleSetID    int64  `json:"scaleSetId,omitempty"`
+	ScaleSetScope string `json:"scaleSetScope,omitempty"`
 }
 
 // RunKey is the run id of the instance serving the job.
-func (j Job) RunKey() string { return JobRunID(j.JobID) }
+func (j Job) RunKey() string { return JobRunPrefix + j.key() }
 
-func (j Job) ledgerKey() string { return "pooljob:" + strconv.FormatInt(j.JobID, 10) }
+func (j Job) ledgerKey() string { return "pooljob:" + j.key() }
+
+// key is the job's id in the ledger and run ids: the job id, or for a scale set's job
+// "ss<scale set id>-<runner request id>" (request ids are their own id space).
+func (j Job) key() string {
+	if j.ScaleSetID != 0 {
+		return fmt.Sprintf("ss%d-%d", j.ScaleSetID, j.JobID)
+	}
+	return strconv.FormatInt(j.JobID, 10)
+}
 
 // Validate checks a job's fields.
 func (j Job) Validate() error {
@@ -76,6 +91,9 @@ func (j Job) Validate() error {
 	}
 	if len(j.Labels) == 0 {
 		problems = append(problems, "no labels")
+	}
+	if (j.ScaleSet == "") != (j.ScaleSetID == 0) || (j.ScaleSetID != 0 && j.ScaleSetScope == "") || j.ScaleSetID < 0 {
+		problems = append(problems, "a scale set job needs the scale set's name, id and scope")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("pool job %d: %s", j.JobID, strings.Join(problems, "; "))

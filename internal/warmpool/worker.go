@@ -39,6 +39,12 @@ type GitHub interface {
 	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
 }
 
+// ScaleSetRunners mints the just-in-time runners of scale set jobs (Job.ScaleSet): the reconciler's
+// scale set listeners satisfy it.
+type ScaleSetRunners interface {
+	GenerateJITConfig(ctx context.Context, scaleSetScope string, scaleSetID int64, name string) (ghaccess.JITConfig, error)
+}
+
 // Pools finds a pool's spec by name; *Catalog satisfies it.
 type Pools interface {
 	Lookup(ctx context.Context, name string) (PoolSpec, bool, error)
@@ -69,6 +75,9 @@ type WorkerConfig struct {
 	GitHub    GitHub
 	Jobs      *JobQueue
 	Pools     Pools
+	// ScaleSets mints the runners of scale set jobs; without it such jobs are not served (their
+	// instances are discarded and the jobs retried).
+	ScaleSets ScaleSetRunners
 	// DeploymentID is tagged on cold-started instances (required).
 	DeploymentID string
 	// Recycle, when set, returns the instance of a completed job to the resource pool instead of
@@ -669,13 +678,24 @@ func (w *Worker) register(ctx context.Context, picked []*held, log *slog.Logger)
 	return out
 }
 
+// jitConfig mints the job's runner: from its scale set, or in its repository with its labels.
+func (w *Worker) jitConfig(ctx context.Context, j Job, name string, labels []string) (ghaccess.JITConfig, error) {
+	if j.ScaleSetID == 0 {
+		return w.cfg.GitHub.GenerateJITConfig(ctx, j.Repository, name, labels, ghaccess.DefaultRunnerGroup)
+	}
+	if w.cfg.ScaleSets == nil {
+		return ghaccess.JITConfig{}, fmt.Errorf("job %d of scale set %s: no scale set listener in this worker", j.JobID, j.ScaleSet)
+	}
+	return w.cfg.ScaleSets.GenerateJITConfig(ctx, j.ScaleSetScope, j.ScaleSetID, name)
+}
+
 func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	j := h.msg.job
 	labels := jitLabels(j.Labels)
 	if len(labels) == 0 {
 		return fmt.Errorf("job %d has no custom label to bind a runner to", j.JobID)
 	}
-	cfg, err := w.cfg.GitHub.GenerateJITConfig(ctx, j.Repository, RunnerName(h.inst.ID), labels, ghaccess.DefaultRunnerGroup)
+	cfg, err := w.jitConfig(ctx, j, RunnerName(h.inst.ID), labels)
 	if err != nil {
 		return err
 	}

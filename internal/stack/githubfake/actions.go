@@ -104,7 +104,11 @@ type ssSession struct {
 type ssMessage struct {
 	id   int64
 	jobs []ssJobMessage
+	// raw, when set, replaces the message's type and body (InjectScaleSetMessage).
+	raw *rawMessage
 }
+
+type rawMessage struct{ typ, body string }
 
 type ssJob struct {
 	set   int64

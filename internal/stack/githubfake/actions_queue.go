@@ -165,12 +165,14 @@ func (s *Server) ssGetMessage(w http.ResponseWriter, r *http.Request, _ *caller)
 		set.capacity, ss.lastPoll = capacity, s.now()
 		s.ssRequeueLocked(st)
 		if i := slices.IndexFunc(set.msgs, func(m ssMessage) bool { return m.id > last }); i >= 0 {
-			body, _ := json.Marshal(set.msgs[i].jobs)
+			b, _ := json.Marshal(set.msgs[i].jobs)
+			typ, body := "RunnerScaleSetJobMessages", string(b)
+			if raw := set.msgs[i].raw; raw != nil {
+				typ, body = raw.typ, raw.body
+			}
 			stats := s.ssStatsLocked(st, set)
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, map[string]any{
-				"messageId": set.msgs[i].id, "messageType": "RunnerScaleSetJobMessages", "body": string(body), "statistics": stats,
-			})
+			writeJSON(w, http.StatusOK, map[string]any{"messageId": set.msgs[i].id, "messageType": typ, "body": body, "statistics": stats})
 			return
 		}
 		changed := s.changed
@@ -391,6 +393,25 @@ func (s *Server) ScaleSet(scopeName, name string) (ScaleSetState, bool) {
 		}
 	}
 	return ScaleSetState{}, false
+}
+
+// InjectScaleSetMessage queues a message of any type and body (a string the service would send as
+// the envelope's body) on a scale set's queue: bad input for listener tests. It reports whether the
+// scale set exists.
+func (s *Server) InjectScaleSetMessage(scopeName, name, messageType, body string) bool {
+	owner, repo, _ := strings.Cut(scopeName, "/")
+	sc := newScope(owner, repo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range s.actionsLocked().sets {
+		if set.scope == sc && strings.EqualFold(set.name, name) {
+			set.nextMsg++
+			set.msgs = append(set.msgs, ssMessage{id: set.nextMsg, raw: &rawMessage{typ: messageType, body: body}})
+			s.broadcastLocked()
+			return true
+		}
+	}
+	return false
 }
 
 // newUUIDFrom renders a job id as the UUID-shaped job id of the messages.

@@ -1,0 +1,206 @@
+// The poll loop of a held session, and what each message does.
+
+package scalesets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
+type poller struct {
+	l         *listener
+	c         Client
+	ss        scaleset.ScaleSet
+	sess      scaleset.Session
+	last      int64
+	refreshed time.Time
+}
+
+// run polls until ctx ends or the session or the service fails (the caller backs off and opens a
+// session again).
+func (p *poller) run(ctx context.Context) error {
+	cfg := p.l.m.cfg
+	for ctx.Err() == nil {
+		if cfg.Now().Sub(p.refreshed) > cfg.SessionRefresh {
+			if err := p.refresh(ctx); err != nil {
+				return err
+			}
+		}
+		msg, err := p.c.GetMessage(ctx, p.sess, p.last, p.l.capacity(ctx, p.ss.ID))
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, scaleset.ErrQueueTokenExpired):
+			if err := p.refresh(ctx); err != nil {
+				return err
+			}
+			continue
+		case errors.Is(err, scaleset.ErrSessionGone):
+			p.l.m.metrics.inc(p.l.m.metrics.sessions, "sessions", p.l.set.Name, "lost")
+			return fmt.Errorf("scale set session lost: %w", err)
+		case err != nil:
+			return err
+		case msg == nil:
+			continue
+		}
+		if err := p.handle(ctx, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *poller) refresh(ctx context.Context) error {
+	s, err := p.c.RefreshSession(ctx, p.ss.ID, p.sess.SessionID)
+	if err != nil {
+		return fmt.Errorf("refreshing the scale set session: %w", err)
+	}
+	p.sess, p.refreshed = s, p.l.m.cfg.Now()
+	p.l.m.metrics.inc(p.l.m.metrics.sessions, "sessions", p.l.set.Name, "refreshed")
+	return nil
+}
+
+// handle acts on one message and deletes it once its effect is durable. An error leaves the
+// message in the queue: it comes again after the back-off.
+func (p *poller) handle(ctx context.Context, msg *scaleset.Message) error {
+	m, name, log := p.l.m.metrics, p.l.set.Name, p.l.log.With("message", msg.ID)
+	switch {
+	case msg.ID == 0:
+		// Without an id it cannot be deleted: count it and let the back-off pace the redelivery.
+		m.inc(m.messages, "messages", name, "malformed")
+		return fmt.Errorf("message without an id: %v", msg.Problems)
+	case msg.ID <= p.last:
+		m.inc(m.messages, "messages", name, "out_of_order")
+		log.Warn("scale set message out of order: deleted unhandled", "last", p.last)
+		return p.delete(ctx, msg.ID)
+	}
+	for _, prob := range msg.Problems {
+		outcome := "malformed"
+		if msg.Type != scaleset.MessageTypeJobMessages {
+			outcome = "unknown"
+		}
+		m.inc(m.messages, "messages", name, outcome)
+		log.Warn("scale set message partly unreadable: the rest is handled", "problem", prob)
+	}
+	if err := p.jobs(ctx, msg.Jobs, log); err != nil {
+		return err
+	}
+	if len(msg.Problems) == 0 {
+		m.inc(m.messages, "messages", name, "handled")
+	}
+	return p.delete(ctx, msg.ID)
+}
+
+// delete deletes a handled message. A failure is logged, not returned: the message comes again to
+// a later holder, and handling it again changes nothing.
+func (p *poller) delete(ctx context.Context, id int64) error {
+	err := p.c.DeleteMessage(ctx, p.sess, id)
+	if errors.Is(err, scaleset.ErrQueueTokenExpired) {
+		if err = p.refresh(ctx); err == nil {
+			err = p.c.DeleteMessage(ctx, p.sess, id)
+		}
+	}
+	if err != nil {
+		p.l.log.Warn("handled scale set message not deleted: a redelivery is handled once", "message", id, "err", err)
+	}
+	p.last = id
+	return nil
+}
+
+// jobs acquires the available jobs this deployment may serve and queues them for the pool
+// worker, and queues completions; started jobs are measured.
+func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log interface {
+	Warn(string, ...any)
+	Info(string, ...any)
+}) error {
+	m, name := p.l.m.metrics, p.l.set.Name
+	var avail []warmpool.Job
+	for _, jm := range jobs {
+		m.inc(m.jobs, "jobs", name, jm.Type)
+		switch jm.Type {
+		case scaleset.JobAvailable:
+			j := p.job(warmpool.ActionQueued, jm)
+			if err := j.Validate(); err != nil || !p.l.m.cfg.Allowed(j.Repository) {
+				m.inc(m.jobs, "jobs", name, "refused")
+				log.Warn("scale set job refused: not acquired", "job", jm.RunnerRequestID, "repository", j.Repository, "err", err)
+				continue
+			}
+			avail = append(avail, j)
+		case scaleset.JobStarted:
+			if !jm.QueueTime.IsZero() {
+				m.start.WithLabelValues(name).Observe(p.l.m.cfg.Now().Sub(jm.QueueTime).Seconds())
+			}
+		}
+	}
+	if err := p.acquire(ctx, avail, log); err != nil {
+		return err
+	}
+	for _, jm := range jobs {
+		if jm.Type != scaleset.JobCompleted {
+			continue
+		}
+		j := p.job(warmpool.ActionCompleted, jm)
+		if err := j.Validate(); err != nil {
+			m.inc(m.jobs, "jobs", name, "refused")
+			log.Warn("scale set job completion unreadable: skipped", "job", jm.RunnerRequestID, "err", err)
+			continue
+		}
+		if _, err := p.l.m.cfg.Jobs.Enqueue(ctx, j); err != nil {
+			return fmt.Errorf("queueing completion of job %d: %w", jm.RunnerRequestID, err)
+		}
+	}
+	return nil
+}
+
+// acquire asks for the available jobs and queues the ones acquired. Acquiring again is
+// idempotent at the service, and queueing again is at the ledger, so a redelivered message serves
+// nothing twice.
+func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log interface{ Info(string, ...any) }) error {
+	if len(avail) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(avail))
+	for i, j := range avail {
+		ids[i] = j.JobID
+	}
+	got, err := p.c.AcquireJobs(ctx, p.sess, p.ss.ID, ids)
+	if errors.Is(err, scaleset.ErrQueueTokenExpired) {
+		if err = p.refresh(ctx); err == nil {
+			got, err = p.c.AcquireJobs(ctx, p.sess, p.ss.ID, ids)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("acquiring jobs: %w", err)
+	}
+	acquired := map[int64]bool{}
+	for _, id := range got {
+		acquired[id] = true
+	}
+	for _, j := range avail {
+		if !acquired[j.JobID] {
+			log.Info("scale set job not acquired: another listener or a cancellation took it", "job", j.JobID)
+			continue
+		}
+		res, err := p.l.m.cfg.Jobs.Enqueue(ctx, j)
+		if err != nil {
+			return fmt.Errorf("queueing job %d: %w", j.JobID, err)
+		}
+		log.Info("scale set job acquired", "job", j.JobID, "repository", j.Repository, "pool", j.Pool, "result", res)
+	}
+	return nil
+}
+
+// job renders a job message as a pool job of the scale set's warm pool.
+func (p *poller) job(action string, jm scaleset.JobMessage) warmpool.Job {
+	return warmpool.Job{
+		Action: action, JobID: jm.RunnerRequestID, RunID: jm.WorkflowRunID, RunAttempt: 1,
+		Repository: jm.OwnerName + "/" + jm.RepositoryName, Labels: p.l.set.ScaleSetLabels(), Pool: p.l.set.WarmPool,
+		RunnerName: jm.RunnerName, Conclusion: jm.Result, CreatedAt: jm.QueueTime,
+		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope,
+	}
+}
