@@ -1,7 +1,6 @@
 package scalesets_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -53,6 +52,23 @@ func TestTakeoverLosesNoJob(t *testing.T) {
 	t.Logf("takeover after %s (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
 	for _, id := range ids {
 		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+	}
+	// Served by the pool worker: each job once, whatever the redeliveries after the crash.
+	w := e.worker(t, reps[other].m)
+	served := map[int64]int{}
+	for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
+		rep, err := w.Once(t.Context())
+		if err != nil {
+			t.Logf("Once: %v", err)
+		}
+		for _, s := range rep.Served {
+			served[s.JobID]++
+		}
+	}
+	for _, id := range ids {
+		if served[id] != 1 {
+			t.Errorf("job %d served %d times, want once (served: %v)", id, served[id], served)
+		}
 	}
 	if n := reps[other].m.Metrics().Sessions(setName, "taken_over"); n != 1 {
 		t.Errorf("taken_over events = %d, want 1 (the dead holder's session deleted)", n)
@@ -140,5 +156,4 @@ func TestBadMessages(t *testing.T) {
 		t.Errorf("counted unknown %d, malformed %d, refused jobs %d; want 1, 2, 1",
 			m.Messages(setName, "unknown"), m.Messages(setName, "malformed"), m.Jobs(setName, "refused"))
 	}
-	_ = context.Background
 }
