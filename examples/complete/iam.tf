@@ -42,37 +42,59 @@ data "aws_iam_policy_document" "runner" {
   # control plane (internal/store: item.go, signals.go):
   #   - INSTANCE#<key>: what the control plane decides from (the instance record: state, run, scope,
   #     thresholds, class, type; the per-claim credentials it hands out). The reconciler writes them;
-  #     the instance may only read its own (ReadOwnRecord). It cannot delete its credential either:
+  #     the instance may only read its own (ReadOwnItems). It cannot delete its credential either:
   #     the control plane withdraws it once the agent reported.
   #   - AGENT#<key>: what the agent reports (heartbeat, signals, acknowledgements). The only items it
-  #     may write (OwnReports), and the control plane reads them as evidence to check, never as facts.
+  #     may write (WriteOwnReports), and only with the attributes the agent writes: never an index key
+  #     (idx_state, idx_run, idx_pool, threshold, id), so no item of the instance ever appears in a
+  #     listing of the control plane; and never asking for old values back. The control plane reads
+  #     them as evidence to check, never as facts.
   # Never a query, a scan or an index, never configuration, runs or leases. The reconciler and the
   # agents key an instance's items by its ARN (RUNNERPOOL_INSTANCE_KEYS and the user data's
   # instance_keys, both "arn" by default), so the conditions name exactly this instance's partitions:
-  # ${ec2:SourceInstanceARN} is the ARN of the instance whose instance-profile credentials sign the
-  # request, and is absent on requests signed with a copy of them used elsewhere, so the statements
-  # do not apply there. internal/agent/iam_test.go checks every call of the agent's lifecycle against
-  # these two statements.
+  # ${ec2:SourceInstanceARN} is the ARN of the instance the role's credentials were issued to.
+  #
+  # Copied credentials. EC2 issues the role's credentials with the instance's properties
+  # (ec2:SourceInstanceARN, aws:EC2InstanceSourceVPC, aws:EC2InstanceSourcePrivateIPv4), and they
+  # travel with the credentials: a copy used elsewhere still names the instance. What ties a request
+  # to the instance is its network path: aws:SourceVpc and aws:VpcSourceIp, which DynamoDB sees
+  # through the gateway endpoint below (absent on a request over the internet, so the statements do
+  # not apply there). A copy used from another host is thus refused every DynamoDB call; it can
+  # still terminate the instance it was issued to (TerminateSelf: EC2 is reached without the
+  # endpoint), which is the instance's own deadline anyway.
+  # internal/agent/iam_test.go checks every call of the agent's lifecycle against these statements,
+  # and that an item carrying an index key, a request for old values and a copied credential are
+  # refused.
   statement {
-    sid       = "ReadOwnRecord"
+    sid       = "ReadOwnItems"
     actions   = ["dynamodb:GetItem"]
     resources = [runnerpool_state_table.main.arn]
 
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:LeadingKeys"
-      values   = ["INSTANCE#$${ec2:SourceInstanceARN}"]
+      values   = ["INSTANCE#$${ec2:SourceInstanceARN}", "AGENT#$${ec2:SourceInstanceARN}"]
     }
     condition {
       test     = "ArnLike"
       variable = "ec2:SourceInstanceARN"
       values   = [local.instances]
     }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceVpc"
+      values   = ["$${aws:EC2InstanceSourceVPC}"]
+    }
+    condition {
+      test     = "IpAddress"
+      variable = "aws:VpcSourceIp"
+      values   = ["$${aws:EC2InstanceSourcePrivateIPv4}"]
+    }
   }
 
   statement {
-    sid       = "OwnReports"
-    actions   = ["dynamodb:GetItem", "dynamodb:PutItem"]
+    sid       = "WriteOwnReports"
+    actions   = ["dynamodb:PutItem"]
     resources = [runnerpool_state_table.main.arn]
 
     condition {
@@ -80,10 +102,32 @@ data "aws_iam_policy_document" "runner" {
       variable = "dynamodb:LeadingKeys"
       values   = ["AGENT#$${ec2:SourceInstanceARN}"]
     }
+    # The attributes of the agent's reports (internal/store/signals.go): the key, the time, the
+    # signal, its run and detail, and the time to live.
+    condition {
+      test     = "ForAllValues:StringEquals"
+      variable = "dynamodb:Attributes"
+      values   = ["pk", "sk", "at", "ttl", "signal", "run_id", "detail"]
+    }
+    condition {
+      test     = "StringEqualsIfExists"
+      variable = "dynamodb:ReturnValues"
+      values   = ["NONE"]
+    }
     condition {
       test     = "ArnLike"
       variable = "ec2:SourceInstanceARN"
       values   = [local.instances]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceVpc"
+      values   = ["$${aws:EC2InstanceSourceVPC}"]
+    }
+    condition {
+      test     = "IpAddress"
+      variable = "aws:VpcSourceIp"
+      values   = ["$${aws:EC2InstanceSourcePrivateIPv4}"]
     }
   }
 

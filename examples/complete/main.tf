@@ -18,6 +18,17 @@ resource "runnerpool_pool_queue" "class" {
   runner_class = each.key
 }
 
+# DynamoDB through a gateway endpoint from the runner subnets: requests then carry aws:SourceVpc and
+# aws:VpcSourceIp, which the instance role compares with the properties its credentials were issued
+# with (aws:EC2InstanceSourceVPC, aws:EC2InstanceSourcePrivateIPv4), so a copy of the credentials
+# used from another host reaches nothing in the table (iam.tf). Gateway endpoints cost nothing.
+resource "aws_vpc_endpoint" "dynamodb" {
+  vpc_id            = var.vpc_id
+  service_name      = "com.amazonaws.${var.region}.dynamodb"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = var.runner_route_table_ids
+}
+
 resource "aws_security_group" "runner" {
   name        = "${local.name}-runner"
   description = "runnerpool runners: no inbound; outbound to GitHub, AWS APIs and package mirrors."

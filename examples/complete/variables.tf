@@ -23,6 +23,11 @@ variable "runner_subnet_ids" {
   type        = list(string)
 }
 
+variable "runner_route_table_ids" {
+  description = "Route tables of the runner subnets: the DynamoDB gateway endpoint is added to them, so the instance role's conditions on aws:SourceVpc and aws:VpcSourceIp can tie a request to the instance it was issued to (iam.tf)."
+  type        = list(string)
+}
+
 variable "service_subnet_ids" {
   description = "Private subnets of the reconciler's tasks."
   type        = list(string)

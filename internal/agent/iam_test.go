@@ -6,6 +6,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -28,15 +30,39 @@ import (
 type runnerPolicy []policyStatement
 
 type policyStatement struct {
-	sid     string
-	effect  string
-	actions []string
-	// leadingKeys are the allowed partition keys (dynamodb:LeadingKeys, ForAllValues:StringEquals),
-	// with ${ec2:SourceInstanceARN} unresolved; nil when the statement has no such condition.
-	leadingKeys []string
+	sid        string
+	effect     string
+	actions    []string
+	conditions []policyCondition
 }
 
-const sourceARNVar = "${ec2:SourceInstanceARN}"
+// policyCondition is one condition block, its values with the policy variables unresolved.
+type policyCondition struct {
+	test, variable string
+	values         []string
+}
+
+// request is one DynamoDB request as IAM evaluates it: the action, the item's partition key and
+// top-level attribute names, the ReturnValues asked for, the instance the credentials were issued to
+// (with its VPC and private IP), and the network path the request came by (empty when not through
+// the VPC's gateway endpoint).
+type request struct {
+	action, pk   string
+	attributes   []string
+	returnValues string
+	// The credentials' properties: ec2:SourceInstanceARN, aws:EC2InstanceSourceVPC,
+	// aws:EC2InstanceSourcePrivateIPv4.
+	sourceARN, credVPC, credIP string
+	// The network path: aws:SourceVpc, aws:VpcSourceIp.
+	sourceVPC, sourceIP string
+}
+
+// onInstance is a request signed with the instance's own credentials, from the instance, through the
+// gateway endpoint.
+func onInstance(action, pk, arn string, attributes ...string) request {
+	return request{action: action, pk: pk, attributes: attributes, sourceARN: arn,
+		credVPC: "vpc-0runners", credIP: "10.0.1.17", sourceVPC: "vpc-0runners", sourceIP: "10.0.1.17"}
+}
 
 // loadRunnerPolicy parses the data "aws_iam_policy_document" "runner" block of iam.tf.
 func loadRunnerPolicy(t *testing.T) runnerPolicy {
@@ -90,16 +116,24 @@ func loadRunnerPolicy(t *testing.T) runnerPolicy {
 			if _, ok := sb.Body.Attributes["not_actions"]; ok {
 				t.Fatalf("%s: statement %s uses not_actions, which this check does not model", path, st.sid)
 			}
+			if !slices.ContainsFunc(st.actions, func(a string) bool { return strings.HasPrefix(a, "dynamodb:") }) {
+				// Only the DynamoDB statements are modelled (TerminateSelf's conditions name the
+				// deployment's variables).
+				pol = append(pol, st)
+				continue
+			}
 			for _, cb := range sb.Body.Blocks {
-				if cb.Type != "condition" || str(cb.Body.Attributes, "variable") != "dynamodb:LeadingKeys" {
-					// The other conditions (ec2:SourceInstanceARN, aws:ARN) hold for requests the
-					// instance signs with its own role, which is the case modelled here.
+				if cb.Type != "condition" {
 					continue
 				}
-				if test := str(cb.Body.Attributes, "test"); test != "ForAllValues:StringEquals" {
-					t.Fatalf("%s: statement %s tests dynamodb:LeadingKeys with %s, which this check does not model", path, st.sid, test)
+				c := policyCondition{test: str(cb.Body.Attributes, "test"), variable: str(cb.Body.Attributes, "variable")}
+				if c.variable == "ec2:SourceInstanceARN" {
+					// [local.instances]: every instance of the deployment's account and region.
+					c.values = []string{"arn:aws:ec2:*:*:instance/*"}
+				} else {
+					c.values = strs(cb.Body.Attributes["values"].Expr, st.sid+".condition.values")
 				}
-				st.leadingKeys = append(st.leadingKeys, strs(cb.Body.Attributes["values"].Expr, st.sid+".condition.values")...)
+				st.conditions = append(st.conditions, c)
 			}
 			pol = append(pol, st)
 		}
@@ -110,42 +144,82 @@ func loadRunnerPolicy(t *testing.T) runnerPolicy {
 	return pol
 }
 
-// allows reports whether the policy allows action (e.g. "dynamodb:PutItem") on partition key pk for a
-// request signed by the instance whose ARN is sourceARN, and which statement does.
-func (p runnerPolicy) allows(action, pk, sourceARN string) (string, bool) {
+// allows reports whether the policy allows the request, and which statement does. A condition it
+// does not model is an error (the test must learn it before the policy may use it).
+func (p runnerPolicy) allows(r request) (string, bool, error) {
 	allowed := ""
 	for _, st := range p {
-		if !slices.Contains(st.actions, action) && !slices.Contains(st.actions, "dynamodb:*") {
+		if !slices.Contains(st.actions, r.action) && !slices.Contains(st.actions, "dynamodb:*") {
 			continue
 		}
-		if strings.HasPrefix(action, "dynamodb:") && st.leadingKeys == nil {
+		if strings.HasPrefix(r.action, "dynamodb:") && !slices.ContainsFunc(st.conditions, func(c policyCondition) bool { return c.variable == "dynamodb:LeadingKeys" }) {
 			// A DynamoDB statement without a partition key condition would reach every item.
 			if st.effect == "Allow" {
 				allowed = st.sid
 			}
 			continue
 		}
-		match := false
-		for _, k := range st.leadingKeys {
-			if pk != "" && strings.ReplaceAll(k, sourceARNVar, sourceARN) == pk {
-				match = true
+		match := true
+		for _, c := range st.conditions {
+			ok, err := c.holds(r)
+			if err != nil {
+				return "", false, fmt.Errorf("statement %s: %w", st.sid, err)
 			}
+			match = match && ok
 		}
 		if !match {
 			continue
 		}
 		if st.effect == "Deny" {
-			return st.sid, false
+			return st.sid, false, nil
 		}
 		allowed = st.sid
 	}
-	return allowed, allowed != ""
+	return allowed, allowed != "", nil
 }
 
-// call is one DynamoDB request of the agent: the IAM action and the partition key it touches.
-type call struct{ action, pk string }
+// holds evaluates one condition against a request, as IAM does for the keys this test models.
+func (c policyCondition) holds(r request) (bool, error) {
+	resolve := strings.NewReplacer("${ec2:SourceInstanceARN}", r.sourceARN,
+		"${aws:EC2InstanceSourceVPC}", r.credVPC, "${aws:EC2InstanceSourcePrivateIPv4}", r.credIP)
+	values := make([]string, len(c.values))
+	for i, v := range c.values {
+		values[i] = resolve.Replace(v)
+	}
+	switch key := c.test + " " + c.variable; key {
+	case "ForAllValues:StringEquals dynamodb:LeadingKeys":
+		// Every request this test models names one partition; none (a scan) matches nothing here.
+		return r.pk != "" && slices.Contains(values, r.pk), nil
+	case "ForAllValues:StringEquals dynamodb:Attributes":
+		for _, a := range r.attributes {
+			if !slices.Contains(values, a) {
+				return false, nil
+			}
+		}
+		return true, nil
+	case "StringEqualsIfExists dynamodb:ReturnValues":
+		return r.returnValues == "" || slices.Contains(values, r.returnValues), nil
+	case "ArnLike ec2:SourceInstanceARN":
+		for _, v := range values {
+			if ok, _ := path.Match(v, r.sourceARN); ok {
+				return true, nil
+			}
+		}
+		return false, nil
+	case "StringEquals aws:SourceVpc":
+		return r.sourceVPC != "" && slices.Contains(values, r.sourceVPC), nil
+	case "IpAddress aws:VpcSourceIp":
+		return r.sourceIP != "" && slices.Contains(values, r.sourceIP), nil
+	default:
+		return false, fmt.Errorf("condition %q is not modelled", key)
+	}
+}
 
-// recorder is a DynamoDB client middleware that records every call's action and partition key.
+// call is one DynamoDB request of the agent: the IAM action, the partition key it touches, the
+// top-level attributes it writes (joined, sorted) and the ReturnValues it asks for.
+type call struct{ action, pk, attributes, returnValues string }
+
+// recorder is a DynamoDB client middleware that records every call.
 type recorder struct {
 	mu    sync.Mutex
 	calls []call
@@ -160,8 +234,11 @@ func (r *recorder) add(stack *middleware.Stack) error {
 			key = p.Key
 		case *dynamodb.PutItemInput:
 			key = p.Item
+			c.attributes = strings.Join(slices.Sorted(maps.Keys(p.Item)), ",")
+			c.returnValues = string(p.ReturnValues)
 		case *dynamodb.UpdateItemInput:
 			key = p.Key
+			c.attributes = "(update expression: not modelled)"
 		case *dynamodb.DeleteItemInput:
 			key = p.Key
 		}
@@ -226,41 +303,132 @@ func TestAgentCallsAllowedByIAMPolicy(t *testing.T) {
 	}
 	var actions []string
 	for _, c := range calls {
-		sid, ok := pol.allows(c.action, c.pk, arn)
+		r := onInstance(c.action, c.pk, arn)
+		if c.attributes != "" {
+			r.attributes = strings.Split(c.attributes, ",")
+		}
+		r.returnValues = c.returnValues
+		sid, ok, err := pol.allows(r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if !ok {
-			t.Errorf("the agent calls %s on %q, which the runner role does not allow", c.action, c.pk)
+			t.Errorf("the agent calls %s on %q writing [%s], which the runner role does not allow", c.action, c.pk, c.attributes)
 			continue
 		}
-		actions = append(actions, fmt.Sprintf("%s %s (%s)", c.action, c.pk, sid))
+		actions = append(actions, fmt.Sprintf("%s %s [%s] (%s)", c.action, c.pk, c.attributes, sid))
 	}
 	t.Logf("agent calls: %v", actions)
 	// The lifecycle exercised both partitions: reads of the record and credentials, writes of reports.
-	for _, want := range []call{
+	for _, want := range []struct{ action, pk string }{
 		{"dynamodb:GetItem", e.store.InstanceKey(id)},
 		{"dynamodb:PutItem", e.store.AgentKey(id)},
 	} {
-		if !slices.Contains(calls, want) {
+		if !slices.ContainsFunc(calls, func(c call) bool { return c.action == want.action && c.pk == want.pk }) {
 			t.Errorf("the lifecycle made no %s on %s; calls %v", want.action, want.pk, calls)
 		}
 	}
+	checkPolicyRefuses(t, pol, arn, e.store.InstanceKey(id), e.store.AgentKey(id), e.store.InstanceKey("i-0other"), e.store.AgentKey("i-0other"))
+}
 
+// checkPolicyRefuses checks what the runner role must never allow the instance whose ARN is arn:
+// writing its control-plane items, any item of runs, configuration, leases or another instance,
+// queries and scans.
+func checkPolicyRefuses(t *testing.T, pol runnerPolicy, arn, ownRecord, ownReports, otherRecord, otherReports string) {
+	t.Helper()
+	allows := func(r request) (string, bool) {
+		sid, ok, err := pol.allows(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sid, ok
+	}
 	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:TransactWriteItems"}
 	for _, action := range writes {
 		// The control plane's items of this very instance: state, scope, run, credentials.
-		if sid, ok := pol.allows(action, e.store.InstanceKey(id), arn); ok {
-			t.Errorf("statement %s lets the instance %s its control-plane items (%s)", sid, action, e.store.InstanceKey(id))
+		if sid, ok := allows(onInstance(action, ownRecord, arn, "pk", "sk")); ok {
+			t.Errorf("statement %s lets the instance %s its control-plane items (%s)", sid, action, ownRecord)
 		}
 		// Runs, configuration, leases and any other instance.
-		for _, pk := range []string{"RUN#1:2:1", "CONFIG#runner_class#default", "LEASE#leader",
-			e.store.InstanceKey("i-0other"), e.store.AgentKey("i-0other")} {
-			if sid, ok := pol.allows(action, pk, arn); ok {
+		for _, pk := range []string{"RUN#1:2:1", "CONFIG#runner_class#default", "LEASE#leader", otherRecord, otherReports} {
+			if sid, ok := allows(onInstance(action, pk, arn, "pk", "sk")); ok {
 				t.Errorf("statement %s lets the instance %s %s", sid, action, pk)
 			}
 		}
 	}
 	for _, action := range []string{"dynamodb:Query", "dynamodb:Scan"} {
-		if sid, ok := pol.allows(action, "", arn); ok {
+		if sid, ok := allows(onInstance(action, "", arn)); ok {
 			t.Errorf("statement %s lets the instance %s", sid, action)
+		}
+	}
+	if _, ok := allows(onInstance("dynamodb:PutItem", ownReports, arn, "pk", "sk", "signal", "at", "ttl")); !ok {
+		t.Error("the policy refuses the agent's own report")
+	}
+}
+
+// TestIAMPolicyRefusesIndexKeysAndCopiedCredentials: the runner role lets the instance write its
+// reports only with the agent's attributes, so no item it writes carries an index key (it would
+// appear in the control plane's listings), nor asks for old values back; and a copy of its
+// credentials used from another host (not through the runners' gateway endpoint, or from another
+// address) reaches nothing in the table.
+func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
+	t.Parallel()
+	pol := loadRunnerPolicy(t)
+	arn := store.InstanceARNPrefix("us-east-1", "123456789012") + "i-0abc"
+	st := store.New(nil, "t", store.WithInstanceKeyPrefix(store.InstanceARNPrefix("us-east-1", "123456789012")))
+	reports, record := st.AgentKey("i-0abc"), st.InstanceKey("i-0abc")
+	report := []string{"pk", "sk", "signal", "at", "ttl", "run_id", "detail"}
+	tests := []struct {
+		name string
+		r    request
+		want bool
+	}{
+		{"the agent's signal", onInstance("dynamodb:PutItem", reports, arn, report...), true},
+		{"the agent reads its record", onInstance("dynamodb:GetItem", record, arn), true},
+		{"the agent reads its last signal", onInstance("dynamodb:GetItem", reports, arn), true},
+		{"a report carrying idx_state and threshold", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_state", "threshold"), false},
+		{"a report carrying idx_run", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_run"), false},
+		{"a report carrying idx_pool and id", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_pool", "id"), false},
+		{"a report carrying an attribute the agent never writes", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "blob"), false},
+		{"a report asking for the old item back", func() request {
+			r := onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "signal")
+			r.returnValues = "ALL_OLD"
+			return r
+		}(), false},
+		{"a copied credential over the internet reads the credential", func() request {
+			r := onInstance("dynamodb:GetItem", record, arn)
+			r.sourceVPC, r.sourceIP = "", ""
+			return r
+		}(), false},
+		{"a copied credential from another host of the VPC writes a report", func() request {
+			r := onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "signal")
+			r.sourceIP = "10.0.1.99"
+			return r
+		}(), false},
+		{"a copied credential from another VPC reads the record", func() request {
+			r := onInstance("dynamodb:GetItem", record, arn)
+			r.sourceVPC = "vpc-0elsewhere"
+			return r
+		}(), false},
+	}
+	for _, tc := range tests {
+		sid, got, err := pol.allows(tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: allowed %v (statement %q), want %v", tc.name, got, sid, tc.want)
+		}
+	}
+	// Every DynamoDB statement ties the request to the instance's network path.
+	for _, st := range pol {
+		if !slices.ContainsFunc(st.actions, func(a string) bool { return strings.HasPrefix(a, "dynamodb:") }) {
+			continue
+		}
+		for _, v := range []string{"aws:SourceVpc", "aws:VpcSourceIp"} {
+			if !slices.ContainsFunc(st.conditions, func(c policyCondition) bool { return c.variable == v }) {
+				t.Errorf("statement %s has no %s condition", st.sid, v)
+			}
 		}
 	}
 }

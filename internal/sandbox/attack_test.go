@@ -35,7 +35,7 @@ import (
 const otherRepo = "acme/other" // repository B
 
 // instanceRole is a store client with the instance role's DynamoDB permissions for instance id:
-// GetItem on its INSTANCE# (ReadOwnRecord) and AGENT# (OwnReports) partitions, PutItem on its AGENT#
+// GetItem on its INSTANCE# and AGENT# partitions (ReadOwnItems), PutItem on its AGENT#
 // partition; every other call is refused as IAM refuses it (AccessDeniedException).
 func instanceRole(sb *sandbox.Sandbox, id string) *store.Store {
 	allowed := func(op, pk string) bool {
