@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -612,4 +613,60 @@ func TestClaimNRefusesAStaleMessageOfAnUnverifiedRelease(t *testing.T) {
 	if left := e.drain(t); len(left) != 0 {
 		t.Errorf("the stale message is still in the pool: %v", left)
 	}
+}
+
+// TestConcurrentClaimsShareTheirReads: 15 provisions of 2 claimed at once from a pool of 30, each
+// agent registering 300 ms after it takes its credential. Every claimed instance is verified, and
+// the waits read the agents' reports through the replica's shared poller: no GetItem of an agent's
+// item, and BatchGetItem requests carrying several instances each (the fixed 50 ms GetItem poll of
+// each claim made the reads grow with the number of waits).
+func TestConcurrentClaimsShareTheirReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 30, nil)
+	e.agents(t, nil, ins, claimtest.Behaviour{Delay: 300 * time.Millisecond})
+	db := &countingDynamoDB{api: e.db}
+	st := store.New(db, e.table)
+	opts := testOptions()
+	reg := claim.NewRegistrar(st, e.gh, e.ec2, opts)
+	c := claim.NewClaimer(st, reg, opts)
+
+	results := make([]claim.Result, 15)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			var err error
+			results[i], err = c.ClaimN(t.Context(), claim.Request{RunID: runID("shared-" + strconv.Itoa(i)), Scope: "acme/api", Count: 2, Queue: e.q,
+				SecondLook: func(context.Context) ([]pool.Message, error) {
+					var ms []pool.Message
+					for _, in := range ins {
+						ms = append(ms, claim.MessageOf(in))
+					}
+					return ms, nil
+				}})
+			if err != nil {
+				t.Errorf("ClaimN %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	verified := 0
+	for _, res := range results {
+		for _, cl := range res.Claimed {
+			if cl.Verified {
+				verified++
+			}
+		}
+	}
+	if verified != 30 {
+		t.Errorf("%d verified claims, want 30", verified)
+	}
+	calls := db.snapshot()
+	if n := calls["GetItem of an agent's item"]; n != 0 {
+		t.Errorf("%d GetItem of agents' items; want every report read through the shared poller", n)
+	}
+	if calls["BatchGetItem"] == 0 || calls["BatchGetItem"] >= calls["BatchGetItem key"] {
+		t.Errorf("%d BatchGetItem requests for %d keys; want several keys a request", calls["BatchGetItem"], calls["BatchGetItem key"])
+	}
+	t.Logf("%d BatchGetItem requests, %d keys, for 30 claims", calls["BatchGetItem"], calls["BatchGetItem key"])
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -262,6 +264,9 @@ type countingDynamoDB struct {
 
 func (c *countingDynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	c.add("GetItem")
+	if pk, ok := in.Key["pk"].(*dynamodbtypes.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "AGENT#") {
+		c.add("GetItem of an agent's item")
+	}
 	return c.api.GetItem(ctx, in, o...)
 }
 
@@ -293,4 +298,14 @@ func (c *countingDynamoDB) Scan(ctx context.Context, in *dynamodb.ScanInput, o .
 // runID is a run id unique to one test.
 func runID(tag string) string {
 	return fmt.Sprintf("run-%s-%d", tag, time.Now().UnixNano())
+}
+
+func (c *countingDynamoDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.add("BatchGetItem")
+	for _, ka := range in.RequestItems {
+		for range ka.Keys {
+			c.add("BatchGetItem key")
+		}
+	}
+	return c.api.BatchGetItem(ctx, in, o...)
 }

@@ -35,6 +35,7 @@ type Store interface {
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
 	LastAck(ctx context.Context, id string, kind store.CredentialKind) (store.Ack, error)
+	Reports(ctx context.Context, kind store.CredentialKind, qs []store.ReportQuery) (map[string]store.Report, error)
 }
 
 // EC2 is the part of the EC2 client claim uses; *ec2.Client satisfies it.
@@ -83,10 +84,11 @@ type Options struct {
 	AckWait          time.Duration
 	RegistrationWait time.Duration // wait for a reused instance's registration; default 10 s
 	PollInterval     time.Duration // signal polling; default 250 ms
-	// ClaimPollInterval is the signal polling of a claimed running instance (WaitClaimed): its
-	// agent acknowledges and registers within a second or two, and every poll interval is waited
-	// out by the job that asked for the runner; default 50 ms (a strongly consistent GetItem
-	// each, some 40 for a 2 s registration).
+	// ClaimPollInterval is the first read of a claimed running instance's reports (WaitClaimed):
+	// its agent acknowledges and registers within a second or two, and every poll interval is
+	// waited out by the job that asked for the runner. Later reads back off by half up to
+	// PollInterval, batched with every other wait of the replica (watch.go); default 50 ms
+	// (reads at 50, 125, 237, 406, 659 ms, then every 250 ms: about ten for a 2 s registration).
 	ClaimPollInterval time.Duration
 	ReleaseWait       time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
 	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
@@ -129,17 +131,18 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // Registrar issues registration credentials, verifies registrations and discards failures.
 type Registrar struct {
-	st   Store
-	gh   GitHub
-	ec2  EC2
-	opts Options
-	log  *slog.Logger
+	st    Store
+	watch *watcher // the shared poller of the waits
+	gh    GitHub
+	ec2   EC2
+	opts  Options
+	log   *slog.Logger
 }
 
 // NewRegistrar returns a Registrar.
 func NewRegistrar(st Store, gh GitHub, ec2 EC2, opts Options) *Registrar {
 	opts = opts.withDefaults()
-	return &Registrar{st: st, gh: gh, ec2: ec2, opts: opts, log: opts.Logger}
+	return &Registrar{st: st, watch: newWatcher(st, opts.Logger), gh: gh, ec2: ec2, opts: opts, log: opts.Logger}
 }
 
 // Issue gives the instance a registration credential for the run: a fresh registration token for
@@ -289,7 +292,8 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 // dead (ErrNoAck) without waiting for the registration timeout. Liveness is judged by the
 // acknowledgement naming this run (a value the control plane chose), never by comparing an
 // instance's timestamps with the control plane's clock, so a skewed instance clock cannot stall the
-// pool, and a run id of an earlier claim does not count.
+// pool, and a run id of an earlier claim does not count. Its first read comes after
+// ClaimPollInterval, the later ones back off up to PollInterval (watch.go).
 func (r *Registrar) WaitClaimed(ctx context.Context, instanceID, runID string, wait time.Duration) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
@@ -297,54 +301,26 @@ func (r *Registrar) WaitClaimed(ctx context.Context, instanceID, runID string, w
 	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2), min(r.opts.ClaimPollInterval, r.opts.PollInterval))
 }
 
-func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin, every time.Duration) error {
+// wait reads the instance's reports through the shared poller, first after first, then backing off
+// up to PollInterval, until the registration for runID, a failure, the acknowledgement's absence
+// after ackWithin (0: not checked), the wait's end or ctx's.
+func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin, first time.Duration) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
 	var ackDue <-chan time.Time
 	if ackWithin > 0 {
 		t := time.NewTimer(ackWithin)
 		defer t.Stop()
 		ackDue = t.C
 	}
-	checkAck := false
+	sub := r.watch.subscribe(instanceID, first, r.opts.PollInterval)
+	defer r.watch.unsubscribe(sub)
 
 	var lastErr error
 	for {
-		sig, err := r.st.LastSignal(ctx, instanceID)
-		switch {
-		case err == nil:
-			lastErr = nil
-			if sig.RunID == runID && sig.Signal == store.SignalRegistered {
-				r.withdraw(ctx, instanceID, runID)
-				return nil
-			}
-			if failed(sig, runID) {
-				return fmt.Errorf("instance %s, run %s: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, sig.Signal, sig.Detail)
-			}
-		case errors.Is(err, store.ErrNotFound):
-			lastErr = nil
-		case ctx.Err() != nil:
-			return ctx.Err()
-		default:
-			lastErr = err
-		}
-		if checkAck {
-			ack, err := r.st.LastAck(ctx, instanceID, store.CredentialRegistration)
-			switch {
-			case err == nil && ack.RunID == runID:
-				checkAck = false // alive: wait for the registration
-			case err == nil || errors.Is(err, store.ErrNotFound):
-				return fmt.Errorf("instance %s, run %s: %w within %s", instanceID, runID, ErrNoAck, ackWithin)
-			case ctx.Err() != nil:
-				return ctx.Err()
-			}
-			// A failed read is retried at the next poll: liveness is not judged on a read error.
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -354,10 +330,45 @@ func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ac
 			}
 			return fmt.Errorf("instance %s, run %s: %w after %s", instanceID, runID, ErrRegistrationTimeout, wait)
 		case <-ackDue:
-			checkAck = true
-		case <-tick.C:
+			sub.withAck.Store(true)
+		case o := <-sub.reported:
+			done, err := r.judge(ctx, instanceID, runID, o, ackWithin, &lastErr)
+			if done {
+				return err
+			}
+			if o.acked && o.AckErr == nil && o.Ack.RunID == runID {
+				sub.withAck.Store(false) // alive: wait for the registration
+			}
 		}
 	}
+}
+
+// judge decides on one observation: done with nil (registered; the credential is withdrawn) or
+// with the failure, or not done (lastErr keeps a failed read for the timeout's message). A failed
+// read of the acknowledgement is tried again: liveness is not judged on a read error.
+func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o observation, ackWithin time.Duration, lastErr *error) (bool, error) {
+	switch sig, err := o.Signal, o.SignalErr; {
+	case err == nil:
+		*lastErr = nil
+		if sig.RunID == runID && sig.Signal == store.SignalRegistered {
+			r.withdraw(ctx, instanceID, runID)
+			return true, nil
+		}
+		if failed(sig, runID) {
+			return true, fmt.Errorf("instance %s, run %s: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, sig.Signal, sig.Detail)
+		}
+	case errors.Is(err, store.ErrNotFound):
+		*lastErr = nil
+	default:
+		*lastErr = err
+	}
+	if !o.acked {
+		return false, nil
+	}
+	if ack, err := o.Ack, o.AckErr; (err == nil && ack.RunID != runID) || errors.Is(err, store.ErrNotFound) {
+		return true, fmt.Errorf("instance %s, run %s: %w within %s", instanceID, runID, ErrNoAck, ackWithin)
+	}
+	return false, nil
 }
 
 // withdraw deletes the run's registration credential once the agent reported its registration: the

@@ -74,6 +74,10 @@ func (s *Store) LastAck(ctx context.Context, id string, kind CredentialKind) (Ac
 	if err != nil {
 		return Ack{}, err
 	}
+	return decodeAck(id, kind, item)
+}
+
+func decodeAck(id string, kind CredentialKind, item map[string]types.AttributeValue) (Ack, error) {
 	d := &decoder{item: item}
 	a := Ack{Kind: kind, RunID: d.str("run_id"), At: fromMS(d.num("at"))}
 	if d.err == nil && a.RunID == "" {
@@ -145,6 +149,10 @@ func (s *Store) LastSignal(ctx context.Context, id string) (SignalRecord, error)
 	if err != nil {
 		return SignalRecord{}, err
 	}
+	return decodeSignal(id, item)
+}
+
+func decodeSignal(id string, item map[string]types.AttributeValue) (SignalRecord, error) {
 	d := &decoder{item: item}
 	rec := SignalRecord{RunID: d.str("run_id"), At: fromMS(d.num("at")), Detail: d.str("detail")}
 	sig, perr := ParseSignal(d.str("signal"))

@@ -263,6 +263,7 @@ type harness struct {
 	svc    *service.Service // the replica workflows talk to
 	stops  []func()
 	cp     *awslimit.Counter // the reconciler's AWS calls
+	keys   *batchKeys        // the keys of its BatchGetItem calls
 	gh     *httpCounter      // the reconciler's GitHub calls
 	agent  *awslimit.Counter // the agents' AWS calls
 	notice *noticeMeter
@@ -281,7 +282,7 @@ type harness struct {
 }
 
 func start(ctx context.Context, o Options, say func(string, ...any), env map[string]string) (*harness, error) {
-	h := &harness{o: o, say: say, cp: awslimit.NewCounter(), agent: awslimit.NewCounter(), notice: newNoticeMeter(),
+	h := &harness{o: o, say: say, cp: awslimit.NewCounter(), keys: &batchKeys{}, agent: awslimit.NewCounter(), notice: newNoticeMeter(),
 		rng: rand.New(rand.NewPCG(o.Seed, o.Seed>>1|1)), runSeq: 9100, env: env,
 		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}}
 	root, err := os.MkdirTemp("", "runnerpool-bench-")
@@ -407,7 +408,7 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 	if err != nil {
 		return nil, nil, err
 	}
-	awsCfg.APIOptions = append(awsCfg.APIOptions, h.cp.AddMiddleware)
+	awsCfg.APIOptions = append(awsCfg.APIOptions, h.cp.AddMiddleware, h.keys.AddMiddleware)
 	refreshed := make(chan struct{}, 1)
 	svc, err := service.New(ctx, cfg, service.Options{
 		AWS: &awsCfg, Logger: h.o.Logger,

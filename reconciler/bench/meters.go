@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -82,4 +84,32 @@ func hostOf(rawURL string) string {
 		return ""
 	}
 	return u.Host
+}
+
+// batchKeys counts the keys of the reconciler's BatchGetItem requests: each is an item read as a
+// GetItem is, so table reads are GetItem requests plus these keys.
+type batchKeys struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (b *batchKeys) AddMiddleware(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("runnerpool.BatchKeys", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		if bg, ok := in.Parameters.(*dynamodb.BatchGetItemInput); ok {
+			n := 0
+			for _, ka := range bg.RequestItems {
+				n += len(ka.Keys)
+			}
+			b.mu.Lock()
+			b.n += n
+			b.mu.Unlock()
+		}
+		return next.HandleInitialize(ctx, in)
+	}), middleware.After)
+}
+
+func (b *batchKeys) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
 }

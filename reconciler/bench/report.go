@@ -100,8 +100,9 @@ func (r *Result) Markdown() string {
 		p("  its servers). Every SQS client, the product's included, goes through it.")
 	}
 	p("- Reuse scenarios (phase reuse), each on a runner class with a pool queue of its own, filled to an exact")
-	p("  size by cold provisions that are then released: homogeneous (60 idle of one size, 30 concurrent")
-	p("  provisions of 2 that all fit), mixed (60 idle in 3 resource classes, 20 each; 30 concurrent provisions")
+	p("  size by cold provisions that are then released: homogeneous (60 idle of one size; 10 provisions of 2")
+	p("  one after the other, each released before the next, then 30 concurrent provisions of 2 that all fit,")
+	p("  whose table reads are counted), mixed (60 idle in 3 resource classes, 20 each; 30 concurrent provisions")
 	p("  of 2, 10 per class) and small pool (5 idle, 5 sequential provisions of 1, each keeping its runner). A")
 	p("  reuse ratio is reused ÷ min(demand, supply).")
 	p("")
