@@ -628,6 +628,8 @@ func TestConcurrentClaimsShareTheirReads(t *testing.T) {
 	db := &countingDynamoDB{api: e.db}
 	st := store.New(db, e.table)
 	opts := testOptions()
+	// Waits long enough for a loaded machine: this test is about the reads, not the timeouts.
+	opts.RegistrationWait, opts.AckWait = time.Minute, 30*time.Second
 	reg := claim.NewRegistrar(st, e.gh, e.ec2, opts)
 	c := claim.NewClaimer(st, reg, opts)
 
@@ -659,6 +661,9 @@ func TestConcurrentClaimsShareTheirReads(t *testing.T) {
 		}
 	}
 	if verified != 30 {
+		for _, res := range results {
+			t.Logf("claimed %d, discarded %+v, lost %d", len(res.Claimed), res.Discarded, res.Lost)
+		}
 		t.Errorf("%d verified claims, want 30", verified)
 	}
 	calls := db.snapshot()
