@@ -34,15 +34,36 @@ import (
 
 const otherRepo = "acme/other" // repository B
 
-// instanceRole is a store client with the instance role's DynamoDB permissions for instance id:
-// GetItem on its INSTANCE# and AGENT# partitions (ReadOwnItems), PutItem on its AGENT#
-// partition; every other call is refused as IAM refuses it (AccessDeniedException).
+// instanceRole is a store client with the instance role's DynamoDB permissions for instance id, as
+// examples/complete/iam.tf grants them (instanceRoleDB, attribute-bound).
 func instanceRole(sb *sandbox.Sandbox, id string) *store.Store {
-	allowed := func(op, pk string) bool {
+	return store.New(instanceRoleDB(sb, id, true), sb.Table)
+}
+
+// agentAttributes are the attributes the instance role lets an agent write (iam.tf, WriteOwnReports).
+var agentAttributes = []string{"pk", "sk", "at", "ttl", "signal", "run_id", "detail"}
+
+// instanceRoleDB is a DynamoDB client with the instance role's permissions for instance id: GetItem
+// on its INSTANCE# and AGENT# partitions (ReadOwnItems), PutItem on its AGENT# partition
+// (WriteOwnReports), with only the agent's attributes and no ReturnValues when attributeBound (the
+// dynamodb:Attributes and dynamodb:ReturnValues conditions; false: a deployment without them);
+// every other call is refused as IAM refuses it (AccessDeniedException).
+func instanceRoleDB(sb *sandbox.Sandbox, id string, attributeBound bool) *dynamodb.Client {
+	allowed := func(op, pk string, params any) bool {
 		switch op {
 		case "GetItem":
 			return pk == store.InstancePK(id) || pk == store.AgentPK(id)
 		case "PutItem":
+			if p, ok := params.(*dynamodb.PutItemInput); ok && attributeBound {
+				for a := range p.Item {
+					if !slices.Contains(agentAttributes, a) {
+						return false
+					}
+				}
+				if p.ReturnValues != "" && p.ReturnValues != types.ReturnValueNone {
+					return false
+				}
+			}
 			return pk == store.AgentPK(id)
 		}
 		return false
@@ -65,7 +86,7 @@ func instanceRole(sb *sandbox.Sandbox, id string) *store.Store {
 			if v, ok := key["pk"].(*types.AttributeValueMemberS); ok {
 				pk = v.Value
 			}
-			if !allowed(op, pk) {
+			if !allowed(op, pk, in.Parameters) {
 				return middleware.InitializeOutput{}, middleware.Metadata{}, &smithy.GenericAPIError{
 					Code: "AccessDeniedException", Message: fmt.Sprintf("not authorized to perform dynamodb:%s on %q", op, pk),
 				}
@@ -73,8 +94,7 @@ func instanceRole(sb *sandbox.Sandbox, id string) *store.Store {
 			return next.HandleInitialize(ctx, in)
 		}), middleware.Before)
 	}
-	db := dynamodb.New(sb.Stack.DynamoDB().Options(), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) })
-	return store.New(db, sb.Table)
+	return dynamodb.New(sb.Stack.DynamoDB().Options(), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, mw) })
 }
 
 func denied(err error) bool {
