@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -70,20 +71,21 @@ func TestScaleSetJobsServedFromThePool(t *testing.T) {
 	if err != nil || !cred.JIT {
 		t.Fatalf("hot instance's credential %+v, %v: want a JIT configuration for %s", cred, err, run)
 	}
-	rc := githubfake.NewRunnerClient(e.ghURL, nil)
-	reg, err := rc.Register(t.Context(), githubfake.RegisterOptions{JITConfig: cred.Token})
-	if err != nil || reg.Name != warmpool.RunnerName(hot[0].ID) {
-		t.Fatalf("register with the scale set's JIT config: %+v, %v", reg, err)
-	}
-	if err := rc.Connect(t.Context()); err != nil {
+	// The agent's runner (the fake actions runner the agent drives) registers with it and runs one job.
+	fr, err := fakerunner.New(fakerunner.Options{BaseURL: e.ghURL, Dir: t.TempDir(), WorkDir: t.TempDir(), JobDuration: 10 * time.Millisecond, PollWait: 2 * time.Second, Logger: logger()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := rc.NextJob(t.Context(), 10*time.Second)
-	if err != nil || job == nil {
-		t.Fatalf("the scale set runner got no job: %v", err)
+	if err := fr.Register(t.Context(), cred, warmpool.RunnerName(hot[0].ID)); err != nil {
+		t.Fatalf("the agent's runner refused the scale set's JIT config: %v", err)
 	}
-	if err := rc.Complete(t.Context(), job.ID, "success"); err != nil {
-		t.Fatal(err)
+	rctx, stopRunner := context.WithCancel(t.Context())
+	defer stopRunner()
+	go func() { _ = fr.Run(rctx) }()
+	eventually(t, "the agent's runner to run a job of the scale set", func() bool { return len(fr.Jobs()) == 1 })
+	job := struct{ ID int64 }{fr.Jobs()[0]}
+	if j, _ := e.gh.Job(job.ID); j.Status != githubfake.JobCompleted || j.RunnerName != warmpool.RunnerName(hot[0].ID) {
+		t.Errorf("job %d at GitHub: %+v, want completed by the hot instance's runner", job.ID, j)
 	}
 	// JobCompleted names the hot instance's runner: the worker ends it (no recycling in this pool).
 	onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })

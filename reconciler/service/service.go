@@ -47,6 +47,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/leader"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 )
 
 // Converger converges the warm pools once; *warmpool.Converger satisfies it.
@@ -105,6 +106,10 @@ type Service struct {
 	worker     *warmpool.Worker
 	workerStop context.CancelFunc // stops receiving pool jobs
 	workerDone chan struct{}      // closed when the worker returned
+	// Scale set listeners (scalesets.go), with warm pools.
+	scaleSets     *scalesets.Manager
+	scaleSetsStop context.CancelFunc
+	scaleSetsDone chan struct{}
 
 	srv, opsSrv *http.Server
 	dashboard   dashboardParts // dashboard.go
@@ -310,6 +315,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	s.cron.Start()
 	s.startWorker()
+	s.startScaleSets()
 	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
 
 	var runErr error
@@ -327,6 +333,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("reconciler shutting down", "abandoned", abandoned, "in_flight", s.api.InFlight())
 	s.api.Drain()
 	s.stopWorker()
+	s.stopScaleSets(abandoned)
 	// Cron first: no new job starts; leadership ends, which cancels the running ones; the lease
 	// is released so another replica takes the jobs over now rather than after the TTL.
 	cronStopped := s.cron.Stop()

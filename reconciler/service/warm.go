@@ -59,8 +59,14 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 		}
 		s.converger = conv
 	}
+	ss, err := s.setupScaleSets(cfg, d.gh, jobs)
+	if err != nil {
+		return err
+	}
+	s.scaleSets = ss
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
 		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
+		ScaleSets: ss,
 		DeploymentID: cfg.DeploymentID,
 		Recycle: func(ctx context.Context, runID string, idleTime time.Duration) error {
 			_, err := d.rel.Release(ctx, runID, idleTime)

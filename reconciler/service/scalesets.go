@@ -1,0 +1,81 @@
+// Scale sets in the reconciler (with warm pools): every replica runs the scale set listeners
+// (reconciler/scalesets); one of them holds each configured scale set's message session, under a
+// lease in the state table, and queues its jobs for the pool worker, which mints their runners from
+// the scale set. On shutdown the listeners delete their sessions and release their leases, so another
+// replica takes over at once; an abandoned replica (Abandon) leaves both, as a crash would.
+package service
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+)
+
+// setupScaleSets builds the listeners of the configured scale sets.
+func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *warmpool.JobQueue) (*scalesets.Manager, error) {
+	repo := tableconfig.NewRepository(s.store)
+	apiURL := cmp.Or(cfg.GitHubAPIURL, "https://api.github.com/")
+	// The long poll lasts about 50 s: the client's timeout must outlast it.
+	hc := &http.Client{Timeout: 90 * time.Second, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)}
+	return scalesets.New(scalesets.Config{
+		Store: s.store, Jobs: jobs, Holder: cfg.ReplicaID, Registerer: s.metrics.Registry(), Now: s.o.Now,
+		Logger: s.log.With("component", "scale_sets"),
+		ScaleSets: func(ctx context.Context) ([]tableconfig.ScaleSet, error) {
+			sets, problems, err := repo.ScaleSets(ctx)
+			for _, p := range problems {
+				s.log.Warn("scale set configuration not usable: left out", "scale_set", p.Name, "err", p.Err)
+			}
+			return sets, err
+		},
+		Client: func(scope string) (scalesets.Client, error) {
+			return scaleset.New(scaleset.Config{
+				APIURL: apiURL, HTTPClient: hc, Now: s.o.Now, Logger: s.log.With("component", "scale_sets", "scope", scope),
+				RegistrationToken: func(ctx context.Context) (string, string, error) {
+					rt, err := gh.RegistrationToken(ctx, scope)
+					return rt.Token, rt.URL, err
+				},
+			})
+		},
+		// s.auth is built after the warm pools; read it when a job comes.
+		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
+	})
+}
+
+// startScaleSets runs the listeners until stopScaleSets.
+func (s *Service) startScaleSets() {
+	if s.scaleSets == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.scaleSetsStop, s.scaleSetsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.scaleSetsDone)
+		s.scaleSets.Run(ctx)
+	}()
+}
+
+// stopScaleSets stops the listeners: gracefully (sessions deleted, leases released), or as a crash
+// when the replica was abandoned.
+func (s *Service) stopScaleSets(abandoned bool) {
+	if s.scaleSetsStop == nil {
+		return
+	}
+	if abandoned {
+		s.scaleSets.Kill()
+	}
+	s.scaleSetsStop()
+	select {
+	case <-s.scaleSetsDone:
+	case <-time.After(30 * time.Second):
+		s.log.Warn("scale set listeners did not stop within 30s")
+	}
+}
