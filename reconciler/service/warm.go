@@ -66,7 +66,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	s.scaleSets = ss
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
 		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
-		ScaleSets: ss,
+		ScaleSets:    ss,
 		DeploymentID: cfg.DeploymentID,
 		Recycle: func(ctx context.Context, runID string, idleTime time.Duration) error {
 			_, err := d.rel.Release(ctx, runID, idleTime)
