@@ -197,9 +197,18 @@ data "aws_iam_policy_document" "reconciler" {
     sid = "Describe"
     actions = [
       "ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
-      "ec2:DescribeSubnets", "ec2:DescribeImages", "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSpotPriceHistory",
+      "ec2:DescribeSubnets", "ec2:DescribeImages", "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions",
+      "ec2:DescribeSpotPriceHistory",
     ]
     resources = ["*"]
+  }
+
+  # Each runner class launches from its own version of its launch template (the class's image, root
+  # volume, security groups, instance profile and pre-runner script), made and pruned by the reconciler.
+  statement {
+    sid       = "ClassLaunchTemplateVersions"
+    actions   = ["ec2:CreateLaunchTemplateVersion", "ec2:DeleteLaunchTemplateVersions"]
+    resources = [for lt in aws_launch_template.runner : lt.arn]
   }
 
   # CreateFleet (instant) launches through RunInstances; new instances must carry this deployment's tag.

@@ -59,10 +59,10 @@ data "runnerpool_user_data" "runner" {
   agent_arm64 = var.agent.arm64
 }
 
-# One launch template per runner class: the fleet requests carry instance requirements and subnets,
-# the launch template the rest (image, root volume, security group, role, bootstrap). The runner
-# class repeats those values so they are part of the warm pools' spec hash: changing one rolls the
-# pools over to new instances.
+# One launch template per runner class: the bootstrap, metadata options and shutdown behaviour. The
+# reconciler launches each class from its own version of it, with the class's image, root volume,
+# security groups, instance profile and pre-runner script on top (docs/reconciler.md); the values
+# here are the template's own defaults, and the root volume keeps its encryption setting.
 resource "aws_launch_template" "runner" {
   for_each = var.runner_classes
 

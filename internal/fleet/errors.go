@@ -7,7 +7,30 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/aws/smithy-go"
 )
+
+// RefusedAttribute names the runner class attribute an EC2 launch error is about ("" when none):
+// "image" (InvalidAMIID.*), "security_groups" (InvalidGroup.*), "instance_profile" or "volume".
+func RefusedAttribute(err error) string {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	code, msg := ae.ErrorCode(), strings.ToLower(ae.ErrorMessage())
+	switch {
+	case strings.HasPrefix(code, "InvalidAMIID"):
+		return "image"
+	case strings.HasPrefix(code, "InvalidGroup"):
+		return "security_groups"
+	case strings.Contains(msg, "iaminstanceprofile"):
+		return "instance_profile"
+	case strings.Contains(msg, "volume") || strings.Contains(msg, "iops") || strings.Contains(msg, "throughput"):
+		return "volume"
+	}
+	return ""
+}
 
 // LaunchError is one entry of a CreateFleet errorSet: a capacity pool EC2 could not launch from.
 type LaunchError struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 )
 
 // EC2API is the part of the EC2 client the fleet uses; *ec2.Client satisfies it.
@@ -252,6 +253,9 @@ func (f *Fleet) createOnce(ctx context.Context, req Request, usage string) ([]La
 	if err != nil {
 		// An instant fleet reports capacity per pool in its error set; an error of the call
 		// itself means nothing was launched (the SDK's ClientToken makes its retries safe).
+		if a := RefusedAttribute(err); a != "" {
+			return nil, fmt.Errorf("runner class %q: %s refused by EC2: creating %s fleet of %d: %w", req.Spec.Tags[tags.RunnerClass], a, usage, req.Count, err)
+		}
 		return nil, fmt.Errorf("creating %s fleet of %d: %w", usage, req.Count, err)
 	}
 	launched, lerrs := f.read(out, usage)

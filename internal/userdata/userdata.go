@@ -20,6 +20,7 @@ package userdata
 import (
 	_ "embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -125,6 +126,7 @@ type data struct {
 	Arches                                                                 []archData
 	PreRunnerB64                                                           string
 	AgentArgs                                                              string
+	ParamsLine                                                             string // base64 JSON of Params without the pre-runner script
 	BlockJobMetadata                                                       bool
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
 }
@@ -158,6 +160,13 @@ func Render(p Params) (string, error) {
 	if p.PreRunnerScript != "" {
 		d.PreRunnerB64 = base64.StdEncoding.EncodeToString([]byte(p.PreRunnerScript))
 	}
+	bare := p
+	bare.PreRunnerScript = ""
+	js, err := json.Marshal(bare)
+	if err != nil {
+		return "", fmt.Errorf("rendering user data: %w", err)
+	}
+	d.ParamsLine = base64.StdEncoding.EncodeToString(js)
 	args := []string{"agent", "-table", p.Table, "-region", p.Region, "-notice", p.Notice,
 		"-runner", "actions", "-runner-dir", RunnerDir, "-runner-user", RunnerUser, "-state-dir", StateDir,
 		"-instance-keys", p.InstanceKeys, "-runner-manifest", ManifestPath}
@@ -174,6 +183,60 @@ func Render(p Params) (string, error) {
 		return "", fmt.Errorf("rendered user data is %d bytes, over EC2's limit of %d: shorten the pre-runner script (or have it download the rest)", b.Len(), maxUserDataSize)
 	}
 	return b.String(), nil
+}
+
+const paramsMarker = "# runnerpool:params "
+
+// preRunnerRe finds the pre-runner script in rendered user data (the template writes it base64,
+// single-quoted, to PreRunnerPath).
+var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| base64 -d > '` + regexp.QuoteMeta(PreRunnerPath) + `'$`)
+
+// WithPreRunnerScript re-renders user data that Render produced, with script as its pre-runner
+// script (none when empty) and every other parameter as it was rendered. It is how a runner
+// class's pre_runner_script reaches its instances: the reconciler puts the result in the class's
+// launch template version. User data that Render did not produce is an error.
+func WithPreRunnerScript(userData, script string) (string, error) {
+	p, err := paramsOf(userData)
+	if err != nil {
+		return "", err
+	}
+	p.PreRunnerScript = script
+	return Render(p)
+}
+
+func paramsOf(userData string) (Params, error) {
+	var line string
+	for l := range strings.Lines(userData) {
+		if rest, ok := strings.CutPrefix(strings.TrimRight(l, "\n"), paramsMarker); ok {
+			line = rest
+			break
+		}
+	}
+	if line == "" {
+		return Params{}, errors.New("the user data was not rendered by runnerpool (runnerpool_user_data): it has no runnerpool:params line to re-render it from")
+	}
+	js, err := base64.StdEncoding.DecodeString(line)
+	if err != nil {
+		return Params{}, fmt.Errorf("the user data's runnerpool:params line: %w", err)
+	}
+	var p Params
+	if err := json.Unmarshal(js, &p); err != nil {
+		return Params{}, fmt.Errorf("the user data's runnerpool:params line: %w", err)
+	}
+	return p, nil
+}
+
+// PreRunnerScriptOf returns the pre-runner script rendered into user data ("" when none).
+func PreRunnerScriptOf(userData string) (string, error) {
+	m := preRunnerRe.FindStringSubmatch(userData)
+	if m == nil {
+		return "", nil
+	}
+	b, err := base64.StdEncoding.DecodeString(m[1])
+	if err != nil {
+		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
+	}
+	return string(b), nil
 }
 
 var (

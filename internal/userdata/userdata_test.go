@@ -289,3 +289,36 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestWithPreRunnerScript: re-rendering with a script gives exactly what rendering with it gives,
+// for every variant, and the script reads back; user data runnerpool did not render is refused.
+func TestWithPreRunnerScript(t *testing.T) {
+	t.Parallel()
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := render(t, tc.p)
+			got, err := WithPreRunnerScript(base, "#!/bin/sh\necho class script\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := render(t, func(p *Params) { tc.p(p); p.PreRunnerScript = "#!/bin/sh\necho class script\n" })
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("re-rendered with a script (-want +got):\n%s", diff)
+			}
+			if s, err := PreRunnerScriptOf(got); err != nil || s != "#!/bin/sh\necho class script\n" {
+				t.Errorf("PreRunnerScriptOf = %q, %v", s, err)
+			}
+			none, err := WithPreRunnerScript(got, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(render(t, func(p *Params) { tc.p(p); p.PreRunnerScript = "" }), none); diff != "" {
+				t.Errorf("re-rendered without a script (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := WithPreRunnerScript("#!/bin/bash\necho hand-written\n", "x"); err == nil || !strings.Contains(err.Error(), "not rendered by runnerpool") {
+		t.Errorf("hand-written user data: err = %v", err)
+	}
+}

@@ -33,6 +33,11 @@ type ConfigOptions struct {
 	Scope string
 	// Tags are extra tags for every warm instance.
 	Tags map[string]string
+	// Versions gives each runner class the launch template version that launches what it declares
+	// (*launchtemplate.Versions). Required: without it a pool's spec is in error.
+	Versions interface {
+		For(ctx context.Context, rc config.RunnerClass) (string, error)
+	}
 	// ResourceClasses are the deployment's resource classes (the reconciler's named sizes of
 	// step-driven provisions); each pool's instances are given the one ResourceClassOf picks.
 	ResourceClasses map[string]Size
@@ -65,10 +70,10 @@ func ResourceClassOf(classes map[string]Size, cpu, memMiB int) string {
 
 // ConfigTargets returns Targets that read the configuration on every call.
 //
-// A runner class's launch template and subnets are what fleet launches with; its image, volume,
-// security groups and instance profile are expected in that launch template (the fleet request
-// carries attribute-based instance requirements and subnets only). They are part of the spec hash,
-// so changing any of them rolls the pool all the same.
+// A runner class launches from its own version of its launch template (opts.Versions: the class's
+// image, volume, security groups, instance profile and pre-runner script on the template's default
+// version), in its subnets, with its tags. They are part of the spec hash, so changing any of them
+// rolls the pool onto instances launched from the new version.
 func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 	return func(ctx context.Context, now time.Time) ([]PoolSpec, error) {
 		snap, err := cfg.Load(ctx)
@@ -77,7 +82,7 @@ func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 		}
 		var out []PoolSpec
 		for _, p := range snap.Pools() {
-			out = append(out, specOf(snap, p, now, opts))
+			out = append(out, specOf(ctx, snap, p, now, opts))
 		}
 		// Pools whose item is present but unusable: their instances are left alone.
 		for _, pe := range snap.Problems {
@@ -89,7 +94,7 @@ func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 	}
 }
 
-func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
+func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
 	rc := snap.RunnerClasses[p.RunnerClass]
 	spec := PoolSpec{Name: p.Name, RunnerClass: rc.Name, Scope: opts.Scope}
 	tgt, err := snap.Target(p.Name, now)
@@ -102,6 +107,15 @@ func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigO
 		spec.Err = fmt.Errorf("warm pool %q: runner class %q has no launch template to launch from", p.Name, rc.Name)
 		return spec
 	}
+	if opts.Versions == nil {
+		spec.Err = fmt.Errorf("warm pool %q: no launch template versions to launch runner class %q from", p.Name, rc.Name)
+		return spec
+	}
+	version, err := opts.Versions.For(ctx, rc)
+	if err != nil {
+		spec.Err = fmt.Errorf("warm pool %q: %w", p.Name, err)
+		return spec
+	}
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
 	launchTags := maps.Clone(rc.Tags)
@@ -109,7 +123,7 @@ func specOf(snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigO
 		launchTags = map[string]string{}
 	}
 	maps.Copy(launchTags, opts.Tags)
-	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: "$Default", Subnets: rc.Subnets, Tags: launchTags}
+	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: version, Subnets: rc.Subnets, Tags: launchTags}
 	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
 	spec.ResourceClass = ResourceClassOf(opts.ResourceClasses, rc.CPU, rc.MemoryMiB)
 	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -38,6 +39,7 @@ func smallX64() config.WarmPool {
 func (e *env) configTargets() warmpool.Targets {
 	return warmpool.ConfigTargets(config.NewRepository(e.st), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(e.sqs, url) }, Scope: "acme",
+		Versions: launchtemplate.New(e.ec2, launchtemplate.Options{}),
 	})
 }
 

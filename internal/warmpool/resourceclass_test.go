@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -59,6 +60,7 @@ func TestConvergeRecordsCarryResourceClass(t *testing.T) {
 	targets := warmpool.ConfigTargets(config.NewRepository(e.st), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(e.sqs, url) }, Scope: "acme",
 		ResourceClasses: map[string]warmpool.Size{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}},
+		Versions:        launchtemplate.New(e.ec2, launchtemplate.Options{}),
 	})
 	c := e.converger(t, targets, warmpool.Options{})
 

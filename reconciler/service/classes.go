@@ -35,6 +35,12 @@ type ConfigLoader interface {
 	Load(ctx context.Context) (tableconfig.Snapshot, error)
 }
 
+// LaunchVersions finds or makes the launch template version of a runner class's spec;
+// *launchtemplate.Versions satisfies it.
+type LaunchVersions interface {
+	For(ctx context.Context, rc tableconfig.RunnerClass) (string, error)
+}
+
 // classSet is the runner classes at one moment and the provisioner built on them.
 type classSet struct {
 	prov    *provision.Provisioner
@@ -47,13 +53,15 @@ type classSet struct {
 
 // classSource keeps the current classSet.
 type classSource struct {
-	load   ConfigLoader // nil: static (a runner classes file)
-	newSet func(classes map[string]provision.RunnerClass) *provision.Provisioner
-	queue  func(url string) *pool.Queue
-	def    string // default runner class
-	ttl    time.Duration
-	now    func() time.Time
-	log    *slog.Logger
+	load ConfigLoader // nil: static (a runner classes file)
+	// versions gives each table class the launch template version that launches what it declares.
+	versions LaunchVersions
+	newSet   func(classes map[string]provision.RunnerClass) *provision.Provisioner
+	queue    func(url string) *pool.Queue
+	def      string // default runner class
+	ttl      time.Duration
+	now      func() time.Time
+	log      *slog.Logger
 
 	mu      sync.Mutex // held while the table is read: one read at a time
 	cur     *classSet
@@ -92,7 +100,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs
 	}
 	resources := resourceClasses(cfg.ResourceClasses)
 	s.classes = &classSource{
-		load: tableconfig.NewRepository(s.store), queue: queue, def: cfg.DefaultRunnerClass, ttl: cfg.ConfigCacheTTL, now: s.o.Now, log: s.log,
+		load: tableconfig.NewRepository(s.store), versions: s.versions, queue: queue, def: cfg.DefaultRunnerClass, ttl: cfg.ConfigCacheTTL, now: s.o.Now, log: s.log,
 		newSet: func(classes map[string]provision.RunnerClass) *provision.Provisioner {
 			return newProv(classes, resources, cfg.DefaultRunnerClass)
 		},
@@ -178,9 +186,16 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 		case rc.QueueURL == "":
 			unusable[name] = "it has no queue_url"
 		default:
+			// The class's AMI, volume, security groups, instance profile and pre-runner script are
+			// in its own launch template version; a class EC2 refuses is unusable, with the reason.
+			version, err := c.versions.For(ctx, rc)
+			if err != nil {
+				unusable[name] = err.Error()
+				continue
+			}
 			classes[name] = provision.RunnerClass{
 				Name: name, Queue: c.queueFor(rc.QueueURL),
-				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: "$Default", Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
+				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: version, Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
 				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
@@ -209,7 +224,7 @@ func (c *classSource) queueFor(url string) *pool.Queue {
 
 func sameClasses(a, b *classSet) bool {
 	return maps.EqualFunc(a.classes, b.classes, func(x, y provision.RunnerClass) bool {
-		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID &&
+		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID && x.Launch.LaunchTemplateVersion == y.Launch.LaunchTemplateVersion &&
 			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime &&
 			slices.Equal(x.InstanceTypes, y.InstanceTypes) && x.UsageClass == y.UsageClass && slices.Equal(x.Labels, y.Labels)
 	}) && maps.Equal(a.unusable, b.unusable)

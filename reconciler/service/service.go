@@ -35,6 +35,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
@@ -100,6 +101,7 @@ type Service struct {
 	refresher Refresher
 	converger Converger
 	classes   *classSource
+	versions  *launchtemplate.Versions
 
 	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
 	webhook    http.Handler
@@ -178,6 +180,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
 	claimer := claim.NewClaimer(s.store, reg, copts)
 	fl := fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log})
+	// One launch template version per runner class spec, shared by provisions and warm pools.
+	s.versions = launchtemplate.New(ec2c, launchtemplate.Options{Now: o.Now, Logger: log})
 	var starter *claim.Starter
 	if cfg.WarmPools() {
 		// Step-driven provisions take hot warm-pool instances through the pool queue (claimer), then

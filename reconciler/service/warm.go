@@ -46,7 +46,7 @@ type warmDeps struct {
 func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	targets := warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(d.sqs, url) }, Scope: cfg.WarmPoolScope,
-		ResourceClasses: warmSizes(cfg),
+		ResourceClasses: warmSizes(cfg), Versions: s.versions,
 	})
 	catalog := warmpool.NewCatalog(targets, cfg.ConfigCacheTTL, s.o.Now)
 	jobs := warmpool.NewJobQueue(d.sqs, cfg.PoolJobQueueURL, s.store)

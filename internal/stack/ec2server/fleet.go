@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // maxFleetTarget bounds TotalTargetCapacity (EC2 has a similar per-fleet limit).
@@ -28,6 +29,45 @@ type fleetPool struct {
 	weight       float64 // 0: not given
 	priority     float64
 	hasPriority  bool
+	data         ltData // the version's launch data with the override's ImageId, block devices and profile
+	rootDevice   string
+	devices      []blockDevice
+}
+
+// fleetOverrideFields are the members of FleetLaunchTemplateOverridesRequest. EC2 refuses any
+// other: security groups and user data, in particular, come from the launch template only.
+var fleetOverrideFields = map[string]bool{
+	"AvailabilityZone": true, "AvailabilityZoneId": true, "BlockDeviceMapping": true, "IamInstanceProfile": true,
+	"ImageId": true, "InstanceRequirements": true, "InstanceType": true, "KeyName": true, "MaxPrice": true,
+	"MetadataOptions": true, "Placement": true, "Priority": true, "SubnetId": true, "WeightedCapacity": true,
+}
+
+// checkOverrideFields refuses parameters under an override that FleetLaunchTemplateOverridesRequest
+// does not have.
+func (p *params) checkOverrideFields(prefix string) *apiError {
+	for _, k := range p.under(prefix) {
+		field, _, _ := strings.Cut(k[len(prefix):], ".")
+		if !fleetOverrideFields[field] {
+			return &apiError{Status: 400, Code: "UnknownParameter", Message: "The parameter " + field + " is not recognized in " + strings.TrimSuffix(prefix, ".") + "."}
+		}
+	}
+	return nil
+}
+
+// overrideData applies an override's ImageId, block device mappings and instance profile to the
+// version's launch data (an override's mappings replace the version's, device by device).
+func (p *params) overrideData(op string, ver ltData) ltData {
+	d := ver.merge(ltData{})
+	if p.has(op + "ImageId") {
+		d.imageID = p.str(op + "ImageId")
+	}
+	if p.hasPrefix(op + "BlockDeviceMapping") {
+		d.blockDevices = mergeDevices(d.blockDevices, p.blockDevices(op))
+	}
+	if p.hasPrefix(op + "IamInstanceProfile") {
+		d.iamArn, d.iamName = p.str(op+"IamInstanceProfile.Arn"), p.str(op+"IamInstanceProfile.Name")
+	}
+	return d
 }
 
 func (fp *fleetPool) overridesXML() launchTemplateAndOverridesXML {
@@ -94,6 +134,12 @@ func (s *Server) fleetPoolsLocked(p *params) ([]*fleetPool, *apiError) {
 			if o == "" {
 				op = "\x00" // matches no parameter
 			}
+			if o != "" {
+				if err := p.checkOverrideFields(op); err != nil {
+					return nil, err
+				}
+			}
+			data := p.overrideData(op, ver.data)
 			instanceType := p.str(op + "InstanceType")
 			req := p.requirements(op + "InstanceRequirements")
 			subnet := p.str(op + "SubnetId")
@@ -115,6 +161,13 @@ func (s *Server) fleetPoolsLocked(p *params) ([]*fleetPool, *apiError) {
 			}
 			if image == "" {
 				return nil, missingParameter("ImageId (in the launch template or the override)")
+			}
+			if err := s.checkLaunchResourcesLocked(image, data.securityGroupIDs, data.iamProfile()); err != nil {
+				return nil, err
+			}
+			rootDevice, devices, aerr := s.resolveDevicesLocked(image, data.blockDevices)
+			if aerr != nil {
+				return nil, aerr
 			}
 			var types []*instanceTypeInfo
 			if req != nil {
@@ -142,7 +195,7 @@ func (s *Server) fleetPoolsLocked(p *params) ([]*fleetPool, *apiError) {
 			for _, t := range types {
 				pools = append(pools, &fleetPool{lt: lt, ver: ver, versionLabel: label, info: t, subnetID: subnet,
 					zone: zone, zoneGiven: zoneGiven, imageID: image, imageGiven: imageGiven, weight: weight,
-					priority: priority, hasPriority: hasPriority})
+					priority: priority, hasPriority: hasPriority, data: data, rootDevice: rootDevice, devices: devices})
 			}
 		}
 	}
@@ -310,7 +363,7 @@ func (s *Server) createFleet(p *params) (response, *apiError) {
 			reservations[l] = "r-" + randomHex(17)
 			order = append(order, l)
 		}
-		data := l.pool.ver.data
+		data := l.pool.data
 		tags := data.instanceTags()
 		maps.Copy(tags, requestTags)
 		userData, _ := decodeUserData(data.userData) // validated when the template was created
@@ -319,7 +372,7 @@ func (s *Server) createFleet(p *params) (response, *apiError) {
 			keyName: data.keyName, userData: userData, iamProfile: data.iamProfile(), lifecycle: l.lifecycle,
 			tags: tags, securityGroups: data.securityGroupIDs, metadata: data.metadata,
 			fleetID: fleetID, templateID: l.pool.lt.id, templateVersion: strconv.Itoa(l.pool.ver.number),
-			reservationID: reservations[l],
+			reservationID: reservations[l], rootDevice: l.pool.rootDevice, devices: l.pool.devices,
 		}, len(g.InstanceIDs.Items), now)
 		g.InstanceIDs.Items = append(g.InstanceIDs.Items, in.id)
 	}

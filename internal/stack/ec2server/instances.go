@@ -53,6 +53,8 @@ type instance struct {
 	metadata       metadataOptions
 	fleetID        string
 	templateID     string
+	rootDevice     string
+	volumes        []volume
 
 	runtime *instanceRuntime // non-nil while a Runtime goroutine runs for this instance
 	imds    *imdsServer      // non-nil while the instance has an IMDS listener
@@ -64,6 +66,7 @@ func (in *instance) view() InstanceView {
 		SubnetID: in.subnetID, PrivateIP: in.privateIP, State: in.state, Lifecycle: in.lifecycle,
 		LaunchTime: in.launchTime, Tags: maps.Clone(in.tags), UserData: in.userData,
 		FleetID: in.fleetID, LaunchTemplateID: in.templateID,
+		SecurityGroups: slices.Clone(in.securityGroups), IamInstanceProfile: in.iamProfile, Volumes: volumeViews(in.volumes),
 	}
 	if in.imds != nil {
 		v.IMDSEndpoint = in.imds.endpoint
@@ -136,6 +139,8 @@ type launchSpec struct {
 	metadata                                                             metadataOptions
 	fleetID, templateID, templateVersion                                 string
 	reservationID, clientToken                                           string
+	rootDevice                                                           string
+	devices                                                              []blockDevice // resolved by resolveDevicesLocked
 }
 
 func (s *Server) launchLocked(spec launchSpec, index int, now time.Time) *instance {
@@ -167,6 +172,8 @@ func (s *Server) launchLocked(spec launchSpec, index int, now time.Time) *instan
 		metadata:       spec.metadata,
 		fleetID:        spec.fleetID,
 		templateID:     spec.templateID,
+		rootDevice:     spec.rootDevice,
+		volumes:        newVolumes(spec.devices),
 	}
 	if in.tags == nil {
 		in.tags = map[string]string{}
@@ -215,7 +222,8 @@ func (in *instance) xml() *instanceXML {
 		StateReason:        in.stateReason,
 		Architecture:       in.architecture,
 		RootDeviceType:     "ebs",
-		RootDeviceName:     "/dev/xvda",
+		RootDeviceName:     in.rootDevice,
+		BlockDeviceMapping: in.mappingsXML(),
 		VirtualizationType: "hvm",
 		ClientToken:        in.clientToken,
 		Hypervisor:         "xen",
@@ -328,6 +336,13 @@ func (s *Server) runInstances(p *params) (response, *apiError) {
 	if err := s.checkTypeAndImageLocked(data.instanceType, data.imageID); err != nil {
 		return nil, err
 	}
+	if err := s.checkLaunchResourcesLocked(data.imageID, data.securityGroupIDs, data.iamProfile()); err != nil {
+		return nil, err
+	}
+	rootDevice, devices, aerr := s.resolveDevicesLocked(data.imageID, data.blockDevices)
+	if aerr != nil {
+		return nil, aerr
+	}
 	userData, err := decodeUserData(data.userData)
 	if err != nil {
 		return nil, err
@@ -371,6 +386,7 @@ func (s *Server) runInstances(p *params) (response, *apiError) {
 		templateID:     ltID, templateVersion: ltVersion,
 		reservationID: "r-" + randomHex(17),
 		clientToken:   p.str("ClientToken"),
+		rootDevice:    rootDevice, devices: devices,
 	}
 	if data.marketType == "spot" {
 		spec.lifecycle = "spot"

@@ -74,10 +74,13 @@ type InstanceView struct {
 	Lifecycle                                                        string    // "spot" or "on-demand"
 	LaunchTime                                                       time.Time // latest launch or start, as EC2 reports it
 	Tags                                                             map[string]string
-	UserData                                                         string // decoded
-	FleetID                                                          string // set when launched by CreateFleet
-	LaunchTemplateID                                                 string // set when launched from a launch template
-	IMDSEndpoint                                                     string // set while the instance has an IMDS listener
+	UserData                                                         string   // decoded
+	FleetID                                                          string   // set when launched by CreateFleet
+	LaunchTemplateID                                                 string   // set when launched from a launch template
+	IMDSEndpoint                                                     string   // set while the instance has an IMDS listener
+	SecurityGroups                                                   []string // security group ids
+	IamInstanceProfile                                               string   // name or ARN, as launched
+	Volumes                                                          []VolumeView
 }
 
 // Server is the EC2 double. It implements http.Handler; mount it on an httptest.Server (or
@@ -101,6 +104,8 @@ type Server struct {
 	templateSeq   uint64
 	subnets       map[string]string // subnet id -> zone (SetSubnet)
 	images        map[string]string // image id -> architecture (SetImage)
+	rootDevices   map[string]string // image id -> root device name (SetRootDevice)
+	missing       map[string]bool   // ids of images, security groups, profiles EC2 does not know (SetMissing)
 	capacity      map[capacityKey]int
 	throttle      float64
 	throttleDebt  float64
@@ -129,6 +134,9 @@ var handlers = map[string]handler{
 	"ModifyLaunchTemplate":           (*Server).modifyLaunchTemplate,
 	"DeleteLaunchTemplate":           (*Server).deleteLaunchTemplate,
 	"DescribeInstanceTypes":          (*Server).describeInstanceTypes,
+	"DescribeImages":                 (*Server).describeImages,
+	"DescribeVolumes":                (*Server).describeVolumes,
+	"DeleteLaunchTemplateVersions":   (*Server).deleteLaunchTemplateVersions,
 	"DescribeSpotPriceHistory":       (*Server).describeSpotPriceHistory,
 }
 
@@ -170,6 +178,8 @@ func New(opts Options) *Server {
 		templateNames: map[string]string{},
 		subnets:       map[string]string{},
 		images:        map[string]string{},
+		rootDevices:   map[string]string{},
+		missing:       map[string]bool{},
 		capacity:      map[capacityKey]int{},
 		faults:        map[string][]*apiError{},
 		calls:         map[string]int{},

@@ -37,6 +37,7 @@ type ltData struct {
 	tagSpecs                                 []tagSpec
 	metadata                                 metadataOptions
 	marketType, spotInstanceType             string
+	blockDevices                             []blockDevice
 	set                                      map[string]bool
 }
 
@@ -65,6 +66,10 @@ func (p *params) launchTemplateData(prefix string) ltData {
 	if p.hasPrefix(prefix + "SecurityGroup") {
 		d.securityGroups = p.list(prefix + "SecurityGroup")
 		d.set["SecurityGroup"] = len(d.securityGroups) > 0
+	}
+	if p.hasPrefix(prefix + "BlockDeviceMapping") {
+		d.blockDevices = p.blockDevices(prefix)
+		d.set["BlockDeviceMapping"] = true
 	}
 	if p.hasPrefix(prefix + "TagSpecification") {
 		d.tagSpecs = p.tagSpecs(prefix + "TagSpecification")
@@ -138,6 +143,8 @@ func (d ltData) merge(o ltData) ltData {
 			out.securityGroupIDs = o.securityGroupIDs
 		case "SecurityGroup":
 			out.securityGroups = o.securityGroups
+		case "BlockDeviceMapping":
+			out.blockDevices = o.blockDevices
 		case "TagSpecification":
 			out.tagSpecs = append(slices.Clone(d.tagSpecs), o.tagSpecs...)
 		case "MetadataOptions":
@@ -175,6 +182,14 @@ func (d ltData) xml() ltDataXML {
 		specs = append(specs, spec)
 	}
 	x.TagSpecifications = itemsOf(specs)
+	var bdms []ltMappingXML
+	for _, b := range d.blockDevices {
+		m := ltMappingXML{DeviceName: b.deviceName}
+		m.Ebs.VolumeType, m.Ebs.VolumeSize, m.Ebs.Iops, m.Ebs.Throughput, m.Ebs.DeleteOnTermination = b.volumeType, b.sizeGiB, b.iops, b.tput, b.deleteOnTermination
+		m.Ebs.Encrypted = b.encrypted
+		bdms = append(bdms, m)
+	}
+	x.BlockDeviceMappings = itemsOf(bdms)
 	if d.set["MetadataOptions"] {
 		x.MetadataOptions = &metadataOptionsXML{HTTPTokens: d.metadata.httpTokens, HTTPPutResponseHopLimit: d.metadata.hopLimit,
 			HTTPEndpoint: d.metadata.httpEndpoint, InstanceMetadataTags: d.metadata.instanceMetadataTags}
@@ -194,8 +209,11 @@ func (lt *launchTemplate) version(v string) (*ltVersion, *apiError) {
 	switch v {
 	case "", "$Default":
 		n = lt.defaultVersion
-	case "$Latest":
+	case "$Latest": // the highest version not deleted
 		n = len(lt.versions)
+		for n > 1 && lt.versions[n-1] == nil {
+			n--
+		}
 	default:
 		var err error
 		if n, err = strconv.Atoi(v); err != nil {
@@ -445,7 +463,11 @@ func (s *Server) describeLaunchTemplateVersions(p *params) (response, *apiError)
 				}
 			}
 		} else {
-			picked = lt.versions
+			for _, v := range lt.versions {
+				if v != nil { // deleted
+					picked = append(picked, v)
+				}
+			}
 		}
 		for _, v := range picked {
 			if (minV > 0 && v.number < minV) || (maxV > 0 && v.number > maxV) {
@@ -496,4 +518,37 @@ func (s *Server) deleteLaunchTemplate(p *params) (response, *apiError) {
 	delete(s.templates, lt.id)
 	delete(s.templateNames, lt.name)
 	return &launchTemplateResponse{XMLName: rootName("DeleteLaunchTemplate"), LaunchTemplate: lt.xml()}, nil
+}
+
+// deleteLaunchTemplateVersions deletes versions of one template; the default version cannot be
+// deleted, and versions that cannot be deleted are reported per version, not as a call error.
+func (s *Server) deleteLaunchTemplateVersions(p *params) (response, *apiError) {
+	versions := p.list("LaunchTemplateVersion")
+	if p.err != nil {
+		return nil, p.err
+	}
+	lt, err := s.findTemplateLocked(p.str("LaunchTemplateId"), p.str("LaunchTemplateName"))
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) == 0 {
+		return nil, missingParameter("LaunchTemplateVersion")
+	}
+	out := &deleteLaunchTemplateVersionsResponse{}
+	for _, v := range versions {
+		n, convErr := strconv.Atoi(v)
+		item := deletedVersionXML{LaunchTemplateID: lt.id, LaunchTemplateName: lt.name, VersionNumber: n}
+		switch {
+		case convErr != nil || n < 1 || n > len(lt.versions) || lt.versions[n-1] == nil:
+			item.ResponseError = &deleteVersionErrorXML{Code: "launchTemplateVersionDoesNotExist", Message: "The specified launch template version does not exist."}
+		case n == lt.defaultVersion:
+			item.ResponseError = &deleteVersionErrorXML{Code: "launchTemplateVersionIsDefault", Message: "Cannot delete the default launch template version."}
+		default:
+			lt.versions[n-1] = nil
+			out.Deleted.Items = append(out.Deleted.Items, item)
+			continue
+		}
+		out.Unsuccessful.Items = append(out.Unsuccessful.Items, item)
+	}
+	return out, nil
 }

@@ -137,35 +137,36 @@ type metadataOptionsXML struct {
 }
 
 type instanceXML struct {
-	InstanceID            string              `xml:"instanceId"`
-	ImageID               string              `xml:"imageId"`
-	State                 stateXML            `xml:"instanceState"`
-	PrivateDNSName        string              `xml:"privateDnsName"`
-	DNSName               string              `xml:"dnsName"`
-	Reason                string              `xml:"reason"`
-	KeyName               string              `xml:"keyName,omitempty"`
-	AmiLaunchIndex        int                 `xml:"amiLaunchIndex"`
-	InstanceType          string              `xml:"instanceType"`
-	LaunchTime            string              `xml:"launchTime"`
-	Placement             placementXML        `xml:"placement"`
-	Monitoring            monitoringXML       `xml:"monitoring"`
-	SubnetID              string              `xml:"subnetId,omitempty"`
-	VpcID                 string              `xml:"vpcId,omitempty"`
-	PrivateIPAddress      string              `xml:"privateIpAddress,omitempty"`
-	GroupSet              *items[groupXML]    `xml:"groupSet"`
-	StateReason           *stateReasonXML     `xml:"stateReason"`
-	Architecture          string              `xml:"architecture"`
-	RootDeviceType        string              `xml:"rootDeviceType"`
-	RootDeviceName        string              `xml:"rootDeviceName"`
-	InstanceLifecycle     string              `xml:"instanceLifecycle,omitempty"`
-	SpotInstanceRequestID string              `xml:"spotInstanceRequestId,omitempty"`
-	VirtualizationType    string              `xml:"virtualizationType"`
-	ClientToken           string              `xml:"clientToken,omitempty"`
-	TagSet                *items[tagXML]      `xml:"tagSet"`
-	Hypervisor            string              `xml:"hypervisor"`
-	IamInstanceProfile    *iamProfileXML      `xml:"iamInstanceProfile"`
-	EbsOptimized          bool                `xml:"ebsOptimized"`
-	MetadataOptions       *metadataOptionsXML `xml:"metadataOptions"`
+	InstanceID            string                     `xml:"instanceId"`
+	ImageID               string                     `xml:"imageId"`
+	State                 stateXML                   `xml:"instanceState"`
+	PrivateDNSName        string                     `xml:"privateDnsName"`
+	DNSName               string                     `xml:"dnsName"`
+	Reason                string                     `xml:"reason"`
+	KeyName               string                     `xml:"keyName,omitempty"`
+	AmiLaunchIndex        int                        `xml:"amiLaunchIndex"`
+	InstanceType          string                     `xml:"instanceType"`
+	LaunchTime            string                     `xml:"launchTime"`
+	Placement             placementXML               `xml:"placement"`
+	Monitoring            monitoringXML              `xml:"monitoring"`
+	SubnetID              string                     `xml:"subnetId,omitempty"`
+	VpcID                 string                     `xml:"vpcId,omitempty"`
+	PrivateIPAddress      string                     `xml:"privateIpAddress,omitempty"`
+	GroupSet              *items[groupXML]           `xml:"groupSet"`
+	StateReason           *stateReasonXML            `xml:"stateReason"`
+	Architecture          string                     `xml:"architecture"`
+	RootDeviceType        string                     `xml:"rootDeviceType"`
+	RootDeviceName        string                     `xml:"rootDeviceName"`
+	InstanceLifecycle     string                     `xml:"instanceLifecycle,omitempty"`
+	SpotInstanceRequestID string                     `xml:"spotInstanceRequestId,omitempty"`
+	VirtualizationType    string                     `xml:"virtualizationType"`
+	ClientToken           string                     `xml:"clientToken,omitempty"`
+	TagSet                *items[tagXML]             `xml:"tagSet"`
+	Hypervisor            string                     `xml:"hypervisor"`
+	IamInstanceProfile    *iamProfileXML             `xml:"iamInstanceProfile"`
+	EbsOptimized          bool                       `xml:"ebsOptimized"`
+	MetadataOptions       *metadataOptionsXML        `xml:"metadataOptions"`
+	BlockDeviceMapping    *items[instanceMappingXML] `xml:"blockDeviceMapping"`
 }
 
 type reservationXML struct {
@@ -294,6 +295,19 @@ type ltDataXML struct {
 	TagSpecifications     *items[ltTagSpecXML] `xml:"tagSpecificationSet"`
 	MetadataOptions       *metadataOptionsXML  `xml:"metadataOptions"`
 	InstanceMarketOptions *ltMarketOptionsXML  `xml:"instanceMarketOptions"`
+	BlockDeviceMappings   *items[ltMappingXML] `xml:"blockDeviceMappingSet"`
+}
+
+type ltMappingXML struct {
+	DeviceName string `xml:"deviceName"`
+	Ebs        struct {
+		VolumeType          string `xml:"volumeType,omitempty"`
+		VolumeSize          int    `xml:"volumeSize,omitempty"`
+		Iops                int    `xml:"iops,omitempty"`
+		Throughput          int    `xml:"throughput,omitempty"`
+		DeleteOnTermination *bool  `xml:"deleteOnTermination"`
+		Encrypted           bool   `xml:"encrypted,omitempty"`
+	} `xml:"ebs"`
 }
 
 type launchTemplateVersionXML struct {
@@ -380,4 +394,23 @@ type describeInstanceTypesResponse struct {
 // rootName builds the namespaced root element for responses that share a Go type.
 func rootName(action string) xml.Name {
 	return xml.Name{Space: xmlNamespace, Local: action + "Response"}
+}
+
+type deleteLaunchTemplateVersionsResponse struct {
+	XMLName xml.Name `xml:"http://ec2.amazonaws.com/doc/2016-11-15/ DeleteLaunchTemplateVersionsResponse"`
+	responseMeta
+	Deleted      items[deletedVersionXML] `xml:"successfullyDeletedLaunchTemplateVersionSet"`
+	Unsuccessful items[deletedVersionXML] `xml:"unsuccessfullyDeletedLaunchTemplateVersionSet"`
+}
+
+type deletedVersionXML struct {
+	LaunchTemplateID   string                 `xml:"launchTemplateId"`
+	LaunchTemplateName string                 `xml:"launchTemplateName"`
+	VersionNumber      int                    `xml:"versionNumber"`
+	ResponseError      *deleteVersionErrorXML `xml:"responseError"`
+}
+
+type deleteVersionErrorXML struct {
+	Code    string `xml:"code"`
+	Message string `xml:"message"`
 }

@@ -1,0 +1,338 @@
+// Package launchtemplate makes a runner class launch what it declares. For each class spec it keeps
+// one version of the class's launch template: the template's default version with the class's AMI,
+// root volume (type, size, IOPS, throughput), security groups, instance profile and pre-runner
+// script (re-rendered into the template's runnerpool user data) on top. Every CreateFleet of the
+// class names that version's number.
+//
+// Why a version rather than CreateFleet overrides: an instant fleet's overrides take the AMI, block
+// device mappings and instance profile, but not security groups or user data, which only a launch
+// template carries. So a version is needed anyway, and one version carries every field: one
+// mechanism, made once per spec instead of resent with every launch, and what a class launches can be
+// read back with DescribeLaunchTemplateVersions.
+//
+// A version is found again by its description (the class name and a hash of what it was built
+// from, including the base version number, so a new default version of the template is picked up),
+// so a restarted or second reconciler reuses it; concurrent replicas creating the same version send
+// the same ClientToken, and EC2 answers both with one version. Older versions of a class beyond the
+// previous one are deleted (Keep), never the template's default.
+package launchtemplate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
+)
+
+// EC2API is the part of the EC2 client Versions uses; *ec2.Client satisfies it.
+type EC2API interface {
+	DescribeLaunchTemplates(ctx context.Context, in *ec2.DescribeLaunchTemplatesInput, opts ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+	DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, opts ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
+	CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, opts ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error)
+	DeleteLaunchTemplateVersions(ctx context.Context, in *ec2.DeleteLaunchTemplateVersionsInput, opts ...func(*ec2.Options)) (*ec2.DeleteLaunchTemplateVersionsOutput, error)
+	DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, opts ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+}
+
+// Keep is how many versions of a class are kept besides the current one: a replica still launching
+// from the previous spec (its configuration copy is up to a cache TTL old) finds its version.
+const Keep = 1
+
+// descPrefix starts the description of every version this package makes.
+const descPrefix = "runnerpool:"
+
+// ClassError is a runner class attribute EC2 refuses (or that cannot be applied).
+type ClassError struct {
+	Class, Attribute string
+	Err              error
+}
+
+func (e *ClassError) Error() string {
+	return fmt.Sprintf("runner class %q: %s: %v", e.Class, e.Attribute, e.Err)
+}
+
+func (e *ClassError) Unwrap() error { return e.Err }
+
+// Options configure Versions.
+type Options struct {
+	// BaseTTL is how long a template's default version number is trusted before it is read again
+	// (default 1 min): a new default version reaches launches within it.
+	BaseTTL time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Versions finds or makes the launch template version of each runner class spec. It is safe for
+// concurrent use.
+type Versions struct {
+	api  EC2API
+	opts Options
+
+	mu    sync.Mutex // held across a lookup, so one spec is made once per process
+	bases map[string]base
+	made  map[string]string // description -> version number
+}
+
+type base struct {
+	version int64
+	at      time.Time
+}
+
+// New returns Versions over api.
+func New(api EC2API, opts Options) *Versions {
+	if opts.BaseTTL <= 0 {
+		opts.BaseTTL = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Versions{api: api, opts: opts, bases: map[string]base{}, made: map[string]string{}}
+}
+
+// For returns the version number of rc's launch template that launches what rc declares, making it
+// when needed. A class attribute EC2 refuses is a *ClassError naming the class and the attribute.
+func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, error) {
+	if rc.LaunchTemplateID == "" {
+		return "", &ClassError{rc.Name, "launch_template_id", errors.New("a launch template is required to launch from")}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	b, err := v.baseVersion(ctx, rc)
+	if err != nil {
+		return "", err
+	}
+	desc := description(rc, b)
+	if n, ok := v.made[desc]; ok {
+		return n, nil
+	}
+	versions, err := v.list(ctx, rc.LaunchTemplateID)
+	if err != nil {
+		return "", fmt.Errorf("runner class %q: listing the versions of launch template %s: %w", rc.Name, rc.LaunchTemplateID, err)
+	}
+	for _, lv := range versions {
+		if aws.ToString(lv.VersionDescription) == desc {
+			n := strconv.FormatInt(aws.ToInt64(lv.VersionNumber), 10)
+			v.made[desc] = n
+			return n, nil
+		}
+	}
+	n, err := v.create(ctx, rc, b, desc, versions)
+	if err != nil {
+		return "", err
+	}
+	v.made[desc] = n
+	v.prune(ctx, rc, n, versions)
+	return n, nil
+}
+
+func (v *Versions) baseVersion(ctx context.Context, rc config.RunnerClass) (int64, error) {
+	now := v.opts.Now()
+	if b, ok := v.bases[rc.LaunchTemplateID]; ok && now.Sub(b.at) < v.opts.BaseTTL && !now.Before(b.at) {
+		return b.version, nil
+	}
+	out, err := v.api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{rc.LaunchTemplateID}})
+	if err != nil {
+		if strings.HasPrefix(apiCode(err), "InvalidLaunchTemplate") {
+			return 0, &ClassError{rc.Name, "launch_template_id", err}
+		}
+		return 0, fmt.Errorf("runner class %q: reading launch template %s: %w", rc.Name, rc.LaunchTemplateID, err)
+	}
+	if len(out.LaunchTemplates) != 1 {
+		return 0, &ClassError{rc.Name, "launch_template_id", fmt.Errorf("launch template %s not found", rc.LaunchTemplateID)}
+	}
+	b := base{version: aws.ToInt64(out.LaunchTemplates[0].DefaultVersionNumber), at: now}
+	v.bases[rc.LaunchTemplateID] = b
+	return b.version, nil
+}
+
+// description names the version of rc's spec built on base version b. EC2 allows 255 characters.
+func description(rc config.RunnerClass, b int64) string {
+	sgs := slices.Sorted(slices.Values(rc.SecurityGroups))
+	js, _ := json.Marshal([]any{rc.Image, rc.Volume, sgs, rc.InstanceProfile, rc.PreRunnerScript, b})
+	sum := sha256.Sum256(js)
+	return descPrefix + rc.Name + ":" + hex.EncodeToString(sum[:12])
+}
+
+func (v *Versions) list(ctx context.Context, id string) ([]types.LaunchTemplateVersion, error) {
+	var out []types.LaunchTemplateVersion
+	p := ec2.NewDescribeLaunchTemplateVersionsPaginator(v.api, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(id)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.LaunchTemplateVersions...)
+	}
+	return out, nil
+}
+
+// create makes the version: the base version with the class's fields on top.
+func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, desc string, versions []types.LaunchTemplateVersion) (string, error) {
+	root, err := v.rootDevice(ctx, rc)
+	if err != nil {
+		return "", err
+	}
+	data := &types.RequestLaunchTemplateData{ImageId: aws.String(rc.Image), BlockDeviceMappings: devices(baseData(versions, b), root, rc.Volume)}
+	if len(rc.SecurityGroups) > 0 {
+		data.SecurityGroupIds = slices.Clone(rc.SecurityGroups)
+	}
+	if p := rc.InstanceProfile; p != "" {
+		data.IamInstanceProfile = &types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(p)}
+		if strings.HasPrefix(p, "arn:") {
+			data.IamInstanceProfile = &types.LaunchTemplateIamInstanceProfileSpecificationRequest{Arn: aws.String(p)}
+		}
+	}
+	if rc.PreRunnerScript != "" {
+		ud, err := withScript(versions, b, rc.PreRunnerScript)
+		if err != nil {
+			return "", &ClassError{rc.Name, "pre_runner_script", err}
+		}
+		data.UserData = aws.String(ud)
+	}
+	sum := sha256.Sum256([]byte(rc.LaunchTemplateID + desc))
+	out, err := v.api.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
+		LaunchTemplateId: aws.String(rc.LaunchTemplateID), SourceVersion: aws.String(strconv.FormatInt(b, 10)),
+		VersionDescription: aws.String(desc), LaunchTemplateData: data,
+		ClientToken: aws.String(hex.EncodeToString(sum[:16])),
+	})
+	if err != nil {
+		return "", explain(rc.Name, fmt.Errorf("creating its launch template version: %w", err))
+	}
+	n := strconv.FormatInt(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber), 10)
+	v.opts.Logger.InfoContext(ctx, "launch template version made for runner class", "runner_class", rc.Name,
+		"launch_template", rc.LaunchTemplateID, "version", n, "source_version", b)
+	return n, nil
+}
+
+func baseData(versions []types.LaunchTemplateVersion, b int64) *types.ResponseLaunchTemplateData {
+	i := slices.IndexFunc(versions, func(lv types.LaunchTemplateVersion) bool { return aws.ToInt64(lv.VersionNumber) == b })
+	if i < 0 || versions[i].LaunchTemplateData == nil {
+		return &types.ResponseLaunchTemplateData{}
+	}
+	return versions[i].LaunchTemplateData
+}
+
+// devices is the base version's block device mappings with the class's root volume: a version's
+// mappings replace its source's, so the others are repeated, and the root volume keeps the
+// template's encryption settings.
+func devices(base *types.ResponseLaunchTemplateData, root string, vol config.Volume) []types.LaunchTemplateBlockDeviceMappingRequest {
+	rootEBS := &types.LaunchTemplateEbsBlockDeviceRequest{
+		VolumeType: types.VolumeType(vol.Type), VolumeSize: aws.Int32(int32(vol.SizeGiB)),
+		Iops: aws.Int32(int32(vol.IOPS)), Throughput: aws.Int32(int32(vol.ThroughputMiBps)), DeleteOnTermination: aws.Bool(true),
+	}
+	out := []types.LaunchTemplateBlockDeviceMappingRequest{{DeviceName: aws.String(root), Ebs: rootEBS}}
+	for _, m := range base.BlockDeviceMappings {
+		if aws.ToString(m.DeviceName) == root {
+			if m.Ebs != nil {
+				rootEBS.Encrypted, rootEBS.KmsKeyId = m.Ebs.Encrypted, m.Ebs.KmsKeyId
+			}
+			continue
+		}
+		r := types.LaunchTemplateBlockDeviceMappingRequest{DeviceName: m.DeviceName, NoDevice: m.NoDevice, VirtualName: m.VirtualName}
+		if e := m.Ebs; e != nil {
+			r.Ebs = &types.LaunchTemplateEbsBlockDeviceRequest{
+				DeleteOnTermination: e.DeleteOnTermination, Encrypted: e.Encrypted, Iops: e.Iops, KmsKeyId: e.KmsKeyId,
+				SnapshotId: e.SnapshotId, Throughput: e.Throughput, VolumeSize: e.VolumeSize, VolumeType: e.VolumeType,
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// rootDevice is the image's root device name: where the class's volume settings go.
+func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (string, error) {
+	out, err := v.api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{rc.Image}})
+	if err != nil {
+		return "", explain(rc.Name, fmt.Errorf("describing image %s: %w", rc.Image, err))
+	}
+	if len(out.Images) != 1 || aws.ToString(out.Images[0].RootDeviceName) == "" {
+		return "", &ClassError{rc.Name, "image", fmt.Errorf("image %s not found (or it has no root device)", rc.Image)}
+	}
+	return aws.ToString(out.Images[0].RootDeviceName), nil
+}
+
+// withScript is the base version's user data re-rendered with script, base64 as EC2 takes it.
+func withScript(versions []types.LaunchTemplateVersion, b int64, script string) (string, error) {
+	enc := aws.ToString(baseData(versions, b).UserData)
+	if enc == "" {
+		return "", fmt.Errorf("the launch template's default version %d has no user data to add the script to: render it with runnerpool_user_data", b)
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", fmt.Errorf("decoding the launch template's user data: %w", err)
+	}
+	ud, err := userdata.WithPreRunnerScript(string(raw), script)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString([]byte(ud)), nil
+}
+
+// prune deletes the class's versions older than the Keep before current (never the default one).
+// A failure is logged: the versions are deleted on the next change.
+func (v *Versions) prune(ctx context.Context, rc config.RunnerClass, current string, versions []types.LaunchTemplateVersion) {
+	prefix := descPrefix + rc.Name + ":"
+	var old []int64
+	for _, lv := range versions {
+		n := aws.ToInt64(lv.VersionNumber)
+		if strings.HasPrefix(aws.ToString(lv.VersionDescription), prefix) && !aws.ToBool(lv.DefaultVersion) && strconv.FormatInt(n, 10) != current {
+			old = append(old, n)
+		}
+	}
+	slices.Sort(old)
+	if len(old) <= Keep {
+		return
+	}
+	var del []string
+	for _, n := range old[:len(old)-Keep] {
+		del = append(del, strconv.FormatInt(n, 10))
+	}
+	out, err := v.api.DeleteLaunchTemplateVersions(ctx, &ec2.DeleteLaunchTemplateVersionsInput{
+		LaunchTemplateId: aws.String(rc.LaunchTemplateID), Versions: del,
+	})
+	if err != nil {
+		v.opts.Logger.WarnContext(ctx, "old launch template versions of a runner class not deleted", "runner_class", rc.Name, "versions", del, "err", err)
+		return
+	}
+	for _, u := range out.UnsuccessfullyDeletedLaunchTemplateVersions {
+		v.opts.Logger.WarnContext(ctx, "old launch template version not deleted", "runner_class", rc.Name,
+			"version", aws.ToInt64(u.VersionNumber), "code", aws.ToString(u.ResponseError.Message))
+	}
+}
+
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// explain makes err a *ClassError when it is about one of the class's attributes.
+func explain(class string, err error) error {
+	if a := fleet.RefusedAttribute(err); a != "" {
+		return &ClassError{class, a, err}
+	}
+	return fmt.Errorf("runner class %q: %w", class, err)
+}
