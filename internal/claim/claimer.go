@@ -61,6 +61,21 @@ type Claimed struct {
 	// Verified: registration and heartbeat passed. Always true when ClaimN returns no error; false
 	// for an instance claimed when ClaimN's context ended before it was verified.
 	Verified bool
+	// Scope is the GitHub scope the claim registers its runner in (the claim request's): Unclaim
+	// removes the runner from there. A hot warm-pool instance's record names its pool's owner while
+	// its runner registers for the run's repository. Empty: the record's scope.
+	Scope string
+	// NotIssued: the claim's registration credential was never written (the mint failed), so no
+	// runner of the run can exist and Unclaim needs no deregistration.
+	NotIssued bool
+}
+
+// regScope is the scope the claim's runner registers in, and is removed from.
+func (cl Claimed) regScope() string {
+	if cl.Scope != "" {
+		return cl.Scope
+	}
+	return cl.Instance.Scope
 }
 
 // Discard is a claimed instance that failed its checks (or could not be handed back) and was
@@ -311,19 +326,21 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 	}
 
 	// The instance is claimed for the run: from here it must end up in the Result.
-	if err := c.reg.IssueWith(ctx, in, req.Labels, req.Token); err != nil {
+	noticed, err := c.reg.issueClaim(ctx, in, req.Labels, req.Token)
+	if err != nil {
+		cl := Claimed{Instance: in, Message: m, Scope: req.Scope, NotIssued: errors.Is(err, ErrNotIssued)}
 		if ctx.Err() != nil {
-			col.lock(func() { col.res.Claimed = append(col.res.Claimed, Claimed{Instance: in, Message: m}) })
+			col.lock(func() { col.res.Claimed = append(col.res.Claimed, cl) })
 			return true, ctx.Err()
 		}
 		// GitHub or the store failed, not the instance: hand it back to the pool.
-		c.handBack(ctx, req, in, m, "registration not issued: "+err.Error(), col, log)
+		c.handBack(ctx, req, cl, "registration not issued: "+err.Error(), col, log)
 		return true, err
 	}
 	issued := c.opts.Now()
 	werr := c.reg.WaitClaimed(ctx, in.ID, req.RunID, c.opts.RegistrationWait)
 	now := c.opts.Now()
-	cl := Claimed{Instance: in, Message: m, Waited: now.Sub(start), Verifying: now.Sub(issued)}
+	cl := Claimed{Instance: in, Message: m, Waited: now.Sub(start), Verifying: now.Sub(issued), Scope: req.Scope}
 	switch {
 	case werr == nil:
 		cl.Verified = true
@@ -333,6 +350,12 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 	case ctx.Err() != nil:
 		col.lock(func() { col.res.Claimed = append(col.res.Claimed, cl) })
 		return true, ctx.Err()
+	case !noticed && errors.Is(werr, ErrNoAck):
+		// The claim notice failed (EC2 throttling, say): silence proves nothing about the instance,
+		// whose agent may not have looked yet. Back to the pool, never to the terminator; Unclaim
+		// decides from the agent's acknowledgement whether it must deregister first.
+		c.handBack(ctx, req, cl, "claim notice not delivered and not acknowledged in time: "+werr.Error(), col, log)
+		return false, nil
 	}
 	dctx, cancel := detached(ctx)
 	defer cancel()
@@ -386,10 +409,11 @@ func (c *Claimer) resolveClaim(ctx context.Context, req Request, p *pool.Pickup,
 
 // handBack returns a claimed, unverified instance to the pool after a failure that was not its
 // own; when that fails it is discarded, so it is never left claimed and unreported.
-func (c *Claimer) handBack(ctx context.Context, req Request, in store.Instance, m pool.Message, reason string, col *collector, log *slog.Logger) {
+func (c *Claimer) handBack(ctx context.Context, req Request, cl Claimed, reason string, col *collector, log *slog.Logger) {
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	uerr := c.Unclaim(dctx, Claimed{Instance: in, Message: m}, m.Threshold, req.Queue)
+	in, m := cl.Instance, cl.Message
+	uerr := c.Unclaim(dctx, cl, m.Threshold, req.Queue)
 	if uerr == nil {
 		// Back in the pool with a fresh message, which other requests need: this request's
 		// workers hand it back rather than drop it as stale.
@@ -447,33 +471,34 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		return fmt.Errorf("unclaiming %s: %w", id, err)
 	}
 
-	// Withdraw the registration credential. If it is still there the agent never started to
-	// register for this run and the instance can go straight back. If the agent took it, a runner
-	// may be registered for the run: the instance enters the pool only after the agent confirms
-	// deregistration and cleanup, exactly as in a release (DESIGN rule 3).
-	// The agent cannot delete the credential; it acknowledges in its own partition before it reads
-	// it, so an acknowledgement for the run found after the withdrawal means it may have read it.
+	// Withdraw the registration credential, then decide from the agent's acknowledgement for the
+	// run whether it may have registered: the agent acknowledges in its own partition before it
+	// reads the credential, so without an acknowledgement for this run no runner of the run exists
+	// and the instance can go straight back. If it acknowledged, a runner may be registered: the
+	// instance enters the pool only after the agent confirms deregistration and cleanup, exactly as
+	// in a release (DESIGN rule 3). A credential found missing proves nothing (a mint that failed
+	// before it was written, its TTL, a retry of this Unclaim), so it never decides.
 	_, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID)
-	handshake := errors.Is(err, store.ErrNotFound)
-	if err != nil && !handshake && !errors.Is(err, store.ErrConflict) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
 	}
-	if !handshake {
-		ack, aerr := c.st.LastAck(ctx, id, store.CredentialRegistration)
-		switch {
-		case aerr == nil:
-			handshake = ack.RunID == runID
-		case !errors.Is(aerr, store.ErrNotFound):
-			// Cannot tell: take the safe way, the agent's confirmed release.
-			handshake = true
-		}
+	var handshake bool
+	ack, aerr := c.st.LastAck(ctx, id, store.CredentialRegistration)
+	switch {
+	case cl.NotIssued:
+		// Nothing to register with was ever written: whatever the agent acknowledged, it has no runner.
+	case aerr == nil:
+		handshake = ack.RunID == runID
+	case !errors.Is(aerr, store.ErrNotFound):
+		// Cannot tell: take the safe way, the agent's confirmed release.
+		handshake = true
 	}
 	var before store.SignalRecord
 	if handshake {
 		if before, err = c.st.LastSignal(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("unclaiming %s: %w", id, err)
 		}
-		tok, err := c.reg.gh.RemoveToken(ctx, cl.Instance.Scope)
+		tok, err := c.reg.gh.RemoveToken(ctx, cl.regScope())
 		if err != nil {
 			return fmt.Errorf("unclaiming %s: remove token: %w", id, err)
 		}
@@ -521,7 +546,7 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		if err == nil {
 			// The signal is the agent's word, which anything on the instance can write: GitHub must
 			// confirm the runner is gone before the instance goes back to the pool.
-			err = c.deregistered(ctx, id, cl.Instance.Scope)
+			err = c.deregistered(ctx, id, cl.regScope())
 		}
 		if err != nil {
 			// Never pooled: the instance is terminated now rather than left to its idle threshold.

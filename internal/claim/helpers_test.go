@@ -51,6 +51,7 @@ type env struct {
 	ec2srv *ec2server.Server
 	ec2    *ec2.Client
 	ghsrv  *githubfake.Server
+	ghURL  string
 	gh     *ghaccess.Client
 }
 
@@ -81,6 +82,7 @@ func newEnv(t testing.TB) *env {
 
 	e.ghsrv = githubfake.New(githubfake.Options{})
 	ghs := httptest.NewServer(e.ghsrv)
+	e.ghURL = ghs.URL
 	e.gh, err = ghaccess.New(ghaccess.Config{APIURL: ghs.URL, Token: e.ghsrv.PAT(), Logger: quiet})
 	if err != nil {
 		t.Fatalf("ghaccess.New: %v", err)

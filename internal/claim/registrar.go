@@ -163,9 +163,10 @@ func (r *Registrar) Issue(ctx context.Context, instanceID, runID, scope string, 
 // IssueFor is Issue for a record the caller just wrote (the claim, or the create of a fresh
 // instance): it skips the read and wakes the agent.
 func (r *Registrar) IssueFor(ctx context.Context, in store.Instance, scope string, labels []string) error {
-	return r.issueWith(ctx, in, labels, func(ctx context.Context) (ghaccess.RunnerToken, error) {
+	_, err := r.issueWith(ctx, in, labels, func(ctx context.Context) (ghaccess.RunnerToken, error) {
 		return r.gh.RegistrationToken(ctx, scope)
 	})
+	return err
 }
 
 // TokenFor returns a registration token source for scope that mints once, on first use, and hands
@@ -246,36 +247,48 @@ func (ts *TokenSource) Token(ctx context.Context) (ghaccess.RunnerToken, error) 
 	}
 }
 
+// ErrNotIssued marks an Issue that failed before any credential was written (GitHub did not mint
+// the registration token): the agent cannot have registered for the run.
+var ErrNotIssued = errors.New("registration credential not issued")
+
 // IssueWith is IssueFor with the token taken from a shared source.
 func (r *Registrar) IssueWith(ctx context.Context, in store.Instance, labels []string, ts *TokenSource) error {
+	_, err := r.issueWith(ctx, in, labels, ts.Token)
+	return err
+}
+
+// issueClaim is IssueWith for a claim; noticed is false when the claim notice was not delivered, so
+// the agent may notice the claim only on its fallback timer.
+func (r *Registrar) issueClaim(ctx context.Context, in store.Instance, labels []string, ts *TokenSource) (noticed bool, err error) {
 	return r.issueWith(ctx, in, labels, ts.Token)
 }
 
-func (r *Registrar) issueWith(ctx context.Context, in store.Instance, labels []string, token func(context.Context) (ghaccess.RunnerToken, error)) error {
+func (r *Registrar) issueWith(ctx context.Context, in store.Instance, labels []string, token func(context.Context) (ghaccess.RunnerToken, error)) (noticed bool, _ error) {
 	if in.RunID == "" {
-		return fmt.Errorf("issuing registration for %s: record has no run: %w", in.ID, store.ErrInvalid)
+		return false, fmt.Errorf("issuing registration for %s: record has no run: %w", in.ID, store.ErrInvalid)
 	}
 	if len(labels) == 0 {
 		labels = []string{in.RunID}
 	}
 	tok, err := token(ctx)
 	if err != nil {
-		return fmt.Errorf("issuing registration for %s: %w", in.ID, err)
+		return false, fmt.Errorf("issuing registration for %s: %w: %w", in.ID, ErrNotIssued, err)
 	}
 	if tok.Token == "" || tok.URL == "" {
-		return fmt.Errorf("issuing registration for %s: GitHub returned no token or URL", in.ID)
+		return false, fmt.Errorf("issuing registration for %s: GitHub returned no token or URL", in.ID)
 	}
 	if err := r.st.PutCredential(ctx, in.ID, store.Credential{
 		Kind: store.CredentialRegistration, RunID: in.RunID, URL: tok.URL, Token: tok.Token,
 		Labels: labels, ExpiresAt: tok.ExpiresAt,
 	}); err != nil {
-		return fmt.Errorf("issuing registration for %s: %w", in.ID, err)
+		return false, fmt.Errorf("issuing registration for %s: %w", in.ID, err)
 	}
 	if err := wake.Notify(ctx, r.ec2, in.ID); err != nil {
 		// Not fatal: the agent re-reads its record on its fallback timer.
 		r.log.Warn("claim notice not delivered", "instance", in.ID, "run", in.RunID, "err", err)
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // WaitRegistered waits up to wait (RegistrationWait when 0) for the agent's UD_REG_OK signal for

@@ -572,3 +572,25 @@ func (c *Client) CancelRun(ctx context.Context, repoScope string, runID int64) e
 	}
 	return err
 }
+
+// JobStatus returns a workflow job's status as GitHub holds it: queued, in_progress, completed, ...
+func (c *Client) JobStatus(ctx context.Context, repoScope string, jobID int64) (string, error) {
+	owner, repo, err := ParseScope(repoScope)
+	if err != nil {
+		return "", err
+	}
+	if repo == "" {
+		return "", fmt.Errorf("job %d: %q is not a repository", jobID, repoScope)
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return "", err
+	}
+	var status string
+	err = c.call(ctx, owner, fmt.Sprintf("job %d of %s", jobID, repoScope), func() (*github.Response, error) {
+		job, resp, err := gc.Actions.GetWorkflowJobByID(ctx, owner, repo, jobID)
+		status = job.GetStatus()
+		return resp, err
+	})
+	return status, err
+}

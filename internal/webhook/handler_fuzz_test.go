@@ -58,6 +58,8 @@ func (d *fuzzDeps) CancelRun(_ context.Context, repo string, _ int64) error {
 	return nil
 }
 
+func (d *fuzzDeps) JobStatus(context.Context, string, int64) (string, error) { return "queued", nil }
+
 func (d *fuzzDeps) reset() (enqueued, cancelled int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

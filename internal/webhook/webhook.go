@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,9 +48,11 @@ type Jobs interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
 }
 
-// RunCanceller cancels a workflow run; *ghaccess.Client satisfies it.
+// RunCanceller cancels a workflow run, after checking its job still waits; *ghaccess.Client
+// satisfies it.
 type RunCanceller interface {
 	CancelRun(ctx context.Context, repo string, runID int64) error
+	JobStatus(ctx context.Context, repo string, jobID int64) (string, error)
 }
 
 // Config configures the handler.
@@ -151,6 +155,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusUnauthorized, Response{Error: err.Error()})
 		return
 	}
+	// GitHub signs the body as sent, in either of the webhook's content types.
+	if body, err = payloadOf(r.Header.Get("Content-Type"), body); err != nil {
+		reply(w, http.StatusUnsupportedMediaType, Response{Error: err.Error()})
+		return
+	}
 	resp := Response{Delivery: r.Header.Get("X-GitHub-Delivery"), Event: r.Header.Get("X-GitHub-Event")}
 	switch {
 	case resp.Event == "":
@@ -215,16 +224,18 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		resp.Result, resp.Reason = ResultRefused, "repository "+ev.Repository+" is not allowed to use this deployment"
 		return http.StatusForbidden
 	}
-	if ev.Action == warmpool.ActionQueued {
-		known, err := h.cfg.Pools.Known(ctx, poolName)
-		if err != nil {
-			log.Error("github webhook: pools not readable", "err", err)
-			resp.Error = "warm pools could not be read; redeliver later"
-			return http.StatusServiceUnavailable
-		}
-		if !known {
-			return h.fail(ctx, ev, fmt.Sprintf("the job asks for warm pool %q, which is not configured", poolName), resp, log)
-		}
+	known, err := h.cfg.Pools.Known(ctx, poolName)
+	switch {
+	case err != nil:
+		log.Error("github webhook: pools not readable", "err", err)
+		resp.Error = "warm pools could not be read; redeliver later"
+		return http.StatusServiceUnavailable
+	case !known && ev.Action == warmpool.ActionCompleted:
+		// No pool served it: nothing to end, and nothing to queue.
+		resp.Result, resp.Reason = ResultIgnored, fmt.Sprintf("warm pool %q is not configured: nothing to end", poolName)
+		return http.StatusOK
+	case !known:
+		return h.fail(ctx, ev, fmt.Sprintf("the job asks for warm pool %q, which is not configured", poolName), resp, log)
 	}
 	job := warmpool.Job{
 		Action: ev.Action, JobID: ev.JobID, RunID: ev.RunID, RunAttempt: ev.RunAttempt, Repository: ev.Repository,
@@ -245,6 +256,18 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 // fail makes a job that cannot be served fail clearly: GitHub has no API to fail a single job, so
 // its run is cancelled, and the reason is logged and answered.
 func (h *Handler) fail(ctx context.Context, ev Event, reason string, resp *Response, log *slog.Logger) int {
+	// A late or redelivered queued event of a job that has completed meanwhile: the run's other jobs
+	// may still be running, and nothing waits for this one. Unknown status: cancel, so that nothing
+	// hangs.
+	status, serr := h.cfg.GitHub.JobStatus(ctx, ev.Repository, ev.JobID)
+	if serr == nil && status == "completed" {
+		log.Info("github webhook: job of an unservable pool already completed: run not cancelled", "reason", reason)
+		resp.Result, resp.Reason = ResultIgnored, reason+"; the job already completed: run not cancelled"
+		return http.StatusOK
+	}
+	if serr != nil {
+		log.Warn("github webhook: job status not read; cancelling its run anyway", "err", serr)
+	}
 	resp.Reason = reason + ": run cancelled"
 	err := h.cfg.GitHub.CancelRun(ctx, ev.Repository, ev.RunID)
 	var er *github.ErrorResponse
@@ -257,6 +280,32 @@ func (h *Handler) fail(ctx context.Context, ev Event, reason string, resp *Respo
 	log.Warn("github webhook: run cancelled", "reason", reason)
 	resp.Result = ResultCancelled
 	return http.StatusOK
+}
+
+// payloadOf returns the JSON payload of a delivery: the body itself (application/json), or its
+// payload field (application/x-www-form-urlencoded), the two content types a GitHub webhook offers,
+// as go-github's ValidatePayloadFromBody reads them.
+func payloadOf(contentType string, body []byte) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if contentType == "" {
+		mt, err = "application/json", nil
+	}
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("content type %q: %w", contentType, err)
+	case mt == "application/json":
+		return body, nil
+	case mt == "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("form-encoded payload: %w", err)
+		}
+		if p := form.Get("payload"); p != "" {
+			return []byte(p), nil
+		}
+		return nil, errors.New("form-encoded delivery without a payload field")
+	}
+	return nil, fmt.Errorf("content type %q: want application/json or application/x-www-form-urlencoded", mt)
 }
 
 // verify checks X-Hub-Signature-256 against the body, in constant time.

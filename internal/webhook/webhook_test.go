@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,14 @@ func (f *fakes) CancelRun(_ context.Context, _ string, runID int64) error {
 	return nil
 }
 
+// JobStatus says job 23 completed already; every other job is queued.
+func (f *fakes) JobStatus(_ context.Context, _ string, jobID int64) (string, error) {
+	if jobID == 23 {
+		return "completed", nil
+	}
+	return "queued", nil
+}
+
 func (f *fakes) MarkOnce(_ context.Context, key string, _ time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -97,8 +106,8 @@ func jobPayload(action string, id int64, labels ...string) []byte {
 }
 
 type delivery struct {
-	method, event, id, signature string
-	body                         []byte
+	method, event, id, signature, contentType string
+	body                                      []byte
 }
 
 func post(t *testing.T, h http.Handler, d delivery) (int, webhook.Response) {
@@ -109,6 +118,10 @@ func post(t *testing.T, h http.Handler, d delivery) (int, webhook.Response) {
 	req := httptest.NewRequest(d.method, "/v1/webhooks/github", bytes.NewReader(d.body))
 	if d.event != "" {
 		req.Header.Set("X-GitHub-Event", d.event)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if d.contentType != "" {
+		req.Header.Set("Content-Type", d.contentType)
 	}
 	if d.id != "" {
 		req.Header.Set("X-GitHub-Delivery", d.id)
@@ -196,6 +209,16 @@ func TestDeliveries(t *testing.T) {
 		{"GET", delivery{method: http.MethodGet, event: "workflow_job", id: "d19"}, 405, webhook.Response{}, "POST", 0, 0},
 		{"repository not allowed", delivery{event: "workflow_job", id: "d21", body: bytes.ReplaceAll(queued, []byte("acme/api"), []byte("evil/api"))}, 403,
 			webhook.Response{Result: webhook.ResultRefused, Pool: "small", Job: 1}, "", 0, 0},
+		{"form-encoded", delivery{event: "workflow_job", id: "d22", body: []byte("payload=" + url.QueryEscape(string(queued))), contentType: "application/x-www-form-urlencoded"}, 200,
+			webhook.Response{Result: webhook.ResultEnqueued, Pool: "small", Job: 1}, "", 1, 0},
+		{"form-encoded without payload", delivery{event: "workflow_job", id: "d23", body: []byte("other=1"), contentType: "application/x-www-form-urlencoded"}, 415,
+			webhook.Response{}, "payload", 0, 0},
+		{"unsupported content type", delivery{event: "workflow_job", id: "d24", body: queued, contentType: "text/xml"}, 415,
+			webhook.Response{}, "content type", 0, 0},
+		{"completed job of an unconfigured pool", delivery{event: "workflow_job", id: "d25", body: jobPayload("completed", 22, "pool=nope")}, 200,
+			webhook.Response{Result: webhook.ResultIgnored, Pool: "nope", Job: 22}, "", 0, 0},
+		{"unknown pool, job already completed", delivery{event: "workflow_job", id: "d26", body: jobPayload("queued", 23, "pool=nope")}, 200,
+			webhook.Response{Result: webhook.ResultIgnored, Pool: "nope", Job: 23}, "", 0, 0},
 		{"too large", delivery{event: "workflow_job", id: "d20", body: bytes.Repeat([]byte("x"), 65<<10)}, 413, webhook.Response{}, "larger", 0, 0},
 	}
 	for _, tt := range tests {

@@ -280,7 +280,10 @@ func testRESTContract(t *testing.T, name string) {
 			t.Fatalf("DeleteRunner of a gone runner: %v", err)
 		}
 	}
-	fake.QueueJob("acme", "api", 77, []string{"self-hosted"})
+	jobID := fake.QueueJob("acme", "api", 77, []string{"self-hosted"})
+	if st, err := pat.JobStatus(ctx, "acme/api", jobID); err != nil || st != "queued" {
+		t.Fatalf("JobStatus = %q, %v; want queued", st, err)
+	}
 	if err := pat.CancelRun(ctx, "acme/api", 77); err != nil {
 		t.Fatalf("CancelRun: %v", err)
 	}
@@ -303,6 +306,7 @@ func testRESTContract(t *testing.T, name string) {
 		"DELETE /orgs/{org}/actions/runners/{runner_id} 204",
 		"DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} 404",
 		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel 202",
+		"GET /repos/{owner}/{repo}/actions/jobs/{job_id} 200",
 	} {
 		if !slices.Contains(checked, want) {
 			t.Errorf("%q was not exercised", want)
