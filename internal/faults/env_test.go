@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -49,6 +51,7 @@ const (
 	releaseWait      = 4 * time.Second // the agent's deregistration signal
 	heartbeatMaxAge  = 4 * time.Second // agents beat every second
 	idleTime         = time.Hour       // released instances stay pooled through the matrix
+	quickBackoff     = 200 * time.Millisecond
 	// lateShift is how far ahead the "late" refresh's clock runs: past the claimed and created
 	// thresholds (5 min) of whatever a crashed replica abandoned, short of the idle and running ones.
 	lateShift = 6 * time.Minute
@@ -139,9 +142,13 @@ type replica struct {
 }
 
 type replicaOptions struct {
-	crash  *faults.Crash  // nil: never crashes
-	inject *faults.Inject // nil: no injected DynamoDB/SQS errors
-	shift  time.Duration  // the replica's clock runs this far ahead
+	crash  *faults.Crash      // nil: never crashes
+	inject *faults.Inject     // nil: no injected DynamoDB/SQS errors
+	lost   *faults.LostAnswer // nil: every answer arrives
+	// quickRetries scales the SDK's retry backoff down as the sandbox scales time (at most
+	// quickBackoff between attempts instead of 20-30 s), for steps that make the SDK retry often.
+	quickRetries bool
+	shift        time.Duration // the replica's clock runs this far ahead
 	// fleetWait bounds the wait for created instances to register (default fleetWait).
 	fleetWait time.Duration
 }
@@ -152,12 +159,23 @@ func (e *env) replica(o replicaOptions) *replica {
 	if o.shift != 0 {
 		now = func() time.Time { return time.Now().Add(o.shift) }
 	}
-	hc := &http.Client{Transport: faults.Chain(nil, o.crash, o.inject), Timeout: 30 * time.Second}
+	var base http.RoundTripper
+	if o.lost != nil {
+		base = o.lost
+	}
+	hc := &http.Client{Transport: faults.Chain(base, o.crash, o.inject), Timeout: 30 * time.Second}
 	cfg, _ := e.sb.Stack.AWSConfig(context.Background())
 	cfg.HTTPClient = hc
 	r := &replica{crash: o.crash, now: now}
 	r.st = store.New(dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) { do.DisableValidateResponseChecksum = true }), e.sb.Table, store.WithClock(now))
-	r.ec2 = ec2.NewFromConfig(cfg, awslimit.WithEC2Limits(awslimit.Default()))
+	ec2Retry := awslimit.RetryOptions{}
+	if o.quickRetries {
+		cfg.Retryer = func() aws.Retryer {
+			return retry.AddWithMaxBackoffDelay(retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None }), quickBackoff)
+		}
+		ec2Retry.MaxBackoff = quickBackoff
+	}
+	r.ec2 = ec2.NewFromConfig(cfg, awslimit.WithEC2LimitsRetry(awslimit.Default(), ec2Retry))
 	r.sqs = sqs.NewFromConfig(cfg)
 	r.queue = pool.NewQueue(r.sqs, e.sb.Queue.URL())
 	isolated := pool.NewQueue(r.sqs, e.isolatedQueue)

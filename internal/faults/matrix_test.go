@@ -74,8 +74,13 @@ func TestFaultMatrix(t *testing.T) {
 		{"duplicate-release", duplicateReleases},
 		{"webhook-redelivery", webhookRedelivery},
 		{"clock-skew", clockSkew},
+		{"lost-answer", lostAnswer},
 	}
+	only := stepFilter(t)
 	for _, s := range steps {
+		if only != nil && !only[s.name] {
+			continue
+		}
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, e) }) {
 			// Later steps judge the whole deployment: a step that left it broken would fail them
 			// too, for no reason of their own. Report and go on; the test has failed already.
@@ -86,6 +91,21 @@ func TestFaultMatrix(t *testing.T) {
 	for _, l := range e.summary {
 		fmt.Println("  " + l)
 	}
+}
+
+// stepFilter is the set of steps FAULTS_STEPS names (comma-separated), nil for all of them: while
+// developing a step, run only it (`FAULTS_STEPS=lost-answer make faults`).
+func stepFilter(t *testing.T) map[string]bool {
+	v := os.Getenv("FAULTS_STEPS")
+	if v == "" {
+		return nil
+	}
+	only := map[string]bool{}
+	for name := range strings.SplitSeq(v, ",") {
+		only[strings.TrimSpace(name)] = true
+	}
+	t.Logf("FAULTS_STEPS=%s: running only those steps", v)
+	return only
 }
 
 // killStep is one step of the control plane to crash: prepare sets the world up for a run with a

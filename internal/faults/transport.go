@@ -9,6 +9,8 @@
 //   - Inject answers a share of DynamoDB and SQS requests itself, with the throttling or 5xx
 //     errors those services send, to exercise the SDK's retries and the callers' error paths
 //     (EC2's are injected by the EC2 server's own fault hooks).
+//   - LostAnswer lets DynamoDB, SQS or EC2 apply a request and drops its answer, so the SDK
+//     retries a request that was applied (lost.go).
 package faults
 
 import (

@@ -130,29 +130,7 @@ func webhookRedelivery(t *testing.T, e *env) {
 	if err := e.settle(ctx, conv); err != nil {
 		t.Fatalf("filling the warm pool: %v", err)
 	}
-	jq := warmpool.NewJobQueue(r.sqs, e.jobQueue, r.st)
-	q := pool.NewQueue(r.sqs, e.warmQueue)
-	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
-		return []warmpool.PoolSpec{e.warmSpec(q)}, nil
-	}
-	catalog := warmpool.NewCatalog(targets, time.Second, time.Now)
-	copts := claim.Options{Logger: e.log}
-	worker, err := warmpool.NewWorker(warmpool.WorkerConfig{
-		Store: r.st, EC2: r.ec2, Fleet: fleet.New(r.ec2, fleet.Options{Logger: e.log}), Starter: claim.NewStarter(r.st, r.ec2, r.reg, copts),
-		Discarder: r.reg, GitHub: r.gh, Jobs: jq, Pools: catalog, DeploymentID: sandbox.DeploymentID,
-		WaitTime: time.Second, Logger: e.log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook, err := webhook.New(webhook.Config{Secret: "faults", Deliveries: r.st, Pools: catalog, Jobs: jq, GitHub: r.gh, Logger: e.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(hook)
-	defer srv.Close()
-	sender := &githubfake.WebhookSender{URL: srv.URL, Secret: "faults"}
-
+	worker, sender := e.poolPath(t, r)
 	const runs = 2
 	ok := 0
 	for i := range runs {
@@ -219,6 +197,34 @@ func webhookRedelivery(t *testing.T, e *env) {
 		ok++
 	}
 	e.report("webhook-redelivery", runs, ok, "")
+}
+
+// poolPath is replica r's webhook path to the matrix's warm pool: the pool-job worker, and a
+// sender of signed webhook deliveries to r's webhook handler (closed with the test).
+func (e *env) poolPath(t *testing.T, r *replica) (*warmpool.Worker, *githubfake.WebhookSender) {
+	jq := warmpool.NewJobQueue(r.sqs, e.jobQueue, r.st)
+	q := pool.NewQueue(r.sqs, e.warmQueue)
+	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
+		return []warmpool.PoolSpec{e.warmSpec(q)}, nil
+	}
+	catalog := warmpool.NewCatalog(targets, time.Second, time.Now)
+	copts := claim.Options{Logger: e.log}
+	worker, err := warmpool.NewWorker(warmpool.WorkerConfig{
+		Store: r.st, EC2: r.ec2, Fleet: fleet.New(r.ec2, fleet.Options{Logger: e.log}), Starter: claim.NewStarter(r.st, r.ec2, r.reg, copts),
+		Discarder: r.reg, GitHub: r.gh, Jobs: jq, Pools: catalog, DeploymentID: sandbox.DeploymentID,
+		// A short lease: a message whose receive answer was lost (lost-answer) comes back soon.
+		WaitTime: time.Second, Lease: 10 * time.Second, Logger: e.log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := webhook.New(webhook.Config{Secret: "faults", Deliveries: r.st, Pools: catalog, Jobs: jq, GitHub: r.gh, Logger: e.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hook)
+	t.Cleanup(srv.Close)
+	return worker, &githubfake.WebhookSender{URL: srv.URL, Secret: "faults"}
 }
 
 // serveUntil runs worker batches until done says so (at most 60 s).

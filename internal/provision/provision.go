@@ -134,7 +134,8 @@ type Result struct {
 type Options struct {
 	// PollInterval is how often a repeated request re-reads the run record (default 250 ms).
 	PollInterval time.Duration
-	// RollbackTimeout bounds undoing a provision after its context ended (default 2 min).
+	// RollbackTimeout bounds undoing a provision after its context ended (default 3 min: longer than
+	// the claim's release wait, so the fallback after that wait still runs on a live context).
 	RollbackTimeout time.Duration
 	// Concurrency bounds parallel record writes, registrations and undos (default 16).
 	Concurrency int
@@ -172,7 +173,7 @@ func New(st *store.Store, claimer *claim.Claimer, reg *claim.Registrar, fl *flee
 		opts.PollInterval = 250 * time.Millisecond
 	}
 	if opts.RollbackTimeout <= 0 {
-		opts.RollbackTimeout = 2 * time.Minute
+		opts.RollbackTimeout = 3 * time.Minute
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 16

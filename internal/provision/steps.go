@@ -313,12 +313,6 @@ func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet
 			ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
 			Reason: "created for run " + j.key,
 		})
-		if errors.Is(err, store.ErrConflict) {
-			// A retried write whose first attempt landed: the record is ours if it names our run.
-			if got, gerr := p.st.Get(dctx, l.ID); gerr == nil && got.RunID == j.key {
-				rec, err = got, nil
-			}
-		}
 		if err != nil {
 			_, terr := p.ec2.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{l.ID}})
 			j.undone(Undone{InstanceID: l.ID, Action: ActionTerminated, Reason: "record not written: " + err.Error(), Error: errString(terr)})

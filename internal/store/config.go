@@ -82,7 +82,10 @@ func (s *Store) PutConfig(ctx context.Context, item ConfigItem, expectVersion in
 	in.Item["spec"] = sv(string(item.Spec))
 	in.Item["version"] = n(item.Version)
 	in.Item["updated_at"] = ms(item.UpdatedAt)
-	if _, err := s.db.PutItem(ctx, in); err != nil {
+	token := newWriteToken()
+	in.Item[attrWrite] = sv(token)
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	if _, err := s.db.PutItem(ctx, in); err != nil && !isOwnWrite(err, token) {
 		return ConfigItem{}, classify(fmt.Sprintf("writing config %s/%s", item.Kind, item.Name), err)
 	}
 	return item, nil

@@ -21,19 +21,21 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (fi
 	if key == "" || len(key) > 512 || ttl <= 0 {
 		return false, fmt.Errorf("once-marker %q ttl %s: %w", key, ttl, ErrInvalid)
 	}
-	now := s.now()
+	now, token := s.now(), newWriteToken()
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.table,
 		Item: map[string]types.AttributeValue{
 			attrPK: sv(prefixOnce + key), attrSK: sv("ONCE"),
-			"expires_at": ms(now.Add(ttl)), attrTTL: n(now.Add(ttl).Unix()),
+			"expires_at": ms(now.Add(ttl)), attrTTL: n(now.Add(ttl).Unix()), attrWrite: sv(token),
 		},
 		// DynamoDB deletes expired items lazily (within days), so an expired marker still present
 		// is treated as absent.
-		ConditionExpression:       aws.String("attribute_not_exists(pk) OR expires_at < :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ms(now)},
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR expires_at < :now"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":now": ms(now)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err == nil {
+	if err == nil || isOwnWrite(err, token) {
+		// The marker this call wrote, its answer lost: still the first.
 		return true, nil
 	}
 	if err = classify("marking "+key, err); errors.Is(err, ErrConflict) {

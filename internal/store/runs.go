@@ -65,12 +65,16 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (_ Run, created bool, _ er
 	}
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt, r.Version = now, now, 1
+	item, token := encodeRun(r), newWriteToken()
+	item[attrWrite] = sv(token)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.table,
-		Item:                encodeRun(r),
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		TableName:                           &s.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err == nil {
+	if err == nil || isOwnWrite(err, token) {
+		// A failed condition against this call's own applied write is the creation it was.
 		return r, true, nil
 	}
 	if err = classify("creating run "+r.Key, err); !isConflict(err) {
@@ -87,16 +91,37 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (_ Run, created bool, _ er
 func (s *Store) UpdateRun(ctx context.Context, r Run, expectVersion int64) (Run, error) {
 	r.UpdatedAt = s.now()
 	r.Version = expectVersion + 1
+	item, token := encodeRun(r), newWriteToken()
+	item[attrWrite] = sv(token)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 &s.table,
-		Item:                      encodeRun(r),
-		ConditionExpression:       aws.String("version = :v"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": n(expectVersion)},
+		TableName:                           &s.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("version = :v"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": n(expectVersion)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
+	if err != nil && !isOwnWrite(err, token) {
 		return Run{}, classify("updating run "+r.Key, err)
 	}
 	return r, nil
+}
+
+// RenewRun moves a run record's updated_at to now if its version is still version, without changing
+// anything else (the version included): the holder of a lease judged by updated_at (a pool job
+// being served) renews it while its work runs, and its next UpdateRun still matches. A record
+// written since (another version) is ErrConflict: the holder lost it. Repeating a renewal is
+// harmless, so a retry after a lost answer needs no write token.
+func (s *Store) RenewRun(ctx context.Context, key string, version int64) error {
+	now := s.now()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       runKey(key),
+		UpdateExpression:          aws.String("SET updated_at = :now, #ttl = :ttl"),
+		ConditionExpression:       aws.String("version = :v"),
+		ExpressionAttributeNames:  map[string]string{"#ttl": attrTTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ms(now), ":ttl": n(now.Add(runRetention).Unix()), ":v": n(version)},
+	})
+	return classify("renewing run "+key, err)
 }
 
 // GetRun reads a run record.

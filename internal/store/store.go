@@ -71,12 +71,15 @@ func (s *Store) Create(ctx context.Context, in Instance) (Instance, error) {
 	}
 	now := s.now()
 	in.CreatedAt, in.UpdatedAt, in.Version = now, now, 1
+	item, token := s.encodeInstance(in), newWriteToken()
+	item[attrWrite] = sv(token)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.table,
-		Item:                s.encodeInstance(in),
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		TableName:                           &s.table,
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
+	if err != nil && !isOwnWrite(err, token) {
 		return Instance{}, classify("creating instance "+in.ID, err)
 	}
 	return in, nil
@@ -285,8 +288,11 @@ func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance,
 }
 
 // update runs one conditional UpdateItem and turns a failed condition into ErrNotFound or a
-// *ConflictError describing the record that won.
+// *ConflictError describing the record that won; a failed condition against its own applied write
+// (written.go) is the success it was.
 func (s *Store) update(ctx context.Context, id string, u *update, cond, want string) (Instance, error) {
+	token := newWriteToken()
+	u.set(attrWrite, sv(token))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,
 		Key:                                 s.instanceKey(id),
@@ -297,6 +303,9 @@ func (s *Store) update(ctx context.Context, id string, u *update, cond, want str
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	if item, own := ownWrite(err, token); own {
+		return decodeInstance(item)
+	}
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {

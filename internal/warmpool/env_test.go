@@ -279,6 +279,8 @@ type mutations struct {
 	*ec2.Client
 	mu    sync.Mutex
 	calls map[string][]int // action -> ids per call
+	// beforeStart, when set, runs before each StartInstances (a slow start).
+	beforeStart func()
 }
 
 func (m *mutations) record(action string, n int) {
@@ -297,6 +299,9 @@ func (m *mutations) StopInstances(ctx context.Context, in *ec2.StopInstancesInpu
 
 func (m *mutations) StartInstances(ctx context.Context, in *ec2.StartInstancesInput, opts ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error) {
 	m.record("StartInstances", len(in.InstanceIds))
+	if m.beforeStart != nil {
+		m.beforeStart()
+	}
 	return m.Client.StartInstances(ctx, in, opts...)
 }
 

@@ -307,21 +307,33 @@ func (q *JobQueue) deleteMessages(ctx context.Context, msgs []message) error {
 
 // retryLater makes messages visible again after delay (zero: at once).
 func (q *JobQueue) retryLater(ctx context.Context, msgs []message, delay time.Duration) error {
+	return q.setVisibility(ctx, msgs, delay, "re-queueing")
+}
+
+// extend keeps messages out of sight for d from now: the lease of jobs still being served.
+func (q *JobQueue) extend(ctx context.Context, msgs []message, d time.Duration) error {
+	return q.setVisibility(ctx, msgs, d, "extending the lease of")
+}
+
+// setVisibility changes the visibility timeout of messages; what says why, for errors. A message
+// whose receipt handle expired (its visibility ran out and another receive took it) is reported
+// among the failed entries.
+func (q *JobQueue) setVisibility(ctx context.Context, msgs []message, d time.Duration, what string) error {
 	var errs []error
 	for chunk := range slices.Chunk(msgs, 10) {
 		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, m := range chunk {
 			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: int32(max(delay.Seconds(), 0)),
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: int32(max(d.Seconds(), 0)),
 			}
 		}
 		out, err := q.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("re-queueing pool job messages: %w", err))
+			errs = append(errs, fmt.Errorf("%s pool job messages: %w", what, err))
 			continue
 		}
 		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("re-queueing pool job message: %s %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+			errs = append(errs, fmt.Errorf("%s pool job message: %s %s", what, aws.ToString(f.Code), aws.ToString(f.Message)))
 		}
 	}
 	return errors.Join(errs...)

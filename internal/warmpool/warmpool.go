@@ -98,6 +98,7 @@ type Store interface {
 	CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
+	RenewRun(ctx context.Context, key string, version int64) error
 }
 
 // EC2API is the part of the EC2 client warmpool uses; *ec2.Client satisfies it.

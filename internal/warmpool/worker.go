@@ -218,6 +218,7 @@ type outcomes struct {
 	del    []message
 	retry  []message
 	errors []error
+	leases *leases // the batch's leases, renewed while it is served
 }
 
 func (o *outcomes) lock(f func()) {
@@ -238,7 +239,7 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 	if err != nil {
 		return BatchReport{}, err
 	}
-	o := &outcomes{rep: BatchReport{Received: len(msgs)}}
+	o := &outcomes{rep: BatchReport{Received: len(msgs)}, leases: w.keepLeases(ctx, msgs)}
 	groups := map[string][]message{}
 	seen := map[string]bool{} // action and job: a duplicate within the batch is dropped
 	var wg sync.WaitGroup
@@ -266,6 +267,7 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 		wg.Go(func() { w.serveGroup(ctx, name, groups[name], o) })
 	}
 	wg.Wait()
+	o.leases.end() // before the messages are settled: a renewal must not undo a retry's delay
 	slices.SortFunc(o.rep.Groups, func(a, b GroupReport) int { return strings.Compare(a.Pool, b.Pool) })
 
 	// Settle the messages even if ctx ended: a served job's message must not come back as new.
@@ -346,6 +348,7 @@ func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message
 			// Another worker holds it; its message comes back after the lease if that one fails.
 		default:
 			jobs[i] = &held{msg: m, run: r, takeover: status == beginTakeover}
+			o.leases.hold(r)
 		}
 	})
 	jobs = slices.DeleteFunc(jobs, func(h *held) bool { return h == nil })

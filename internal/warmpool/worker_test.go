@@ -41,16 +41,20 @@ func (e *env) github(t testing.TB) *ghaccess.Client {
 }
 
 // worker is one replica's pool worker, with its own GitHub client, registrar and starter.
-func (e *env) worker(t testing.TB, pools warmpool.Pools, jobs *warmpool.JobQueue) *warmpool.Worker {
+func (e *env) worker(t testing.TB, pools warmpool.Pools, jobs *warmpool.JobQueue, opts ...func(*warmpool.WorkerConfig)) *warmpool.Worker {
 	t.Helper()
 	gh := e.github(t)
 	copts := claim.Options{Logger: quiet, Now: e.clock.Now, StartWait: 500 * time.Millisecond}
 	reg := claim.NewRegistrar(e.st, gh, e.calls, copts)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	cfg := warmpool.WorkerConfig{
 		Store: e.st, EC2: e.calls, Fleet: fleet.New(e.calls, fleet.Options{Logger: quiet}), Starter: claim.NewStarter(e.st, e.calls, reg, copts),
 		Discarder: reg, GitHub: gh, Jobs: jobs, Pools: pools, DeploymentID: deployment,
 		WaitTime: time.Second, Lease: 30 * time.Second, RetryDelay: time.Second, Now: e.clock.Now, Logger: quiet,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := warmpool.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,5 +570,76 @@ func TestWorkerTakesOverAnInterruptedAttempt(t *testing.T) {
 		if run, _ := e.st.GetRun(ctx, fmt.Sprintf("pooljob:%d", id)); run.Status != warmpool.JobServed {
 			t.Errorf("ledger of job %d: %s", id, run.Status)
 		}
+	}
+}
+
+// TestSlowStartKeepsItsLease: a job served by a stopped instance whose start outlasts the worker's
+// lease (3 s of real time for the message's visibility; the clock also jumps 10 s, past the ledger's
+// lease). The worker renews both while it starts the instance, so a second worker polling all along
+// never takes the job over: the job is served once, by the started instance, which is not discarded.
+func TestSlowStartKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	spec := e.spec("slow", 0, 1, "v1-slow")
+	stopped := e.warm(t, spec, store.StateStopped, 1)
+	catalog := warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, e.clock.Now)
+	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	starting := make(chan struct{})
+	var once sync.Once
+	e.calls.beforeStart = func() {
+		once.Do(func() {
+			close(starting)
+			e.clock.Add(10 * time.Second)
+			time.Sleep(4 * time.Second)
+		})
+	}
+	lease := func(c *warmpool.WorkerConfig) { c.Lease = 3 * time.Second }
+	a, b := e.worker(t, catalog, jobs, lease), e.worker(t, catalog, jobs, lease)
+	j := warmpool.Job{Action: warmpool.ActionQueued, JobID: 21, RunID: 21, Repository: "acme/api", Labels: []string{"pool=slow"}, Pool: "slow"}
+	if _, err := jobs.Enqueue(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	var repA warmpool.BatchReport
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for len(repA.Served) == 0 && err == nil && ctx.Err() == nil {
+			repA, err = a.Once(ctx)
+		}
+		done <- err
+	}()
+	select {
+	case <-starting:
+	case err := <-done:
+		t.Fatalf("the first worker finished without starting an instance: %+v, %v", repA, err)
+	}
+	var byB []warmpool.Served
+	for finished := false; !finished; {
+		rep, err := b.Once(ctx)
+		if err != nil {
+			t.Logf("second worker: %v", err)
+		}
+		byB = append(byB, rep.Served...)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("first worker: %v", err)
+			}
+			finished = true
+		default:
+		}
+	}
+	if len(repA.Served) != 1 || repA.Served[0].InstanceID != stopped[0].ID || repA.Served[0].Source != warmpool.SourceStarted {
+		t.Errorf("first worker served %+v, want job 21 by the started %s", repA.Served, stopped[0].ID)
+	}
+	if len(byB) > 0 {
+		t.Errorf("the second worker took the job over: %+v", byB)
+	}
+	if rec, err := e.st.Get(ctx, stopped[0].ID); err != nil || rec.State != store.StateClaimed || rec.RunID != j.RunKey() {
+		t.Errorf("the started instance: %s run %q, %v; want claimed for %s", rec.State, rec.RunID, err, j.RunKey())
+	}
+	if run, _ := e.st.GetRun(ctx, "pooljob:21"); run.Status != warmpool.JobServed {
+		t.Errorf("ledger of job 21: %s, want served", run.Status)
 	}
 }

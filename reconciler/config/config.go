@@ -97,9 +97,11 @@ type Config struct {
 	HeartbeatMaxAge       time.Duration // deprecated, ignored
 	ClaimAckWait          time.Duration
 	ReleaseSignalWait     time.Duration
-	PollInterval          time.Duration
-	ClaimPollInterval     time.Duration
-	OrphanGrace           time.Duration
+	// AWSCallTimeout bounds each attempt of every AWS call (the SDK retries an attempt that timed out).
+	AWSCallTimeout    time.Duration
+	PollInterval      time.Duration
+	ClaimPollInterval time.Duration
+	OrphanGrace       time.Duration
 
 	LogLevel          slog.Level
 	DynamoDBSkipCRC32 bool
@@ -131,6 +133,10 @@ func (c Config) RunnerClassSource() string {
 // WarmPools reports whether warm pools are enabled: webhook routing, convergence and the pool
 // worker, all through the pool job queue.
 func (c Config) WarmPools() bool { return c.PoolJobQueueURL != "" }
+
+// rollbackMargin is how much longer than the release-signal wait a rollback may take: the time
+// its fallback (expiring an instance that never signalled) needs after that wait.
+const rollbackMargin = 30 * time.Second
 
 // Instance key modes (--instance-keys).
 const (
@@ -409,7 +415,7 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ReleaseTimeout })},
 	{flag: "drain-timeout", env: "RUNNERPOOL_DRAIN_TIMEOUT", def: "60s", doc: "On SIGTERM, how long in-flight provisions and releases may finish before they are cancelled (and roll back).",
 		set: duration(func(c *Config) *time.Duration { return &c.DrainTimeout })},
-	{flag: "rollback-timeout", env: "RUNNERPOOL_ROLLBACK_TIMEOUT", def: "2m", doc: "Time limit of undoing a cancelled or failed provision.",
+	{flag: "rollback-timeout", env: "RUNNERPOOL_ROLLBACK_TIMEOUT", def: "3m", doc: "Time limit of undoing a cancelled or failed provision. It must exceed `release-signal-wait` by at least 30s: handing a claimed runner back waits for its deregistration signal, and the fallback (expiring the instance) still needs time to run.",
 		set: duration(func(c *Config) *time.Duration { return &c.RollbackTimeout })},
 	{flag: "created-timeout", env: "RUNNERPOOL_CREATED_TIMEOUT", def: "5m", doc: "Threshold of a created instance (refresh terminates it after).",
 		set: duration(func(c *Config) *time.Duration { return &c.CreatedTimeout })},
@@ -425,6 +431,8 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimAckWait })},
 	{flag: "release-signal-wait", env: "RUNNERPOOL_RELEASE_SIGNAL_WAIT", def: "120s", doc: "How long a release (or a provision handing a claimed runner back) waits for an agent's deregistration signal before expiring the instance.",
 		set: duration(func(c *Config) *time.Duration { return &c.ReleaseSignalWait })},
+	{flag: "aws-call-timeout", env: "RUNNERPOOL_AWS_CALL_TIMEOUT", def: "30s", doc: "Time limit of each attempt of an AWS call, its answer included (the SDK retries an attempt that timed out). Above SQS's 20 s long poll.",
+		set: duration(func(c *Config) *time.Duration { return &c.AWSCallTimeout })},
 	{flag: "poll-interval", env: "RUNNERPOOL_POLL_INTERVAL", def: "250ms", doc: "How often agent signals and in-progress provisions are re-read.",
 		set: duration(func(c *Config) *time.Duration { return &c.PollInterval })},
 	{flag: "claim-poll-interval", env: "RUNNERPOOL_CLAIM_POLL_INTERVAL", def: "50ms", doc: "How often a claimed pooled instance's acknowledgement and registration are re-read: every interval is waited out by the job that asked for the runner (a strongly consistent GetItem each, about 40 for a 2 s registration).",
@@ -627,6 +635,9 @@ func (c Config) validate() error {
 	}
 	if c.LeaseTTL > 0 && c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("lease-ttl %s: at least 1s (renewal every third of it)", c.LeaseTTL))
+	}
+	if c.RollbackTimeout > 0 && c.RollbackTimeout < c.ReleaseSignalWait+rollbackMargin {
+		errs = append(errs, fmt.Errorf("rollback-timeout %s: at least release-signal-wait %s plus %s, or a rollback's fallback runs on an expired deadline", c.RollbackTimeout, c.ReleaseSignalWait, rollbackMargin))
 	}
 	if c.IdleTime > 0 && c.MaxIdleTime > 0 && c.IdleTime > c.MaxIdleTime {
 		errs = append(errs, fmt.Errorf("idle-time %s exceeds max-idle-time %s", c.IdleTime, c.MaxIdleTime))

@@ -66,6 +66,8 @@ func TestLoadDefaultsAndPrecedence(t *testing.T) {
 		{"classes", c.Classes.RunnerClasses["linux"].IdleTime, Duration(20 * time.Minute)},
 		{"max body", c.MaxBodyBytes, int64(65536)},
 		{"replica id generated", c.ReplicaID != "", true},
+		{"rollback outlasts the release-signal wait", c.RollbackTimeout >= c.ReleaseSignalWait+30*time.Second, true},
+		{"aws call timeout", c.AWSCallTimeout, 30 * time.Second},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -84,6 +86,7 @@ func TestLoadListsEveryProblem(t *testing.T) {
 		"RUNNERPOOL_REFRESH_SCHEDULE":     "every minute",
 		"RUNNERPOOL_ALLOWED_REPOSITORIES": "acme/api,bad_owner!",
 		"RUNNERPOOL_MAX_BODY_BYTES":       "12",
+		"RUNNERPOOL_ROLLBACK_TIMEOUT":     "2m",
 		"RUNNERPOOL_RUNNER_CLASSES_FILE":  writeFile(t, "c.json", `{"runner_classes": {"linux": {"queue_url": "x", "subnets": []}}, "typo": 1}`),
 	}
 	_, err := load(env, "--oidc-issuer", "ftp://x")
@@ -93,6 +96,7 @@ func TestLoadListsEveryProblem(t *testing.T) {
 	for _, want := range []string{
 		"table", "deployment-id", "oidc-audience", "oidc-issuer", "lease-ttl (RUNNERPOOL_LEASE_TTL)", "refresh-schedule",
 		`"bad_owner!"`, "max-body-bytes", `unknown field "typo"`, "a token", "(--oidc-issuer)",
+		"rollback-timeout 2m0s: at least release-signal-wait 2m0s",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)

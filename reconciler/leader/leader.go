@@ -145,7 +145,9 @@ func (e *Elector) attempt(ctx context.Context) time.Duration {
 		// Another replica holds a valid lease. Try again right after it expires (renewals by
 		// the holder push that out), and never less often than every third of the TTL.
 		e.lose(errors.New("another replica holds the lease"))
-		cur, cerr := e.st.CurrentLease(ctx, e.opts.Name)
+		rctx, rcancel := context.WithTimeout(ctx, renewEvery)
+		cur, cerr := e.st.CurrentLease(rctx, e.opts.Name)
+		rcancel()
 		e.mu.Lock()
 		if cerr == nil {
 			e.status.Holder, e.status.ExpiresAt = cur.Holder, cur.ExpiresAt

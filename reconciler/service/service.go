@@ -146,6 +146,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	} else if awsCfg, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
+	// Every attempt of every AWS call has a deadline: an answer that hangs fails the attempt, which
+	// the SDK retries, bounded by the caller's deadline.
+	awsCfg.HTTPClient = awslimit.CallTimeout(awsCfg.HTTPClient, cfg.AWSCallTimeout)
 	// Every AWS call of every client is counted by service, operation and result.
 	s.metrics = metrics.New(metrics.Options{Replica: cfg.ReplicaID, Logger: log, PoolCounts: s.poolSamples})
 	awsCfg.APIOptions = append(awsCfg.APIOptions, s.metrics.AWSMiddleware)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -194,6 +195,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, drivers .
 	return agent.Run(ctx, cfg)
 }
 
+// awsCallTimeout bounds each attempt of the agent's AWS calls (above SQS's 20 s long poll).
+const awsCallTimeout = 30 * time.Second
+
 // Config builds the agent's configuration: AWS clients from the SDK's default configuration (the
 // instance role; endpoints from AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_EC2 where set), an IMDSv2-
 // only metadata client, and the runner driver (o.Runner: "actions" or one of drivers).
@@ -208,6 +212,9 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 	if err != nil {
 		return agent.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
 	}
+	// Every attempt of every AWS call has a deadline: a hung answer is retried, not waited for
+	// forever (the heartbeat and the self-termination checks run on these clients).
+	awsCfg.HTTPClient = awslimit.CallTimeout(awsCfg.HTTPClient, awsCallTimeout)
 	db := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
 		// DynamoDB Local (a custom endpoint) does not always send a CRC32 matching what the SDK
 		// reads; the real service does, so validation stays on against it.
