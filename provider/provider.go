@@ -205,6 +205,7 @@ func (p *RunnerpoolProvider) Resources(context.Context) []func() resource.Resour
 		NewPoolQueueResource,
 		NewRunnerClassResource,
 		NewWarmPoolResource,
+		NewScaleSetResource,
 	}
 }
 

@@ -161,3 +161,16 @@ resource "runnerpool_warm_pool" "pool" {
     }
   }
 }
+
+# Warm pools serve `runs-on: [self-hosted, pool=NAME]` jobs through the workflow_job webhook, and the
+# jobs of these scale sets (`runs-on: <scale set name>`) through the Actions service's message queue.
+resource "runnerpool_scale_set" "set" {
+  for_each = var.scale_sets
+
+  table        = runnerpool_state_table.main.name
+  name         = each.key
+  warm_pool    = runnerpool_warm_pool.pool[each.value.warm_pool].name
+  scope        = each.value.scope
+  runner_group = each.value.runner_group
+  max_runners  = each.value.max_runners
+}

@@ -115,3 +115,14 @@ variable "warm_pools" {
   }))
   default = {}
 }
+
+variable "scale_sets" {
+  description = "Runner scale sets by name (the label workflows use: runs-on: <name>), each feeding a warm pool without webhooks (see the provider's job sources guide). Needs github.com or GHES 3.9+."
+  type = map(object({
+    warm_pool    = string
+    scope        = string # organization ("acme") or repository ("acme/app"), on the allow-list
+    runner_group = optional(string)
+    max_runners  = optional(number, 10)
+  }))
+  default = {}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -20,7 +21,8 @@ var ErrUnknownWarmPool = errors.New("unknown warm pool")
 
 // ScaleSet is one runner scale set feeding a warm pool.
 type ScaleSet struct {
-	// Name is the scale set's name at GitHub and the label workflows use (runs-on: NAME).
+	// Name is the scale set's name at GitHub and the label workflows use (runs-on: NAME):
+	// ValidateName's set, so it is also a safe key and label.
 	Name string `json:"name"`
 	// WarmPool is the warm pool whose instances serve its jobs.
 	WarmPool string `json:"warm_pool"`
@@ -35,10 +37,16 @@ type ScaleSet struct {
 	MaxRunners int `json:"max_runners"`
 }
 
-var (
-	scaleSetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-	scopeRE        = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}(/[A-Za-z0-9._-]{1,100})?$`)
-)
+// scopeRE matches OWNER or OWNER/REPO.
+var scopeRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}(/[A-Za-z0-9._-]{1,100})?$`)
+
+// ValidateScope checks a scale set's scope: OWNER or OWNER/REPO.
+func ValidateScope(s string) error {
+	if !scopeRE.MatchString(s) || strings.HasSuffix(s, "/.") || strings.HasSuffix(s, "/..") {
+		return fmt.Errorf("scope %q: want OWNER or OWNER/REPO", s)
+	}
+	return nil
+}
 
 // MaxScaleSetRunners bounds max_runners.
 const MaxScaleSetRunners = 10000
@@ -46,15 +54,11 @@ const MaxScaleSetRunners = 10000
 // Validate reports every problem of the scale set as a *Problems, or nil.
 func (s ScaleSet) Validate() error {
 	var c collector
-	if !scaleSetNameRE.MatchString(s.Name) {
-		c.add("name", fmt.Errorf("scale set name %q: 1-63 letters, digits, '.', '_' or '-'", s.Name))
-	}
+	c.add("name", ValidateName(s.Name))
 	if err := ValidateName(s.WarmPool); err != nil {
 		c.add("warm_pool", fmt.Errorf("warm pool: %w", err))
 	}
-	if !scopeRE.MatchString(s.Scope) {
-		c.add("scope", fmt.Errorf("scope %q: want OWNER or OWNER/REPO", s.Scope))
-	}
+	c.add("scope", ValidateScope(s.Scope))
 	c.each("labels", s.Labels, ValidateLabel)
 	if len(s.Labels) > MaxLabels {
 		c.add("labels", fmt.Errorf("at most %d labels", MaxLabels))

@@ -1,0 +1,214 @@
+// runnerpool_scale_set: a GitHub runner scale set that feeds a warm pool with jobs through the
+// Actions service's message queue (no webhook), written as a configuration item of the state table.
+// The reconciler creates and updates the scale set at GitHub and holds its message session.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+var (
+	_ resource.ResourceWithConfigure   = &ScaleSetResource{}
+	_ resource.ResourceWithImportState = &ScaleSetResource{}
+)
+
+// NewScaleSetResource returns the runnerpool_scale_set resource.
+func NewScaleSetResource() resource.Resource { return &ScaleSetResource{} }
+
+// ScaleSetResource manages a scale set item.
+type ScaleSetResource struct{ c *clients }
+
+type scaleSetModel struct {
+	ID          types.String `tfsdk:"id"`
+	Table       types.String `tfsdk:"table"`
+	Name        types.String `tfsdk:"name"`
+	WarmPool    types.String `tfsdk:"warm_pool"`
+	Scope       types.String `tfsdk:"scope"`
+	RunnerGroup types.String `tfsdk:"runner_group"`
+	Labels      types.List   `tfsdk:"labels"`
+	MaxRunners  types.Int64  `tfsdk:"max_runners"`
+	Version     types.Int64  `tfsdk:"version"`
+}
+
+func (r *ScaleSetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_scale_set"
+}
+
+func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "A GitHub Actions **runner scale set** whose jobs a warm pool serves: workflows use `runs-on: <name>`, and the " +
+			"reconciler learns of their jobs by long-polling the Actions service (the protocol of ARC's scale sets) instead of receiving " +
+			"`workflow_job` webhooks, so it needs no public endpoint and waits for no webhook. The reconciler creates and updates the " +
+			"scale set at GitHub (name, runner group, labels) with its own GitHub App or token, holds its message session (one replica " +
+			"at a time, under a lease in the state table), and serves each job from the warm pool: hot instances first, then stopped " +
+			"ones, then cold starts, each with a just-in-time runner of the scale set. Needs GitHub.com or GHES 3.9 and later. " +
+			"Stored as a configuration item of the state table.",
+		Attributes: map[string]schema.Attribute{
+			"id":    idAttribute(),
+			"table": tableAttribute(true),
+			"name": schema.StringAttribute{
+				MarkdownDescription: "Scale set name at GitHub, and the label workflows use (`runs-on: <name>`): 1-63 lower-case letters, digits, `-` or `_`.",
+				Required:            true,
+				// The name is the item's key, the scale set's identity at GitHub and its lease.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{nameValidator("scale set name")},
+			},
+			"warm_pool": schema.StringAttribute{
+				MarkdownDescription: "Warm pool whose instances serve the scale set's jobs (`runnerpool_warm_pool.<name>.name`).",
+				Required:            true,
+				Validators:          []validator.String{nameValidator("warm pool name")},
+			},
+			"scope": schema.StringAttribute{
+				MarkdownDescription: "Where the scale set lives: an organization (`acme`) or a repository (`acme/app`). It must be on the reconciler's allow-list; an organization also needs organization runners allowed.",
+				Required:            true,
+				// A scale set cannot move between organizations or repositories.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{check("scope", "OWNER or OWNER/REPO", config.ValidateScope)},
+			},
+			"runner_group": schema.StringAttribute{
+				MarkdownDescription: "Runner group of an organization scale set. Unset: the default group.",
+				Optional:            true,
+			},
+			"labels": schema.ListAttribute{
+				MarkdownDescription: "Labels of the scale set; unset, its name. GitHub.com matches a scale set by one label only (`runs-on: <name>`): extra labels are for GHES versions that honour them.",
+				ElementType:         types.StringType,
+				Optional:            true,
+				Validators: []validator.List{
+					listSize{what: "labels", min: 1, max: config.MaxLabels},
+					listEach{check: check("label", "a label without spaces, commas or quotes", config.ValidateLabel), unique: true},
+				},
+			},
+			"max_runners": schema.Int64Attribute{
+				MarkdownDescription: fmt.Sprintf("Most runners the scale set asks for at once (1-%d, default 10). The reconciler tells GitHub this minus the instances already serving the scale set (`X-ScaleSetMaxCapacity`), so GitHub offers no more jobs than the pool can take.", config.MaxScaleSetRunners),
+				Optional:            true,
+				Computed:            true,
+				Default:             int64default.StaticInt64(10),
+				Validators:          []validator.Int64{int64Between{what: "max_runners", min: 1, max: config.MaxScaleSetRunners}},
+			},
+			"version": versionAttribute(),
+		},
+	}
+}
+
+func (r *ScaleSetResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.c = providerData(req.ProviderData, &resp.Diagnostics)
+}
+
+func (m scaleSetModel) toConfig(ctx context.Context) (config.ScaleSet, error) {
+	labels, diags := stringList(ctx, m.Labels)
+	if diags.HasError() {
+		return config.ScaleSet{}, errors.New("labels are not a list of strings")
+	}
+	return config.ScaleSet{
+		Name: m.Name.ValueString(), WarmPool: m.WarmPool.ValueString(), Scope: m.Scope.ValueString(),
+		RunnerGroup: m.RunnerGroup.ValueString(), Labels: labels, MaxRunners: int(m.MaxRunners.ValueInt64()),
+	}, nil
+}
+
+func (m *scaleSetModel) fromConfig(table string, s config.ScaleSet, version int64) {
+	m.ID = types.StringValue(table + "/" + s.Name)
+	m.Table = types.StringValue(table)
+	m.Name = types.StringValue(s.Name)
+	m.WarmPool = types.StringValue(s.WarmPool)
+	m.Scope = types.StringValue(s.Scope)
+	m.RunnerGroup = optionalString(s.RunnerGroup, m.RunnerGroup)
+	m.Labels = listValue(s.Labels, m.Labels)
+	m.MaxRunners = types.Int64Value(int64(s.MaxRunners))
+	m.Version = types.Int64Value(version)
+}
+
+func (r *ScaleSetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan scaleSetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if !resp.Diagnostics.HasError() {
+		r.write(ctx, &plan, 0, &resp.State, &resp.Diagnostics)
+	}
+}
+
+// write stores the planned scale set if its stored version is expectVersion.
+func (r *ScaleSetResource) write(ctx context.Context, plan *scaleSetModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
+	s, err := plan.toConfig(ctx)
+	table := plan.Table.ValueString()
+	if err != nil {
+		diags.AddError("Invalid scale set", err.Error())
+		return
+	}
+	version, err := r.c.repo(table).PutScaleSet(ctx, s, expectVersion)
+	switch {
+	case errors.Is(err, config.ErrUnknownWarmPool):
+		diags.AddAttributeError(path.Root("warm_pool"), "Unknown warm pool",
+			fmt.Sprintf("The scale set %q names a warm pool that is not in table %s. Create it first (reference runnerpool_warm_pool.<name>.name so Terraform orders the two).\n\nOriginal Error: %s", s.Name, table, err))
+		return
+	case err != nil:
+		configWriteError(diags, "scale set", table, s.Name, err)
+		return
+	}
+	plan.fromConfig(table, s, version)
+	diags.Append(state.Set(ctx, plan)...)
+}
+
+func (r *ScaleSetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state scaleSetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table, name := state.Table.ValueString(), state.Name.ValueString()
+	s, version, err := r.c.repo(table).GetScaleSet(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		addError(&resp.Diagnostics, "Cannot read the scale set",
+			fmt.Sprintf("Reading scale set %q from table %s failed. If the stored item is invalid, fix or delete it in the table.", name, table), err)
+		return
+	}
+	state.fromConfig(table, s, version)
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}
+
+func (r *ScaleSetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state scaleSetModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if !resp.Diagnostics.HasError() {
+		r.write(ctx, &plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
+	}
+}
+
+// Delete removes the item: the listener lets go of the session on its next resync. The scale set
+// itself stays at GitHub (jobs queued for it wait there), as ARC leaves it until its controller
+// deletes it; delete it there when the workflows no longer use it.
+func (r *ScaleSetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state scaleSetModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	table, name := state.Table.ValueString(), state.Name.ValueString()
+	if err := r.c.repo(table).DeleteScaleSet(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		addError(&resp.Diagnostics, "Cannot delete the scale set", fmt.Sprintf("Deleting scale set %q from table %s failed.", name, table), err)
+	}
+}
+
+// ImportState imports "<table>/<name>".
+func (r *ScaleSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	importTableItem(ctx, req, resp)
+}
