@@ -19,6 +19,9 @@ type poller struct {
 	sess      scaleset.Session
 	last      int64
 	refreshed time.Time
+	// queued holds the queue time of the jobs this session saw available: JobStarted carries none
+	// worth trusting (ARC found it empty), JobAvailable does.
+	queued map[int64]time.Time
 }
 
 // run polls until ctx ends or the session or the service fails (the caller backs off and opens a
@@ -131,10 +134,17 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log inter
 				continue
 			}
 			avail = append(avail, j)
-		case scaleset.JobStarted:
-			if !jm.QueueTime.IsZero() {
-				m.start.WithLabelValues(name).Observe(p.l.m.cfg.Now().Sub(jm.QueueTime).Seconds())
+			if p.queued == nil {
+				p.queued = map[int64]time.Time{}
 			}
+			p.queued[jm.RunnerRequestID] = jm.QueueTime
+		case scaleset.JobStarted:
+			if at, ok := p.queued[jm.RunnerRequestID]; ok && !at.IsZero() {
+				m.start.WithLabelValues(name).Observe(p.l.m.cfg.Now().Sub(at).Seconds())
+			}
+			delete(p.queued, jm.RunnerRequestID)
+		case scaleset.JobCompleted:
+			delete(p.queued, jm.RunnerRequestID)
 		}
 	}
 	if err := p.acquire(ctx, avail, log); err != nil {
