@@ -11,9 +11,13 @@
 #   RP_RELEASE_URL  releases base URL (default https://github.com/runnerpool/terraform-provider-runnerpool/releases)
 #   RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_PATH: set by GitHub Actions
 #
-# A runnerpool already on PATH is kept when no version is pinned, or when it is the pinned version.
-# On success the install directory is appended to GITHUB_PATH (later steps find `runnerpool`) and
-# printed on stdout.
+# Nothing is run unverified. On a reused runner the tool cache (and PATH) outlive the job, so a
+# previous job could have replaced what is there: a runnerpool on PATH, the cached binary or the
+# cached archive is used only when it matches the release's checksums file for the requested version,
+# fetched now (the archive by its listed digest, a binary by the digest of the binary in that
+# verified archive). Anything else is replaced from a verified archive, downloaded again when the
+# cached one does not match. On success the install directory is appended to GITHUB_PATH (later
+# steps find `runnerpool`) and printed on stdout.
 set -euo pipefail
 
 module=github.com/runnerpool/terraform-provider-runnerpool
@@ -34,21 +38,17 @@ add_path() {
 	echo "$1"
 }
 
-# The version a runnerpool binary reports ("runnerpool 1.2.3"), without a leading v.
-binary_version() {
-	"$1" version 2>/dev/null | awk '{print $2}' | sed 's/^v//'
+sha256() {
+	if command -v sha256sum >/dev/null 2>&1; then
+		sha256sum "$1" | awk '{print $1}'
+	else
+		shasum -a 256 "$1" | awk '{print $1}'
+	fi
 }
 
 pinned=${version#v}
 if [ "$version" = latest ]; then
 	pinned=""
-fi
-if existing=$(command -v runnerpool 2>/dev/null); then
-	if [ -z "$pinned" ] || [ "$(binary_version "$existing")" = "$pinned" ]; then
-		echo "install-runnerpool: using $existing" >&2
-		add_path "$(dirname "$existing")"
-		exit 0
-	fi
 fi
 
 case "$install" in
@@ -99,34 +99,51 @@ case "$pinned" in
 esac
 
 dir=${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}}/runnerpool/$pinned/$arch
-if [ -x "$dir/runnerpool" ]; then
-	echo "install-runnerpool: using cached $dir/runnerpool" >&2
-	add_path "$dir"
-	exit 0
-fi
-
 archive=runnerpool_${pinned}_${os}_${arch}.tar.gz
 sums=terraform-provider-runnerpool_${pinned}_SHA256SUMS
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 url=$base/download/v$pinned
+# The checksums file is fetched on every run: it is what everything else is checked against.
 curl_ --output "$work/$sums" "$url/$sums" || fail "downloading $url/$sums"
-curl_ --output "$work/$archive" "$url/$archive" || fail "downloading $url/$archive"
 
 # The archive's line in the checksums file, by exact name; then its digest.
 want=$(awk -v f="$archive" '$2 == f || $2 == "*" f {print $1}' "$work/$sums")
 [ -n "$want" ] || fail "$archive is not listed in $sums: refusing it"
-if command -v sha256sum >/dev/null 2>&1; then
-	got=$(sha256sum "$work/$archive" | awk '{print $1}')
+if [ -f "$dir/$archive" ] && [ "$(sha256 "$dir/$archive")" = "$want" ]; then
+	cp "$dir/$archive" "$work/$archive"
 else
-	got=$(shasum -a 256 "$work/$archive" | awk '{print $1}')
+	if [ -f "$dir/$archive" ]; then
+		echo "install-runnerpool: cached $dir/$archive does not match $sums: downloading it again" >&2
+	fi
+	curl_ --output "$work/$archive" "$url/$archive" || fail "downloading $url/$archive"
+	got=$(sha256 "$work/$archive")
+	[ "$got" = "$want" ] || fail "$archive: sha256 $got does not match $sums ($want): refusing it"
 fi
-[ "$got" = "$want" ] || fail "$archive: sha256 $got does not match $sums ($want): refusing it"
 
 mkdir -p "$work/x"
 tar -xzf "$work/$archive" -C "$work/x" runnerpool || fail "$archive holds no runnerpool binary"
+binary=$(sha256 "$work/x/runnerpool")
+
+# A runnerpool on PATH, or the cached one, that is exactly the release's binary is used as it is.
+if existing=$(command -v runnerpool 2>/dev/null) && [ "$(sha256 "$existing")" = "$binary" ]; then
+	echo "install-runnerpool: using $existing (matches $sums)" >&2
+	add_path "$(dirname "$existing")"
+	exit 0
+fi
+if [ -f "$dir/runnerpool" ]; then
+	if [ "$(sha256 "$dir/runnerpool")" = "$binary" ]; then
+		echo "install-runnerpool: using cached $dir/runnerpool (matches $sums)" >&2
+		add_path "$dir"
+		exit 0
+	fi
+	echo "install-runnerpool: cached $dir/runnerpool does not match $sums: replacing it" >&2
+fi
+
 mkdir -p "$dir"
 install -m 0755 "$work/x/runnerpool" "$dir/runnerpool.tmp"
 mv -f "$dir/runnerpool.tmp" "$dir/runnerpool"
+cp "$work/$archive" "$dir/$archive.tmp"
+mv -f "$dir/$archive.tmp" "$dir/$archive"
 echo "install-runnerpool: installed runnerpool $pinned ($os/$arch) in $dir" >&2
 add_path "$dir"

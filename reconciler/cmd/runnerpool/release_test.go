@@ -371,8 +371,8 @@ func TestInstallScript(t *testing.T) {
 		})
 	}
 
-	// A second run with the same tool cache downloads nothing; a runnerpool on PATH in the pinned
-	// version is kept.
+	// A second run with the same tool cache downloads only the checksums file (what the cache is
+	// verified against); a runnerpool on PATH that is the release's binary is kept.
 	t.Run("cached", func(t *testing.T) {
 		t.Parallel()
 		rl := &release{version: version, files: good}
@@ -397,9 +397,80 @@ func TestInstallScript(t *testing.T) {
 		}
 		rl.mu.Lock()
 		defer rl.mu.Unlock()
-		if first != 2 || rl.gets != first {
-			t.Errorf("downloads: %d on the first run, %d in all; want 2 (checksums, archive), then none", first, rl.gets)
+		if first != 2 || rl.gets != first+2 {
+			t.Errorf("downloads: %d on the first run, %d in all; want 2 (checksums, archive), then the checksums file per run", first, rl.gets)
 		}
+	})
+
+	// On a reused runner the tool cache and PATH outlive the job: a previous job's binary, in the
+	// cache or first on PATH, is never run; a tampered cached archive is downloaded again.
+	t.Run("tampered cache", func(t *testing.T) {
+		t.Parallel()
+		rl := &release{version: version, files: good}
+		srv := httptest.NewServer(rl)
+		defer srv.Close()
+		dir := t.TempDir()
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "RP_RELEASE_URL=" + srv.URL + "/releases", "RP_VERSION=v" + version,
+			"RUNNER_OS=Linux", "RUNNER_TOOL_CACHE=" + filepath.Join(dir, "cache")}
+		if _, stderr, err := runScript(t, script, env); err != nil {
+			t.Fatalf("first run: %v\n%s", err, stderr)
+		}
+		installed := filepath.Join(dir, "cache", "runnerpool", version, runtime.GOARCH)
+		evil := []byte("#!/bin/sh\necho 'runnerpool " + version + " (a previous job)'\n")
+		verified := func(what string) {
+			t.Helper()
+			out, err := exec.CommandContext(t.Context(), filepath.Join(installed, "runnerpool"), "version").Output()
+			if err != nil || !strings.HasPrefix(string(out), "runnerpool "+version+" ") || strings.Contains(string(out), "previous job") {
+				t.Errorf("%s: the cached runnerpool says %q, %v; want the release's binary", what, out, err)
+			}
+		}
+
+		// The cached binary replaced: replaced again from the verified cached archive.
+		if err := os.WriteFile(filepath.Join(installed, "runnerpool"), evil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, stderr, err := runScript(t, script, env); err != nil || !strings.Contains(stderr, "does not match") {
+			t.Fatalf("run over a tampered cached binary: %v\n%s", err, stderr)
+		}
+		verified("after a tampered cached binary")
+
+		// A binary first on PATH that is not the release's: not used.
+		onPath := filepath.Join(dir, "bin")
+		if err := os.MkdirAll(onPath, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(onPath, "runnerpool"), evil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, err := runScript(t, script, append(slices.Clone(env), "PATH="+onPath+":/usr/bin:/bin"))
+		if err != nil || strings.TrimSpace(stdout) != installed {
+			t.Fatalf("run with a foreign runnerpool on PATH: stdout %q, %v\n%s; want the verified %s", stdout, err, stderr, installed)
+		}
+
+		// The cached archive and binary both replaced: the archive is downloaded again.
+		archives, _ := filepath.Glob(filepath.Join(installed, "*.tar.gz"))
+		if len(archives) != 1 {
+			t.Fatalf("cached archives %v, want one", archives)
+		}
+		if err := os.WriteFile(archives[0], []byte("not the release"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(installed, "runnerpool"), evil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rl.mu.Lock()
+		before := rl.gets
+		rl.mu.Unlock()
+		if _, stderr, err := runScript(t, script, env); err != nil || !strings.Contains(stderr, "downloading it again") {
+			t.Fatalf("run over a tampered cached archive: %v\n%s", err, stderr)
+		}
+		rl.mu.Lock()
+		got := rl.gets - before
+		rl.mu.Unlock()
+		if got != 2 {
+			t.Errorf("downloads after a tampered cached archive: %d, want 2 (checksums, archive)", got)
+		}
+		verified("after a tampered cached archive")
 	})
 
 	// The script is shellcheck clean (make deps installs shellcheck for the user-data tests too).
