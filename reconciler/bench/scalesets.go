@@ -1,0 +1,256 @@
+// The scale-set phase: a hot warm pool filled by the real convergence loop, two listener replicas
+// (reconciler/scalesets) and a pool worker in process, and the sandbox's agents running the jobs with
+// the scale set's JIT configurations. Jobs are queued at the GitHub fake's Actions service one after
+// the other; each is timed from its queue time (what JobAvailable carries) to a runner taking it.
+// Then the replica holding the session is killed and the other's takeover is timed.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+)
+
+const (
+	ssClass = "ss"
+	ssPool  = "bench-scale-set"
+	ssName  = "bench-warm"
+	ssJobs  = 10
+)
+
+// phaseScaleSets measures scale_set_job_start_p99_ms and scale_set_takeover_s.
+func phaseScaleSets(ctx context.Context, h *harness, res *Result) error {
+	err := h.scaleSets(ctx, res)
+	if err != nil {
+		for _, name := range []string{"scale_set_job_start_p99_ms", "scale_set_takeover_s"} {
+			if !slices.ContainsFunc(res.Figures, func(f Figure) bool { return f.Name == name }) {
+				res.add(Figure{Name: name, Missing: err.Error()})
+			}
+		}
+	}
+	return err
+}
+
+// ssParts are the in-process pieces of the phase.
+type ssParts struct {
+	st   *store.Store
+	ec2  *ec2.Client
+	gh   *ghaccess.Client
+	jobs *warmpool.JobQueue
+	spec warmpool.PoolSpec
+}
+
+func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
+	sb := h.sb
+	cfg, err := sb.Stack.AWSConfig(ctx)
+	if err != nil {
+		return ssParts{}, err
+	}
+	p := ssParts{
+		ec2: ec2.NewFromConfig(cfg, awslimit.WithEC2Limits(awslimit.Default())),
+		st:  store.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), sb.Table),
+	}
+	sqsc := sqs.NewFromConfig(cfg)
+	qo, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-ss-jobs")})
+	if err != nil {
+		return ssParts{}, fmt.Errorf("creating the job queue: %w", err)
+	}
+	p.jobs = warmpool.NewJobQueue(sqsc, aws.ToString(qo.QueueUrl), p.st)
+	p.gh, err = ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
+	if err != nil {
+		return ssParts{}, err
+	}
+	p.spec = warmpool.PoolSpec{
+		Name: ssPool, RunnerClass: ssClass, Schedule: "bench", Hot: ssJobs, SpecHash: "bench-ss-v1",
+		Launch:        fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))},
+		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Scope: sandbox.Scope,
+	}
+	return p, nil
+}
+
+// fillHot runs convergence passes until the pool holds its hot instances.
+func (h *harness) fillHot(ctx context.Context, p ssParts) error {
+	fl := fleet.New(p.ec2, fleet.Options{Logger: h.o.Logger})
+	conv, err := warmpool.NewConverger(p.st, p.ec2, fl, warmpool.StaticTargets(p.spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		rep, err := conv.Pass(ctx)
+		if err != nil {
+			return fmt.Errorf("convergence pass: %w", err)
+		}
+		pr, _ := rep.Pool(ssPool)
+		if pr.Err != nil {
+			return fmt.Errorf("convergence of %s: %w", ssPool, pr.Err)
+		}
+		if pr.Ready >= ssJobs && pr.Warming == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hot pool not filled in 3 minutes: %d ready, %d warming", pr.Ready, pr.Warming)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// listeners starts a scale set listener replica.
+func (h *harness) listener(ctx context.Context, p ssParts, holder string) (*scalesets.Manager, func(kill bool), error) {
+	set := tableconfig.ScaleSet{Name: ssName, WarmPool: ssPool, Scope: sandbox.Scope, MaxRunners: ssJobs}
+	m, err := scalesets.New(scalesets.Config{
+		Store: p.st, Jobs: p.jobs, Holder: holder, LeaseTTL: 5 * time.Second, Resync: time.Second, Logger: h.o.Logger,
+		ScaleSets: func(context.Context) ([]tableconfig.ScaleSet, error) { return []tableconfig.ScaleSet{set}, nil },
+		Client: func(scope string) (scalesets.Client, error) {
+			return scaleset.New(scaleset.Config{
+				APIURL: h.sb.Stack.Endpoints.GitHubAPI, Logger: h.o.Logger,
+				RegistrationToken: func(ctx context.Context) (string, string, error) {
+					rt, err := p.gh.RegistrationToken(ctx, scope)
+					return rt.Token, rt.URL, err
+				},
+			})
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(lctx) }()
+	var once sync.Once
+	return m, func(kill bool) {
+		once.Do(func() {
+			if kill {
+				m.Kill()
+			}
+			cancel()
+			<-done
+		})
+	}, nil
+}
+
+func (h *harness) scaleSets(ctx context.Context, res *Result) error {
+	p, err := h.scaleSetParts(ctx)
+	if err != nil {
+		return err
+	}
+	h.say("  filling a hot warm pool of %d with the convergence loop", ssJobs)
+	if err := h.fillHot(ctx, p); err != nil {
+		return err
+	}
+	a, stopA, err := h.listener(ctx, p, "bench-ss-a")
+	if err != nil {
+		return err
+	}
+	defer stopA(false)
+	_, stopB, err := h.listener(ctx, p, "bench-ss-b")
+	if err != nil {
+		return err
+	}
+	defer stopB(false)
+	copts := claim.Options{Logger: h.o.Logger}
+	reg := claim.NewRegistrar(p.st, p.gh, p.ec2, copts)
+	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+		Store: p.st, EC2: p.ec2, Fleet: fleet.New(p.ec2, fleet.Options{Logger: h.o.Logger}), Starter: claim.NewStarter(p.st, p.ec2, reg, copts),
+		Discarder: reg, GitHub: p.gh, Jobs: p.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(p.spec), time.Minute, nil),
+		ScaleSets: a, DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	go func() { _ = w.Run(wctx) }()
+
+	fake := h.sb.Stack.GitHub
+	owner, repo, _ := strings.Cut(sandbox.Scope, "/")
+	holder := func() string {
+		st, ok := fake.ScaleSet(sandbox.Scope, ssName)
+		if !ok || st.Session == nil {
+			return ""
+		}
+		return st.Session.Owner
+	}
+	if err := waitUntil(ctx, time.Minute, func() bool { return holder() != "" }); err != nil {
+		return fmt.Errorf("no listener opened the scale set's session: %w", err)
+	}
+	var lat []float64
+	for i := range ssJobs {
+		id := fake.QueueScaleSetJob(owner, repo, int64(95000+i), ssName)
+		var j = struct{ queued, started time.Time }{}
+		if err := waitUntil(ctx, 2*time.Minute, func() bool {
+			job, _ := fake.Job(id)
+			j.queued, j.started = job.QueuedAt, job.StartedAt
+			return !job.StartedAt.IsZero()
+		}); err != nil {
+			return fmt.Errorf("scale set job %d not taken by a runner: %w", id, err)
+		}
+		lat = append(lat, float64(j.started.Sub(j.queued).Microseconds())/1000)
+	}
+	slices.Sort(lat)
+	res.add(Figure{Name: "scale_set_job_start_p99_ms", Value: Percentile(lat, 99), Unit: "ms",
+		How: fmt.Sprintf("%d jobs queued one after the other for a scale set fed by a hot warm pool: from the job's queue time (JobAvailable) to the sandbox agent's runner taking it with the scale set's JIT config (registration %s simulated); p50 %.0f ms",
+			ssJobs, h.o.scaled(AnchorRegistration), Percentile(lat, 50))})
+	h.say("  scale set jobs started: p50 %.0f ms, p99 %.0f ms", Percentile(lat, 50), Percentile(lat, 99))
+
+	dead := holder()
+	killed := time.Now()
+	if dead == "bench-ss-a" {
+		stopA(true)
+	} else {
+		stopB(true)
+	}
+	if err := waitUntil(ctx, 2*time.Minute, func() bool { o := holder(); return o != "" && o != dead }); err != nil {
+		return fmt.Errorf("no takeover after %s died: %w", dead, err)
+	}
+	took := time.Since(killed)
+	res.add(Figure{Name: "scale_set_takeover_s", Value: took.Seconds(), Unit: "s",
+		How: "from the killed session holder's death (no lease released, no session deleted) until the other listener replica holds the scale set's session, lease TTL 5 s"})
+	h.say("  scale set session taken over in %s", took.Round(time.Millisecond))
+
+	// The jobs' instances end with their jobs: wait, so the audit finds them terminated.
+	return waitUntil(ctx, 2*time.Minute, func() bool {
+		recs, err := p.st.ByPool(ctx, ssPool)
+		return err == nil && len(recs) == 0
+	})
+}
+
+// waitUntil polls cond every 20 ms until it holds, ctx ends or d passes.
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) error {
+	for deadline := time.Now().Add(d); !cond(); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s", d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
