@@ -80,8 +80,11 @@ func (r *StateTableResource) Metadata(_ context.Context, req resource.MetadataRe
 func (r *StateTableResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "The DynamoDB table runnerpool keeps its state in: instance records and their state machine, worker signals, " +
-			"per-claim credentials, runner classes and warm pools, and leader leases. Its keys and its three indexes (`" + store.IndexByState +
-			"`, `" + store.IndexByRun + "`, `" + store.IndexByPool + "`) are the product's and not configurable.",
+			"per-claim credentials, runner classes and warm pools, and leader leases. Its keys and its four indexes (`" + store.IndexByState +
+			"`, `" + store.IndexByRun + "`, `" + store.IndexByPool + "`, `" + store.IndexByFit + "`: the records of one runner class and scope " +
+			"in one state, so selection reads what fits a request and never the whole pool) are the product's and not configurable. " +
+			"A table created before `" + store.IndexByFit + "` existed is reported at plan; until the index is added the reconciler's " +
+			"selection lists by state, as it did before.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				MarkdownDescription: "The table name.",

@@ -55,3 +55,15 @@ func ScopeCovers(have, want string) bool {
 	owner, _, isRepo := strings.Cut(want, "/")
 	return isRepo && !strings.Contains(have, "/") && strings.EqualFold(have, owner)
 }
+
+// CoveringScopes are the scopes of the instances that may serve a request of scope want (see
+// ScopeCovers): the scope itself and, for a repository, its owner.
+func CoveringScopes(want string) []string {
+	if want == "" {
+		return nil
+	}
+	if owner, _, isRepo := strings.Cut(want, "/"); isRepo {
+		return []string{want, owner}
+	}
+	return []string{want}
+}

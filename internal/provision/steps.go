@@ -208,8 +208,9 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 	return nil
 }
 
-// secondLook lists, through the table's state index (no scan), the idle and hot instances of the
-// runner class that fit the request, in random order so that concurrent requests spread over them.
+// secondLook lists, through the table's by_fit index (no scan, and only the records of the
+// request's runner class and of the scopes that cover its repository), the idle and hot instances
+// that fit the request, in random order so that concurrent requests spread over them.
 // It is selection's answer to what the pool queue cannot show: an empty short poll on a small queue
 // (SQS samples a subset of its servers), messages other requests hold for the moment, a message
 // lost in a crash. The listing is eventually consistent; the conditional claim decides.
@@ -221,7 +222,7 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 		now := p.opts.Now()
 		var out []pool.Message
 		for _, state := range claim.PoolStates {
-			recs, err := p.st.ByState(ctx, state, time.Time{})
+			recs, err := p.fitting(ctx, state, runnerClass, f.Scope)
 			if err != nil {
 				// Not the request's failure: creation makes up what the queue did not give.
 				p.log.Warn("second look through the idle index failed; creating instead", "state", state, "err", err)
@@ -245,6 +246,27 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 	}
 }
 
+// fitting lists the live records in state of the runner class whose scope covers the request's
+// (pool.CoveringScopes: the repository, and its owner), one by_fit query each: what the request
+// can use, never the whole pool. The caller still filters (size, type, pool mark, expiry).
+// A table created before the index existed lists by state instead, as it did then (the provider
+// warns about such a table at plan).
+func (p *Provisioner) fitting(ctx context.Context, state store.State, runnerClass, scope string) ([]store.Instance, error) {
+	var out []store.Instance
+	for _, sc := range pool.CoveringScopes(scope) {
+		recs, err := p.st.Fitting(ctx, state, runnerClass, sc)
+		if errors.Is(err, store.ErrNoIndex) {
+			p.log.Warn("the state table lacks the by_fit index: selection lists the whole pool by state", "err", err)
+			return p.st.ByState(ctx, state, time.Time{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
 // the runner class that fit the request, starts them (one StartInstances per 50) and issues their
 // registration credentials; their agents register once booted, and validation waits for them with
@@ -252,7 +274,7 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 // replaced serve first. A failure of this branch is not the request's: what it could not start is
 // left to creation, and only an instance it claimed and cannot hand a credential fails the request.
 func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Filter) error {
-	recs, err := p.st.ByState(ctx, store.StateStopped, time.Time{})
+	recs, err := p.fitting(ctx, store.StateStopped, j.rc.Name, f.Scope)
 	if err != nil {
 		j.log.Warn("stopped warm instances not listed; creating instead", "err", err)
 		return nil

@@ -238,7 +238,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	empty := ""
 	idle, err := r.st.Transition(ctx, id, store.Change{
 		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
-		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID, SetScope: scope,
+		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID, SetScope: scope, RunnerClass: rec.RunnerClass,
 	})
 	var ce *store.ConflictError
 	switch {

@@ -5,6 +5,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -23,6 +24,9 @@ var (
 	ErrIllegalTransition = errors.New("illegal transition")
 	// ErrInvalid: an argument or a stored item is malformed.
 	ErrInvalid = errors.New("invalid")
+	// ErrNoIndex: the table lacks an index the query needs (a table created by an earlier version,
+	// before the index was part of the schema; the provider warns about it at plan).
+	ErrNoIndex = errors.New("index missing")
 )
 
 // ConflictError says what the record looked like when a conditional write lost.
@@ -66,6 +70,10 @@ func classify(op string, err error) error {
 		switch ae.ErrorCode() {
 		case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded":
 			return fmt.Errorf("%s: %w: %w", op, ErrThrottled, err)
+		case "ValidationException":
+			if strings.Contains(ae.ErrorMessage(), "specified index") {
+				return fmt.Errorf("%s: %w: %w", op, ErrNoIndex, err)
+			}
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

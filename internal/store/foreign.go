@@ -94,8 +94,8 @@ func (s *Store) AgentItems(ctx context.Context) ([]AgentItem, error) {
 	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{
 		TableName:                &s.table,
 		FilterExpression:         aws.String("begins_with(#pk, :agent)"),
-		ProjectionExpression:     aws.String("#pk, #sk, #s, #r, #p"),
-		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK, "#s": attrIdxState, "#r": attrIdxRun, "#p": attrIdxPool},
+		ProjectionExpression:     aws.String("#pk, #sk, #s, #r, #p, #f"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK, "#s": attrIdxState, "#r": attrIdxRun, "#p": attrIdxPool, "#f": attrIdxFit},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":agent": sv(prefixAgent),
 		},
@@ -113,7 +113,8 @@ func (s *Store) AgentItems(ctx context.Context) ([]AgentItem, error) {
 			_, st := item[attrIdxState]
 			_, run := item[attrIdxRun]
 			_, pool := item[attrIdxPool]
-			it.Indexed = st || run || pool
+			_, fit := item[attrIdxFit]
+			it.Indexed = st || run || pool || fit
 			out = append(out, it)
 		}
 	}

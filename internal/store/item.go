@@ -25,10 +25,12 @@ const (
 	attrSK = "sk"
 
 	// Index attributes are written only while they mean something, which keeps the indexes sparse:
-	// idx_state is absent on terminated records, idx_run while there is no run, idx_pool outside pools.
+	// idx_state is absent on terminated records, idx_run while there is no run, idx_pool outside pools,
+	// idx_fit on records without a runner class or scope (and on terminated ones).
 	attrIdxState  = "idx_state"
 	attrIdxRun    = "idx_run"
 	attrIdxPool   = "idx_pool"
+	attrIdxFit    = "idx_fit"
 	attrThreshold = "threshold"
 	attrID        = "id"
 	attrTTL       = "ttl"
@@ -40,6 +42,9 @@ const (
 	IndexByRun = "by_run"
 	// IndexByPool lists the live records of one warm pool (convergence).
 	IndexByPool = "by_pool"
+	// IndexByFit lists the live records of one runner class and scope in one state (selection: the
+	// second look and the stopped-instance start read what fits the request, not the whole pool).
+	IndexByFit = "by_fit"
 
 	skInstance  = "STATE"
 	skHeartbeat = "HEARTBEAT"
@@ -168,6 +173,9 @@ func (s *Store) encodeInstance(in Instance) map[string]types.AttributeValue {
 		if in.Pool != "" {
 			item[attrIdxPool] = sv(in.Pool)
 		}
+		if in.RunnerClass != "" && in.Scope != "" {
+			item[attrIdxFit] = sv(FitKey(in.RunnerClass, in.Scope))
+		}
 	}
 	if in.RunID != "" {
 		item["run_id"] = sv(in.RunID)
@@ -272,4 +280,10 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		return Instance{}, fmt.Errorf("decoding instance item %s: %w: %w", strings.TrimPrefix(pk, prefixInstance), ErrInvalid, d.err)
 	}
 	return in, nil
+}
+
+// FitKey is the by_fit index key of a runner class and a scope: GitHub owner and repository names
+// are case-insensitive, so the scope is folded to lower case.
+func FitKey(runnerClass, scope string) string {
+	return runnerClass + "#" + strings.ToLower(scope)
 }

@@ -3,7 +3,9 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -82,5 +84,73 @@ func TestReports(t *testing.T) {
 	}
 	if r := got["bad#id"]; !errors.Is(r.SignalErr, store.ErrInvalid) {
 		t.Errorf("invalid id: %v, want ErrInvalid", r.SignalErr)
+	}
+}
+
+// TestFitting lists through the by_fit index exactly the live records of one runner class and
+// scope in one state; a release's new scope moves the record to its new key, and a terminated
+// record leaves the index.
+func TestFitting(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newStore(t)
+	ctx := t.Context()
+	mk := func(id, class, scope string) {
+		t.Helper()
+		_, err := st.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: "seed", RunnerClass: class, Scope: scope, Threshold: st.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(ctx, id, store.Change{From: []store.State{store.StateCreated}, To: store.StateRunning, RunID: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("i-app1", "linux", "acme/app")
+	mk("i-app2", "linux", "Acme/App")
+	mk("i-org", "linux", "acme")
+	mk("i-other", "linux", "acme/other")
+	mk("i-gpu", "gpu", "acme/app")
+	// A release narrows i-org to acme/other: it leaves acme's key for acme/other's.
+	empty := ""
+	if _, err := st.Transition(ctx, "i-org", store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "seed", SetRunID: &empty,
+		SetScope: "acme/other", RunnerClass: "linux"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Transition(ctx, "i-app2", store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminated}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Transition(ctx, "i-app1", store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, SetScope: "acme/app"}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a new scope without the runner class: %v, want ErrInvalid", err)
+	}
+	ids := func(state store.State, class, scope string) []string {
+		t.Helper()
+		recs, err := st.Fitting(ctx, state, class, scope)
+		if err != nil {
+			t.Fatalf("Fitting(%s, %s, %s): %v", state, class, scope, err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		state        store.State
+		class, scope string
+		want         []string
+	}{
+		{store.StateRunning, "linux", "ACME/app", []string{"i-app1"}},
+		{store.StateRunning, "gpu", "acme/app", []string{"i-gpu"}},
+		{store.StateIdle, "linux", "acme/other", []string{"i-org"}},
+		{store.StateRunning, "linux", "acme/other", []string{"i-other"}},
+		{store.StateRunning, "linux", "acme", nil},
+		{store.StateIdle, "linux", "acme/app", nil},
+	} {
+		if got := ids(c.state, c.class, c.scope); !slices.Equal(got, c.want) {
+			t.Errorf("Fitting(%s, %s, %s) = %v, want %v", c.state, c.class, c.scope, got, c.want)
+		}
+	}
+	if _, err := st.Fitting(ctx, store.StateIdle, "", "acme/app"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("Fitting without a class: %v, want ErrInvalid", err)
 	}
 }

@@ -39,6 +39,7 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 			{AttributeName: aws.String(attrIdxRun), AttributeType: str},
 			{AttributeName: aws.String(attrIdxPool), AttributeType: str},
 			{AttributeName: aws.String(attrID), AttributeType: str},
+			{AttributeName: aws.String(attrIdxFit), AttributeType: str},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
@@ -63,6 +64,14 @@ func TableDefinition(name string) *dynamodb.CreateTableInput {
 				KeySchema: []types.KeySchemaElement{
 					{AttributeName: aws.String(attrIdxPool), KeyType: types.KeyTypeHash},
 					{AttributeName: aws.String(attrID), KeyType: types.KeyTypeRange},
+				},
+				Projection: all,
+			},
+			{
+				IndexName: aws.String(IndexByFit),
+				KeySchema: []types.KeySchemaElement{
+					{AttributeName: aws.String(attrIdxFit), KeyType: types.KeyTypeHash},
+					{AttributeName: aws.String(attrIdxState), KeyType: types.KeyTypeRange},
 				},
 				Projection: all,
 			},

@@ -128,6 +128,9 @@ type Change struct {
 	// SetScope, when set, replaces the record's scope (a release narrows a pooled instance to the
 	// repository of the run it served, from the control plane's run record).
 	SetScope string
+	// RunnerClass is the record's runner class, required with SetScope: the by_fit index key (class
+	// and scope) follows the scope in the same write.
+	RunnerClass string
 	// MarkPooled marks the record pooled by the control plane (see Instance.PooledAt) in the same
 	// write; without it the transition clears the mark.
 	MarkPooled bool
@@ -168,7 +171,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.set(attrIdxState, sv(string(c.To)))
 	} else {
 		// Terminated records leave every index and expire from the table after the audit period.
-		u.remove(attrIdxState, attrIdxPool, attrIdxRun)
+		u.remove(attrIdxState, attrIdxPool, attrIdxRun, attrIdxFit)
 		u.set(attrTTL, n(u.now.Add(terminatedRetention).Unix()))
 	}
 	if c.SetRunID != nil {
@@ -188,7 +191,13 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.set("reason", sv(c.Reason))
 	}
 	if c.SetScope != "" {
+		if c.RunnerClass == "" {
+			return Instance{}, fmt.Errorf("instance %s: a new scope without the runner class: %w", id, ErrInvalid)
+		}
 		u.set("scope", sv(c.SetScope))
+		if c.To.Live() {
+			u.set(attrIdxFit, sv(FitKey(c.RunnerClass, c.SetScope)))
+		}
 	}
 
 	states := make([]string, len(c.From))
@@ -352,6 +361,19 @@ func (s *Store) ByState(ctx context.Context, state State, expiredAt time.Time) (
 		in.ExpressionAttributeValues[":t"] = ms(expiredAt)
 	}
 	return s.queryInstances(ctx, "by state "+string(state), in)
+}
+
+// Fitting lists the live records of a runner class and scope in one state, through the by_fit
+// index: what a selection for a request of that class and scope can use, and nothing else.
+func (s *Store) Fitting(ctx context.Context, state State, runnerClass, scope string) ([]Instance, error) {
+	if !state.Live() || runnerClass == "" || scope == "" {
+		return nil, fmt.Errorf("listing %s records of class %q, scope %q: a live state, a class and a scope are required: %w", state, runnerClass, scope, ErrInvalid)
+	}
+	return s.queryInstances(ctx, "of "+runnerClass+" for "+scope+" "+string(state), &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexByFit),
+		KeyConditionExpression:    aws.String("idx_fit = :f AND idx_state = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": sv(FitKey(runnerClass, scope)), ":s": sv(string(state))},
+	})
 }
 
 // Live lists every live record, one indexed query per live state.
