@@ -296,10 +296,17 @@ func (a *agent) read(ctx context.Context) (rec store.Instance, found bool, err e
 func (a *agent) step(ctx context.Context) bool {
 	rec, found, err := a.read(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("agent: reading record", "err", err)
-			a.retryAt = a.cfg.Now().Add(a.cfg.RetryInterval * 4)
+		if ctx.Err() != nil {
+			return false
 		}
+		a.log.Warn("agent: reading record", "err", err)
+		// Every threshold is enforced twice (DESIGN rule 4): a record the agent cannot read does not
+		// suspend the deadline it last read, plus its grace.
+		if !a.deadline.IsZero() && !a.cfg.Now().Before(a.deadline) {
+			return a.terminate(ctx, fmt.Sprintf("record unreadable (%v) and the last deadline read, %s with grace, passed",
+				err, a.deadline.Format(time.RFC3339)))
+		}
+		a.retryAt = a.cfg.Now().Add(a.cfg.RetryInterval * 4)
 		return false
 	}
 	a.retryAt = time.Time{}

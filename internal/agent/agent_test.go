@@ -4,13 +4,17 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
@@ -294,4 +298,34 @@ func TestFailedReleaseNeverServesAgain(t *testing.T) {
 	if r, ok := e.runnerOf(id); ok && containsFold(r.Labels, "run-2") {
 		t.Errorf("the instance registered for run-2 after a failed release: %+v", r)
 	}
+}
+
+// TestDeadlineEnforcedWhileRecordUnreadable: once the agent has read its deadline, a state table it
+// can no longer read does not suspend it: past the deadline plus grace the instance terminates
+// itself (DESIGN rule 4), as it would with a readable record.
+func TestDeadlineEnforcedWhileRecordUnreadable(t *testing.T) {
+	t.Parallel()
+	var broken atomic.Bool
+	failGets := func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("failGets", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if broken.Load() && awsmiddleware.GetOperationName(ctx) == "GetItem" {
+				return middleware.InitializeOutput{}, middleware.Metadata{}, errors.New("injected: the state table is unreachable")
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
+	}
+	e := newEnv(t, envOptions{agentAPI: []func(*middleware.Stack) error{failGets}})
+	id := e.launch()
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	in, err := e.store.Create(t.Context(), store.Instance{
+		ID: id, State: store.StateCreated, RunID: "run-1", Threshold: time.Now().Add(4 * time.Second),
+		InstanceType: "c6i.large", UsageClass: "on-demand",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.notify(in)
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	broken.Store(true)
+	e.waitEC2State(id, "shutting-down", "terminated")
 }

@@ -316,6 +316,9 @@ func start(ctx context.Context, o Options, say func(string, ...any), env map[str
 		return nil, err
 	}
 	h.gh = &httpCounter{host: hostOf(h.sb.Stack.Endpoints.GitHubAPI), base: http.DefaultTransport, counts: map[string]int{}}
+	// GitHub's documented limits for an App installation (the lowest primary budget), so that a
+	// design that spends too much of GitHub shows here as it would in production.
+	h.sb.Stack.GitHub.SetLimits(githubLimits)
 	h.reuseQueues = map[string]string{}
 	for _, class := range reuseClasses {
 		qo, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + class)})
@@ -498,6 +501,13 @@ func (w *workflow) release(ctx context.Context) (apiv1.ReleaseResponse, error) {
 	return w.c.Release(ctx, apiv1.ReleaseRequest{})
 }
 
+// githubLimits are the limits the bench's GitHub enforces: 5,000 requests an hour per
+// installation, 900 points a minute (GET 1, writes 5), 100 concurrent requests.
+var githubLimits = githubfake.Limits{Primary: 5000, Points: 900, Concurrent: 100}
+
+// githubPoints is what GitHub's REST API has charged so far against the secondary limit.
+func (h *harness) githubPoints() int { return h.sb.Stack.GitHub.Usage().Points }
+
 // calls snapshots the reconciler's call counts.
 func (h *harness) calls() map[string]int {
 	out := h.cp.Counts()
@@ -540,17 +550,19 @@ func countSources(resp apiv1.ProvisionResponse) map[string]int {
 // phaseCold: provisions from an empty pool; every runner is created.
 func phaseCold(ctx context.Context, h *harness, res *Result) error {
 	var wfs []*workflow
+	points := 0 // GitHub's points spent on the provisions and their releases
 	for range h.o.ColdRuns {
 		wf, err := h.newWorkflow()
 		if err != nil {
 			return err
 		}
-		before := h.calls()
+		before, at := h.calls(), h.githubPoints()
 		resp, took, err := wf.provision(ctx, h.o.ColdCount)
 		if err != nil {
 			return fmt.Errorf("cold provision: %w", err)
 		}
 		res.account("created", before, h.calls())
+		points += h.githubPoints() - at
 		if n := countSources(resp)["created"]; n != len(resp.Runners) {
 			res.note("cold provision of run %s reused %d runners", wf.runID, len(resp.Runners)-n)
 		}
@@ -560,35 +572,41 @@ func phaseCold(ctx context.Context, h *harness, res *Result) error {
 	}
 	h.say("  %d cold provisions of %d: p50 %.0f ms", h.o.ColdRuns, h.o.ColdCount, Percentile(slices.Sorted(slices.Values(res.Cold)), 50))
 	for _, wf := range wfs {
-		before := h.calls()
+		before, at := h.calls(), h.githubPoints()
 		rel, err := wf.release(ctx)
 		if err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
 		res.account("release", before, h.calls())
 		res.Runners["release"] += rel.Counts["pooled"]
+		points += h.githubPoints() - at
 	}
 	perRunner := float64(total(res.Calls["created"])) / float64(max(res.Runners["created"], 1))
 	res.add(Figure{Name: "api_calls_per_created_runner", Value: perRunner, Unit: "calls",
 		How: "the reconciler's AWS and GitHub requests (retries included) during provisions from an empty pool, per runner created"})
+	res.add(Figure{Name: "github_points_per_created_runner", Value: float64(points) / float64(max(res.Runners["created"], 1)), Unit: "points",
+		How: "GitHub REST points (GET 1, writes 5, as GitHub's secondary limit counts them, from the GitHub fake's counters) of the cold provisions and their releases, per runner created"})
 	return nil
 }
 
 // phaseWarm: provision/release cycles from the pool; every runner is reused.
 func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 	reg := h.o.scaled(AnchorRegistration)
+	points := 0 // GitHub's points spent on the cycles served from the pool alone
 	for i := range h.o.WarmCycles {
 		wf, err := h.newWorkflow()
 		if err != nil {
 			return err
 		}
-		before := h.calls()
+		before, at := h.calls(), h.githubPoints()
 		resp, took, err := wf.provision(ctx, h.o.WarmCount)
 		if err != nil {
 			return fmt.Errorf("warm cycle %d: provision: %w", i+1, err)
 		}
 		after := h.calls()
-		if s := countSources(resp); s["reused"] == len(resp.Runners) {
+		s := countSources(resp)
+		allReused := s["reused"] == len(resp.Runners)
+		if allReused {
 			res.account("reused", before, after)
 			res.Runners["reused"] += len(resp.Runners)
 			res.WarmOverhead = append(res.WarmOverhead, ms(took-reg))
@@ -603,6 +621,9 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 		}
 		res.account("release", before, h.calls())
 		res.Runners["release"] += rel.Counts["pooled"]
+		if allReused {
+			points += h.githubPoints() - at
+		}
 	}
 	s := slices.Sorted(slices.Values(res.WarmOverhead))
 	res.add(Figure{Name: "warm_provision_overhead_p50_ms", Value: Percentile(s, 50), Unit: "ms",
@@ -611,6 +632,8 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 	perRunner := float64(total(res.Calls["reused"])) / float64(max(res.Runners["reused"], 1))
 	res.add(Figure{Name: "api_calls_per_reused_runner", Value: perRunner, Unit: "calls",
 		How: "the reconciler's AWS and GitHub requests during provisions served from the pool, per runner reused"})
+	res.add(Figure{Name: "github_points_per_reused_runner", Value: float64(points) / float64(max(res.Runners["reused"], 1)), Unit: "points",
+		How: "GitHub REST points (GET 1, writes 5, as GitHub's secondary limit counts them, from the GitHub fake's counters) of provisions served from the pool and their releases, per runner reused; goal <= 0.25"})
 	n := slices.Sorted(slices.Values(h.notice.samples()))
 	res.Notice = n
 	res.add(Figure{Name: "claim_notice_p50_ms", Value: Percentile(n, 50), Unit: "ms",
