@@ -20,6 +20,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 )
 
 // Options says how each simulated instance's agent is set up.
@@ -98,6 +99,18 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 				slog.Default().Error("agenttest: writing the runner installation", "instance", inst.ID, "err", err)
 			}
 			cfg.RunnerDir, cfg.RunnerManifest = d.Install, d.Manifest
+		}
+		// The pre-runner script comes from the instance's user data, where the runner class's launch
+		// template version put it, as cloud-init writes it on EC2.
+		if script, err := userdata.PreRunnerScriptOf(inst.UserData); err != nil || script != "" {
+			path := filepath.Join(filepath.Dir(d.State), "pre-runner.sh")
+			if err == nil {
+				err = os.WriteFile(path, []byte(script), 0o700)
+			}
+			if err != nil {
+				slog.Default().Error("agenttest: writing the pre-runner script", "instance", inst.ID, "err", err)
+			}
+			cfg.PreRunnerScript = path
 		}
 		io := imds.Options{Endpoint: inst.IMDSEndpoint}
 		if o.HTTPClient != nil {

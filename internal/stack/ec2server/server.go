@@ -136,6 +136,7 @@ var handlers = map[string]handler{
 	"DescribeInstanceTypes":          (*Server).describeInstanceTypes,
 	"DescribeImages":                 (*Server).describeImages,
 	"DescribeVolumes":                (*Server).describeVolumes,
+	"DescribeInstanceAttribute":      (*Server).describeInstanceAttribute,
 	"DeleteLaunchTemplateVersions":   (*Server).deleteLaunchTemplateVersions,
 	"DescribeSpotPriceHistory":       (*Server).describeSpotPriceHistory,
 }

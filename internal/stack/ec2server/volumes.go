@@ -6,6 +6,7 @@
 package ec2server
 
 import (
+	"encoding/base64"
 	"encoding/xml"
 	"maps"
 	"slices"
@@ -389,4 +390,36 @@ func volumeViews(vs []volume) []VolumeView {
 			IOPS: v.iops, ThroughputMiBps: v.tput, DeleteOnTermination: *v.deleteOnTermination}
 	}
 	return out
+}
+
+type describeInstanceAttributeResponse struct {
+	XMLName xml.Name `xml:"http://ec2.amazonaws.com/doc/2016-11-15/ DescribeInstanceAttributeResponse"`
+	responseMeta
+	InstanceID string `xml:"instanceId"`
+	UserData   *struct {
+		Value string `xml:"value,omitempty"`
+	} `xml:"userData"`
+}
+
+// describeInstanceAttribute answers the userData attribute (base64, as EC2 returns it): where EC2
+// reads an instance's user data back; DescribeInstances does not carry it.
+func (s *Server) describeInstanceAttribute(p *params) (response, *apiError) {
+	id, attr := p.required("InstanceId"), p.required("Attribute")
+	if p.err != nil {
+		return nil, p.err
+	}
+	if attr != "userData" {
+		return nil, invalidValue("The attribute '%s' is not supported by this server; userData is.", attr)
+	}
+	insts, err := s.lookupInstancesLocked([]string{id})
+	if err != nil {
+		return nil, err
+	}
+	out := &describeInstanceAttributeResponse{InstanceID: id, UserData: &struct {
+		Value string `xml:"value,omitempty"`
+	}{}}
+	if ud := insts[0].userData; ud != "" {
+		out.UserData.Value = base64.StdEncoding.EncodeToString([]byte(ud))
+	}
+	return out, nil
 }

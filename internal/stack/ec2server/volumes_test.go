@@ -80,8 +80,9 @@ func TestLaunchFieldsFromVersion(t *testing.T) {
 	if vol := vols.Volumes[0]; vol.VolumeType != types.VolumeTypeGp3 || aws.ToInt32(vol.Size) != 40 || aws.ToInt32(vol.Iops) != 4000 || aws.ToInt32(vol.Throughput) != 250 {
 		t.Errorf("volume %+v: want gp3 40 GiB 4000 IOPS 250 MiB/s", vol)
 	}
-	if view, _ := s.Instance(id); view.UserData != "#!/bin/sh\nbase\n" {
-		t.Errorf("user data %q: want the source version's", view.UserData)
+	attr, err := c.DescribeInstanceAttribute(ctx, &ec2.DescribeInstanceAttributeInput{InstanceId: aws.String(id), Attribute: types.InstanceAttributeNameUserData})
+	if err != nil || attr.UserData == nil || aws.ToString(attr.UserData.Value) != base64.StdEncoding.EncodeToString([]byte("#!/bin/sh\nbase\n")) {
+		t.Errorf("DescribeInstanceAttribute userData: %+v %v; want the source version's", attr, err)
 	}
 	img, err := c.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{"ami-0c1a5500000000001"}})
 	if err != nil || len(img.Images) != 1 || aws.ToString(img.Images[0].RootDeviceName) != "/dev/sda1" {
