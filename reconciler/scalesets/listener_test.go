@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
@@ -155,5 +156,22 @@ func TestBadMessages(t *testing.T) {
 	if m.Messages(setName, "unknown") != 1 || m.Messages(setName, "malformed") != 2 || m.Jobs(setName, "refused") != 1 {
 		t.Errorf("counted unknown %d, malformed %d, refused jobs %d; want 1, 2, 1",
 			m.Messages(setName, "unknown"), m.Messages(setName, "malformed"), m.Jobs(setName, "refused"))
+	}
+}
+
+// TestSessionRefreshed: the message queue token expires (1 s here); the listener refreshes the
+// session rather than losing it, and goes on serving.
+func TestSessionRefreshed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.gh.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 300 * time.Millisecond, QueueTokenTTL: time.Second, SessionIdle: time.Minute})
+	r := e.replica(t, "a")
+	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+	first, _ := e.gh.ScaleSet(org, setName)
+	eventually(t, "two refreshes", func() bool { return r.m.Metrics().Sessions(setName, "refreshed") >= 2 })
+	id := e.gh.QueueScaleSetJob(org, "api", 700, setName)
+	eventually(t, "the job queued", func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+	if now, _ := e.gh.ScaleSet(org, setName); now.Session == nil || now.Session.ID != first.Session.ID {
+		t.Errorf("session %+v, want the first one (%s) kept by refreshing it", now.Session, first.Session.ID)
 	}
 }
