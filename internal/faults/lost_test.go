@@ -48,7 +48,7 @@ func lostAnswer(t *testing.T, e *env) {
 			began := time.Now()
 			lap := func(what string) { t.Logf("run %d: %s at %s", i+1, what, time.Since(began).Round(time.Millisecond)) }
 			defer lap("end")
-			used, err := lostRun(ctx, e, r, i)
+			used, err := judgedWorkflow(ctx, e, r, i)
 			lap("workflow")
 			if err != nil {
 				if errors.Is(err, errStuck) {
@@ -106,8 +106,12 @@ func lostAnswer(t *testing.T, e *env) {
 
 var errStuck = errors.New("run left waiting")
 
-// lostRun is one workflow on the lossy replica r; it returns the instances the run used.
-func lostRun(ctx context.Context, e *env, r *replica, i int) ([]string, error) {
+func errorsIsStuck(err error) bool { return errors.Is(err, errStuck) }
+
+// judgedWorkflow is one workflow (provision of two, a job on the first run, release) on replica r
+// under a fault: the provision must answer within a minute, leave no run record provisioning, and
+// the release must pool every instance. It returns the instances the run used.
+func judgedWorkflow(ctx context.Context, e *env, r *replica, i int) ([]string, error) {
 	pctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	res, rep, err := workflow(pctx, e, r, 2, i == 0)

@@ -75,6 +75,7 @@ func TestFaultMatrix(t *testing.T) {
 		{"webhook-redelivery", webhookRedelivery},
 		{"clock-skew", clockSkew},
 		{"lost-answer", lostAnswer},
+		{"ec2-throttle", ec2Throttle},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
@@ -249,15 +250,25 @@ func (f *Fleet) createOnce(ctx context.Context, req Request, usage string) ([]La
 		return nil, &InsufficientCapacityError{UsageClass: usage, Requested: req.Count, Skipped: true}
 	}
 	in := f.input(req, usage, overrides)
+	sent := ctx.Err() == nil
 	out, err := f.api.CreateFleet(ctx, in)
+	if err != nil && sent && req.ClientToken != "" && unknownOutcome(err) {
+		return f.reconcileLost(ctx, in, req, usage, err)
+	}
 	if err != nil {
-		// An instant fleet reports capacity per pool in its error set; an error of the call
-		// itself means nothing was launched (the SDK's ClientToken makes its retries safe).
+		// An instant fleet reports capacity per pool in its error set; EC2's refusal of the call
+		// itself means nothing was launched.
 		if a := RefusedAttribute(err); a != "" {
 			return nil, fmt.Errorf("runner class %q: %s refused by EC2: creating %s fleet of %d: %w", req.Spec.Tags[tags.RunnerClass], a, usage, req.Count, err)
 		}
 		return nil, fmt.Errorf("creating %s fleet of %d: %w", usage, req.Count, err)
 	}
+	return f.complete(ctx, req, usage, out)
+}
+
+// complete judges a fleet's answer: the instances when it is filled; otherwise it terminates them
+// and reports an *InsufficientCapacityError. Exhausted offerings go to the cache either way.
+func (f *Fleet) complete(ctx context.Context, req Request, usage string, out *ec2.CreateFleetOutput) ([]Launched, error) {
 	launched, lerrs := f.read(out, usage)
 	for _, le := range lerrs {
 		if isOfferingCode(le.Code) && le.InstanceType != "" && le.Zone != "" {
@@ -280,6 +291,48 @@ func (f *Fleet) createOnce(ctx context.Context, req Request, usage string) ([]La
 	}
 	f.log.InfoContext(ctx, "fleet not filled", "fleet", aws.ToString(out.FleetId), "error", ice.Error())
 	return nil, ice
+}
+
+// unknownOutcome reports whether a failed call may still have been applied: its answer never came
+// (the caller's deadline passed, the connection dropped, the attempt timed out) or EC2 answered
+// with an internal error after the SDK's retries. A refusal (4xx) applied nothing.
+func unknownOutcome(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return true
+	}
+	switch ae.ErrorCode() {
+	case "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable":
+		return true
+	}
+	return false
+}
+
+// reconcileLost settles a CreateFleet whose outcome is unknown (unknownOutcome): EC2 may have
+// launched the fleet all the same, and reporting "nothing launched" would leave its instances to
+// the orphan sweep. The request is sent again with the same client token on a context of its own,
+// bounded by cleanupTimeout: EC2 answers a token it knows with the first call's fleet, and one it
+// does not know by launching it now, so the answer is the fleet, exactly. When the caller is still
+// there, that answer is its result; when its context ended, the instances are terminated at once
+// and the error says so.
+func (f *Fleet) reconcileLost(ctx context.Context, in *ec2.CreateFleetInput, req Request, usage string, cause error) ([]Launched, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	out, err := f.api.CreateFleet(rctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s fleet of %d: %w (asking again with its client token: %w)", usage, req.Count, cause, err)
+	}
+	launched, _ := f.read(out, usage)
+	if ctx.Err() == nil {
+		f.log.InfoContext(ctx, "fleet answer lost; asked again with its client token", "fleet", aws.ToString(out.FleetId), "launched", len(launched), "cause", cause)
+		return f.complete(ctx, req, usage, out)
+	}
+	done, failed, terr := f.terminate(ctx, launched)
+	f.log.WarnContext(ctx, "fleet launched after its caller gave up: terminated", "fleet", aws.ToString(out.FleetId), "terminated", len(done), "unterminated", len(failed))
+	if terr != nil {
+		return nil, fmt.Errorf("creating %s fleet of %d: %w: launched %d after the caller gave up, terminating them failed: %w", usage, req.Count, cause, len(launched), terr)
+	}
+	return nil, fmt.Errorf("creating %s fleet of %d: %w: launched %d after the caller gave up, terminated %v", usage, req.Count, cause, len(launched), done)
 }
 
 // overrides builds one override per subnet. When the offerings cache holds exhausted types for a

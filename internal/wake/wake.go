@@ -15,10 +15,12 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 )
 
 // TagKey is the instance tag that wakes an agent. Instance metadata tags must be enabled on the
@@ -142,7 +145,10 @@ func (b *batcher) send(batch []waiter) {
 	}
 	b.requests.Add(1)
 	err := tag(ctx, b.api, ids)
-	if err == nil || len(ids) == 1 {
+	if err == nil || len(ids) == 1 || !badResource(err) {
+		// Throttling, a 5xx, a timeout: the request failed for every instance alike, and one
+		// request per instance would only spend more of the throttled bucket within the same
+		// deadline. Every caller hears the error (a claim then hands its instance back).
 		for _, w := range batch {
 			w.done <- err
 		}
@@ -173,6 +179,13 @@ func nextValue() string {
 			return strconv.FormatInt(v, 10)
 		}
 	}
+}
+
+// badResource reports whether EC2 refused a request for one of the resources it names (an
+// instance that does not exist, or an id it cannot parse), rather than for the request as a whole.
+func badResource(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && strings.HasPrefix(ae.ErrorCode(), "InvalidInstanceID")
 }
 
 func tag(ctx context.Context, api Tagger, ids []string) error {

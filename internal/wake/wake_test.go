@@ -141,6 +141,36 @@ func TestOneBadInstanceDoesNotSinkTheBatch(t *testing.T) {
 	}
 }
 
+// Under throttling (RequestLimitExceeded on every call) a failed batch is not split into one request
+// per instance, which would only spend more of the throttled bucket: the notices of a burst cost
+// two requests, and every caller hears the throttling error.
+func TestThrottledBatchIsNotSplit(t *testing.T) {
+	t.Parallel()
+	c, srv := newEC2(t)
+	ids := launch(t, c, 20)
+	srv.SetThrottle(1)
+	once := ec2.New(c.Options(), func(o *ec2.Options) { o.RetryMaxAttempts = 1 }) // the SDK's retries are beside the point
+	g := &gated{Client: once, open: make(chan struct{})}
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { errs[i] = wake.Notify(t.Context(), g, id) })
+	}
+	for wake.StatsOf(g).Notices < int64(len(ids)) {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.open)
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "RequestLimitExceeded") {
+			t.Errorf("Notify %s under throttling: %v, want RequestLimitExceeded", ids[i], err)
+		}
+	}
+	if st := wake.StatsOf(g); st.Requests != 2 {
+		t.Errorf("%d CreateTags requests for %d throttled notices, want 2 (the first, then the rest together)", st.Requests, len(ids))
+	}
+}
+
 // A caller whose context ends stops waiting; the notice is still sent for the others.
 func TestNotifyHonoursItsContext(t *testing.T) {
 	t.Parallel()

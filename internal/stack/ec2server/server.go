@@ -21,9 +21,12 @@ import (
 	"encoding/xml"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -108,11 +111,12 @@ type Server struct {
 	missing       map[string]bool   // ids of images, security groups, profiles EC2 does not know (SetMissing)
 	capacity      map[capacityKey]int
 	throttle      float64
+	throttleUntil time.Time // SetThrottleMutating: every mutating call is refused until then
 	throttleDebt  float64
 	latency       time.Duration
 	faults        map[string][]*apiError
 	calls         map[string]int
-	idempotent    map[string][]byte // action + ClientToken -> response body
+	idempotent    map[string]idempotentCall // action + ClientToken -> the call and its answer
 }
 
 type handler func(s *Server, p *params) (response, *apiError)
@@ -184,7 +188,7 @@ func New(opts Options) *Server {
 		capacity:      map[capacityKey]int{},
 		faults:        map[string][]*apiError{},
 		calls:         map[string]int{},
-		idempotent:    map[string][]byte{},
+		idempotent:    map[string]idempotentCall{},
 	}
 	s.baseCtx, s.baseCancel = context.WithCancel(context.WithValue(context.Background(), loggerKey{}, opts.Logger))
 	s.wg.Add(1)
@@ -290,8 +294,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Throttling is spread evenly rather than drawn at random, so that a run's API-call counts
 	// are reproducible: at 0.5 every second call is refused.
-	throttled := false
-	if s.throttle > 0 {
+	throttled := mutating(action) && s.opts.Now().Before(s.throttleUntil)
+	if s.throttle > 0 && !throttled {
 		s.throttleDebt += s.throttle
 		if s.throttleDebt >= 1 {
 			s.throttleDebt--
@@ -318,11 +322,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	p := newParams(r.Form)
-	var cacheKey string
+	var cacheKey, fingerprint string
 	if tok := p.str("ClientToken"); tok != "" && idempotentActions[action] {
 		cacheKey = action + "\x00" + tok
+		fingerprint = callFingerprint(r.Form)
 	}
-	body, aerr := s.invoke(action, h, p, requestID, cacheKey)
+	body, aerr := s.invoke(action, h, p, requestID, cacheKey, fingerprint)
 	if aerr != nil {
 		s.log.Debug("ec2server: call failed", "action", action, "code", aerr.Code, "message", aerr.Message)
 		writeError(w, requestID, aerr)
@@ -333,7 +338,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // invoke runs one handler under the lock and marshals its answer. A panicking handler
 // becomes an InternalError and, thanks to the deferred unlock, does not wedge the server.
-func (s *Server) invoke(action string, h handler, p *params, requestID, cacheKey string) (body []byte, aerr *apiError) {
+// idempotentCall is a call made with a client token: its parameters (callFingerprint) and its answer.
+type idempotentCall struct {
+	fingerprint string
+	body        []byte
+}
+
+// callFingerprint is a call's parameters without its client token, in a canonical order.
+func callFingerprint(form url.Values) string {
+	f := maps.Clone(form)
+	delete(f, "ClientToken")
+	return f.Encode()
+}
+
+// invoke runs a handler. A call with a client token (cacheKey) seen before is answered as the first
+// was, as EC2 does, when its parameters (fingerprint) are the same; with other parameters it is
+// refused with IdempotentParameterMismatch, as EC2 does.
+func (s *Server) invoke(action string, h handler, p *params, requestID, cacheKey, fingerprint string) (body []byte, aerr *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer func() {
@@ -343,7 +364,11 @@ func (s *Server) invoke(action string, h handler, p *params, requestID, cacheKey
 		}
 	}()
 	if cached, ok := s.idempotent[cacheKey]; ok && cacheKey != "" {
-		return cached, nil
+		if cached.fingerprint != fingerprint {
+			return nil, &apiError{Status: http.StatusBadRequest, Code: "IdempotentParameterMismatch",
+				Message: "The client token you have provided is associated with a resource that is already deleted or has different parameters. Please use a different client token."}
+		}
+		return cached.body, nil
 	}
 	s.advanceLocked(s.opts.Now())
 	resp, aerr := h(s, p)
@@ -359,7 +384,7 @@ func (s *Server) invoke(action string, h handler, p *params, requestID, cacheKey
 		if len(s.idempotent) > 10000 {
 			clear(s.idempotent)
 		}
-		s.idempotent[cacheKey] = body
+		s.idempotent[cacheKey] = idempotentCall{fingerprint: fingerprint, body: body}
 	}
 	return body, nil
 }
@@ -374,6 +399,23 @@ func (s *Server) SetThrottle(fraction float64) {
 	defer s.mu.Unlock()
 	s.throttle = min(max(fraction, 0), 1)
 	s.throttleDebt = 0
+}
+
+// SetThrottleMutating refuses every mutating call (every action but Describe* and Get*) with
+// RequestLimitExceeded for d from now, as EC2 does when an account's mutating-action bucket is
+// empty; reads still pass. d <= 0 ends it.
+func (s *Server) SetThrottleMutating(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttleUntil = time.Time{}
+	if d > 0 {
+		s.throttleUntil = s.opts.Now().Add(d)
+	}
+}
+
+// mutating reports whether an action changes something (EC2's mutating-action rate bucket).
+func mutating(action string) bool {
+	return !strings.HasPrefix(action, "Describe") && !strings.HasPrefix(action, "Get")
 }
 
 // SetCapacity allows at most n more instances of instanceType in zone to be launched or

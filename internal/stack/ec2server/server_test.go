@@ -200,6 +200,17 @@ func TestClientTokenIdempotency(t *testing.T) {
 	if *a.Instances[0].InstanceId != *b.Instances[0].InstanceId || len(s.Instances()) != 2 {
 		t.Errorf("same ClientToken launched again: %s vs %s, %d instances", *a.Instances[0].InstanceId, *b.Instances[0].InstanceId, len(s.Instances()))
 	}
+	// The same token with other parameters is refused, as EC2 does, not answered with the first
+	// call's instances.
+	other := *in
+	other.InstanceType = types.InstanceTypeC6iLarge
+	var ae smithy.APIError
+	if _, err := c.RunInstances(ctx, &other); !errors.As(err, &ae) || ae.ErrorCode() != "IdempotentParameterMismatch" {
+		t.Errorf("same ClientToken, other parameters: %v, want IdempotentParameterMismatch", err)
+	}
+	if n := len(s.Instances()); n != 2 {
+		t.Errorf("%d instances after the mismatched call, want 2", n)
+	}
 }
 
 // fakeClock is a manually advanced clock.
@@ -265,7 +276,7 @@ func TestHandlerPanic(t *testing.T) {
 	t.Parallel()
 	s, c, _ := newTestServer(t, Options{})
 	boom := func(*Server, *params) (response, *apiError) { panic("boom") }
-	_, err := s.invoke("Boom", boom, newParams(nil), "req-1", "")
+	_, err := s.invoke("Boom", boom, newParams(nil), "req-1", "", "")
 	if err == nil || err.Status != 500 || err.Code != "InternalError" {
 		t.Fatalf("invoke of a panicking handler = %v, want a 500 InternalError", err)
 	}

@@ -1,0 +1,58 @@
+//go:build faults
+
+// The ec2-throttle step of the fault matrix: EC2 refuses every mutating call for a while, as it
+// does when an account's mutating-action bucket is empty.
+package faults_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// throttleWindow is EC2's 30 s of throttling, scaled as the sandbox scales time.
+const throttleWindow = 3 * time.Second
+
+// ec2Throttle: every mutating EC2 call (CreateFleet, CreateTags for claim notices,
+// TerminateInstances, Start/Stop) is answered RequestLimitExceeded for throttleWindow, starting as a
+// workflow begins on a pool holding idle instances (claims of pooled instances, a creation, a
+// release). The SDK's back-off outlasts the window: every provision and release succeeds, no
+// instance the run used is terminated (a failed claim notice hands its instance back to the pool,
+// never to the terminator), and the whole deployment passes env.verify.
+func ec2Throttle(t *testing.T, e *env) {
+	ctx := t.Context()
+	r := e.replica(replicaOptions{})
+	defer e.sb.Stack.EC2.SetThrottleMutating(0)
+	const runs = 4
+	ok, healthyTerminated, stuck := 0, 0, 0
+	for i := range runs {
+		err := func() error {
+			if err := e.stock(ctx, r, 1); err != nil {
+				return err
+			}
+			before := e.sb.Stack.EC2.Calls()
+			e.sb.Stack.EC2.SetThrottleMutating(throttleWindow)
+			used, err := judgedWorkflow(ctx, e, r, i)
+			e.sb.Stack.EC2.SetThrottleMutating(0)
+			t.Logf("run %d: EC2 calls during the run %v (before %v)", i+1, e.sb.Stack.EC2.Calls(), before)
+			if err != nil {
+				if errorsIsStuck(err) {
+					stuck++
+				}
+				return err
+			}
+			if err := e.verify(ctx); err != nil {
+				return err
+			}
+			n, err := terminatedOf(ctx, e, used)
+			healthyTerminated += n
+			return err
+		}()
+		if err != nil {
+			t.Errorf("ec2-throttle run %d: %v", i+1, err)
+			continue
+		}
+		ok++
+	}
+	e.report("ec2-throttle", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d window=%s", healthyTerminated, stuck, throttleWindow))
+}
