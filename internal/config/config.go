@@ -53,6 +53,9 @@ type RunnerClass struct {
 	QueueURL string `json:"queue_url"`
 	// Tags are extra EC2 tags of the class's instances (ValidateTags: keys instance metadata can carry).
 	Tags map[string]string `json:"tags,omitempty"`
+	// MaxInstances caps the class's own share of the deployment's instances (warm, idle, running,
+	// being created); 0: no cap of its own (quota.go).
+	MaxInstances int `json:"max_instances,omitempty"`
 }
 
 // Volume is the root EBS volume.
@@ -351,6 +354,9 @@ func (rc RunnerClass) Validate() error {
 		c.add("launch_template_id", ValidateLaunchTemplate(rc.LaunchTemplateID))
 	}
 	c.add("queue_url", ValidateQueueURL(rc.QueueURL))
+	if rc.MaxInstances < 0 {
+		c.add("max_instances", fmt.Errorf("max instances %d: must be positive (absent: no cap)", rc.MaxInstances))
+	}
 	return c.result("runner class", rc.Name)
 }
 

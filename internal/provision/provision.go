@@ -149,8 +149,20 @@ type Options struct {
 	// are claimed and started (StartInstances in batches of 50), before creation launches the rest.
 	// Nil: reuse, then creation.
 	Starter *claim.Starter
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Capacity, when set, reserves the instances a provision creates against the instance caps
+	// before its fleet is launched (*quota.Caps); a refusal fails the provision as unsuccessful and
+	// retryable, with whatever it claimed back in the pool.
+	Capacity Capacity
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Capacity reserves instances against the instance caps; *quota.Caps satisfies it. id is the
+// fleet's client token: a retried reservation of the same fleet counts once.
+type Capacity interface {
+	Reserve(ctx context.Context, id, runnerClass string, n int) error
+	Settle(ctx context.Context, id, runnerClass string, instances []string) error
+	Release(ctx context.Context, id, runnerClass string) error
 }
 
 // Provisioner provisions runners. It is safe for concurrent use, and several Provisioners (one

@@ -19,6 +19,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -165,6 +166,9 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 	// cut short would leave them to the orphan sweep.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
 	defer cancel()
+	if err := p.reserve(ctx, j, n); err != nil {
+		return err
+	}
 	launched, err := p.fleet.Create(fctx, fleet.Request{
 		Count: n, UsageClass: usage, InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
 		AllowBurstable: j.req.AllowBurstable, FallbackToOnDemand: j.req.FallbackToOnDemand,
@@ -183,15 +187,18 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 		// terminated below (and by refresh, should that fail too).
 		recs, werr := p.writeRecords(ctx, j, ice.Unterminated, cpu, mem)
 		j.created = append(j.created, recs...)
+		p.settle(fctx, j, recs)
 		return &stepError{err: fmt.Errorf("creation: %w", errors.Join(err, werr)), unsuccessful: werr == nil}
 	}
 	if err != nil {
 		// Nothing of this fleet is left running: no capacity, a refused request or a call that
 		// failed before EC2 launched anything.
+		p.settle(fctx, j, nil)
 		return &stepError{err: fmt.Errorf("creation: %w", err), unsuccessful: true}
 	}
 	recs, err := p.writeRecords(ctx, j, launched, cpu, mem)
 	j.created = append(j.created, recs...)
+	p.settle(fctx, j, recs)
 	if err != nil {
 		return &stepError{err: fmt.Errorf("creation: %w", err)}
 	}
@@ -471,7 +478,9 @@ func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) err
 	j.res.Status, j.res.Outcome, j.res.Error = StatusFailed, "unsuccessful", cause.Error()
 	// Undone because the request ended, not for want of capacity or a failed check: the same run
 	// attempt may try again (StatusRolledBack).
-	j.res.Retryable = ctx.Err() != nil
+	// So is a provision refused by an instance cap: the same run attempt may ask again once
+	// instances are freed.
+	j.res.Retryable = ctx.Err() != nil || errors.Is(cause, quota.ErrRefused)
 	j.log.Info("provision unsuccessful", "err", cause, "returned", len(j.claimed), "terminated", len(j.started)+len(j.created))
 	return cause
 }

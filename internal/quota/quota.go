@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -61,11 +62,29 @@ func RepositoryCounter(repositoryID string) string { return "repository#" + repo
 // ClassCounter counts the instances of one runner class.
 func ClassCounter(class string) string { return "class#" + class }
 
+// ParseCounter says which limit a counter serves and what it counts: ("deployment_instances",
+// ""), ("runner_class_instances", class) or ("repository_runners", repository id); ok is false
+// for a name of no counter.
+func ParseCounter(name string) (kind, scope string, ok bool) {
+	if name == DeploymentCounter {
+		return LimitDeployment, "", true
+	}
+	if c, found := strings.CutPrefix(name, "class#"); found {
+		return LimitRunnerClass, c, true
+	}
+	if r, found := strings.CutPrefix(name, "repository#"); found {
+		return LimitRepository, r, true
+	}
+	return "", "", false
+}
+
 // Limit is one counter a reservation adds to, with its maximum (0: counted, not limited).
 type Limit struct {
 	Kind    string // LimitRepository, LimitDeployment or LimitRunnerClass
 	Counter string
 	Max     int
+	// Label, when set, is written on the counter for the operator (a repository's owner/repo).
+	Label string
 }
 
 // ErrRefused: the reservation would take a counter past its limit; nothing was written.
@@ -82,6 +101,18 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s: %s limit %d, %d in use, %d asked", ErrRefused, e.Kind, e.Max, e.Current, e.Asked)
+}
+
+// Public is the refusal as the caller may read it: the limit, and the count only of the caller's
+// own repository (an instance cap's count is every repository's usage).
+func (e *RefusedError) Public() string {
+	switch e.Kind {
+	case LimitRepository:
+		return fmt.Sprintf("%s: this repository's runs hold %d of the %d runners it may hold at once; the provision asked for %d", ErrRefused, e.Current, e.Max, e.Asked)
+	case LimitRunnerClass:
+		return fmt.Sprintf("%s: runner class %s's cap of %d instances leaves no room for %d more", ErrRefused, strings.TrimPrefix(e.Counter, "class#"), e.Max, e.Asked)
+	}
+	return fmt.Sprintf("%s: the deployment's cap of %d instances leaves no room for %d more", ErrRefused, e.Max, e.Asked)
 }
 
 // Is makes errors.Is(err, ErrRefused) true.

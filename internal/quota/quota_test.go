@@ -60,7 +60,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func repoLimit(max int) []quota.Limit {
-	return []quota.Limit{{Kind: quota.LimitRepository, Counter: quota.RepositoryCounter("42"), Max: max}}
+	return []quota.Limit{{Kind: quota.LimitRepository, Counter: quota.RepositoryCounter("42"), Max: max, Label: "acme/api"}}
 }
 
 func counter(t *testing.T, l *quota.Ledger, name string) int {
@@ -104,6 +104,10 @@ func TestReserveUnderConcurrency(t *testing.T) {
 	}
 	if n := counter(t, e.a, quota.RepositoryCounter("42")); n != 10 {
 		t.Errorf("counter %d, want 10", n)
+	}
+	views, err := e.b.Counters(t.Context())
+	if err != nil || len(views) != 1 || views[0].Refused != 30 || views[0].Label != "acme/api" || views[0].RefusedAt.IsZero() {
+		t.Errorf("counters %+v (%v), want one labelled acme/api with 30 refusals", views, err)
 	}
 }
 
@@ -274,10 +278,14 @@ func TestRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	held := map[string]int{}
+	for _, c := range got {
+		held[c.Name] = c.Held
+	}
 	want := map[string]int{quota.DeploymentCounter: 1, quota.ClassCounter("std"): 1, quota.RepositoryCounter("7"): 0}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("counter %s = %d, want %d (all: %v)", k, got[k], v, got)
+		if held[k] != v {
+			t.Errorf("counter %s = %d, want %d (all: %v)", k, held[k], v, got)
 		}
 	}
 	// Adoption is idempotent.

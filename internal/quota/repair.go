@@ -79,6 +79,8 @@ type RepairOptions struct {
 	// reservation expired before it was settled). Zero AdoptAfter adopts nothing.
 	Live       []store.Instance
 	AdoptAfter time.Duration
+	// Adopt, when set, says which runner classes' instances are adopted (Caps.Adopt); nil: all.
+	Adopt func(class string) bool
 }
 
 // Report is what one Repair did.
@@ -117,7 +119,7 @@ func (l *Ledger) Repair(ctx context.Context, st Instances, o RepairOptions) (Rep
 	if o.AdoptAfter > 0 {
 		now := l.o.Now()
 		for _, rec := range o.Live {
-			if paid[rec.ID] || now.Sub(rec.CreatedAt) < o.AdoptAfter || !rec.State.Live() {
+			if paid[rec.ID] || now.Sub(rec.CreatedAt) < o.AdoptAfter || !rec.State.Live() || (o.Adopt != nil && !o.Adopt(rec.RunnerClass)) {
 				continue
 			}
 			err := l.adopt(ctx, rec)
@@ -165,7 +167,8 @@ func (l *Ledger) resetDrift(ctx context.Context) (int, error) {
 		}
 	}
 	reset := 0
-	for name, held := range counters {
+	for _, c := range counters {
+		name, held := c.Name, c.Held
 		if sums[name] == held {
 			continue
 		}

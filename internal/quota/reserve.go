@@ -68,6 +68,10 @@ func (l *Ledger) addTo(lim Limit, amount int, now time.Time) *types.Update {
 			":zero": num(0), ":n": num(int64(amount)), ":now": num(now.UnixMilli()),
 		},
 	}
+	if lim.Label != "" {
+		*u.UpdateExpression += ", label = :label"
+		u.ExpressionAttributeValues[":label"] = s(lim.Label)
+	}
 	if lim.Max > 0 {
 		// held + amount <= Max, written as DynamoDB can compare: held <= Max - amount.
 		u.ConditionExpression = aws.String("attribute_not_exists(held) OR held <= :room")
@@ -76,9 +80,16 @@ func (l *Ledger) addTo(lim Limit, amount int, now time.Time) *types.Update {
 	return u
 }
 
+// refused reads the refusing counter for the answer and counts the refusal on it (refused: the
+// dashboard's account; a lost count is no harm).
 func (l *Ledger) refused(ctx context.Context, lim Limit, asked int) error {
 	cur, err := l.Counter(ctx, lim.Counter)
 	e := &RefusedError{Kind: lim.Kind, Counter: lim.Counter, Max: lim.Max, Current: cur, Asked: asked}
+	_, _ = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &l.table, Key: key(pkCounter, lim.Counter),
+		UpdateExpression:          aws.String("SET refused = if_not_exists(refused, :zero) + :one, refused_at = :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": num(0), ":one": num(1), ":now": num(l.o.Now().UnixMilli())},
+	})
 	if err != nil {
 		return errors.Join(e, err)
 	}
@@ -190,15 +201,28 @@ func (l *Ledger) Counter(ctx context.Context, name string) (int, error) {
 	return int(intAttr(out.Item, "held")), nil
 }
 
-// Counters reads every counter (strongly consistent), by name.
-func (l *Ledger) Counters(ctx context.Context) (map[string]int, error) {
+// CounterView is a counter as the operator sees it.
+type CounterView struct {
+	Name      string
+	Label     string // a repository's owner/repo, when known
+	Held      int
+	Refused   int       // refusals it caused since it was first written
+	RefusedAt time.Time // the last one
+}
+
+// Counters reads every counter (strongly consistent), sorted by name.
+func (l *Ledger) Counters(ctx context.Context) ([]CounterView, error) {
 	items, err := l.query(ctx, pkCounter)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int, len(items))
+	out := make([]CounterView, 0, len(items))
 	for _, it := range items {
-		out[strAttr(it, "sk")] = int(intAttr(it, "held"))
+		v := CounterView{Name: strAttr(it, "sk"), Label: strAttr(it, "label"), Held: int(intAttr(it, "held")), Refused: int(intAttr(it, "refused"))}
+		if ms := intAttr(it, "refused_at"); ms > 0 {
+			v.RefusedAt = time.UnixMilli(ms)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -48,7 +48,13 @@ type Options struct {
 	// Jobs, when set, lets a pass put a pool job back in the job queue when the instance that
 	// served it failed to register (UD_REG_FAILED, or no registration before its deadline).
 	Jobs *JobQueue
-	Now  func() time.Time
+	// Capacity, when set, reserves every fleet's instances against the instance caps before it is
+	// launched (*quota.Caps): convergence never creates past a cap, and says so in the pool's
+	// report (PoolReport.Capped).
+	Capacity Capacity
+	// OnCapped, when set, is called once per pool a cap held back (the refusing limit's kind).
+	OnCapped func(limit string)
+	Now      func() time.Time
 	// Logger receives a line per pool and pass; default slog.Default().
 	Logger *slog.Logger
 }
@@ -161,6 +167,11 @@ type PoolReport struct {
 	// the job queue because their instance failed.
 	Promoted, Requeued []string
 
+	// Capped is how many instances the pool lacks that an instance cap kept convergence from
+	// creating, and CappedBy the limit (quota.LimitDeployment or quota.LimitRunnerClass).
+	Capped   int
+	CappedBy string
+
 	TerminateCalls, StopCalls, CreateCalls int
 	Err                                    error
 	Took                                   time.Duration
@@ -243,9 +254,14 @@ func (c *Converger) logPool(pr PoolReport) {
 			attrs = append(attrs, k, n)
 		}
 	}
+	if pr.Capped > 0 {
+		attrs = append(attrs, "capped", pr.Capped, "capped_by", pr.CappedBy)
+	}
 	switch {
 	case pr.Err != nil:
 		c.log.Error("warm pool convergence failed", append(attrs, "err", pr.Err)...)
+	case pr.Capped > 0:
+		c.log.Warn("warm pool held below its target by an instance cap", attrs...)
 	case pr.Skipped != "":
 		c.log.Warn("warm pool left alone", "pool", pr.Pool, "reason", pr.Skipped)
 	default:
@@ -371,7 +387,7 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 	slots := spec.Hot + spec.Stopped - keepReady - keepStopped
 	keepWarming := min(len(cat.warming), slots)
 	if missing := slots - keepWarming; missing > 0 && !removed {
-		created, ccalls, err := c.create(ctx, spec, missing, now, log)
+		created, ccalls, err := c.create(ctx, spec, missing, now, log, &pr)
 		pr.CreateCalls += ccalls
 		if err != nil {
 			errs = append(errs, err)
@@ -630,7 +646,7 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 
 // create launches missing instances in batches (one CreateFleet each) and writes their warming
 // records at once. An instance whose record cannot be written is terminated right away.
-func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger) (created []store.Instance, calls int, _ error) {
+func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
 	launch := spec.Launch
 	launch.Tags = maps.Clone(spec.Launch.Tags)
 	if launch.Tags == nil {
@@ -646,7 +662,15 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 	threshold := now.Add(c.opts.WarmupTimeout)
 	var errs []error
 	for missing > 0 && ctx.Err() == nil {
-		n := min(missing, c.opts.CreateBatch)
+		id := reservationID("pool/" + spec.Name)
+		n, err := c.reserve(ctx, id, spec.RunnerClass, min(missing, c.opts.CreateBatch), missing, pr)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if n == 0 {
+			break
+		}
 		missing -= n
 		calls++
 		// Warm instances are on-demand: a stopped one must be stoppable, and EC2 refuses to stop a
@@ -657,6 +681,7 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 		})
 		if err != nil {
 			// Capacity or a refused request: nothing of this fleet runs. Try again next pass.
+			settle(ctx, c.opts.Capacity, id, spec.RunnerClass, nil, log)
 			errs = append(errs, fmt.Errorf("creating %d instances: %w", n, err))
 			break
 		}
@@ -667,6 +692,7 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, Reason: "warming up for pool " + spec.Name,
 			}
 		}, log)
+		settle(ctx, c.opts.Capacity, id, spec.RunnerClass, recs, log)
 		created = append(created, recs...)
 		if err != nil {
 			errs = append(errs, err)

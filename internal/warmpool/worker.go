@@ -85,6 +85,9 @@ type WorkerConfig struct {
 	// job's repository: typically (*release.Releaser).Release wrapped to drop its report. It runs in
 	// the background (it waits for the agent's deregistration).
 	Recycle func(ctx context.Context, runID string, idleTime time.Duration) error
+	// Capacity, when set, reserves cold-started instances against the instance caps (*quota.Caps):
+	// jobs a cap has no room for are not served now and tried again after RetryDelay.
+	Capacity Capacity
 
 	// WaitTime is the job queue's long poll (default 20 s, at most 20 s).
 	WaitTime time.Duration
@@ -616,11 +619,19 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 	var out []store.Instance
 	var errs []error
 	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {
+		id := reservationID("cold/" + spec.Name)
+		if w.cfg.Capacity != nil {
+			if err := w.cfg.Capacity.Reserve(ctx, id, spec.RunnerClass, len(chunk)); err != nil {
+				errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
+				break
+			}
+		}
 		launched, err := launchDetached(ctx, w.cfg.Fleet, fleet.Request{
 			Count: len(chunk), UsageClass: fleet.OnDemand, InstanceTypes: spec.InstanceTypes,
 			MinCPU: spec.CPU, MinMemoryMiB: spec.MemoryMiB, Spec: launch,
 		})
 		if err != nil {
+			settle(ctx, w.cfg.Capacity, id, spec.RunnerClass, nil, w.log)
 			errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
 			break
 		}
@@ -633,6 +644,7 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 				Reason: "cold start for " + j.RunKey(),
 			}
 		}, w.log)
+		settle(ctx, w.cfg.Capacity, id, spec.RunnerClass, recs, w.log)
 		if err != nil {
 			errs = append(errs, err)
 		}

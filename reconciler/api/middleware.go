@@ -229,8 +229,13 @@ func (a *API) writeErrorBody(w http.ResponseWriter, r *http.Request, status int,
 		a.metrics.Error(metrics.ErrUnavailable)
 	case status >= 500 && body.Code != apiv1.CodeUnsuccessful && body.Code != apiv1.CodeDumped && body.Code != apiv1.CodeReleaseIncomplete:
 		a.metrics.Error(metrics.ErrInternal)
+	case status == http.StatusTooManyRequests:
+		// Counted by limit (runnerpool_quota_refusals_total), not as an error.
 	case status >= 400 && status < 500:
 		a.metrics.Error(metrics.ErrBadRequest)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "30")
 	}
 	if body.Retryable && (status == http.StatusServiceUnavailable || status == http.StatusConflict) {
 		w.Header().Set("Retry-After", "2")

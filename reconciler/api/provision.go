@@ -6,6 +6,10 @@
 //	400  the body is malformed or the request is not acceptable (nothing was read or written)
 //	401  403  see package auth (nothing was read or written)
 //	409  another request of the same run is still provisioning it (retryable)
+//	429  quota_exceeded: the provision would pass a limit (the repository's concurrent runners, the
+//	     deployment's or the runner class's instance cap); nothing was provisioned (whatever was
+//	     claimed went back to the pool), the body names the limit (apiv1.Quota). Retryable: the
+//	     same run attempt may ask again once runners are released
 //	413  415  body too large, not JSON
 //	500  provision_dumped: an unexpected error; every instance it touched was terminated (final)
 //	503  provision_unsuccessful: no capacity, or a runner that did not register in time; what was
@@ -23,6 +27,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
@@ -59,7 +64,16 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 	elapsed := a.now().Sub(start)
 
 	resp := toProvisionResponse(res)
+	var refused *quota.RefusedError
 	switch {
+	case errors.As(err, &refused):
+		a.metrics.ObserveProvision("quota_exceeded", elapsed, nil)
+		a.metrics.QuotaRefused(refused.Kind)
+		setCause(r, err)
+		a.writeErrorBody(w, r, http.StatusTooManyRequests, apiv1.Error{
+			Error: refused.Public(), Code: apiv1.CodeQuotaExceeded, Retryable: true, Quota: toQuota(refused),
+		})
+
 	case err == nil:
 		// A repeated request of the run gets the stored answer, whose timing is the first
 		// request's: longer than this call took. Only the call that ran the provision counts.
@@ -122,4 +136,15 @@ func startup(res provision.Result, source string) time.Duration {
 		return t.Select
 	}
 	return t.Select + t.Start + t.Create + t.Validate
+}
+
+// toQuota is the 429 answer's account of a refusal: the limit and, for the repository's own limit
+// only, its current count (an instance cap's count is every repository's usage).
+func toQuota(e *quota.RefusedError) *apiv1.Quota {
+	q := &apiv1.Quota{Limit: e.Kind, Max: e.Max, Asked: e.Asked}
+	if e.Kind == quota.LimitRepository {
+		cur := e.Current
+		q.Current = &cur
+	}
+	return q
 }

@@ -245,6 +245,22 @@ type Error struct {
 	Provision *ProvisionResponse `json:"provision,omitempty"`
 	// Release is set on an incomplete release: what happened to each instance.
 	Release *ReleaseResponse `json:"release,omitempty"`
+	// Quota is set on a provision refused by a limit (429 quota_exceeded).
+	Quota *Quota `json:"quota,omitempty"`
+}
+
+// Quota says which limit refused a provision. It never tells another repository's usage: Current
+// is the caller's own repository's count for the repository limit, and absent for an instance cap
+// (whose count is every repository's).
+type Quota struct {
+	// Limit is repository_runners, deployment_instances or runner_class_instances.
+	Limit string `json:"limit"`
+	Max   int    `json:"max"`
+	// Current is what the caller's repository holds now (runners of its runs), for repository_runners.
+	Current *int `json:"current,omitempty"`
+	// Asked is how many the refused provision asked for (for an instance cap: how many it had to
+	// create after reusing what it could).
+	Asked int `json:"asked"`
 }
 
 // Error codes.
@@ -267,6 +283,9 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInProgress       = "provision_in_progress"
 	CodeBodyTooLarge     = "body_too_large"
+	// CodeQuotaExceeded (429, retryable): the provision would pass a limit (Error.Quota says which);
+	// nothing was provisioned, and the same run attempt may ask again once runners are released.
+	CodeQuotaExceeded    = "quota_exceeded"
 	CodeUnsupportedMedia = "unsupported_media_type"
 	// 5xx.
 	CodeUnsuccessful = "provision_unsuccessful" // 503: no capacity or a runner did not register; undone

@@ -65,6 +65,9 @@ type RunnerClass struct {
 	InstanceTypes []string `json:"instance_types,omitempty"`
 	UsageClass    string   `json:"usage_class,omitempty"`
 	Labels        []string `json:"labels,omitempty"`
+	// MaxInstances caps the class's own share of the deployment's instances; absent: no cap of
+	// its own. When given it must be positive.
+	MaxInstances *int `json:"max_instances,omitempty"`
 }
 
 // TemplateVersion is the launch template version the class launches: LaunchTemplateVersion, or
@@ -162,6 +165,9 @@ func (c Classes) Validate() error {
 			if err := tableconfig.ValidateLabel(l); err != nil {
 				errs = append(errs, fmt.Errorf("runner class %q: labels: %w", n, err))
 			}
+		}
+		if rc.MaxInstances != nil && *rc.MaxInstances <= 0 {
+			errs = append(errs, fmt.Errorf("runner class %q: max_instances %d: want a positive number (leave it out for no cap)", n, *rc.MaxInstances))
 		}
 		// Instance tags: the launch templates enable instance metadata tags (the claim notice), and
 		// EC2 then refuses keys with spaces or "/".

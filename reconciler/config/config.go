@@ -106,6 +106,8 @@ type Config struct {
 	LogLevel          slog.Level
 	DynamoDBSkipCRC32 bool
 
+	Quotas Quotas // instance caps and per-repository limits (quotas.go)
+
 	Dashboard Dashboard // the dashboard, prices and history (dashboard.go)
 }
 
@@ -439,6 +441,7 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimPollInterval })},
 	{flag: "orphan-grace", env: "RUNNERPOOL_ORPHAN_GRACE", def: "2m", doc: "Age below which a tagged instance without a record is not yet an orphan.",
 		set: duration(func(c *Config) *time.Duration { return &c.OrphanGrace })},
+	quotaSettings[0], quotaSettings[1], quotaSettings[2],
 	{flag: "log-level", env: "RUNNERPOOL_LOG_LEVEL", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 	{flag: "dynamodb-skip-crc32", env: "RUNNERPOOL_DYNAMODB_SKIP_CRC32", def: "false", doc: "Skip the CRC32 check of DynamoDB responses (DynamoDB Local only).",
@@ -663,7 +666,7 @@ func (c Config) validate() error {
 	if c.ClassesFile != "" && (c.DefaultRunnerClass != "" || len(c.ResourceClasses) > 0) {
 		errs = append(errs, errors.New("default-runner-class and resource-classes apply to runner classes from the state table: with --runner-classes-file, set default_runner_class and resource_classes in the file"))
 	}
-	errs = append(errs, c.validateDashboard())
+	errs = append(errs, c.validateDashboard(), c.validateQuotas())
 	return errors.Join(errs...)
 }
 

@@ -65,6 +65,8 @@ type Options struct {
 	InstancesPerPage int
 	// CostTTL is how long a computed cost report is reused by pages and metrics (default 1 min).
 	CostTTL time.Duration
+	// Quotas lists the limits and their counts for the quotas page (nil: none).
+	Quotas func(ctx context.Context) ([]QuotaRow, error)
 	// Deployment names the deployment in page titles.
 	Deployment string
 	Now        func() time.Time
@@ -112,6 +114,9 @@ func New(o Options) (*Dashboard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Quotas == nil {
+		o.Quotas = func(context.Context) ([]QuotaRow, error) { return nil, nil }
+	}
 	if o.Pools == nil {
 		o.Pools = func(context.Context, time.Time) ([]history.PoolCount, error) { return nil, nil }
 	}
@@ -121,7 +126,7 @@ func New(o Options) (*Dashboard, error) {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	d.css = css
-	for _, page := range []string{"pools", "runs", "run", "instances", "cost", "error"} {
+	for _, page := range []string{"pools", "runs", "run", "instances", "cost", "quotas", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard: template %s: %w", page, err)
@@ -142,6 +147,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /runs/{key}", d.page(d.run))
 	mux.HandleFunc("GET /instances", d.page(d.instances))
 	mux.HandleFunc("GET /cost", d.page(d.cost))
+	mux.HandleFunc("GET /quotas", d.page(d.quotas))
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "max-age=3600")

@@ -79,6 +79,7 @@ type Metrics struct {
 	inflight          *prometheus.GaugeVec
 	poolDropped       *prometheus.CounterVec
 	foreignItems      *prometheus.CounterVec
+	quotaRefusals     *prometheus.CounterVec // quota.go
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -159,8 +160,9 @@ func New(o Options) *Metrics {
 		Namespace: namespace, Name: "foreign_items_total",
 		Help: "Items a listing of the state table skipped because they are not control-plane records (e.g. an agent-partition item carrying an index key), by index.",
 	}, []string{"index"})
+	m.quotaRefusals = newQuotaRefusals()
 	for _, c := range []prometheus.Collector{
-		m.poolDropped, m.foreignItems,
+		m.poolDropped, m.foreignItems, m.quotaRefusals,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {

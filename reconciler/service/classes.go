@@ -49,6 +49,9 @@ type classSet struct {
 	unusable map[string]string
 	queues   []*pool.Queue // by runner class name
 	at       time.Time     // when the table was read (zero: a file)
+	// caps are the runner classes' own instance caps (max_instances), of every class read, usable
+	// by step-driven provisions or not (a warm pool's class may be launched from its spec alone).
+	caps map[string]int
 }
 
 // classSource keeps the current classSet.
@@ -95,7 +98,14 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs
 		if err := pcfg.Validate(); err != nil {
 			return err
 		}
-		s.classes = &classSource{def: def, cur: newClassSet(newProv(classes, resources, def), classes, nil, time.Time{})}
+		set := newClassSet(newProv(classes, resources, def), classes, nil, time.Time{})
+		set.caps = map[string]int{}
+		for name, rc := range cfg.Classes.RunnerClasses {
+			if rc.MaxInstances != nil {
+				set.caps[name] = *rc.MaxInstances
+			}
+		}
+		s.classes = &classSource{def: def, cur: set}
 		return nil
 	}
 	resources := resourceClasses(cfg.ResourceClasses)
@@ -207,7 +217,22 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 			unusable[p.Name] = p.Error()
 		}
 	}
-	return newClassSet(c.newSet(classes), classes, unusable, now), nil
+	set := newClassSet(c.newSet(classes), classes, unusable, now)
+	set.caps = map[string]int{}
+	for name, rc := range snap.RunnerClasses {
+		if rc.MaxInstances > 0 {
+			set.caps[name] = rc.MaxInstances
+		}
+	}
+	return set, nil
+}
+
+// classMax is a runner class's own instance cap in the cached set (0: none, or not read yet).
+func (c *classSource) classMax(runnerClass string) int {
+	if set := c.cached(); set != nil {
+		return set.caps[runnerClass]
+	}
+	return 0
 }
 
 func (c *classSource) queueFor(url string) *pool.Queue {
@@ -227,7 +252,7 @@ func sameClasses(a, b *classSet) bool {
 		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID && x.Launch.LaunchTemplateVersion == y.Launch.LaunchTemplateVersion &&
 			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime &&
 			slices.Equal(x.InstanceTypes, y.InstanceTypes) && x.UsageClass == y.UsageClass && slices.Equal(x.Labels, y.Labels)
-	}) && maps.Equal(a.unusable, b.unusable)
+	}) && maps.Equal(a.unusable, b.unusable) && maps.Equal(a.caps, b.caps)
 }
 
 // Provision hands the request to the provisioner of the runner classes in force (api.Provisioner).

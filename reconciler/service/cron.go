@@ -7,6 +7,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -47,7 +48,8 @@ func (s *Service) refresh(ctx context.Context) error {
 		s.log.Warn("runner classes not read before refresh", "err", err)
 	}
 	_, err := s.refresher.Run(ctx)
-	return err
+	// Quotas are recounted from the records refresh just put right.
+	return errors.Join(err, s.quotas.repair(ctx))
 }
 
 // converge is nil-safe: without a Converger (warm pools not enabled) it does nothing.

@@ -102,6 +102,7 @@ type Service struct {
 	converger Converger
 	classes   *classSource
 	versions  *launchtemplate.Versions
+	quotas    *quotas // quota.go
 
 	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
 	webhook    http.Handler
@@ -180,6 +181,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval,
 		Now: o.Now, Logger: log,
 	}
+	s.quotas = newQuotas(cfg, db, s.store, func(class string) int { return s.classes.classMax(class) }, o.Now, log)
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
 	claimer := claim.NewClaimer(s.store, reg, copts)
 	fl := fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log})
@@ -195,7 +197,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		return provision.New(s.store, claimer, reg, fl, ec2c, provision.Config{
 			ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
 			DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
-		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Now: o.Now, Logger: log,
+		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Capacity: s.quotas.caps, Now: o.Now, Logger: log,
 			Pickup: pool.PickupOptions{OnDrop: s.metrics.PoolMessageDropped}})
 	}); err != nil {
 		return nil, err
@@ -230,6 +232,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
+	if err := s.quotas.checkWarmPools(ctx, s.store, cfg.WarmPools()); err != nil {
+		return nil, err
+	}
+	prov, relr = quotaProvisioner{next: prov, q: s.quotas}, quotaReleaser{next: relr, q: s.quotas}
 	s.api, err = api.New(api.Options{
 		Provisioner: prov, Releaser: relr, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,

@@ -53,6 +53,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	if s.converger == nil {
 		conv, err := warmpool.NewConverger(s.store, d.ec2, d.fleet, targets, warmpool.Options{
 			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
+			Capacity: s.quotas.caps, OnCapped: s.metrics.QuotaRefused,
 		})
 		if err != nil {
 			return err
@@ -67,7 +68,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
 		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
 		ScaleSets:    ss,
-		DeploymentID: cfg.DeploymentID,
+		DeploymentID: cfg.DeploymentID, Capacity: s.quotas.caps,
 		Recycle: func(ctx context.Context, runID string, idleTime time.Duration) error {
 			_, err := d.rel.Release(ctx, runID, idleTime)
 			return err
