@@ -63,6 +63,7 @@ type runnerClassModel struct {
 	LaunchTemplateID types.String `tfsdk:"launch_template_id"`
 	QueueURL         types.String `tfsdk:"queue_url"`
 	Tags             types.Map    `tfsdk:"tags"`
+	MaxInstances     types.Int64  `tfsdk:"max_instances"`
 	Version          types.Int64  `tfsdk:"version"`
 }
 
@@ -257,7 +258,8 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Required:            true,
 				Validators:          []validator.String{check("queue URL", "an SQS queue URL", config.ValidateQueueURL)},
 			},
-			"version": versionAttribute(),
+			"max_instances": maxInstancesAttribute(),
+			"version":       versionAttribute(),
 		},
 	}
 }
@@ -325,6 +327,7 @@ func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, dia
 		InstanceProfile: m.InstanceProfile.ValueString(), PreRunnerScript: m.PreRunnerScript.ValueString(),
 		Labels: list(m.Labels), MaxRuntime: dur(m.MaxRuntime), IdleTime: dur(m.IdleTime),
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), QueueURL: m.QueueURL.ValueString(),
+		MaxInstances: int(m.MaxInstances.ValueInt64()),
 	}
 	if !m.Tags.IsNull() && !m.Tags.IsUnknown() {
 		diags.Append(m.Tags.ElementsAs(ctx, &rc.Tags, false)...)
@@ -355,6 +358,10 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 	m.IdleTime = durationValue(rc.IdleTime.Std(), m.IdleTime)
 	m.LaunchTemplateID = optionalString(rc.LaunchTemplateID, m.LaunchTemplateID)
 	m.QueueURL = types.StringValue(rc.QueueURL)
+	m.MaxInstances = types.Int64Null()
+	if rc.MaxInstances > 0 {
+		m.MaxInstances = types.Int64Value(int64(rc.MaxInstances))
+	}
 	if len(rc.Tags) == 0 && (m.Tags.IsNull() || m.Tags.IsUnknown()) {
 		m.Tags = types.MapNull(types.StringType)
 	} else {
