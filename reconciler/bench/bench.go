@@ -76,7 +76,7 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, idle, reuse, "warm
-	// pools", "scale sets"; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "scale sets", quota; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
@@ -225,6 +225,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"reuse", phaseReuse},
 		{"warm pools", phaseWarmPools},
 		{"scale sets", phaseScaleSets},
+		{"quota", phaseQuota},
 		{"audit", phaseAudit},
 	}
 	var errs []error

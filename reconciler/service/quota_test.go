@@ -56,7 +56,7 @@ func TestQuotaEnforcedUnderRace(t *testing.T) {
 	t.Parallel()
 	env := servicetest.New(t, servicetest.Options{})
 	env.Fill(t, 4)
-	limits := map[string]string{"RUNNERPOOL_MAX_RUNNERS_PER_REPOSITORY": "10"}
+	limits := map[string]string{"RUNNERPOOL_MAX_RUNNERS_PER_REPOSITORY": "10", "RUNNERPOOL_DASHBOARD_LISTEN": "127.0.0.1:0"}
 	replicas := []*servicetest.Replica{env.Start(t, "a", limits), env.Start(t, "b", limits)}
 
 	stop := make(chan struct{})
@@ -105,6 +105,12 @@ func TestQuotaEnforcedUnderRace(t *testing.T) {
 	if got := metricValue(t, replicas[0].URL+apiv1.PathMetrics, `runnerpool_quota_refusals_total{limit="repository_runners"`) +
 		metricValue(t, replicas[1].URL+apiv1.PathMetrics, `runnerpool_quota_refusals_total{limit="repository_runners"`); got != runs-10 {
 		t.Errorf("refusals counted %v, want %d", got, runs-10)
+	}
+
+	// The operator's dashboard shows the repository's count and its refusals (the API never does).
+	code, page := servicetest.Call(t, http.MethodGet, replicas[1].Service.DashboardURL()+"/quotas", "", nil)
+	if code != http.StatusOK || !strings.Contains(string(page), servicetest.Repository) || !strings.Contains(string(page), fmt.Sprintf("%d refused in all", runs-10)) {
+		t.Errorf("dashboard /quotas: %d\n%s", code, page)
 	}
 
 	for _, run := range servedRuns[:5] {
