@@ -237,7 +237,7 @@ func (a *API) writeErrorBody(w http.ResponseWriter, r *http.Request, status int,
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "30")
 	}
-	if body.Retryable && (status == http.StatusServiceUnavailable || status == http.StatusConflict) {
+	if body.Retryable && (status == http.StatusServiceUnavailable || status == http.StatusConflict) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "2")
 	}
 	writeJSON(w, status, body)

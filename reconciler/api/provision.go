@@ -115,9 +115,15 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		if res.Outcome == "dump" {
 			status, code = http.StatusInternalServerError, apiv1.CodeDumped
 		}
-		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask again.
+		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask
+		// again. Also when GitHub's rate limit refused it: after the wait GitHub asked for.
+		retryable := res.Retryable
+		if wait, ok := githubWait(err, time.Now()); ok {
+			status, code, retryable = http.StatusServiceUnavailable, apiv1.CodeUnsuccessful, true
+			setRetryAfter(w, wait)
+		}
 		setCause(r, err)
-		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: res.Retryable, Provision: &resp})
+		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: retryable, Provision: &resp})
 
 	default:
 		// The run record could not be read or written (throttled, timed out, failed): a retry

@@ -221,6 +221,8 @@ func (a *API) writeStoreError(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case errors.Is(err, store.ErrThrottled):
 		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "the control plane is throttled; retry", true)
+	case isGitHubLimit(w, err):
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "GitHub's rate limit is spent; retry after Retry-After", true)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		// Cancelled before anything of this request's making was done (or while waiting for
 		// another request's provision of the run): retrying is safe.
