@@ -146,8 +146,8 @@ func TestSchemas(t *testing.T) {
 		}
 	}
 	undocumented(t, "provider", resp.Provider.Block)
-	if len(resp.ResourceSchemas) != 4 || len(resp.DataSourceSchemas) != 3 {
-		t.Errorf("got %d resources and %d data sources, want 4 and 3", len(resp.ResourceSchemas), len(resp.DataSourceSchemas))
+	if len(resp.ResourceSchemas) != 5 || len(resp.DataSourceSchemas) != 3 {
+		t.Errorf("got %d resources and %d data sources, want 5 and 3", len(resp.ResourceSchemas), len(resp.DataSourceSchemas))
 	}
 	for name, s := range resp.ResourceSchemas {
 		if s.Block.Description == "" {
@@ -304,7 +304,7 @@ func TestNoSecretsInState(t *testing.T) {
 		block("data."+name+".", s.Block)
 		n++
 	}
-	if n != 7 {
-		t.Errorf("checked %d resources and data sources, want 7", n)
+	if n != 8 {
+		t.Errorf("checked %d resources and data sources, want 8", n)
 	}
 }
