@@ -71,6 +71,7 @@ type env struct {
 	mu        sync.Mutex
 	held      map[string][]string // run key -> instances, of runs provisioned and not released
 	heldLabel map[string]string   // run key -> label
+	answered  []string            // run keys whose provision answered under a fault (stuck-run rule)
 	summary   []string
 	// isolatedQueue is the pool queue of isolatedClass, warmQueue warmClass's, jobQueue the pool
 	// job queue of the webhook path.
@@ -148,7 +149,10 @@ type replicaOptions struct {
 	// quickRetries scales the SDK's retry backoff down as the sandbox scales time (at most
 	// quickBackoff between attempts instead of 20-30 s), for steps that make the SDK retry often.
 	quickRetries bool
-	shift        time.Duration // the replica's clock runs this far ahead
+	// callTimeout bounds each HTTP request of the replica (default 30 s, as the service's
+	// aws-call-timeout).
+	callTimeout time.Duration
+	shift       time.Duration // the replica's clock runs this far ahead
 	// fleetWait bounds the wait for created instances to register (default fleetWait).
 	fleetWait time.Duration
 }
@@ -163,7 +167,7 @@ func (e *env) replica(o replicaOptions) *replica {
 	if o.lost != nil {
 		base = o.lost
 	}
-	hc := &http.Client{Transport: faults.Chain(base, o.crash, o.inject), Timeout: 30 * time.Second}
+	hc := &http.Client{Transport: faults.Chain(base, o.crash, o.inject), Timeout: cmp.Or(o.callTimeout, 30*time.Second)}
 	cfg, _ := e.sb.Stack.AWSConfig(context.Background())
 	cfg.HTTPClient = hc
 	r := &replica{crash: o.crash, now: now}
@@ -304,6 +308,9 @@ func (e *env) check(ctx context.Context, r *replica, o invariant.Options) (invar
 	o.Queues, o.SQS = []string{e.sb.Queue.URL(), e.isolatedQueue, e.warmQueue}, r.sqs
 	o.GitHub, o.Scopes = r.gh, []string{sandbox.Scope}
 	o.Held = e.heldRuns()
+	e.mu.Lock()
+	o.Answered = slices.Clone(e.answered)
+	e.mu.Unlock()
 	o.RunRepositories = []string{sandbox.Scope}
 	for _, m := range e.sb.Stack.GitHub.Minted() {
 		o.Minted = append(o.Minted, invariant.Mint{Kind: m.Kind, Scope: m.Scope})

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 )
 
 // LostAnswer sends an AWS request to its server, lets the server apply it, and drops the answer:
@@ -31,6 +32,10 @@ type LostAnswer struct {
 	Share float64
 	// Rand draws the requests that lose their answer (nil: math/rand/v2's global source).
 	Rand *rand.Rand
+	// Hang, when set, holds a lost answer that long, or until the request's context ends (the
+	// client's deadline, which then fails the attempt), instead of answering 500 at once: the
+	// "slow" fault, an answer that hangs past every deadline.
+	Hang time.Duration
 	Base http.RoundTripper
 
 	mu     sync.Mutex
@@ -69,6 +74,15 @@ func (l *LostAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	l.record(name, write)
+	if l.Hang > 0 {
+		t := time.NewTimer(l.Hang)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		}
+	}
 	return internalError(r, name), nil
 }
 

@@ -120,6 +120,9 @@ func judgedWorkflow(ctx context.Context, e *env, r *replica, i int) ([]string, e
 		used = append(used, rn.InstanceID)
 	}
 	if res.RunKey != "" {
+		e.mu.Lock()
+		e.answered = append(e.answered, res.RunKey)
+		e.mu.Unlock()
 		if run, gerr := e.sb.Store.GetRun(ctx, res.RunKey); gerr == nil && run.Status == provision.StatusProvisioning {
 			return used, fmt.Errorf("%w: run %s still provisioning after its provision returned (%v)", errStuck, res.RunKey, err)
 		}

@@ -76,6 +76,7 @@ func TestFaultMatrix(t *testing.T) {
 		{"clock-skew", clockSkew},
 		{"lost-answer", lostAnswer},
 		{"ec2-throttle", ec2Throttle},
+		{"slow", slowAnswers},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {

@@ -1,13 +1,16 @@
 //go:build faults
 
-// The ec2-throttle step of the fault matrix: EC2 refuses every mutating call for a while, as it
-// does when an account's mutating-action bucket is empty.
+// The ec2-throttle and slow steps of the fault matrix: EC2 refuses every mutating call for a while,
+// as it does when an account's mutating-action bucket is empty; AWS answers that hang.
 package faults_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/faults"
 )
 
 // throttleWindow is EC2's 30 s of throttling, scaled as the sandbox scales time.
@@ -55,4 +58,54 @@ func ec2Throttle(t *testing.T, e *env) {
 		ok++
 	}
 	e.report("ec2-throttle", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d window=%s", healthyTerminated, stuck, throttleWindow))
+}
+
+// slowCallTimeout is the slow replica's deadline per AWS request: the service's 30 s
+// aws-call-timeout, scaled as the sandbox scales time.
+const slowCallTimeout = 3 * time.Second
+
+// slowAnswers: a tenth of the replica's DynamoDB, SQS and EC2 requests are applied and their answer
+// hangs past every deadline; each attempt's deadline (slowCallTimeout) fails it and the SDK
+// retries. Every provision and release answers within a minute, with success, no instance the run
+// used is terminated, and the deployment passes env.verify. The step prints the slowest workflow.
+func slowAnswers(t *testing.T, e *env) {
+	ctx := t.Context()
+	slow := &faults.LostAnswer{Share: 0.1, Hang: time.Hour, Rand: rand.New(rand.NewPCG(e.rng.Uint64(), 2))}
+	r := e.replica(replicaOptions{lost: slow, quickRetries: true, callTimeout: slowCallTimeout})
+	const runs = 3
+	ok, healthyTerminated, stuck := 0, 0, 0
+	var slowest time.Duration
+	for i := range runs {
+		err := func() error {
+			began := time.Now()
+			used, err := judgedWorkflow(ctx, e, r, i)
+			slowest = max(slowest, time.Since(began))
+			if err != nil {
+				if errorsIsStuck(err) {
+					stuck++
+				}
+				return err
+			}
+			if _, err := r.ref.Run(ctx); err != nil {
+				return fmt.Errorf("refresh: %w", err)
+			}
+			if err := e.verify(ctx); err != nil {
+				return err
+			}
+			n, err := terminatedOf(ctx, e, used)
+			healthyTerminated += n
+			return err
+		}()
+		if err != nil {
+			t.Errorf("slow run %d: %v", i+1, err)
+			continue
+		}
+		ok++
+	}
+	hung := 0
+	for _, n := range slow.Lost() {
+		hung += n
+	}
+	t.Logf("slow: answers hung %v", slow.Lost())
+	e.report("slow", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d hung=%d slowest_workflow=%s", healthyTerminated, stuck, hung, slowest.Round(100*time.Millisecond)))
 }

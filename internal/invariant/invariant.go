@@ -31,6 +31,11 @@
 //     The agent never writes one, and the instance role's attribute condition refuses it; such an
 //     item is a job that reached the role in a deployment without the condition, or a bug.
 //     Listings skip it and refresh deletes it, so it stops nothing, but it is reported.
+//   - stuck-run: a run whose provision answered (Options.Answered) is never left provisioning: a
+//     repeated request would wait on a provision that nobody runs.
+//   - unreadable: what the checker could not read is a violation as well as an error, never
+//     silence: a caller that only looks at the report does not take an unread deployment for a
+//     healthy one.
 //   - idempotency: Unchanged compares two reports taken around a repeated release or refresh.
 //   - credential-scope: no runner credential was minted for a scope other than its run's. Every
 //     credential GitHub handed out (Options.Minted) names the repository of one of the deployment's
@@ -102,6 +107,12 @@ const (
 	RuleIdempotency = "idempotency"
 	RuleCredential  = "credential-scope"
 	RuleForeign     = "foreign"
+	// RuleUnreadable: part of the deployment could not be read, so the other rules could not be
+	// judged there. A checker that cannot read reports it, never silence.
+	RuleUnreadable = "unreadable"
+	// RuleStuckRun: a run whose provision answered still has its record provisioning: a repeated
+	// request would wait on a provision that nobody runs.
+	RuleStuckRun = "stuck-run"
 )
 
 // Mint is one runner credential GitHub handed out (the GitHub fake records them).
@@ -147,6 +158,9 @@ type Options struct {
 	// every minted credential names one of RunRepositories (or its owner).
 	Minted          []Mint
 	RunRepositories []string
+	// Answered, when set, adds the stuck-run rule: the run keys whose provision answered (with
+	// success or an error), none of which may still be provisioning.
+	Answered []string
 }
 
 // Violation is one broken rule.
@@ -242,6 +256,16 @@ func (r *Report) add(rule, instance, format string, args ...any) {
 // Check reads the deployment's state and checks every rule. The error is for what could not be
 // read; the rules' verdicts are in the Report.
 func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error) {
+	rep, err := check(ctx, st, ec2c, o)
+	if err != nil {
+		// The error is for the caller; the violation keeps a caller that only looks at the report
+		// (rep.Err, rep.OK) from taking an unread deployment for a healthy one.
+		rep.add(RuleUnreadable, "", "%v", err)
+	}
+	return rep, err
+}
+
+func check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error) {
 	if o.DeploymentID == "" {
 		return Report{}, errors.New("invariant: a deployment id is required")
 	}
@@ -328,6 +352,7 @@ func Check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 	if o.Pooled {
 		checkPooled(&rep, o.RefreshedAt)
 	}
+	checkAnswered(ctx, st, &rep, o.Answered)
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
 	})
@@ -522,6 +547,10 @@ func checkClaims(ctx context.Context, st Store, rep *Report, held map[string][]s
 		rec, ok := rep.Records[id]
 		if !ok {
 			r, err := st.Get(ctx, id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				rep.add(RuleUnreadable, id, "record of an instance held by %s: %v", runs[0], err)
+				continue
+			}
 			if err != nil || !r.State.Live() {
 				continue // terminated (expired, discarded): the run lost it, nobody else has it
 			}
@@ -574,6 +603,10 @@ func checkCredentialScopes(ctx context.Context, st Store, rep *Report, o Options
 			continue // double-claim's business
 		}
 		run, err := st.GetRun(ctx, rec.RunID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			rep.add(RuleUnreadable, id, "run record %s: %v", rec.RunID, err)
+			continue
+		}
 		if err != nil || run.Repository == "" {
 			continue // not a step-driven run (a warm-pool job), or gone
 		}
@@ -681,6 +714,25 @@ func checkPooled(rep *Report, refreshedAt time.Time) {
 		}
 	}
 }
+
+// checkAnswered: a run whose provision answered is never left provisioning.
+func checkAnswered(ctx context.Context, st Store, rep *Report, answered []string) {
+	for _, key := range answered {
+		run, err := st.GetRun(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rep.add(RuleStuckRun, "", "run %s: its provision answered, and there is no run record", key)
+		case err != nil:
+			rep.add(RuleUnreadable, "", "run record %s: %v", key, err)
+		case run.Status == statusProvisioning:
+			rep.add(RuleStuckRun, "", "run %s: its provision answered, and its record is still %s since %s", key, run.Status, run.UpdatedAt.Format(time.RFC3339))
+		}
+	}
+}
+
+// statusProvisioning is provision.StatusProvisioning (the provision package is not imported here:
+// the checker reads the table, it does not provision).
+const statusProvisioning = "provisioning"
 
 // checkThresholds: rule 4 (the control plane's half: refresh ran).
 func checkThresholds(rep *Report, now time.Time, grace time.Duration) {

@@ -460,3 +460,27 @@ func TestUnchangedIgnoresSettlingEC2States(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestUnreadIsNotHealthy: a checker that cannot read the table reports a violation as well as its
+// error, so a caller that only looks at the report never takes an unread deployment for a healthy
+// one. A run whose provision answered but whose record is still provisioning is a stuck run.
+func TestUnreadIsNotHealthy(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := t.Context()
+	if _, _, err := w.st.CreateRun(ctx, store.Run{Key: "1:9:1", RepositoryID: "1", RunID: "9", Attempt: 1, Status: "provisioning"}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.check(invariant.Options{Answered: []string{"1:9:1"}}); !slices.Equal(rules(rep), []string{invariant.RuleStuckRun}) {
+		t.Errorf("a run left provisioning after its provision answered: %v, want %s", rep.Violations, invariant.RuleStuckRun)
+	}
+
+	gone := store.New(stacktest.Shared(t).DynamoDB(), stacktest.UniqueName(t, "no-such-table"))
+	rep, err := invariant.Check(ctx, gone, w.ec2, invariant.Options{DeploymentID: w.deployment})
+	if err == nil {
+		t.Fatal("Check of a table that does not exist: no error")
+	}
+	if rep.OK() || !slices.Contains(rules(rep), invariant.RuleUnreadable) {
+		t.Errorf("Check of an unreadable table reported %v, want a %s violation", rep.Violations, invariant.RuleUnreadable)
+	}
+}
