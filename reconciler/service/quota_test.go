@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
 )
 
@@ -148,4 +151,101 @@ func metricValue(t *testing.T, url, prefix string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestInstanceCapRefusesCreation: with --max-instances 2, a provision that would create a third
+// instance is refused with 429 deployment_instances (the deployment's count is not disclosed); one
+// that reused two pooled instances and had to create a third is refused whole, its two claims back
+// in the pool; reuse within the cap is served.
+func TestInstanceCapRefusesCreation(t *testing.T) {
+	t.Parallel()
+	env := servicetest.New(t, servicetest.Options{})
+	r := env.Start(t, "a", map[string]string{"RUNNERPOOL_MAX_INSTANCES": "2"})
+	provision := func(run string, count int) (int, []byte) {
+		return servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathProvision, env.Token(t, run, nil), provisionBody(count))
+	}
+	refusedByCap := func(what string, code int, body []byte, asked int) {
+		t.Helper()
+		e := servicetest.Decode[apiv1.Error](t, body)
+		if code != http.StatusTooManyRequests || e.Code != apiv1.CodeQuotaExceeded || e.Quota == nil ||
+			e.Quota.Limit != quota.LimitDeployment || e.Quota.Max != 2 || e.Quota.Current != nil || e.Quota.Asked != asked {
+			t.Fatalf("%s: %d %s, want 429 deployment_instances asking %d, without a count", what, code, body, asked)
+		}
+	}
+	if code, body := provision("7001", 2); code != http.StatusOK {
+		t.Fatalf("first provision: %d %s", code, body)
+	}
+	code, body := provision("7002", 1)
+	refusedByCap("a third instance", code, body, 1)
+
+	if code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathRelease, env.Token(t, "7001", nil), nil); code != http.StatusOK {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	code, body = provision("7003", 3)
+	refusedByCap("two reused and one to create", code, body, 1)
+	idle := 0
+	for _, rec := range env.Audit(t) {
+		if rec.State == store.StateIdle && rec.RunID == "" {
+			idle++
+		}
+	}
+	if idle != 2 {
+		t.Errorf("%d idle instances after the refused provision, want its 2 claims back in the pool", idle)
+	}
+	code, body = provision("7004", 2)
+	if code != http.StatusOK {
+		t.Fatalf("reuse within the cap: %d %s", code, body)
+	}
+	for _, rn := range servicetest.Decode[apiv1.ProvisionResponse](t, body).Runners {
+		if rn.Source != apiv1.SourceReused {
+			t.Errorf("runner %s %s, want reused", rn.InstanceID, rn.Source)
+		}
+	}
+}
+
+// TestCapsBelowWarmPoolsRefusedAtStart: a deployment cap, or a runner class's, below what the warm
+// pools in the table keep stops the start with the reason; a cap that holds them starts.
+func TestCapsBelowWarmPoolsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := servicetest.New(t, servicetest.Options{WarmPools: true})
+	repo := tableconfig.NewRepository(env.Store)
+	rc := env.TableRunnerClass(servicetest.RunnerClass)
+	rc.MaxInstances = 5
+	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	for _, wp := range []tableconfig.WarmPool{
+		{Name: "warm-a", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 2}}},
+		{Name: "warm-b", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}, {Name: "peak", Hot: 3,
+			Match: &schedule.Match{Days: []string{"monday"}}}}},
+	} {
+		if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
+			t.Fatalf("PutWarmPool: %v", err)
+		}
+	}
+	awsCfg := env.AWSConfig()
+	for _, tc := range []struct {
+		maxInstances string
+		want         []string
+	}{
+		{"5", []string{"keep up to 6 instances, more than the deployment's cap of 5", "runner class " + rc.Name + " keep up to 6 instances, more than its max_instances 5"}},
+		{"10", []string{"runner class " + rc.Name + " keep up to 6 instances, more than its max_instances 5"}},
+	} {
+		cfg := env.Config(t, "a", map[string]string{"RUNNERPOOL_MAX_INSTANCES": tc.maxInstances})
+		_, err := service.New(ctx, cfg, service.Options{AWS: &awsCfg, Logger: env.Log})
+		if err == nil {
+			t.Fatalf("max-instances %s: started with warm pools keeping 6", tc.maxInstances)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("max-instances %s: %v\ndoes not say %q", tc.maxInstances, err, w)
+			}
+		}
+	}
+	rc.MaxInstances = 6
+	if _, err := repo.PutRunnerClass(ctx, rc, 1); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	env.Start(t, "a", map[string]string{"RUNNERPOOL_MAX_INSTANCES": "6"})
 }
