@@ -131,16 +131,21 @@ func TestReserveBadInput(t *testing.T) {
 }
 
 // lostAnswer applies every transaction, then applies it again and answers the second call: what
-// the SDK's retry does when the first answer was lost after DynamoDB applied the write.
+// the SDK's retry does when the first answer was lost after DynamoDB applied the write. The second
+// call gets a client request token of its own, so DynamoDB's token idempotency (10 minutes, same
+// token) does not hide what the ledger itself must recognise.
 type lostAnswer struct {
 	*dynamodb.Client
 }
 
 func (d lostAnswer) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if _, err := d.Client.TransactWriteItems(ctx, in, o...); err != nil {
+	first := *in
+	if _, err := d.Client.TransactWriteItems(ctx, &first, o...); err != nil {
 		return nil, err
 	}
-	return d.Client.TransactWriteItems(ctx, in, o...)
+	again := *in
+	again.ClientRequestToken = nil
+	return d.Client.TransactWriteItems(ctx, &again, o...)
 }
 
 // TestLostAnswersCountOnce: a reservation and a release whose answers are lost after they were
