@@ -77,6 +77,8 @@ func TestFaultMatrix(t *testing.T) {
 		{"lost-answer", lostAnswer},
 		{"ec2-throttle", ec2Throttle},
 		{"slow", slowAnswers},
+		{"github-outage", githubOutageStep},
+		{"github-rate-limit", githubRateLimitStep},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {

@@ -118,15 +118,31 @@ func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Dura
 
 	rep.Instances = make([]InstanceResult, len(recs))
 	tokens := &tokenCache{gh: r.gh, entries: map[string]*tokenEntry{}}
+	// The instances that start together share their GitHub listings: their participants join
+	// before any of them can ask.
+	listings := newListingBatch(r.gh)
+	first := make(chan *participant, min(len(recs), r.opts.Concurrency))
+	for range cap(first) {
+		first <- listings.join()
+	}
 	sem := make(chan struct{}, r.opts.Concurrency)
 	var wg sync.WaitGroup
 	for i, rec := range recs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx := ctx // this instance's: it carries its listing participant
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
+				var p *participant
+				select {
+				case p = <-first:
+				default:
+					p = listings.join()
+				}
+				defer p.leave()
+				ctx = withParticipant(ctx, p)
 			case <-ctx.Done():
 				rep.Instances[i] = InstanceResult{ID: rec.ID, State: rec.State, Outcome: Failed,
 					Reason: "not started, release cancelled; left as it was", Err: fmt.Errorf("releasing %s: %w", rec.ID, ctx.Err())}
@@ -345,9 +361,16 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 	return strings.ToLower(run.Repository), nil
 }
 
-// checkDeregistered confirms with GitHub that the instance's runner is no longer registered in scope.
+// checkDeregistered confirms with GitHub that the instance's runner is no longer registered in
+// scope, from the listing the instance's release batch shares (listing.go).
 func (r *Releaser) checkDeregistered(ctx context.Context, id, scope string) error {
-	runners, err := r.gh.ListRunners(ctx, scope)
+	var runners []ghaccess.Runner
+	var err error
+	if p := participantOf(ctx); p != nil {
+		runners, err = p.check(ctx, scope)
+	} else {
+		runners, err = r.gh.ListRunners(ctx, scope)
+	}
 	if err != nil {
 		return fmt.Errorf("listing the runners of %s: %w", scope, err)
 	}

@@ -47,6 +47,7 @@ type env struct {
 	ec2     *ec2.Client
 	gh      *ghaccess.Client
 	ghURL   string
+	fake    *githubfake.Server
 	now     time.Time
 	opts    release.Options
 	classes pool.StaticResolver
@@ -84,7 +85,7 @@ func newEnv(t testing.TB) *env {
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	return &env{
-		st: store.New(db, table), rawDB: db, sqs: sq, queue: q, ec2srv: ec2srv, ec2: ec2c, gh: gh, ghURL: ghhttp.URL,
+		st: store.New(db, table), rawDB: db, sqs: sq, queue: q, ec2srv: ec2srv, ec2: ec2c, gh: gh, ghURL: ghhttp.URL, fake: fake,
 		now:     now,
 		opts:    release.Options{SignalWait: 10 * time.Second, PollInterval: 20 * time.Millisecond, Now: func() time.Time { return now }},
 		classes: pool.StaticResolver{runnerClass: q},
@@ -229,6 +230,10 @@ func TestReleasePoolsConfirmedInstances(t *testing.T) {
 	}
 	if err := agent.Stop(); err != nil {
 		t.Fatalf("agents: %v", err)
+	}
+	// GitHub confirmed the three deregistrations with one listing of the scope.
+	if n := e.fake.Calls()["GET /repos/{owner}/{repo}/actions/runners"]; n != 1 {
+		t.Errorf("%d runner listings for a release of 3, want 1", n)
 	}
 
 	threshold := e.now.Add(idleTime)

@@ -99,6 +99,7 @@ type Verifier struct {
 	mu        sync.Mutex
 	verifier  *oidc.IDTokenVerifier
 	keys      *keySet
+	flight    *discovery // the discovery under way, nil when none
 	lastTry   time.Time
 	lastError error
 }
@@ -141,39 +142,86 @@ func New(cfg Config) (*Verifier, error) {
 }
 
 // idVerifier returns the go-oidc verifier and the key set, running discovery if it has not
-// succeeded yet.
+// succeeded yet. Discovery runs once at a time on its own deadline, outside the mutex: a caller
+// waits for it within its own context, and a caller that gives up (a readiness probe's short
+// timeout) neither cancels it for the others nor holds them up.
 func (v *Verifier) idVerifier(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	if v.verifier != nil {
+		defer v.mu.Unlock()
 		return v.verifier, v.keys, nil
 	}
-	if time.Since(v.lastTry) < discoveryRetry && v.lastError != nil {
-		return nil, nil, v.lastError
+	f := v.flight
+	if f == nil {
+		if v.lastError != nil && time.Since(v.lastTry) < discoveryRetry {
+			defer v.mu.Unlock()
+			return nil, nil, v.lastError
+		}
+		f = &discovery{done: make(chan struct{})}
+		v.flight, v.lastTry = f, time.Now()
+		go v.discover(f)
 	}
-	v.lastTry = time.Now()
+	v.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("oidc discovery of %s: still running: %w", v.cfg.Issuer, ctx.Err())
+	}
+	if f.err != nil {
+		return nil, nil, f.err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.verifier, v.keys, nil
+}
+
+// discovery is one discovery attempt callers wait for.
+type discovery struct {
+	done chan struct{}
+	err  error
+}
+
+// discoveryTimeout bounds one discovery attempt (the issuer's document, not the key set).
+const discoveryTimeout = 30 * time.Second
+
+// discover runs one discovery attempt and publishes its outcome.
+func (v *Verifier) discover(f *discovery) {
+	ctx, cancel := context.WithTimeout(context.Background(), discoveryTimeout)
+	defer cancel()
+	var verifier *oidc.IDTokenVerifier
+	var keys *keySet
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, v.cfg.HTTPClient), v.cfg.Issuer)
 	if err != nil {
-		v.lastError = fmt.Errorf("oidc discovery of %s: %w", v.cfg.Issuer, err)
-		return nil, nil, v.lastError
+		err = fmt.Errorf("oidc discovery of %s: %w", v.cfg.Issuer, err)
+	} else {
+		var doc struct {
+			JWKSURL string `json:"jwks_uri"`
+		}
+		if cerr := p.Claims(&doc); cerr != nil || doc.JWKSURL == "" {
+			err = fmt.Errorf("oidc discovery of %s: no jwks_uri", v.cfg.Issuer)
+		} else {
+			keys = newKeySet(doc.JWKSURL, v.cfg.HTTPClient, v.cfg.Now, v.cfg.RefetchInterval, v.log)
+			// The key set is ours (refetched on a budget); the audience is checked below, with an
+			// error of its own; everything else by go-oidc.
+			verifier = oidc.NewVerifier(v.cfg.Issuer, keys, &oidc.Config{
+				SkipClientIDCheck:    true,
+				SupportedSigningAlgs: []string{oidc.RS256},
+				Now:                  v.cfg.Now,
+			})
+		}
 	}
-	var doc struct {
-		JWKSURL string `json:"jwks_uri"`
+	if err != nil {
+		v.log.Warn("oidc discovery failed; retried on the next request", "issuer", v.cfg.Issuer, "err", err)
 	}
-	if err := p.Claims(&doc); err != nil || doc.JWKSURL == "" {
-		v.lastError = fmt.Errorf("oidc discovery of %s: no jwks_uri", v.cfg.Issuer)
-		return nil, nil, v.lastError
+	v.mu.Lock()
+	v.flight = nil
+	v.lastError = err
+	if err == nil {
+		v.verifier, v.keys = verifier, keys
 	}
-	v.keys = newKeySet(doc.JWKSURL, v.cfg.HTTPClient, v.cfg.Now, v.cfg.RefetchInterval, v.log)
-	// The key set is ours (refetched on a budget); the audience is checked below, with an error
-	// of its own; everything else by go-oidc.
-	v.verifier = oidc.NewVerifier(v.cfg.Issuer, v.keys, &oidc.Config{
-		SkipClientIDCheck:    true,
-		SupportedSigningAlgs: []string{oidc.RS256},
-		Now:                  v.cfg.Now,
-	})
-	v.lastError = nil
-	return v.verifier, v.keys, nil
+	v.mu.Unlock()
+	f.err = err
+	close(f.done)
 }
 
 // Ready reports whether discovery succeeded and a key set is held (fetching them if needed).

@@ -1,10 +1,13 @@
 package auth_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +179,65 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New(empty): %v, want it to mention %s", err, want)
 		}
+	}
+}
+
+// TestIssuerDownAtStartUp: discovery hangs (the issuer is down behind a load balancer), then the
+// issuer answers slowly, slower than the readiness probes wait. Discovery does not run on a probe's
+// context: probes give up at their own deadlines, and discovery completes for everyone, so the
+// replica becomes ready.
+func TestIssuerDownAtStartUp(t *testing.T) {
+	t.Parallel()
+	var up atomic.Bool
+	srv := httptest.NewUnstartedServer(nil)
+	iss, err := oidcissuer.New("http://" + srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up.Load() {
+			select { // hangs until the client gives up
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			}
+			return
+		}
+		if strings.Contains(r.URL.Path, "openid-configuration") {
+			time.Sleep(300 * time.Millisecond) // slower than any probe waits
+		}
+		iss.ServeHTTP(w, r)
+	})
+	srv.Start()
+	t.Cleanup(srv.Close)
+	v, err := auth.New(auth.Config{Issuer: iss.URL(), Audience: audience, Allowed: []string{"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		return v.Ready(ctx)
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if err := probe(); err == nil {
+				t.Error("ready while the issuer is down")
+			}
+		})
+	}
+	wg.Wait()
+	up.Store(true)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := probe()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still not ready 20 s after the issuer came up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
