@@ -78,7 +78,7 @@ func githubStep(t *testing.T, e *env, step string, runs int, faults []githubFaul
 					}
 				}
 			}
-			used, err := lostRun(ctx, e, r, i)
+			used, err := judgedWorkflow(ctx, e, r, i)
 			clear()
 			if err != nil {
 				if errors.Is(err, errStuck) {
