@@ -163,6 +163,41 @@ func TestSchemas(t *testing.T) {
 	}
 }
 
+// TestSchemasSayReplacement: every attribute a configuration sets says whether changing it replaces
+// the resource, and says it right (RequiresReplace, as Terraform gets it in the schema).
+func TestSchemasSayReplacement(t *testing.T) {
+	t.Parallel()
+	resp := providerSchema(t)
+	var block func(string, *tfprotov6.SchemaBlock)
+	block = func(at string, b *tfprotov6.SchemaBlock) {
+		for _, a := range b.Attributes {
+			if !a.Required && !a.Optional {
+				continue
+			}
+			forces, inPlace := strings.Contains(a.Description, forcesReplacement), strings.Contains(a.Description, updatedInPlace)
+			if forces == inPlace {
+				t.Errorf("%s%s: the description does not say whether a change replaces the resource: %q", at, a.Name, a.Description)
+			}
+		}
+		for _, nb := range b.BlockTypes {
+			block(at+nb.TypeName+".", nb.Block)
+		}
+	}
+	for _, name := range []string{"runnerpool_state_table", "runnerpool_pool_queue", "runnerpool_runner_class", "runnerpool_warm_pool"} {
+		s, ok := resp.ResourceSchemas[name]
+		if !ok {
+			t.Fatalf("no schema for %s", name)
+		}
+		block(name+".", s.Block)
+	}
+	rc := resp.ResourceSchemas["runnerpool_warm_pool"]
+	for _, a := range rc.Block.Attributes {
+		if a.Name == "runner_class" && !strings.Contains(a.Description, forcesReplacement) {
+			t.Errorf("runnerpool_warm_pool.runner_class: %q, want it to force replacement", a.Description)
+		}
+	}
+}
+
 // providerSchema is the provider's schema as Terraform gets it, through the protocol server.
 func providerSchema(t *testing.T) *tfprotov6.GetProviderSchemaResponse {
 	t.Helper()

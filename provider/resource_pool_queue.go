@@ -149,6 +149,7 @@ func (r *PoolQueueResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 			},
 		},
 	}
+	markReplacement(&resp.Schema)
 }
 
 // ConfigValidators ties kms_master_key_id to sse-kms.

@@ -32,6 +32,7 @@ var (
 	_ resource.ResourceWithConfigure      = &RunnerClassResource{}
 	_ resource.ResourceWithImportState    = &RunnerClassResource{}
 	_ resource.ResourceWithValidateConfig = &RunnerClassResource{}
+	_ resource.ResourceWithModifyPlan     = &RunnerClassResource{}
 )
 
 // NewRunnerClassResource returns the runnerpool_runner_class resource.
@@ -210,7 +211,8 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			},
 			"pre_runner_script": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("Script run on the instance before its first registration (and before a warm instance is "+
-					"stopped or declared ready): install tools, warm caches. At most %d bytes.", config.MaxPreRunnerScript),
+					"stopped or declared ready): install tools, warm caches. The reconciler puts it into the launch template's user data, "+
+					"which must be `runnerpool_user_data`'s; a failing script keeps the instance out of the pool. At most %d bytes.", config.MaxPreRunnerScript),
 				Optional:   true,
 				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes without NUL bytes", config.MaxPreRunnerScript), config.ValidatePreRunnerScript)},
 			},
@@ -234,6 +236,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Validators:  []validator.Map{instanceTagsCheck{}},
 			},
 			"max_runtime": schema.StringAttribute{
+				PlanModifiers:       []planmodifier.String{durationByValue{}},
 				MarkdownDescription: "Longest a run may hold an instance, as a Go duration (1m-120h). Past it the instance is terminated by the reconciler and by itself. Defaults to `6h`.",
 				Optional:            true,
 				Computed:            true,
@@ -241,6 +244,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Validators:          []validator.String{durationBetween("max runtime", config.MinMaxRuntime, config.MaxMaxRuntime)},
 			},
 			"idle_time": schema.StringAttribute{
+				PlanModifiers:       []planmodifier.String{durationByValue{}},
 				MarkdownDescription: "How long a hot or idle instance waits for a claim before it is recycled, as a Go duration (1m-24h). Defaults to `10m`.",
 				Optional:            true,
 				Computed:            true,
@@ -249,7 +253,9 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			},
 			"launch_template_id": schema.StringAttribute{
 				MarkdownDescription: "Launch template the instances are created from (user data from `runnerpool_user_data`, IMDSv2 and " +
-					"instance metadata tags); the attributes above override it.",
+					"instance metadata tags). The reconciler launches the class from its own version of it: the template's default version " +
+					"with the class's image, root volume, security groups, instance profile and pre-runner script on top (it needs " +
+					"`ec2:CreateLaunchTemplateVersion` and `ec2:DeleteLaunchTemplateVersions` on the template).",
 				Optional:   true,
 				Validators: []validator.String{check("launch template", "a launch template id such as lt-0123456789abcdef0", config.ValidateLaunchTemplate)},
 			},
@@ -262,6 +268,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"version":       versionAttribute(),
 		},
 	}
+	markReplacement(&resp.Schema)
 }
 
 // ValidateConfig checks what single attributes cannot: the gp3 ratios between size, IOPS and
@@ -478,6 +485,8 @@ func importTableItem(ctx context.Context, req resource.ImportStateRequest, resp 
 // configWriteError explains a failed configuration write.
 func configWriteError(diags *diag.Diagnostics, kind, table, name string, err error) {
 	switch {
+	case errors.Is(err, store.ErrNoTable):
+		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
 	case errors.Is(err, config.ErrUnknownRunnerClass):
 		diags.AddAttributeError(path.Root("runner_class"), "Unknown runner class",
 			fmt.Sprintf("The %s %q names a runner class that is not in table %s. Create it first (reference runnerpool_runner_class.<name>.name so Terraform orders the two).\n\nOriginal Error: %s",
@@ -490,5 +499,24 @@ func configWriteError(diags *diag.Diagnostics, kind, table, name string, err err
 		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
 	default:
 		addError(diags, "Cannot write the "+kind, fmt.Sprintf("Writing %s %q to table %s failed.", kind, name, table), err)
+	}
+}
+
+// ModifyPlan keeps the stored version when nothing else changes. Terraform marks the computed
+// version unknown as soon as the configuration differs from the state, before durationByValue
+// finds that "90m" is the state's "1h30m": without this, a spelling would plan an update.
+func (r *RunnerClassResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	var state, plan runnerClassModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !plan.Version.IsUnknown() {
+		return
+	}
+	plan.Version = state.Version
+	if sameValues(plan, state) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("version"), state.Version)...)
 	}
 }

@@ -159,6 +159,7 @@ func (r *StateTableResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			},
 		},
 	}
+	markReplacement(&resp.Schema)
 }
 
 // ConfigValidators ties the capacities to the billing mode.
@@ -493,7 +494,13 @@ func (r *StateTableResource) Update(ctx context.Context, req resource.UpdateRequ
 		resp.Diagnostics.Append(d...)
 		have, d := stringMap(ctx, state.Tags)
 		resp.Diagnostics.Append(d...)
-		if err := r.retag(ctx, state.ARN.ValueString(), r.allTags(have), r.allTags(want)); err != nil {
+		switch err := r.retag(ctx, state.ARN.ValueString(), r.allTags(have), r.allTags(want)); {
+		case unsupported(err):
+			// The endpoint has no tagging API (DynamoDB Local), as Read tolerates: the tags are
+			// kept in the state only.
+			resp.Diagnostics.AddWarning("Table tags not changed",
+				fmt.Sprintf("The DynamoDB endpoint does not support tagging (DynamoDB Local?); the tags of %s are recorded in the Terraform state only.\n\nOriginal Error: %s", name, err))
+		case err != nil:
 			fail("Cannot change the table's tags", err)
 			return
 		}

@@ -104,9 +104,15 @@ func (r *WarmPoolResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Validators:    []validator.String{nameValidator("pool name")},
 			},
 			"runner_class": schema.StringAttribute{
-				MarkdownDescription: "Runner class of the pool's instances (`runnerpool_runner_class.<name>.name`). Changing it rolls the pool over to new instances.",
-				Required:            true,
-				Validators:          []validator.String{nameValidator("runner class name")},
+				MarkdownDescription: "Runner class of the pool's instances (`runnerpool_runner_class.<name>.name`). A new class means new " +
+					"instances anyway; replacing the pool also plans its destruction before a renamed class's, which the table refuses to " +
+					"delete while a pool still names it.",
+				Required: true,
+				// Replace, not update: a renamed class is destroyed before its successor is created, and
+				// the table refuses to delete a class a pool still names. Replacing the pool orders
+				// its destruction first.
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{nameValidator("runner class name")},
 			},
 			"environment": schema.StringAttribute{
 				MarkdownDescription: "Environment (deployment stack) the pool belongs to when several share a GitHub organization.",
@@ -174,6 +180,7 @@ func (r *WarmPoolResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			},
 		},
 	}
+	markReplacement(&resp.Schema)
 }
 
 // ValidateConfig checks what single attributes cannot: unique schedule names, one default, a
@@ -219,10 +226,7 @@ func reportScheduleErrors(diags *diag.Diagnostics, spec schedule.Spec, blocks pa
 	}
 	for _, e := range errs {
 		if e.Schedule < 0 {
-			if e.Field == "schedules" {
-				diags.AddAttributeError(blocks, "Invalid schedules", e.Err.Error())
-			}
-			continue // the timezone has its attribute validator
+			continue // the timezone and the number of schedules have their attribute validators
 		}
 		sc := spec.Schedules[e.Schedule]
 		at := blocks.AtListIndex(e.Schedule)
@@ -235,8 +239,7 @@ func reportScheduleErrors(diags *diag.Diagnostics, spec schedule.Spec, blocks pa
 			}
 		case "times":
 			if e.Item < 0 {
-				diags.AddAttributeError(at.AtName("time_range"), "Invalid time ranges", e.Err.Error())
-				continue
+				continue // the number of time ranges: the block's listSize validator reports it
 			}
 			tr := sc.Match.Times[e.Item]
 			_, se := schedule.ParseClock(tr.Start, false)

@@ -204,3 +204,20 @@ func TestReportScheduleErrors(t *testing.T) {
 		`schedule[3]: Conflicting default schedules: schedules "default" and "other" both have neither days nor time ranges`,
 	})
 }
+
+// TestReportScheduleErrorsCountsOnce: too many time ranges or schedules are the block validators'
+// to report (listSize); the relations check adds nothing, so one problem gives one error.
+func TestReportScheduleErrorsCountsOnce(t *testing.T) {
+	t.Parallel()
+	var ranges []schedule.TimeRange
+	for i := range schedule.MaxRanges + 1 {
+		ranges = append(ranges, schedule.TimeRange{Start: fmt.Sprintf("%02d:00", i), End: fmt.Sprintf("%02d:30", i)})
+	}
+	spec := schedule.Spec{Timezone: "UTC", Schedules: []schedule.Schedule{{Name: "many", Match: &schedule.Match{Times: ranges}, Hot: 1}}}
+	for range schedule.MaxSchedules {
+		spec.Schedules = append(spec.Schedules, schedule.Schedule{Name: fmt.Sprintf("s%d", len(spec.Schedules)), Match: &schedule.Match{Days: []string{"monday"}}})
+	}
+	var diags diag.Diagnostics
+	reportScheduleErrors(&diags, spec, path.Root("schedule"))
+	expectDiags(t, diags, nil)
+}

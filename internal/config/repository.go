@@ -197,7 +197,7 @@ func (r *Repository) PutWarmPool(ctx context.Context, p WarmPool, expectVersion 
 		return 0, err
 	}
 	if _, err := r.st.GetConfig(ctx, store.ConfigRunnerClass, p.RunnerClass); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNoTable) {
 			return 0, fmt.Errorf("warm pool %q: runner class %q: %w", p.Name, p.RunnerClass, ErrUnknownRunnerClass)
 		}
 		return 0, fmt.Errorf("warm pool %q: reading its runner class: %w", p.Name, err)

@@ -14,6 +14,8 @@ import (
 var (
 	// ErrNotFound: no such record.
 	ErrNotFound = errors.New("not found")
+	// ErrNoTable: the table itself does not exist (always with ErrNotFound: no record is there).
+	ErrNoTable = errors.New("no such table")
 	// ErrConflict: the record exists but is not in the expected state (or run id): another writer
 	// won the race. Callers ask for another candidate or re-read; they never retry blindly.
 	ErrConflict = errors.New("conflict")
@@ -63,7 +65,7 @@ func classify(op string, err error) error {
 	}
 	var rnf *types.ResourceNotFoundException
 	if errors.As(err, &rnf) {
-		return fmt.Errorf("%s: table: %w: %w", op, ErrNotFound, err)
+		return fmt.Errorf("%s: table: %w: %w: %w", op, ErrNoTable, ErrNotFound, err)
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {

@@ -1,0 +1,138 @@
+// Plan modifiers shared by the resources.
+package provider
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+)
+
+var _ planmodifier.String = durationByValue{}
+
+// durationByValue plans no change for a duration spelled differently from the state but of the
+// same value ("90m" against "1h30m", as an import reads it back): durations compare by value.
+type durationByValue struct{}
+
+func (durationByValue) Description(context.Context) string {
+	return "A duration equal in value to the state's keeps the state's spelling."
+}
+
+func (d durationByValue) MarkdownDescription(ctx context.Context) string { return d.Description(ctx) }
+
+func (durationByValue) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.StateValue.IsNull() || req.StateValue.IsUnknown() || req.PlanValue.IsNull() || req.PlanValue.IsUnknown() {
+		return
+	}
+	a, err1 := time.ParseDuration(req.StateValue.ValueString())
+	b, err2 := time.ParseDuration(req.PlanValue.ValueString())
+	if err1 == nil && err2 == nil && a == b {
+		resp.PlanValue = req.StateValue
+	}
+}
+
+// sameValues reports whether two models (structs of attr.Value fields) hold equal values.
+func sameValues[M any](a, b M) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for i := range va.NumField() {
+		x, ok1 := va.Field(i).Interface().(attr.Value)
+		y, ok2 := vb.Field(i).Interface().(attr.Value)
+		if !ok1 || !ok2 || !x.Equal(y) {
+			return false
+		}
+	}
+	return true
+}
+
+// Phrases markReplacement appends to attribute descriptions.
+const (
+	forcesReplacement = "Changing it forces replacement."
+	updatedInPlace    = "Changing it updates the resource in place."
+)
+
+// markReplacement ends the description of every attribute a configuration sets with whether
+// changing it replaces the resource (a RequiresReplace plan modifier) or updates it in place, so the
+// docs say so for each. Computed-only attributes are left alone.
+func markReplacement(s *schema.Schema) {
+	markAttributes(s.Attributes)
+	markBlocks(s.Blocks)
+}
+
+func markBlocks(blocks map[string]schema.Block) {
+	for _, b := range blocks {
+		switch nb := b.(type) {
+		case schema.ListNestedBlock:
+			markAttributes(nb.NestedObject.Attributes)
+			markBlocks(nb.NestedObject.Blocks)
+		case schema.SingleNestedBlock:
+			markAttributes(nb.Attributes)
+			markBlocks(nb.Blocks)
+		}
+	}
+}
+
+func markAttributes(attrs map[string]schema.Attribute) {
+	ctx := context.Background()
+	for name, a := range attrs {
+		if !a.IsRequired() && !a.IsOptional() {
+			continue
+		}
+		var descs []string
+		switch t := a.(type) {
+		case schema.StringAttribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		case schema.Int64Attribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		case schema.BoolAttribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		case schema.ListAttribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		case schema.MapAttribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		case schema.SetAttribute:
+			for _, m := range t.PlanModifiers {
+				descs = append(descs, m.Description(ctx))
+			}
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			attrs[name] = t
+		}
+	}
+}
+
+// withReplacement appends the phrase; RequiresReplace's description says "destroy and recreate".
+func withReplacement(desc string, modifiers []string) string {
+	if strings.Contains(desc, forcesReplacement) || strings.Contains(desc, updatedInPlace) {
+		return desc
+	}
+	for _, m := range modifiers {
+		if strings.Contains(m, "destroy and recreate") {
+			return strings.TrimSpace(desc + " " + forcesReplacement)
+		}
+	}
+	return strings.TrimSpace(desc + " " + updatedInPlace)
+}
