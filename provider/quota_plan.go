@@ -37,6 +37,7 @@ func maxInstancesAttribute() schema.Int64Attribute {
 
 // ModifyPlan refuses a max_instances below what the class's warm pools in the table keep.
 func (r *RunnerClassResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	r.keepStoredVersion(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || r.c == nil {
 		return
 	}

@@ -32,7 +32,6 @@ var (
 	_ resource.ResourceWithConfigure      = &RunnerClassResource{}
 	_ resource.ResourceWithImportState    = &RunnerClassResource{}
 	_ resource.ResourceWithValidateConfig = &RunnerClassResource{}
-	_ resource.ResourceWithModifyPlan     = &RunnerClassResource{}
 )
 
 // NewRunnerClassResource returns the runnerpool_runner_class resource.
@@ -502,10 +501,10 @@ func configWriteError(diags *diag.Diagnostics, kind, table, name string, err err
 	}
 }
 
-// ModifyPlan keeps the stored version when nothing else changes. Terraform marks the computed
+// keepStoredVersion keeps the stored version when nothing else changes (part of ModifyPlan). Terraform marks the computed
 // version unknown as soon as the configuration differs from the state, before durationByValue
 // finds that "90m" is the state's "1h30m": without this, a spelling would plan an update.
-func (r *RunnerClassResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+func (r *RunnerClassResource) keepStoredVersion(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
 	}
