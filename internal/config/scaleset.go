@@ -16,7 +16,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
-// ErrUnknownWarmPool: a scale set names a warm pool that is not configured.
+// ErrUnknownWarmPool is returned when a scale set names a warm pool that is not configured.
 var ErrUnknownWarmPool = errors.New("unknown warm pool")
 
 // ScaleSet is one runner scale set feeding a warm pool.

@@ -41,9 +41,8 @@ func TestScaleSetJobsServedFromThePool(t *testing.T) {
 	stopped := e.warm(t, store.StateStopped, 1)
 	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 
-	var ids []int64
 	for i := range 3 {
-		ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(600+i), setName))
+		e.gh.QueueScaleSetJob(org, "api", int64(600+i), setName)
 	}
 	bySource := map[string]warmpool.Served{}
 	for deadline := time.Now().Add(30 * time.Second); len(bySource) < 3 && time.Now().Before(deadline); {

@@ -40,7 +40,7 @@ func TestScaleSetServesPoolJob(t *testing.T) {
 		st, ok := env.GitHub.ScaleSet(servicetest.Repository, "linux-warm")
 		return ok && st.Session != nil && st.Session.Owner == "a"
 	})
-	jobID := env.GitHub.QueueScaleSetJob("acme", "api", 9001, "linux-warm")
+	env.GitHub.QueueScaleSetJob("acme", "api", 9001, "linux-warm")
 	waitFor(t, 20*time.Second, "the hot instance claimed for the scale set job and its agent registered", func() bool {
 		rec, err := env.Store.Get(ctx, hot)
 		if err != nil || !strings.HasPrefix(rec.RunID, "job:ss") || (rec.State != store.StateClaimed && rec.State != store.StateRunning) {
@@ -52,6 +52,5 @@ func TestScaleSetServesPoolJob(t *testing.T) {
 	if creds := env.Credentials(hot); len(creds) != 1 || !creds[0].JIT {
 		t.Errorf("hot instance's credentials %+v: want one JIT configuration", creds)
 	}
-	_ = jobID
 	env.Audit(t)
 }
