@@ -135,7 +135,15 @@ func (s *Server) metadataPath(v InstanceView, tagsEnabled bool, path string) (st
 		if tagsEnabled {
 			entries = append(entries, "tags/")
 		}
+		if v.SpotInstanceAction != "" {
+			entries = append(entries, "spot/")
+		}
 		return strings.Join(entries, "\n"), true
+	case "/latest/meta-data/spot":
+		return "instance-action", v.SpotInstanceAction != ""
+	case "/latest/meta-data/spot/instance-action":
+		// 404 until an interruption is announced, as EC2 serves it.
+		return v.SpotInstanceAction, v.SpotInstanceAction != ""
 	case "/latest/meta-data/ami-id":
 		return v.ImageID, true
 	case "/latest/meta-data/instance-id":

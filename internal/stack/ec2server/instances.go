@@ -56,6 +56,9 @@ type instance struct {
 	rootDevice     string
 	volumes        []volume
 
+	spotAction string    // the spot/instance-action document, once an interruption is announced
+	spotAt     time.Time // when the announced interruption terminates the instance
+
 	runtime *instanceRuntime // non-nil while a Runtime goroutine runs for this instance
 	imds    *imdsServer      // non-nil while the instance has an IMDS listener
 }
@@ -67,6 +70,7 @@ func (in *instance) view() InstanceView {
 		LaunchTime: in.launchTime, Tags: maps.Clone(in.tags), UserData: in.userData,
 		FleetID: in.fleetID, LaunchTemplateID: in.templateID,
 		SecurityGroups: slices.Clone(in.securityGroups), IamInstanceProfile: in.iamProfile, Volumes: volumeViews(in.volumes),
+		SpotInstanceAction: in.spotAction,
 	}
 	if in.imds != nil {
 		v.IMDSEndpoint = in.imds.endpoint
@@ -79,6 +83,7 @@ func (in *instance) view() InstanceView {
 // state follows the injected clock even when the clock is fake.
 func (s *Server) advanceLocked(now time.Time) {
 	for id, in := range s.instances {
+		s.spotLocked(in, now)
 		for !in.next.IsZero() && !now.Before(in.next) {
 			at := in.next
 			in.next = time.Time{}
@@ -92,7 +97,9 @@ func (s *Server) advanceLocked(now time.Time) {
 			case stateShuttingDown:
 				in.state = stateTerminated
 				in.terminatedAt = at
-				in.stateReason = &stateReasonXML{Code: "Client.UserInitiatedShutdown", Message: "Client.UserInitiatedShutdown: User initiated shutdown"}
+				if in.spotAt.IsZero() || now.Before(in.spotAt) { // else EC2's spot termination
+					in.stateReason = &stateReasonXML{Code: "Client.UserInitiatedShutdown", Message: "Client.UserInitiatedShutdown: User initiated shutdown"}
+				}
 			}
 		}
 		if in.state == stateTerminated && !now.Before(in.terminatedAt.Add(s.opts.TerminatedRetention)) {

@@ -84,6 +84,7 @@ type InstanceView struct {
 	SecurityGroups                                                   []string // security group ids
 	IamInstanceProfile                                               string   // name or ARN, as launched
 	Volumes                                                          []VolumeView
+	SpotInstanceAction                                               string // spot/instance-action once an interruption is announced (InterruptSpot)
 }
 
 // Server is the EC2 double. It implements http.Handler; mount it on an httptest.Server (or
