@@ -102,7 +102,9 @@ func (l *listener) run(parent context.Context) {
 			}
 			continue
 		}
-		err := l.lead(mergeCancel(lctx, ctx))
+		both, stopBoth := mergeCancel(lctx, ctx)
+		err := l.lead(both)
+		stopBoth()
 		switch {
 		case ctx.Err() != nil || lctx.Err() != nil:
 			wait = 0
@@ -125,11 +127,11 @@ func (l *listener) run(parent context.Context) {
 	}
 }
 
-// mergeCancel returns a context that ends when either ends.
-func mergeCancel(a, b context.Context) context.Context {
+// mergeCancel returns a context that ends when either ends, and its cancel function.
+func mergeCancel(a, b context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(a)
-	context.AfterFunc(b, cancel)
-	return ctx
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // lead makes the scale set as configured, opens the session and polls until ctx ends or something
