@@ -53,7 +53,7 @@ const (
 	LimitRunnerClass = "runner_class_instances"
 )
 
-// Counter names.
+// DeploymentCounter counts the deployment's instances.
 const DeploymentCounter = "deployment"
 
 // RepositoryCounter counts the runners held by the runs of one repository (by its GitHub id).
@@ -87,7 +87,7 @@ type Limit struct {
 	Label string
 }
 
-// ErrRefused: the reservation would take a counter past its limit; nothing was written.
+// ErrRefused is a reservation that would take a counter past its limit; nothing was written.
 var ErrRefused = errors.New("quota exceeded")
 
 // RefusedError says which limit refused a reservation.

@@ -132,7 +132,7 @@ func (l *Ledger) Release(ctx context.Context, id string) error {
 }
 
 var (
-	// ErrNotFound: no such reservation.
+	// ErrNotFound is a reservation that does not exist.
 	ErrNotFound = errors.New("reservation not found")
 	// errChanged: the reservation changed since it was read (a concurrent recount); read again.
 	errChanged = errors.New("reservation changed")
