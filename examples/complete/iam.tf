@@ -46,7 +46,7 @@ data "aws_iam_policy_document" "runner" {
   #     the control plane withdraws it once the agent reported.
   #   - AGENT#<key>: what the agent reports (heartbeat, signals, acknowledgements). The only items it
   #     may write (WriteOwnReports), and only with the attributes the agent writes: never an index key
-  #     (idx_state, idx_run, idx_pool, threshold, id), so no item of the instance ever appears in a
+  #     (idx_state, idx_run, idx_pool, idx_fit, threshold, id), so no item of the instance ever appears in a
   #     listing of the control plane; and never asking for old values back. The control plane reads
   #     them as evidence to check, never as facts.
   # Never a query, a scan or an index, never configuration, runs or leases. The reconciler and the
@@ -102,12 +102,13 @@ data "aws_iam_policy_document" "runner" {
       variable = "dynamodb:LeadingKeys"
       values   = ["AGENT#$${ec2:SourceInstanceARN}"]
     }
-    # The attributes of the agent's reports (internal/store/signals.go): the key, the time, the
-    # signal, its run and detail, and the time to live.
+    # The attributes of the agent's reports (internal/store/signals.go, attribution.go): the item's
+    # key, the time, the signal, its run and detail, the agent's public key and signature, and the
+    # time to live.
     condition {
       test     = "ForAllValues:StringEquals"
       variable = "dynamodb:Attributes"
-      values   = ["pk", "sk", "at", "ttl", "signal", "run_id", "detail"]
+      values   = ["pk", "sk", "at", "ttl", "signal", "run_id", "detail", "key", "sig"]
     }
     condition {
       test     = "StringEqualsIfExists"

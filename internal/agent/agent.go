@@ -5,6 +5,8 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,12 +56,40 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("agent: state directory: %w", err)
 	}
+	key, err := signingKey(cfg.StateDir)
+	if err != nil {
+		return err
+	}
 	a := &agent{
 		cfg: cfg, id: id.InstanceID, log: log, runner: rn, notice: notice,
-		boot: cfg.Now(), wake: make(chan struct{}, 1),
+		boot: cfg.Now(), wake: make(chan struct{}, 1), key: key,
 	}
 	a.run(ctx)
 	return nil
+}
+
+// signingKey is the instance's signing key, made at its first boot and kept in the root-only state
+// directory (0600 in a 0700 directory), so a stopped instance started again signs with the same
+// key. The control plane pins its public half at the first registration, before any job ran, and
+// believes only signals signed with it (store/attribution.go): a job that reached the instance role
+// but not root cannot forge a registration or a release.
+func signingKey(dir string) (ed25519.PrivateKey, error) {
+	path := filepath.Join(dir, "signing.key")
+	if b, err := os.ReadFile(path); err == nil && len(b) == ed25519.SeedSize {
+		return ed25519.NewKeyFromSeed(b), nil
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("agent: signing key: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, key.Seed(), 0o600); err != nil {
+		return nil, fmt.Errorf("agent: writing the signing key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("agent: writing the signing key: %w", err)
+	}
+	return key, nil
 }
 
 // agent is one agent's state. Only the main loop touches it.
@@ -83,6 +113,7 @@ type agent struct {
 	regGiven map[string]bool // runs registration was abandoned for (signalled UD_REG_FAILED)
 	relGiven map[string]bool // runs release was abandoned for (signalled UD_REMOVE_REG_FAILED)
 	last     store.SignalRecord
+	key      ed25519.PrivateKey // the instance's signing key (signingKey)
 
 	taintReason string // why this instance serves no further run (see taint)
 }
@@ -245,6 +276,7 @@ func (a *agent) preRunner(ctx context.Context) {
 
 // signal writes a signal, retrying until it is written or ctx ends: the control plane waits for it.
 func (a *agent) signal(ctx context.Context, sig store.SignalRecord) {
+	sig.Sign(a.id, a.key, a.cfg.Now())
 	for {
 		err := a.cfg.Store.PutSignal(ctx, a.id, sig)
 		if err == nil {

@@ -377,7 +377,7 @@ func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
 	arn := store.InstanceARNPrefix("us-east-1", "123456789012") + "i-0abc"
 	st := store.New(nil, "t", store.WithInstanceKeyPrefix(store.InstanceARNPrefix("us-east-1", "123456789012")))
 	reports, record := st.AgentKey("i-0abc"), st.InstanceKey("i-0abc")
-	report := []string{"pk", "sk", "signal", "at", "ttl", "run_id", "detail"}
+	report := []string{"pk", "sk", "signal", "at", "ttl", "run_id", "detail", "key", "sig"}
 	tests := []struct {
 		name string
 		r    request
@@ -389,6 +389,7 @@ func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
 		{"a report carrying idx_state and threshold", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_state", "threshold"), false},
 		{"a report carrying idx_run", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_run"), false},
 		{"a report carrying idx_pool and id", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_pool", "id"), false},
+		{"a report carrying idx_fit", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "idx_fit"), false},
 		{"a report carrying an attribute the agent never writes", onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "blob"), false},
 		{"a report asking for the old item back", func() request {
 			r := onInstance("dynamodb:PutItem", reports, arn, "pk", "sk", "signal")

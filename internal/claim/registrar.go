@@ -34,6 +34,7 @@ type Store interface {
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	PinAgentKey(ctx context.Context, id, pub string) error
 	LastAck(ctx context.Context, id string, kind store.CredentialKind) (store.Ack, error)
 	Reports(ctx context.Context, kind store.CredentialKind, qs []store.ReportQuery) (map[string]store.Report, error)
 }
@@ -137,7 +138,12 @@ type Registrar struct {
 	ec2   EC2
 	opts  Options
 	log   *slog.Logger
+	// pinned holds, per pending registration (instance and run), the agent key its record had when
+	// the credential was issued ("" when none was pinned yet): the key its signal must be signed by.
+	pinned sync.Map
 }
+
+func pendingKey(instanceID, runID string) string { return instanceID + "\x00" + runID }
 
 // NewRegistrar returns a Registrar.
 func NewRegistrar(st Store, gh GitHub, ec2 EC2, opts Options) *Registrar {
@@ -283,6 +289,7 @@ func (r *Registrar) issueWith(ctx context.Context, in store.Instance, labels []s
 	}); err != nil {
 		return false, fmt.Errorf("issuing registration for %s: %w", in.ID, err)
 	}
+	r.pinned.Store(pendingKey(in.ID, in.RunID), in.AgentKey)
 	if err := wake.Notify(ctx, r.ec2, in.ID); err != nil {
 		// Not fatal: the agent re-reads its record on its fallback timer.
 		r.log.Warn("claim notice not delivered", "instance", in.ID, "run", in.RunID, "err", err)
@@ -331,6 +338,7 @@ func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ac
 	}
 	sub := r.watch.subscribe(instanceID, first, r.opts.PollInterval)
 	defer r.watch.unsubscribe(sub)
+	defer r.pinned.Delete(pendingKey(instanceID, runID))
 
 	var lastErr error
 	for {
@@ -364,6 +372,13 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 	case err == nil:
 		*lastErr = nil
 		if sig.RunID == runID && sig.Signal == store.SignalRegistered {
+			// Anything holding the instance role can write the signal: it counts only when the
+			// instance's agent signed it. A forged one waits out the registration wait, and the
+			// instance is discarded before the run is answered.
+			if err := r.attributed(ctx, instanceID, runID, sig); err != nil {
+				*lastErr = err
+				return false, nil
+			}
 			r.withdraw(ctx, instanceID, runID)
 			return true, nil
 		}
@@ -382,6 +397,36 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 		return true, fmt.Errorf("instance %s, run %s: %w within %s", instanceID, runID, ErrNoAck, ackWithin)
 	}
 	return false, nil
+}
+
+// attributed checks that a registration signal is the instance agent's (store/attribution.go): signed
+// by the key pinned in its record; or, when none is pinned yet (the first registration of the
+// instance, before any job ran on it), signed by the key it names, which is pinned now. An unsigned
+// signal of an instance with no pinned key (an agent that does not sign) is believed as before.
+func (r *Registrar) attributed(ctx context.Context, instanceID, runID string, sig store.SignalRecord) error {
+	pinned := ""
+	if v, ok := r.pinned.Load(pendingKey(instanceID, runID)); ok {
+		pinned = v.(string)
+	} else if rec, err := r.st.Get(ctx, instanceID); err == nil {
+		pinned = rec.AgentKey
+	} else {
+		return fmt.Errorf("registration signal of %s: reading its pinned key: %w", instanceID, err)
+	}
+	switch {
+	case pinned != "":
+		if !sig.SignedBy(instanceID, pinned) {
+			return fmt.Errorf("registration signal of %s is not signed by its agent's key", instanceID)
+		}
+		return nil
+	case sig.Key == "":
+		return nil
+	case !sig.SelfSigned(instanceID):
+		return fmt.Errorf("registration signal of %s carries a bad signature", instanceID)
+	}
+	if err := r.st.PinAgentKey(ctx, instanceID, sig.Key); err != nil {
+		return fmt.Errorf("registration signal of %s: %w", instanceID, err)
+	}
+	return nil
 }
 
 // withdraw deletes the run's registration credential once the agent reported its registration: the

@@ -311,6 +311,13 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	if err := r.checkDeregistered(ctx, id, scope); err != nil {
 		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
 	}
+	// And the signal must be the agent's, not merely in its partition: a job holding the instance
+	// role can read the removal credential, deregister the runner itself and write "released"
+	// before the agent cleaned up. Once the agent's key is pinned (its first registration), only a
+	// signal signed by it pools the instance (store/attribution.go).
+	if rec.AgentKey != "" && !sig.SignedBy(id, rec.AgentKey) {
+		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)
+	}
 
 	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
 	// still idle, ours to pool and within its threshold. The mark is the control plane's own record

@@ -41,7 +41,7 @@ func instanceRole(sb *sandbox.Sandbox, id string) *store.Store {
 }
 
 // agentAttributes are the attributes the instance role lets an agent write (iam.tf, WriteOwnReports).
-var agentAttributes = []string{"pk", "sk", "at", "ttl", "signal", "run_id", "detail"}
+var agentAttributes = []string{"pk", "sk", "at", "ttl", "signal", "run_id", "detail", "key", "sig"}
 
 // instanceRoleDB is a DynamoDB client with the instance role's permissions for instance id: GetItem
 // on its INSTANCE# and AGENT# partitions (ReadOwnItems), PutItem on its AGENT# partition

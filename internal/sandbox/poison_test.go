@@ -49,6 +49,7 @@ func poisoningItems(x, victimRun string) []poisonCase {
 	return []poisonCase{
 		{"index keys: an idle record of a warm pool, expired", []map[string]types.AttributeValue{item("STATE", map[string]types.AttributeValue{
 			"idx_state": s("idle"), "threshold": n(1), "idx_pool": s(poisonedPool), "id": s("i-forged"), "state": s("idle"),
+			"idx_fit": s(store.FitKey(sandbox.RunnerClass, sandbox.Scope)),
 		})}},
 		{"another repository's run key in idx_run", []map[string]types.AttributeValue{item("RUN", map[string]types.AttributeValue{
 			"idx_run": s(victimRun), "id": s(x), "state": s("running"), "run_id": s(victimRun),

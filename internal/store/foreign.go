@@ -1,6 +1,6 @@
 // Foreign items: what a listing meets that is not a control-plane record. The indexes are sparse
 // and keyed by attributes any writer may set, so an item of an agent partition (written by code a
-// job on the runner may control) can carry idx_state, idx_run or idx_pool and appear in a listing.
+// job on the runner may control) can carry idx_state, idx_run, idx_pool or idx_fit and appear in a listing.
 // No such item may stop a listing: queries filter on the control plane's key prefix (so huge or
 // numerous foreign items are never sent back), count what the filter dropped, and skip, count and
 // log once any item that passed the filter but does not decode. Refresh finds agent items with

@@ -116,6 +116,10 @@ type Instance struct {
 	// that made it hot): after it verified the hand-back itself, never on the agent's word alone.
 	// Every transition clears it, so a set PooledAt means "in the pool since then, untouched".
 	PooledAt time.Time
+	// AgentKey is the instance agent's public key, pinned by the control plane at the first verified
+	// registration (PinAgentKey; attribution.go); empty until then. Signals that decide something
+	// must be signed by it.
+	AgentKey string
 }
 
 // Expired reports whether the record's threshold has passed at now.
@@ -266,6 +270,7 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		UpdatedAt:     fromMS(d.num("updated_at")),
 		Version:       d.num("version"),
 		PooledAt:      fromMS(d.num(attrPooledAt)),
+		AgentKey:      d.str(attrAgentKey),
 	}
 	st, err := ParseState(d.str("state"))
 	if err != nil {

@@ -23,6 +23,9 @@ type SignalRecord struct {
 	RunID  string // the run the signal is about (registration and release signals)
 	At     time.Time
 	Detail string // free text, e.g. why registration failed
+	// Key and Sig attribute the signal to the instance's root agent (attribution.go): the agent's
+	// per-boot public key and its signature. Empty on an unsigned signal.
+	Key, Sig string
 }
 
 func (s *Store) signalKey(id string) map[string]types.AttributeValue {
@@ -139,6 +142,9 @@ func (s *Store) PutSignal(ctx context.Context, id string, sig SignalRecord) erro
 	if sig.Detail != "" {
 		item["detail"] = sv(sig.Detail)
 	}
+	if sig.Key != "" {
+		item[attrSigKey], item[attrSig] = sv(sig.Key), sv(sig.Sig)
+	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: item})
 	return classify("writing signal of "+id, err)
 }
@@ -154,7 +160,7 @@ func (s *Store) LastSignal(ctx context.Context, id string) (SignalRecord, error)
 
 func decodeSignal(id string, item map[string]types.AttributeValue) (SignalRecord, error) {
 	d := &decoder{item: item}
-	rec := SignalRecord{RunID: d.str("run_id"), At: fromMS(d.num("at")), Detail: d.str("detail")}
+	rec := SignalRecord{RunID: d.str("run_id"), At: fromMS(d.num("at")), Detail: d.str("detail"), Key: d.str(attrSigKey), Sig: d.str(attrSig)}
 	sig, perr := ParseSignal(d.str("signal"))
 	if perr != nil {
 		d.fail(perr)

@@ -1,0 +1,78 @@
+// Attribution: whatever holds the instance role can write the agent's partition, so a signal that
+// decides something (registered, released) must be attributable to the root agent, not merely
+// present there. The agent makes an Ed25519 key pair at every boot and keeps the private half in
+// its process (root) memory; it signs each signal and sends the public half with it. The control
+// plane pins the public half in the instance record (a control-plane item) at the first verified
+// registration, which comes before any job ran on the instance, and from then on believes only
+// signals signed by that key.
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const (
+	attrAgentKey = "agent_key" // on the instance record: the pinned public key
+	attrSigKey   = "key"       // on a signal: the public key it claims
+	attrSig      = "sig"       // on a signal: the signature
+)
+
+// signedMessage is what a signal's signature covers: the instance, the signal, its run, its time
+// and its detail, so no signature can be replayed for another instance, run or signal.
+func signedMessage(id string, r SignalRecord) []byte {
+	return []byte(strings.Join([]string{"runnerpool-signal-v1", id, string(r.Signal), r.RunID,
+		strconv.FormatInt(r.At.UnixMilli(), 10), r.Detail}, "\n"))
+}
+
+// Sign signs the signal of instance id with the agent's private key, at at (the signal's time):
+// it sets At, Key and Sig.
+func (r *SignalRecord) Sign(id string, key ed25519.PrivateKey, at time.Time) {
+	r.At = at.Truncate(time.Millisecond)
+	r.Key = base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
+	r.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(key, signedMessage(id, *r)))
+}
+
+// SignedBy reports whether the signal of instance id carries a valid signature by the public key
+// pub (base64, as pinned).
+func (r SignalRecord) SignedBy(id, pub string) bool {
+	k, err := base64.StdEncoding.DecodeString(pub)
+	if err != nil || len(k) != ed25519.PublicKeySize || r.Key != pub {
+		return false
+	}
+	sig, err := base64.StdEncoding.DecodeString(r.Sig)
+	return err == nil && ed25519.Verify(ed25519.PublicKey(k), signedMessage(id, r), sig)
+}
+
+// SelfSigned reports whether the signal carries a valid signature by the key it names (the
+// first sight of a key, before it is pinned).
+func (r SignalRecord) SelfSigned(id string) bool { return r.Key != "" && r.SignedBy(id, r.Key) }
+
+// PinAgentKey writes the agent's public key into the instance record, once: pinning the key already
+// pinned is a no-op, another key is ErrConflict (the record keeps its key for its whole life).
+func (s *Store) PinAgentKey(ctx context.Context, id, pub string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if k, err := base64.StdEncoding.DecodeString(pub); err != nil || len(k) != ed25519.PublicKeySize {
+		return fmt.Errorf("pinning the agent key of %s: not an Ed25519 public key: %w", id, ErrInvalid)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       s.instanceKey(id),
+		UpdateExpression:          aws.String("SET #k = :k"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_not_exists(#k) OR #k = :k)"),
+		ExpressionAttributeNames:  map[string]string{"#k": attrAgentKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": sv(pub)},
+	})
+	return classify("pinning the agent key of "+id, err)
+}
