@@ -12,7 +12,9 @@
 //     served sequentially, with SQS short polls sampled (reuse.go);
 //  6. warm pools: stopped warm instances started by a provision; one convergence pass over a
 //     pool of 2,000 records;
-//  7. audit: a refresh pass, then the invariant checker over the whole deployment.
+//  7. fault_storm: GitHub 5xx and EC2 throttling during concurrent workflows, then the time until
+//     every idle instance is pooled again (storm.go);
+//  8. audit: a refresh pass, then the invariant checker over the whole deployment.
 //
 // It prints one `bench: NAME=VALUE` line per figure and writes a Markdown report and a latency
 // histogram (PNG) into the report directory.
@@ -227,6 +229,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"scale sets", phaseScaleSets},
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},
+		{"fault_storm", phaseFaultStorm},
 		{"audit", phaseAudit},
 	}
 	var errs []error
