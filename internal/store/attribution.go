@@ -76,3 +76,10 @@ func (s *Store) PinAgentKey(ctx context.Context, id, pub string) error {
 	})
 	return classify("pinning the agent key of "+id, err)
 }
+
+// Attributed reports whether a signal of the instance may be believed: signed by the record's pinned
+// agent key, or any signal while none is pinned (an agent that does not sign, or before its first
+// registration).
+func (in Instance) Attributed(sig SignalRecord) bool {
+	return in.AgentKey == "" || sig.SignedBy(in.ID, in.AgentKey)
+}

@@ -496,6 +496,16 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 		case in.Expired(now):
 			cat.errored = append(cat.errored, victim{in, "error: not warmed up before " + in.Threshold.Format(time.RFC3339)})
 		case err == nil && sig.Signal == store.SignalPreRunnerOK:
+			// The warm-up is the instance's first sight, before any job ran on it: pin the key its
+			// agent signs with, so that its later reports are believed only when signed by it
+			// (store/attribution.go).
+			if in.AgentKey == "" && sig.SelfSigned(in.ID) {
+				if perr := c.st.PinAgentKey(ctx, in.ID, sig.Key); perr != nil {
+					cat.warming = append(cat.warming, in)
+					readErrs = append(readErrs, fmt.Errorf("pinning the agent key of %s: %w", in.ID, perr))
+					continue
+				}
+			}
 			cat.warmed = append(cat.warmed, in)
 		case err == nil || errors.Is(err, store.ErrNotFound):
 			cat.warming = append(cat.warming, in)
@@ -526,7 +536,7 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 		}
 		reason := ""
 		switch {
-		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID:
+		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID && in.Attributed(sig):
 			_, terr := c.st.Transition(ctx, in.ID, store.Change{
 				From: []store.State{in.State}, To: store.StateRunning, RunID: in.RunID,
 				Threshold: now.Add(maxRuntime), Reason: "registered for " + in.RunID,

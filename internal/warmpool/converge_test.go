@@ -6,6 +6,8 @@ package warmpool_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"slices"
 	"strings"
@@ -299,5 +301,52 @@ func served(t testing.TB, e *env, j warmpool.Job, id string) {
 	}
 	if _, err := e.st.Claim(ctx, id, j.RunKey(), e.clock.Now().Add(10*time.Minute), store.StateReady); err != nil {
 		t.Fatalf("Claim %s: %v", id, err)
+	}
+}
+
+// The warm-up pins the key the agent signs with (the instance's first sight, before any job); a
+// pool-job instance is then promoted only on a registration signed by that key, never on one a job
+// holding the instance role forged.
+func TestConvergePinsTheAgentKeyAndIgnoresForgedRegistrations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tg := &targets{}
+	tg.set(e.spec("signed", 1, 0, "v1-a"))
+	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "signed-jobs"), e.st)
+	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs})
+	pass(t, c)
+	ctx := t.Context()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	warming := e.records(t, "signed")[store.StateWarming]
+	if len(warming) != 1 {
+		t.Fatalf("warming %v, want one", warming)
+	}
+	id := warming[0].ID
+	ok := store.SignalRecord{Signal: store.SignalPreRunnerOK}
+	ok.Sign(id, key, e.clock.Now())
+	if err := e.st.PutSignal(ctx, id, ok); err != nil {
+		t.Fatal(err)
+	}
+	if hot := poolReport(t, pass(t, c), "signed").Readied; !slices.Equal(hot, []string{id}) {
+		t.Fatalf("readied %v, want %s", hot, id)
+	}
+	if rec, err := e.st.Get(ctx, id); err != nil || rec.AgentKey != ok.Key {
+		t.Fatalf("agent key after the warm-up %q, %v; want the signing key pinned", rec.AgentKey, err)
+	}
+
+	served(t, e, warmpool.Job{Action: warmpool.ActionQueued, JobID: 300, RunID: 7, Repository: "acme/api", Labels: []string{"pool=signed"}, Pool: "signed"}, id)
+	if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: "job:300", Detail: "forged"}); err != nil {
+		t.Fatal(err)
+	}
+	if pr := poolReport(t, pass(t, c), "signed"); len(pr.Promoted) != 0 {
+		t.Fatalf("promoted %v on a forged registration", pr.Promoted)
+	}
+	reg := store.SignalRecord{Signal: store.SignalRegistered, RunID: "job:300"}
+	reg.Sign(id, key, e.clock.Now())
+	if err := e.st.PutSignal(ctx, id, reg); err != nil {
+		t.Fatal(err)
+	}
+	if pr := poolReport(t, pass(t, c), "signed"); !slices.Equal(pr.Promoted, []string{id}) {
+		t.Errorf("promoted %v on the agent's signed registration, want %s", pr.Promoted, id)
 	}
 }

@@ -94,6 +94,7 @@ type Store interface {
 	ByState(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
 	ByRun(ctx context.Context, runID string) ([]store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
+	PinAgentKey(ctx context.Context, id, pub string) error
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)
