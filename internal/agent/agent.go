@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	a := &agent{
 		cfg: cfg, id: id.InstanceID, log: log, runner: rn, notice: notice,
-		boot: cfg.Now(), wake: make(chan struct{}, 1), key: key,
+		boot: cfg.Now(), wake: make(chan struct{}, 1), key: key, spot: make(chan string, 1),
 	}
 	a.run(ctx)
 	return nil
@@ -115,7 +115,9 @@ type agent struct {
 	last     store.SignalRecord
 	key      ed25519.PrivateKey // the instance's signing key (signingKey)
 
-	taintReason string // why this instance serves no further run (see taint)
+	taintReason string      // why this instance serves no further run (see taint)
+	spot        chan string // the spot interruption notice, from watchSpot
+	spotNotice  string      // the notice once handled: no further run, never pooled again
 }
 
 // runnerProc is a runner's Run in its goroutine.
@@ -205,6 +207,7 @@ func (a *agent) run(ctx context.Context) {
 	defer a.stopRunner()
 
 	go a.heartbeat(ctx)
+	go a.watchSpot(ctx)
 	go func() {
 		for a.notice.Wait(ctx) == nil {
 			select {
@@ -326,6 +329,11 @@ func (a *agent) read(ctx context.Context) (rec store.Instance, found bool, err e
 
 // step reads the record and does what it asks; it reports true when the agent is done (terminated).
 func (a *agent) step(ctx context.Context) bool {
+	select {
+	case doc := <-a.spot:
+		a.spotInterrupted(ctx, doc)
+	default:
+	}
 	rec, found, err := a.read(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -603,6 +611,11 @@ func (a *agent) release(ctx context.Context, runID string) {
 
 // finishRelease cleans up and confirms the release of runID.
 func (a *agent) finishRelease(ctx context.Context, runID string) {
+	if a.spotNotice != "" {
+		// EC2 takes the instance back within two minutes: never pooled again.
+		a.giveUpRelease(ctx, runID, "spot interruption announced: "+a.spotNotice)
+		return
+	}
 	if err := a.cleanup(ctx); err != nil {
 		if ctx.Err() != nil {
 			return

@@ -329,3 +329,29 @@ func TestDeadlineEnforcedWhileRecordUnreadable(t *testing.T) {
 	broken.Store(true)
 	e.waitEC2State(id, "shutting-down", "terminated")
 }
+
+// TestSpotInterruption: EC2 announces the instance's spot interruption while it serves a run. The
+// agent reports the notice for the run; the release that follows is refused (the instance is never
+// pooled again), and EC2 terminates the instance at the announced time.
+func TestSpotInterruption(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.launch()
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.notify(e.create(id, "run-1"))
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	e.toRunning(id, "run-1")
+	if err := e.ecs.InterruptSpot(id, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sig := e.waitSignal(id, store.SignalSpotInterrupted, "run-1")
+	if !strings.Contains(sig.Detail, `"action":"terminate"`) {
+		t.Errorf("notice detail %q, want the instance-action document", sig.Detail)
+	}
+	e.release(id, "run-1")
+	failed := e.waitSignal(id, store.SignalReleaseFailed, "run-1")
+	if !strings.Contains(failed.Detail, "spot interruption") {
+		t.Errorf("release failed for %q, want the spot interruption named", failed.Detail)
+	}
+	e.waitEC2State(id, "shutting-down", "terminated")
+}

@@ -96,6 +96,9 @@ type Config struct {
 	// FallbackInterval (imds-tags only) bounds the time between two record reads when no tag change
 	// is seen (a lost wake.Notify, tags not visible in IMDS); 30 s.
 	FallbackInterval time.Duration
+	// SpotInterval is how often the agent looks for a spot interruption notice in instance metadata
+	// (spot/instance-action); 5 s, as AWS advises.
+	SpotInterval time.Duration
 
 	// HeartbeatInterval is how often the heartbeat item is written; 5 min. It is a trace for
 	// operators, not the liveness check: a claimed instance proves it is alive by acknowledging the
@@ -209,6 +212,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	def(&c.NoticeInterval, 50*time.Millisecond)
 	def(&c.FallbackInterval, 30*time.Second)
+	def(&c.SpotInterval, 5*time.Second)
 	def(&c.HeartbeatInterval, 5*time.Minute)
 	def(&c.PreRunnerTimeout, 30*time.Minute)
 	def(&c.Grace, 2*time.Minute)

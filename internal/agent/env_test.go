@@ -113,7 +113,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 func (e *env) agentConfig(o envOptions) agent.Config {
 	cfg := agent.Config{
 		Store: e.agentStore, Notice: o.notice,
-		HeartbeatInterval: 200 * time.Millisecond, FallbackInterval: 2 * time.Second,
+		HeartbeatInterval: 200 * time.Millisecond, FallbackInterval: 2 * time.Second, SpotInterval: 100 * time.Millisecond,
 		CredentialWait: 2 * time.Second, RetryInterval: 50 * time.Millisecond,
 		Grace: o.grace, OrphanGrace: 3 * time.Second, StopTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelInfo})),

@@ -107,11 +107,15 @@ const (
 	SignalReleased Signal = "UD_REMOVE_REG_REMOVE_RUN"
 	// SignalReleaseFailed: deregistration or cleanup failed; never pool this instance.
 	SignalReleaseFailed Signal = "UD_REMOVE_REG_FAILED"
+	// SignalSpotInterrupted: EC2 announced the instance's spot interruption (instance metadata
+	// spot/instance-action, two minutes ahead); Detail is the announcement. The instance serves no
+	// further run and is never pooled again.
+	SignalSpotInterrupted Signal = "UD_SPOT_INTERRUPTED"
 )
 
 var signals = []Signal{
 	SignalPreRunnerOK, SignalPreRunnerFailed, SignalRegistered, SignalRegistrationFailed,
-	SignalReleased, SignalReleaseFailed,
+	SignalReleased, SignalReleaseFailed, SignalSpotInterrupted,
 }
 
 // ParseSignal validates a signal read from the table.
