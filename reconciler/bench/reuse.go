@@ -30,7 +30,7 @@ const (
 	reuseSmall       = "reuse-small"
 )
 
-var reuseClasses = []string{reuseHomogeneous, reuseMixed, reuseSmall}
+var reuseClasses = []string{reuseHomogeneous, reuseMixed, reuseSmall, reuseManyRepos}
 
 // reuseSizes are the resource classes of the mixed scenario (the config's, see startReplica).
 var reuseSizes = []string{"small", "medium", "large"}
@@ -47,6 +47,11 @@ func reuseRequest(runnerClass, size string, count int) apiv1.ProvisionRequest {
 // this 2-core machine), then released. A provision that fails (a simulated boot too slow on a
 // loaded machine) is tried again, up to three times.
 func (h *harness) fill(ctx context.Context, runnerClass, size string, n int) error {
+	return h.fillOf(ctx, repository, repositoryID, runnerClass, size, n)
+}
+
+// fillOf is fill with the provisions of another repository: its instances are narrowed to it.
+func (h *harness) fillOf(ctx context.Context, repo, repoID, runnerClass, size string, n int) error {
 	var wfs []*workflow
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -58,7 +63,7 @@ func (h *harness) fill(ctx context.Context, runnerClass, size string, n int) err
 		wg.Go(func() {
 			defer func() { <-sem }()
 			for range 3 {
-				wf, err := h.newWorkflow()
+				wf, err := h.newWorkflowOf(h.svc.URL(), repo, repoID)
 				if err != nil {
 					errs[i] = err
 					return
@@ -105,24 +110,33 @@ type burstOutcome struct {
 	lat                 []float64
 	reused              int
 	reads, readRequests int
+	callsAfter          map[string]int // the reconciler's calls when the provisions ended
 }
 
 // burst runs the requests at once and measures them. Every provision is released afterwards.
 func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) (burstOutcome, error) {
+	wfs := make([]*workflow, len(reqs))
+	for i := range reqs {
+		wf, err := h.newWorkflow()
+		if err != nil {
+			return burstOutcome{}, err
+		}
+		wfs[i] = wf
+	}
+	return h.burstWith(ctx, wfs, reqs)
+}
+
+// burstWith is burst with the workflows given (wfs[i] asks reqs[i]).
+func (h *harness) burstWith(ctx context.Context, wfs []*workflow, reqs []apiv1.ProvisionRequest) (burstOutcome, error) {
 	var out burstOutcome
 	lat := make([]float64, len(reqs))
 	timing := make([]apiv1.Timing, len(reqs))
 	reused := make([]int, len(reqs))
-	wfs := make([]*workflow, len(reqs))
 	errs := make([]error, len(reqs))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i, req := range reqs {
-		wf, err := h.newWorkflow()
-		if err != nil {
-			return out, err
-		}
-		wfs[i] = wf
+		wf := wfs[i]
 		wg.Go(func() {
 			<-start
 			t := time.Now()
@@ -140,6 +154,7 @@ func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) (bur
 	close(start)
 	wg.Wait()
 	after := h.calls()
+	out.callsAfter = after
 	for _, op := range []string{"DynamoDB.GetItem", "DynamoDB.Query", "DynamoDB.Scan", "DynamoDB.BatchGetItem"} {
 		out.readRequests += after[op] - before[op]
 	}
