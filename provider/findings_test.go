@@ -120,3 +120,28 @@ resource "runnerpool_warm_pool" "p" {
 		}},
 	})
 }
+
+// TestAccRunnerClassJobPosture: job_access "root" without a reuse restriction is refused at plan;
+// with one it plans (the reconciler of this version then refuses to launch it).
+func TestAccRunnerClassJobPosture(t *testing.T) {
+	table := stacktest.UniqueName(t, "tf")
+	class := uniqueName(t, "root")
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: classConfig(t, table, class, "  job_access = \"root\""), PlanOnly: true,
+				ExpectError: errorLike("Contradictory job access and reuse", "a root job can forge what the agent reports")},
+			{Config: classConfig(t, table, class, "  job_access = \"root\"\n  reuse = \"any-repository\""), PlanOnly: true,
+				ExpectError: errorLike("Contradictory job access and reuse")},
+			{Config: classConfig(t, table, class, "  job_access = \"docker\"\n  reuse = \"never\""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("runnerpool_runner_class.small", tfjsonpath.New("job_access"), knownvalue.StringExact("docker")),
+					statecheck.ExpectKnownValue("runnerpool_runner_class.small", tfjsonpath.New("reuse"), knownvalue.StringExact("never")),
+				}},
+			{Config: classConfig(t, table, class, ""),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("runnerpool_runner_class.small", tfjsonpath.New("job_access"), knownvalue.StringExact("user")),
+				}},
+		},
+	})
+}

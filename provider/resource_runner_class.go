@@ -4,6 +4,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,8 @@ type runnerClassModel struct {
 	InstanceProfile  types.String `tfsdk:"instance_profile"`
 	PreRunnerScript  types.String `tfsdk:"pre_runner_script"`
 	Labels           types.List   `tfsdk:"labels"`
+	JobAccess        types.String `tfsdk:"job_access"`
+	Reuse            types.String `tfsdk:"reuse"`
 	MaxRuntime       types.String `tfsdk:"max_runtime"`
 	IdleTime         types.String `tfsdk:"idle_time"`
 	LaunchTemplateID types.String `tfsdk:"launch_template_id"`
@@ -234,6 +237,24 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Optional:    true,
 				Validators:  []validator.Map{instanceTagsCheck{}},
 			},
+			"job_access": schema.StringAttribute{
+				MarkdownDescription: "What a job may do on the instance: `user` (the unprivileged runner user, no root, no Docker daemon), " +
+					"`docker` (a Docker daemon that gives the job no root on the host) or `root` (sudo and rootful Docker: the job owns the " +
+					"machine). Defaults to `user`. **This version runs `user` only**: the reconciler refuses to launch a class that asks " +
+					"for `docker` or `root` rather than give its jobs less than it says (see the security documentation).",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(config.JobAccessUser),
+				Validators: []validator.String{check("job access", "user, docker or root", config.ValidateJobAccess)},
+			},
+			"reuse": schema.StringAttribute{
+				MarkdownDescription: "Which runs an instance may serve after a run: `any-repository`, `same-repository` or `never`. " +
+					"Unset is `any-repository`, which `job_access = \"root\"` refuses at plan: a root job can forge what the agent " +
+					"reports, so its instance is never handed to another repository. **This version enforces `any-repository` only**: " +
+					"the reconciler refuses to launch a class that restricts reuse rather than reuse it more than it says.",
+				Optional:   true,
+				Validators: []validator.String{check("reuse", "any-repository, same-repository or never", config.ValidateReuse)},
+			},
 			"max_runtime": schema.StringAttribute{
 				PlanModifiers:       []planmodifier.String{durationByValue{}},
 				MarkdownDescription: "Longest a run may hold an instance, as a Go duration (1m-120h). Past it the instance is terminated by the reconciler and by itself. Defaults to `6h`.",
@@ -277,6 +298,11 @@ func (r *RunnerClassResource) ValidateConfig(ctx context.Context, req resource.V
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if !m.JobAccess.IsUnknown() && !m.Reuse.IsUnknown() && config.ValidateJobAccess(m.JobAccess.ValueString()) == nil {
+		if err := config.CheckPosture(m.JobAccess.ValueString(), m.Reuse.ValueString()); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("reuse"), "Contradictory job access and reuse", err.Error())
+		}
 	}
 	v := config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: config.MinIOPS, ThroughputMiBps: config.MinThroughput}
 	for _, f := range []struct {
@@ -334,6 +360,7 @@ func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, dia
 		Labels: list(m.Labels), MaxRuntime: dur(m.MaxRuntime), IdleTime: dur(m.IdleTime),
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), QueueURL: m.QueueURL.ValueString(),
 		MaxInstances: int(m.MaxInstances.ValueInt64()),
+		JobAccess:    storedJobAccess(m.JobAccess.ValueString()), Reuse: m.Reuse.ValueString(),
 	}
 	if !m.Tags.IsNull() && !m.Tags.IsUnknown() {
 		diags.Append(m.Tags.ElementsAs(ctx, &rc.Tags, false)...)
@@ -358,6 +385,8 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 	m.Subnets = listValue(rc.Subnets, m.Subnets)
 	m.SecurityGroups = listValue(rc.SecurityGroups, m.SecurityGroups)
 	m.InstanceProfile = optionalString(rc.InstanceProfile, m.InstanceProfile)
+	m.JobAccess = types.StringValue(cmp.Or(rc.JobAccess, config.JobAccessUser))
+	m.Reuse = optionalString(rc.Reuse, m.Reuse)
 	m.PreRunnerScript = optionalString(rc.PreRunnerScript, m.PreRunnerScript)
 	m.Labels = listValue(rc.Labels, m.Labels)
 	m.MaxRuntime = durationValue(rc.MaxRuntime.Std(), m.MaxRuntime)
@@ -518,4 +547,13 @@ func (r *RunnerClassResource) keepStoredVersion(ctx context.Context, req resourc
 	if sameValues(plan, state) {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("version"), state.Version)...)
 	}
+}
+
+// storedJobAccess stores "user" as the default (empty), so the spec hash of a class written before
+// job_access existed does not change and its warm pools do not roll.
+func storedJobAccess(s string) string {
+	if s == config.JobAccessUser {
+		return ""
+	}
+	return s
 }

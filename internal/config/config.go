@@ -6,6 +6,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -56,6 +57,11 @@ type RunnerClass struct {
 	// MaxInstances caps the class's own share of the deployment's instances (warm, idle, running,
 	// being created); 0: no cap of its own (quota.go).
 	MaxInstances int `json:"max_instances,omitempty"`
+	// JobAccess is what a job may do on the instance (JobAccessUser, JobAccessDocker, JobAccessRoot);
+	// empty is JobAccessUser. Reuse is across which runs an instance may serve (ReuseAny,
+	// ReuseSameRepository, ReuseNever); empty is ReuseAny. See Unsupported for what this version runs.
+	JobAccess string `json:"job_access,omitempty"`
+	Reuse     string `json:"reuse,omitempty"`
 }
 
 // Volume is the root EBS volume.
@@ -354,6 +360,11 @@ func (rc RunnerClass) Validate() error {
 		c.add("launch_template_id", ValidateLaunchTemplate(rc.LaunchTemplateID))
 	}
 	c.add("queue_url", ValidateQueueURL(rc.QueueURL))
+	c.add("job_access", ValidateJobAccess(rc.JobAccess))
+	c.add("reuse", ValidateReuse(rc.Reuse))
+	if ValidateJobAccess(rc.JobAccess) == nil && ValidateReuse(rc.Reuse) == nil {
+		c.add("reuse", CheckPosture(rc.JobAccess, rc.Reuse))
+	}
 	if rc.MaxInstances < 0 {
 		c.add("max_instances", fmt.Errorf("max instances %d: must be positive (absent: no cap)", rc.MaxInstances))
 	}
@@ -425,4 +436,57 @@ func (rc RunnerClass) normalized() RunnerClass {
 		*l = slices.Sorted(slices.Values(*l))
 	}
 	return rc
+}
+
+// Job postures: what a job may do on a runner (job_access) and which runs an instance may serve
+// next (reuse). docs/security.md says what each hands the job.
+const (
+	JobAccessUser       = "user"   // the unprivileged runner user: no root, no Docker daemon
+	JobAccessDocker     = "docker" // a Docker daemon that gives the job no root on the host
+	JobAccessRoot       = "root"   // sudo and rootful Docker: the job owns the machine
+	ReuseAny            = "any-repository"
+	ReuseSameRepository = "same-repository"
+	ReuseNever          = "never"
+)
+
+// ValidateJobAccess checks a job_access value ("" is JobAccessUser).
+func ValidateJobAccess(s string) error {
+	switch s {
+	case "", JobAccessUser, JobAccessDocker, JobAccessRoot:
+		return nil
+	}
+	return fmt.Errorf("job access %q: want %q, %q or %q", s, JobAccessUser, JobAccessDocker, JobAccessRoot)
+}
+
+// ValidateReuse checks a reuse value ("" is ReuseAny).
+func ValidateReuse(s string) error {
+	switch s {
+	case "", ReuseAny, ReuseSameRepository, ReuseNever:
+		return nil
+	}
+	return fmt.Errorf("reuse %q: want %q, %q or %q", s, ReuseAny, ReuseSameRepository, ReuseNever)
+}
+
+// CheckPosture refuses a contradiction: a root job can forge whatever the agent reports (that it
+// cleaned up, that its runner is intact), so a root instance is never handed to another repository.
+func CheckPosture(jobAccess, reuse string) error {
+	if jobAccess == JobAccessRoot && (reuse == "" || reuse == ReuseAny) {
+		return fmt.Errorf("reuse %q with job access %q: a root job can forge what the agent reports, so its instance is never "+
+			"handed to another repository; set reuse to %q or %q", cmp.Or(reuse, ReuseAny), JobAccessRoot, ReuseSameRepository, ReuseNever)
+	}
+	return nil
+}
+
+// Unsupported says why this version cannot launch the class as declared, or nil: the Docker and
+// root postures and the reuse restrictions are declared (and checked at plan) but not built yet, and
+// a class that asks for them is refused rather than launched with less isolation or more reuse than
+// it says.
+func (rc RunnerClass) Unsupported() error {
+	if rc.JobAccess != "" && rc.JobAccess != JobAccessUser {
+		return fmt.Errorf("runner class %q: job_access %q is not supported by this version (jobs run as the unprivileged runner user only); the class is not launched", rc.Name, rc.JobAccess)
+	}
+	if rc.Reuse != "" && rc.Reuse != ReuseAny {
+		return fmt.Errorf("runner class %q: reuse %q is not enforced by this version; the class is not launched", rc.Name, rc.Reuse)
+	}
+	return nil
 }

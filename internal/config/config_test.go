@@ -249,3 +249,32 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestJobPosture: job_access and reuse values, the root contradiction, and what this version refuses
+// to launch.
+func TestJobPosture(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		access, reuse   string
+		valid, launches bool
+	}{
+		{"", "", true, true},
+		{JobAccessUser, ReuseAny, true, true},
+		{JobAccessUser, ReuseNever, true, false},
+		{JobAccessDocker, "", true, false},
+		{JobAccessRoot, "", false, false},
+		{JobAccessRoot, ReuseAny, false, false},
+		{JobAccessRoot, ReuseSameRepository, true, false},
+		{"admin", "", false, false},
+		{"", "sometimes", false, false},
+	} {
+		rc := RunnerClass{Name: "x", JobAccess: tc.access, Reuse: tc.reuse}
+		err := errors.Join(ValidateJobAccess(tc.access), ValidateReuse(tc.reuse), CheckPosture(tc.access, tc.reuse))
+		if (err == nil) != tc.valid {
+			t.Errorf("job_access %q reuse %q: %v, want valid %v", tc.access, tc.reuse, err, tc.valid)
+		}
+		if tc.valid && (rc.Unsupported() == nil) != tc.launches {
+			t.Errorf("job_access %q reuse %q: Unsupported() = %v, want launched %v", tc.access, tc.reuse, rc.Unsupported(), tc.launches)
+		}
+	}
+}

@@ -123,6 +123,8 @@ type hashedClass struct {
 	PreRunnerScript  string   `json:"pre_runner_script"`
 	Labels           []string `json:"labels"`
 	LaunchTemplateID string   `json:"launch_template_id"`
+	JobAccess        string   `json:"job_access,omitempty"` // omitempty: classes without them keep their hash
+	Reuse            string   `json:"reuse,omitempty"`
 }
 
 // specHashVersion prefixes every hash, so a change of what is hashed is a deliberate, visible
@@ -143,7 +145,7 @@ func SpecHash(rc RunnerClass, p WarmPool) string {
 			Name: n.Name, Image: n.Image, CPU: n.CPU, MemoryMiB: n.MemoryMiB, InstanceTypes: n.InstanceTypes,
 			Volume: n.Volume, UsageClass: n.UsageClass, Subnets: n.Subnets, SecurityGroups: n.SecurityGroups,
 			InstanceProfile: n.InstanceProfile, PreRunnerScript: n.PreRunnerScript, Labels: n.Labels,
-			LaunchTemplateID: n.LaunchTemplateID,
+			LaunchTemplateID: n.LaunchTemplateID, JobAccess: n.JobAccess, Reuse: n.Reuse,
 		},
 		Pool: hashedPool{Name: p.Name, RunnerClass: p.RunnerClass, Environment: p.Environment},
 	})

@@ -107,6 +107,10 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 		spec.Err = fmt.Errorf("warm pool %q: runner class %q has no launch template to launch from", p.Name, rc.Name)
 		return spec
 	}
+	if err := rc.Unsupported(); err != nil {
+		spec.Err = fmt.Errorf("warm pool %q: %w", p.Name, err)
+		return spec
+	}
 	if opts.Versions == nil {
 		spec.Err = fmt.Errorf("warm pool %q: no launch template versions to launch runner class %q from", p.Name, rc.Name)
 		return spec

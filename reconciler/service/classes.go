@@ -195,6 +195,8 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 			unusable[name] = "it has no launch_template_id: step-driven provisions launch from a launch template"
 		case rc.QueueURL == "":
 			unusable[name] = "it has no queue_url"
+		case rc.Unsupported() != nil:
+			unusable[name] = rc.Unsupported().Error()
 		default:
 			// The class's AMI, volume, security groups, instance profile and pre-runner script are
 			// in its own launch template version; a class EC2 refuses is unusable, with the reason.
