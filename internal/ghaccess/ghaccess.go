@@ -594,3 +594,22 @@ func (c *Client) JobStatus(ctx context.Context, repoScope string, jobID int64) (
 	})
 	return status, err
 }
+
+// RerunFailedJobs re-runs the failed jobs of a workflow run of repo ("owner/name"): a pool job whose
+// runner was reclaimed (a spot interruption) runs again on other capacity.
+func (c *Client) RerunFailedJobs(ctx context.Context, repoScope string, runID int64) error {
+	owner, repo, err := ParseScope(repoScope)
+	if err != nil {
+		return err
+	}
+	if repo == "" {
+		return fmt.Errorf("rerun of run %d: %q is not a repository", runID, repoScope)
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, owner, fmt.Sprintf("rerun the failed jobs of run %d of %s", runID, repoScope), func() (*github.Response, error) {
+		return gc.Actions.RerunFailedJobsByID(ctx, owner, repo, runID)
+	})
+}

@@ -554,3 +554,60 @@ func TestRESTContractUnderLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestRESTContractRerun: a job that failed (its runner was reclaimed) is re-run through GitHub's
+// re-run API, as a new job of the run's next attempt; a run with nothing failed is refused.
+func TestRESTContractRerun(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	c := newContract(t, descriptions[0], fake)
+	srv := httptest.NewServer(c)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	pat, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := pat.RegistrationToken(ctx, "acme/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := githubfake.NewRunnerClient(srv.URL, nil)
+	if _, err := rc.Register(ctx, githubfake.RegisterOptions{URL: reg.URL, Token: reg.Token, Name: "r1", Labels: []string{"pool=spot"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := fake.QueueJob("acme", "app", 91, []string{"pool=spot"})
+	job, err := rc.NextJob(ctx, 10*time.Second)
+	if err != nil || job == nil || job.ID != first {
+		t.Fatalf("NextJob = %+v, %v", job, err)
+	}
+	if err := rc.Complete(ctx, job.ID, "failure"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pat.RerunFailedJobs(ctx, "acme/app", 91); err != nil {
+		t.Fatalf("RerunFailedJobs: %v", err)
+	}
+	reruns := fake.Reruns()
+	if len(reruns) != 1 || reruns[0].Job != first {
+		t.Fatalf("reruns = %+v, want the failed job queued again", reruns)
+	}
+	if j, _ := fake.Job(reruns[0].NewJob); j.Status != githubfake.JobQueued || j.RunAttempt != 2 {
+		t.Errorf("the re-run job = %+v, want queued in attempt 2", j)
+	}
+	if err := pat.RerunFailedJobs(ctx, "acme/app", 91); err == nil {
+		t.Error("a run whose latest attempt has no failed job was re-run")
+	}
+	checked := c.done()
+	for _, want := range []string{
+		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs 201",
+		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs 403",
+	} {
+		if !slices.Contains(checked, want) {
+			t.Errorf("%q was not exercised; checked:\n%s", want, strings.Join(checked, "\n"))
+		}
+	}
+}

@@ -493,3 +493,60 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ *caller) {
 	}
 	writeJSON(w, http.StatusOK, workflowJobJSON(j))
 }
+
+// rerunFailedJobs re-runs a workflow run's failed (or cancelled) jobs, as GitHub does: each is
+// queued again as a new job of the run's next attempt. A run with nothing to re-run is refused
+// (403), as GitHub refuses it.
+func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request, _ *caller) {
+	runID, ok := pathInt(r, "run_id")
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	owner, repo := pathScope(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var failed []*jobRec
+	attempt := int64(0)
+	for _, j := range s.jobs {
+		if j.RunID != runID || !newScope(owner, repo).covers(j.Owner, j.Repo) {
+			continue
+		}
+		attempt = max(attempt, j.RunAttempt)
+		if j.Status == JobCompleted && j.Conclusion != "success" && j.Conclusion != "skipped" {
+			failed = append(failed, j)
+		}
+	}
+	failed = slices.DeleteFunc(failed, func(j *jobRec) bool { return j.RunAttempt != attempt })
+	if len(failed) == 0 {
+		writeError(w, http.StatusForbidden, "This workflow run cannot be rerun: it has no failed jobs in its latest attempt.")
+		return
+	}
+	slices.SortFunc(failed, func(a, b *jobRec) int { return int(a.ID - b.ID) })
+	for _, old := range failed {
+		j := &jobRec{repo: old.repo, Job: Job{
+			ID: s.newIDLocked(), RunID: runID, RunAttempt: attempt + 1, Owner: old.Owner, Repo: old.Repo, Name: old.Name,
+			Labels: slices.Clone(old.Labels), Status: JobQueued, QueuedAt: s.now().UTC(),
+		}}
+		s.jobs[j.ID] = j
+		s.queue = append(s.queue, j.ID)
+		s.reruns = append(s.reruns, Rerun{Owner: old.Owner, Repo: old.Repo, RunID: runID, Job: old.ID, NewJob: j.ID})
+		s.emitLocked(j, "queued")
+	}
+	s.broadcastLocked()
+	writeJSON(w, http.StatusCreated, struct{}{})
+}
+
+// Rerun is a failed job queued again through POST .../actions/runs/{run_id}/rerun-failed-jobs.
+type Rerun struct {
+	Owner, Repo string
+	RunID       int64
+	Job, NewJob int64 // the failed job and the one queued in its place
+}
+
+// Reruns returns the jobs re-run through the API, oldest first.
+func (s *Server) Reruns() []Rerun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reruns)
+}

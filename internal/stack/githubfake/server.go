@@ -77,6 +77,7 @@ type Server struct {
 	jobs          map[int64]*jobRec
 	queue         []int64 // queued job ids, oldest first
 	cancelled     []CancelledRun
+	reruns        []Rerun
 	nextID        int64
 	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
 }
@@ -408,6 +409,7 @@ func (s *Server) routes() {
 
 	// Workflow runs and jobs.
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel", authToken, s.cancelRun)
+	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", authToken, s.rerunFailedJobs)
 	s.handle("GET /repos/{owner}/{repo}/actions/jobs/{job_id}", authToken, s.getJob)
 
 	// The Actions service's scale set protocol (actions.go).
