@@ -269,7 +269,7 @@ func rewriteOwnItems(t *testing.T, sb *sandbox.Sandbox, x, runKey string) {
 	}{
 		{"retarget its record to repository B (UpdateItem on INSTANCE#)", func() error {
 			_, err := atk.Transition(ctx, x, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle,
-				RunID: runKey, SetRunID: new(string), SetScope: otherRepo, Threshold: time.Now().Add(time.Hour)})
+				RunID: runKey, SetRunID: new(string), SetScope: otherRepo, RunnerClass: sandbox.RunnerClass, Threshold: time.Now().Add(time.Hour)})
 			return err
 		}},
 		{"extend its own deadline (UpdateItem on INSTANCE#)", func() error {
