@@ -64,13 +64,13 @@ func ec2Throttle(t *testing.T, e *env) {
 // aws-call-timeout, scaled as the sandbox scales time.
 const slowCallTimeout = 3 * time.Second
 
-// slowAnswers: a tenth of the replica's DynamoDB, SQS and EC2 requests are applied and their answer
+// slowAnswers: 15 % of the replica's DynamoDB, SQS and EC2 requests are applied and their answer
 // hangs past every deadline; each attempt's deadline (slowCallTimeout) fails it and the SDK
 // retries. Every provision and release answers within a minute, with success, no instance the run
 // used is terminated, and the deployment passes env.verify. The step prints the slowest workflow.
 func slowAnswers(t *testing.T, e *env) {
 	ctx := t.Context()
-	slow := &faults.LostAnswer{Share: 0.1, Hang: time.Hour, Rand: rand.New(rand.NewPCG(e.rng.Uint64(), 2))}
+	slow := &faults.LostAnswer{Share: 0.15, Hang: time.Hour, Rand: rand.New(rand.NewPCG(e.rng.Uint64(), 2))}
 	r := e.replica(replicaOptions{lost: slow, quickRetries: true, callTimeout: slowCallTimeout})
 	const runs = 3
 	ok, healthyTerminated, stuck := 0, 0, 0
@@ -105,6 +105,9 @@ func slowAnswers(t *testing.T, e *env) {
 	hung := 0
 	for _, n := range slow.Lost() {
 		hung += n
+	}
+	if hung < 20 {
+		t.Errorf("only %d answers hung, want at least 20", hung)
 	}
 	t.Logf("slow: answers hung %v", slow.Lost())
 	e.report("slow", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d hung=%d slowest_workflow=%s", healthyTerminated, stuck, hung, slowest.Round(100*time.Millisecond)))
