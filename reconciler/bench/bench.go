@@ -78,7 +78,7 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, idle, reuse, "warm
-	// pools", "scale sets", quota, launch; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
@@ -236,6 +236,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},
 		{"fault_storm", phaseFaultStorm},
+		{"foreign items", phaseForeignItems},
 		{"many repos", phaseManyRepos},
 		{"audit", phaseAudit},
 	}
