@@ -17,7 +17,7 @@ import (
 func githubWait(err error, now time.Time) (time.Duration, bool) {
 	var rl *github.RateLimitError
 	if errors.As(err, &rl) {
-		return max(rl.Rate.Reset.Time.Sub(now), time.Second), true
+		return max(rl.Rate.Reset.Sub(now), time.Second), true
 	}
 	var ab *github.AbuseRateLimitError
 	if errors.As(err, &ab) {
