@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,8 +387,20 @@ func TestAllowList(t *testing.T) {
 // listings for a burst), and each caller reads a listing that started after it asked.
 func TestRunnerListingsShared(t *testing.T) {
 	t.Parallel()
-	fake, url := newFake(t)
-	c, err := ghaccess.New(ghaccess.Config{APIURL: url, Token: fake.PAT()})
+	// The first listing is held at the server until all 30 callers have asked, so that every
+	// other caller asks while it is in flight, however the machine schedules them: they all join
+	// the one listing that starts after it.
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	hold := make(chan struct{})
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/actions/runners") {
+			first.Do(func() { <-hold })
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	c, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,13 +410,20 @@ func TestRunnerListingsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
+	var asked atomic.Int32
 	for range 30 {
 		wg.Go(func() {
+			asked.Add(1)
 			if rs, err := c.ListRunners(ctx, "acme/api"); err != nil || len(rs) != 1 {
 				t.Errorf("ListRunners = %+v, %v", rs, err)
 			}
 		})
 	}
+	for asked.Load() < 30 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the last callers from asked.Add into ListRunners
+	close(hold)
 	wg.Wait()
 	const op = "GET /repos/{owner}/{repo}/actions/runners"
 	if n := fake.Calls()[op]; n < 1 || n > 2 {
