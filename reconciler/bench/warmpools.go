@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,11 +46,23 @@ func phaseWarmPools(ctx context.Context, h *harness, res *Result) error {
 	if err != nil {
 		res.add(Figure{Name: "start_calls_per_50_started", Missing: err.Error(), Unit: "calls"})
 	}
-	cerr := h.convergencePass(ctx, res)
-	if cerr != nil {
-		res.add(Figure{Name: "convergence_pass_ms_2000_instances", Missing: cerr.Error(), Unit: "ms"})
-	}
+	cerr := h.convergenceFigure(ctx, res, h.o.ConvergeRecords, "convergence_pass_ms_2000_instances", "runnerpool-bench-converge")
 	return errors.Join(err, cerr)
+}
+
+// phaseConvergence20000 measures convergence_pass_ms_20000_instances: the same steady-state pass
+// as the warm pools phase's, over ConvergeRecordsLarge records in a table of its own.
+func phaseConvergence20000(ctx context.Context, h *harness, res *Result) error {
+	return h.convergenceFigure(ctx, res, h.o.ConvergeRecordsLarge, "convergence_pass_ms_20000_instances", "runnerpool-bench-converge-large")
+}
+
+// convergenceFigure adds the figure name of a convergence pass over records, or says why it is missing.
+func (h *harness) convergenceFigure(ctx context.Context, res *Result, records int, name, table string) error {
+	err := h.convergencePass(ctx, res, records, name, table)
+	if err != nil {
+		res.add(Figure{Name: name, Missing: err.Error(), Unit: "ms"})
+	}
+	return err
 }
 
 // stoppedStarts fills a stopped warm pool with the convergence loop, then provisions its size.
@@ -181,15 +194,14 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// convergencePass times a steady-state pass over ConvergeRecords warm records in four pools (two
-// fifths hot, three fifths stopped, all current), in a table of their own and against an EC2
+// convergencePass times a steady-state pass over records warm records in four pools (two fifths
+// hot, three fifths stopped, all current), in table, a table of their own, and against an EC2
 // server of their own: a steady pass makes no EC2 call, and none of it may touch the sandbox.
-func (h *harness) convergencePass(ctx context.Context, res *Result) error {
+func (h *harness) convergencePass(ctx context.Context, res *Result, records int, name, table string) error {
 	const pools = 4
-	per := h.o.ConvergeRecords / pools
+	per := records / pools
 	hot := per * 2 / 5
 	stopped := per - hot
-	table := "runnerpool-bench-converge"
 	db := h.sb.Stack.DynamoDB()
 	if err := store.CreateTable(ctx, db, table); err != nil {
 		return err
@@ -219,7 +231,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result) error {
 		specs = append(specs, spec)
 		var wg sync.WaitGroup
 		errs := make(chan error, per)
-		sem := make(chan struct{}, 16)
+		sem := make(chan struct{}, 32)
 		for i := range per {
 			state := store.StateReady
 			if i >= hot {
@@ -270,11 +282,25 @@ func (h *harness) convergencePass(ctx context.Context, res *Result) error {
 		}
 	}
 	calls := counter.Counts()
-	res.Calls["convergence"] = calls
+	key := "convergence"
+	if records != h.o.ConvergeRecords {
+		key = fmt.Sprintf("convergence %d", records)
+	}
+	res.Calls[key] = calls
 	slices.Sort(took)
-	res.add(Figure{Name: "convergence_pass_ms_2000_instances", Value: Percentile(took, 50), Unit: "ms",
-		How: fmt.Sprintf("median of %d steady-state convergence passes (warmpool.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each); %s calls per pass, no EC2 call",
-			passes, pools*per, pools, hot, stopped, formatValue(float64(total(calls))/float64(passes+1)))})
-	h.say("  convergence pass over %d records: median %.0f ms", pools*per, Percentile(took, 50))
+	perPass := formatValue(float64(total(calls)) / float64(passes+1))
+	res.add(Figure{Name: name, Value: Percentile(took, 50), Unit: "ms",
+		How: fmt.Sprintf("median of %d steady-state convergence passes (warmpool.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each), in a table of their own; %s DynamoDB requests per pass (%s), no EC2 call",
+			passes, pools*per, pools, hot, stopped, perPass, perPassCalls(calls, passes+1))})
+	h.say("  convergence pass over %d records: median %.0f ms, %s DynamoDB requests per pass", pools*per, Percentile(took, 50), perPass)
 	return nil
+}
+
+// perPassCalls renders calls over n passes as "Op x/pass, ...", sorted by operation.
+func perPassCalls(calls map[string]int, n int) string {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		parts = append(parts, fmt.Sprintf("%s %s", op, formatValue(float64(calls[op])/float64(n))))
+	}
+	return strings.Join(parts, ", ")
 }
