@@ -62,6 +62,9 @@ type Options struct {
 	// Now is the clock of the idle threshold (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// OnSpotInterruption is told of every instance whose release found EC2 reclaiming it (a spot
+	// interruption the agent signed); the reconciler counts runnerpool_spot_interruptions_total.
+	OnSpotInterruption func(instanceID string)
 }
 
 // Releaser releases runs.
@@ -298,6 +301,12 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", "waiting for the deregistration signal: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
 	case sig == nil:
 		return r.expire(ctx, res, "", fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil)
+	case sig.Signal == store.SignalReleaseFailed && rec.AgentKey != "" && sig.SignedBy(id, rec.AgentKey) && spotNotice(sig.Detail):
+		// The agent's own word (signed): EC2 reclaims the instance, it is never pooled again.
+		if r.opts.OnSpotInterruption != nil {
+			r.opts.OnSpotInterruption(id)
+		}
+		return r.expire(ctx, res, "", spotReason(id, sig.Detail), nil)
 	case sig.Signal == store.SignalReleaseFailed:
 		reason := "the agent could not deregister or clean up"
 		if sig.Detail != "" {

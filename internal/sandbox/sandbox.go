@@ -337,6 +337,8 @@ type ComponentOptions struct {
 	PollInterval     time.Duration // default 50 ms
 	// GitHub replaces the sandbox's GitHub client (e.g. one with the deployment's allow-list).
 	GitHub *ghaccess.Client
+	// OnSpotInterruption is the releaser's hook (release.Options.OnSpotInterruption).
+	OnSpotInterruption func(instanceID string)
 }
 
 // Components are the control plane's domain components, wired to the sandbox.
@@ -388,7 +390,9 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
 	}
 	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
-	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log})
+	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{
+		SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log, OnSpotInterruption: o.OnSpotInterruption,
+	})
 	c.Refresher = refresh.New(s.Store, s.EC2, gh, s.Resolver(), refresh.Options{
 		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,
 	})

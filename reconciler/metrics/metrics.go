@@ -79,6 +79,7 @@ type Metrics struct {
 	inflight          *prometheus.GaugeVec
 	poolDropped       *prometheus.CounterVec
 	foreignItems      *prometheus.CounterVec
+	spotInterruptions prometheus.Counter
 	quotaRefusals     *prometheus.CounterVec // quota.go
 }
 
@@ -160,9 +161,13 @@ func New(o Options) *Metrics {
 		Namespace: namespace, Name: "foreign_items_total",
 		Help: "Items a listing of the state table skipped because they are not control-plane records (e.g. an agent-partition item carrying an index key), by index.",
 	}, []string{"index"})
+	m.spotInterruptions = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "spot_interruptions_total",
+		Help: "Instances a release found reclaimed by EC2 (a spot interruption notice signed by the agent); each is terminated, never pooled.",
+	})
 	m.quotaRefusals = newQuotaRefusals()
 	for _, c := range []prometheus.Collector{
-		m.poolDropped, m.foreignItems, m.quotaRefusals,
+		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {
@@ -250,6 +255,14 @@ func (m *Metrics) ForeignItems(index string, n int) {
 		return
 	}
 	m.foreignItems.WithLabelValues(index).Add(float64(n))
+}
+
+// SpotInterruption counts an instance EC2 reclaims (release.Options.OnSpotInterruption).
+func (m *Metrics) SpotInterruption(string) {
+	if m == nil {
+		return
+	}
+	m.spotInterruptions.Inc()
 }
 
 // Error counts an error of a kind.

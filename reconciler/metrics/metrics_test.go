@@ -225,3 +225,16 @@ func TestForeignItems(t *testing.T) {
 		}
 	}
 }
+
+// Instances a release found reclaimed by EC2 are counted.
+func TestSpotInterruptions(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	m.SpotInterruption("i-1")
+	m.SpotInterruption("i-2")
+	var nilMetrics *metrics.Metrics
+	nilMetrics.SpotInterruption("i-3") // a nil *Metrics is a no-op
+	if out := scrape(t, m); !strings.Contains(out, "runnerpool_spot_interruptions_total 2") {
+		t.Errorf("metrics lack runnerpool_spot_interruptions_total 2")
+	}
+}

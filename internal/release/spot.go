@@ -1,0 +1,33 @@
+// This file holds the release's reading of a spot interruption: the agent whose instance EC2
+// announced to reclaim fails the release with the notice (agent/spot.go), and the release says so
+// plainly instead of blaming the deregistration.
+
+package release
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// spotPrefix starts the detail of the release failure the agent signals after a spot notice.
+const spotPrefix = "spot interruption announced: "
+
+// spotNotice reports whether a release failure's detail is the agent's spot interruption notice.
+func spotNotice(detail string) bool { return strings.HasPrefix(detail, spotPrefix) }
+
+// spotReason is the release's answer for an instance EC2 reclaims. The notice is the instance's
+// claim: its time is quoted only when it parses as one.
+func spotReason(id, detail string) string {
+	var doc struct {
+		Time string `json:"time"`
+	}
+	at := "an unannounced time"
+	if json.Unmarshal([]byte(strings.TrimPrefix(detail, spotPrefix)), &doc) == nil {
+		if t, err := time.Parse(time.RFC3339, doc.Time); err == nil {
+			at = t.UTC().Format(time.RFC3339)
+		}
+	}
+	return fmt.Sprintf("runner %s was reclaimed by EC2 (spot interruption) at %s", id, at)
+}

@@ -1,0 +1,68 @@
+package sandbox_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// TestSpotReclaimIsNotPooled: EC2 announces the interruption of an instance whose run just finished
+// its job. The real agent reads the notice and fails the release with it (signed); the release says
+// the runner was reclaimed by EC2, counts the interruption, and expires the instance, which is never
+// pooled and is terminated with the reason on its record.
+func TestSpotReclaimIsNotPooled(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	var interrupted atomic.Int64
+	cp := sb.Components(sandbox.ComponentOptions{OnSpotInterruption: func(string) { interrupted.Add(1) }})
+	ctx := t.Context()
+
+	run := newRun()
+	res, err := cp.Provisioner.Provision(ctx, request(run))
+	if err != nil || len(res.Runners) != 1 {
+		t.Fatalf("provision: %+v, %v; want one runner", res, err)
+	}
+	id := res.Runners[0].InstanceID
+	runJob(t, sb, run)
+
+	// The notice outlasts the agent's poll (5 s) and the release; EC2 terminates the instance after.
+	if err := sb.Stack.EC2.InterruptSpot(id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent to report the notice", 20*time.Second, func() bool {
+		last, err := sb.Store.LastSignal(ctx, id)
+		return err == nil && last.Signal == store.SignalSpotInterrupted
+	})
+
+	rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute)
+	if err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if rep.Count(release.Expired) != 1 || len(rep.Instances) != 1 {
+		t.Fatalf("release = %+v; want the instance expired, not pooled", rep)
+	}
+	want := "runner " + id + " was reclaimed by EC2 (spot interruption) at "
+	if got := rep.Instances[0].Reason; !strings.HasPrefix(got, want) || strings.Contains(got, "an unannounced time") {
+		t.Errorf("release reason = %q; want it to start with %q and name the announced time", got, want)
+	}
+	if n := interrupted.Load(); n != 1 {
+		t.Errorf("spot interruptions counted = %d, want 1", n)
+	}
+	if n := poolMessages(t, sb); n != 0 {
+		t.Errorf("pool holds %d messages after a reclaimed instance's release, want 0", n)
+	}
+	if rec := record(t, sb, id); !strings.Contains(rec.Reason, "spot interruption") {
+		t.Errorf("record reason = %q; want it to name the spot interruption", rec.Reason)
+	}
+	if _, err := cp.Refresher.Run(ctx); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if rec := record(t, sb, id); rec.State != store.StateTerminated {
+		t.Errorf("record after refresh = %s, want terminated", rec.State)
+	}
+}
