@@ -11,7 +11,8 @@
 //  5. reuse: concurrent bursts over pools of a known size (homogeneous, mixed) and a small pool
 //     served sequentially, with SQS short polls sampled (reuse.go);
 //  6. warm pools: stopped warm instances started by a provision; one convergence pass over a
-//     pool of 2,000 records, and (phase "convergence 20000") one over 20,000;
+//     pool of 2,000 records, and (phases "convergence 20000", "refresh 20000") a convergence pass
+//     and a refresh pass over 20,000;
 //  7. fault_storm: GitHub 5xx and EC2 throttling during concurrent workflows, then the time until
 //     every idle instance is pooled again (storm.go);
 //  8. audit: a refresh pass, then the invariant checker over the whole deployment.
@@ -78,14 +79,15 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, idle, reuse, "warm
-	// pools", "convergence 20000", "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "convergence 20000", "refresh 20000", "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
 	// StoppedStarts is the number of stopped warm instances one provision starts (default 50);
 	// ConvergeRecords the warm-pool records of the warm pools phase's convergence pass (default
-	// 2000), ConvergeRecordsLarge those of the "convergence 20000" phase's (default 20000).
-	StoppedStarts, ConvergeRecords, ConvergeRecordsLarge int
+	// 2000), ConvergeRecordsLarge those of the "convergence 20000" phase's (default 20000);
+	// RefreshRecords the records and instances of the "refresh 20000" phase's passes (default 20000).
+	StoppedStarts, ConvergeRecords, ConvergeRecordsLarge, RefreshRecords int
 	// SQSSampling is the probability with which the local stack answers an SQS short poll empty
 	// (stack.EnvSQSSampling; default 0.3, negative: off).
 	SQSSampling float64
@@ -120,6 +122,7 @@ func (o *Options) defaults() {
 	def(&o.StoppedStarts, 50)
 	def(&o.ConvergeRecords, 2000)
 	def(&o.ConvergeRecordsLarge, 20000)
+	def(&o.RefreshRecords, 20000)
 	def(&o.ManyRepos, 20)
 	def(&o.ManyReposIdle, 10)
 	def(&o.ManyReposWorkflows, 20)
@@ -235,6 +238,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"reuse", phaseReuse},
 		{"warm pools", phaseWarmPools},
 		{"convergence 20000", phaseConvergence20000},
+		{"refresh 20000", phaseRefresh20000},
 		{"scale sets", phaseScaleSets},
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},

@@ -229,34 +229,12 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 			InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: "acme",
 		}
 		specs = append(specs, spec)
-		var wg sync.WaitGroup
-		errs := make(chan error, per)
-		sem := make(chan struct{}, 32)
-		for i := range per {
-			state := store.StateReady
-			if i >= hot {
-				state = store.StateStopped
-			}
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				id := fmt.Sprintf("i-%02d%013d", p, i)
-				_, err := st.Create(ctx, store.Instance{
-					ID: id, State: store.StateWarming, Threshold: now.Add(time.Hour), UsageClass: fleet.OnDemand, InstanceType: "c6i.large",
-					CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Pool: spec.Name, Scope: "acme", SpecHash: spec.SpecHash,
-				})
-				if err == nil {
-					_, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: now.Add(time.Hour)})
-				}
-				if err != nil {
-					errs <- err
-				}
-			})
+		ids := make([]string, per)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("i-%02d%013d", p, i)
 		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			return fmt.Errorf("writing warm records: %w", err)
+		if err := writeWarmRecords(ctx, st, spec, ids, hot, now); err != nil {
+			return err
 		}
 	}
 	conv, err := warmpool.NewConverger(cst, ec2c, fleet.New(ec2c, fleet.Options{Logger: h.o.Logger}), warmpool.StaticTargets(specs...),
@@ -303,4 +281,38 @@ func perPassCalls(calls map[string]int, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %s", op, formatValue(float64(calls[op])/float64(n))))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeWarmRecords writes a current warm record of spec's pool for each of ids, the first hot
+// ready and the rest stopped, with a threshold an hour after now, 32 writers at a time.
+func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSpec, ids []string, hot int, now time.Time) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	sem := make(chan struct{}, 32)
+	for i, id := range ids {
+		state := store.StateReady
+		if i >= hot {
+			state = store.StateStopped
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := st.Create(ctx, store.Instance{
+				ID: id, State: store.StateWarming, Threshold: now.Add(time.Hour), UsageClass: fleet.OnDemand, InstanceType: "c6i.large",
+				CPU: 2, MemoryMiB: 4096, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, SpecHash: spec.SpecHash,
+			})
+			if err == nil {
+				_, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: now.Add(time.Hour)})
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("writing warm records: %w", err)
+	}
+	return nil
 }

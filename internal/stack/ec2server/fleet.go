@@ -211,6 +211,7 @@ type fleetLaunch struct {
 }
 
 type fleetFill struct {
+	maxLive  int                 // Options.MaxLiveInstances
 	caps     map[capacityKey]int // working copy, committed only if the fleet launches
 	live     int
 	launches []fleetLaunch
@@ -247,9 +248,9 @@ func (f *fleetFill) fill(pools []*fleetPool, lifecycle string, target float64, u
 					f.report(fp, lifecycle, "InsufficientInstanceCapacity", iceMessage(fp.info.Name, fp.zone))
 					continue
 				}
-				if f.live >= maxLiveInstances {
+				if f.live >= f.maxLive {
 					f.limitHit = true
-					f.report(fp, lifecycle, "InstanceLimitExceeded", "You have requested more instances than your current instance limit of "+strconv.Itoa(maxLiveInstances)+" allows.")
+					f.report(fp, lifecycle, "InstanceLimitExceeded", "You have requested more instances than your current instance limit of "+strconv.Itoa(f.maxLive)+" allows.")
 					break
 				}
 				consumeCapacity(f.caps, fp.info.Name, fp.zone, 1)
@@ -338,7 +339,7 @@ func (s *Server) createFleet(p *params) (response, *apiError) {
 		return out
 	}
 
-	f := &fleetFill{caps: maps.Clone(s.capacity), live: s.liveInstancesLocked(), reported: map[fleetLaunch]bool{}}
+	f := &fleetFill{caps: maps.Clone(s.capacity), live: s.liveInstancesLocked(), maxLive: s.opts.MaxLiveInstances, reported: map[fleetLaunch]bool{}}
 	gotOnDemand := f.fill(ordered(p.str("OnDemandOptions.AllocationStrategy")), "on-demand", float64(onDemand), unitType)
 	gotSpot := f.fill(ordered(p.str("SpotOptions.AllocationStrategy")), "spot", float64(spot), unitType)
 

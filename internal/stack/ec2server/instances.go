@@ -368,11 +368,11 @@ func (s *Server) runInstances(p *params) (response, *apiError) {
 		zone = s.opts.Region + "a"
 	}
 
-	if live := s.liveInstancesLocked(); live+minCount > maxLiveInstances {
+	if live, maxLive := s.liveInstancesLocked(), s.opts.MaxLiveInstances; live+minCount > maxLive {
 		return nil, &apiError{Status: 400, Code: "InstanceLimitExceeded",
-			Message: "You have requested more instances (" + strconv.Itoa(minCount) + ") than your current instance limit of " + strconv.Itoa(maxLiveInstances) + " allows."}
+			Message: "You have requested more instances (" + strconv.Itoa(minCount) + ") than your current instance limit of " + strconv.Itoa(maxLive) + " allows."}
 	} else {
-		maxCount = min(maxCount, maxLiveInstances-live)
+		maxCount = min(maxCount, maxLive-live)
 	}
 	n := maxCount
 	if left := capacityLeft(s.capacity, data.instanceType, zone); left >= 0 && left < n {

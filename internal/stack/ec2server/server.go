@@ -33,10 +33,11 @@ import (
 
 const (
 	accountID = "123456789012"
-	// maxLiveInstances bounds the model (EC2's account limit plays this role): launches beyond
-	// it fail with InstanceLimitExceeded, so no request can make the server allocate unboundedly.
-	maxLiveInstances = 5000
-	maxBodyBytes     = 1 << 20
+	// defaultMaxLiveInstances bounds the model (EC2's account limit plays this role): launches
+	// beyond it fail with InstanceLimitExceeded, so no request can make the server allocate
+	// unboundedly.
+	defaultMaxLiveInstances = 5000
+	maxBodyBytes            = 1 << 20
 	// closeWait bounds how long Close waits for runtimes to return after cancelling them
 	// (ExecRuntime needs up to 5 s to escalate SIGTERM to SIGKILL).
 	closeWait = 15 * time.Second
@@ -60,6 +61,9 @@ type Options struct {
 	// endpoint (RuntimeInstance.IMDSEndpoint).
 	Runtime func(ctx context.Context, inst RuntimeInstance)
 	Logger  *slog.Logger // default: discard
+	// MaxLiveInstances is the account's instance limit (default 5000): launches beyond it fail
+	// with InstanceLimitExceeded.
+	MaxLiveInstances int
 }
 
 // RuntimeInstance is what a Runtime knows about the instance it runs.
@@ -172,6 +176,9 @@ func New(opts Options) *Server {
 	def(&opts.StoppingDelay, 300*time.Millisecond)
 	def(&opts.ShuttingDownDelay, 300*time.Millisecond)
 	def(&opts.TerminatedRetention, time.Minute)
+	if opts.MaxLiveInstances <= 0 {
+		opts.MaxLiveInstances = defaultMaxLiveInstances
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
