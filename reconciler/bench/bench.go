@@ -6,7 +6,9 @@
 //
 //  1. cold: provisions from an empty pool (every runner created);
 //  2. warm: provision/release cycles served from the pool (every runner reused);
-//  3. throughput: concurrent workflows (provision, a job, release) over a pool too small for them;
+//  3. throughput: concurrent workflows (provision, a job, release) over a pool too small for them,
+//     and the GitHub points they spend at peak; replicas: the same load against one replica, then
+//     two (replicas.go);
 //  4. idle: every instance idle in the pool, the agents' own requests counted;
 //  5. reuse: concurrent bursts over pools of a known size (homogeneous, mixed) and a small pool
 //     served sequentially, with SQS short polls sampled (reuse.go);
@@ -78,7 +80,7 @@ type Options struct {
 	IdleWindow time.Duration
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
-	// Phases, when set, runs only the named phases (cold, warm, throughput, idle, reuse, "warm
+	// Phases, when set, runs only the named phases (cold, warm, throughput, replicas, idle, reuse, "warm
 	// pools", "convergence 20000", "refresh 20000", "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
@@ -234,6 +236,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"cold", phaseCold},
 		{"warm", phaseWarm},
 		{"throughput", phaseThroughput},
+		{"replicas", phaseReplicas},
 		{"idle", phaseIdle},
 		{"reuse", phaseReuse},
 		{"warm pools", phaseWarmPools},
@@ -683,77 +686,21 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 // phaseThroughput: Workflows concurrent workflows, Concurrency at a time, each provision (1 to
 // MaxCount runners), one job on its label, release. Jobs must run on their own run's runners.
 func phaseThroughput(ctx context.Context, h *harness, res *Result) error {
-	type outcome struct {
-		runners int
-		took    time.Duration
-		doubled int
-		err     error
-	}
-	counts := make([]int, h.o.Workflows)
-	for i := range counts {
-		counts[i] = 1 + h.rng.IntN(h.o.MaxCount)
-	}
-	outcomes := make([]outcome, h.o.Workflows)
-	sem := make(chan struct{}, h.o.Concurrency)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first, last time.Time
-	began := time.Now()
 	before := h.calls()
-	for i := range h.o.Workflows {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			o := &outcomes[i]
-			wf, err := h.newWorkflow()
-			if err != nil {
-				o.err = err
-				return
-			}
-			t0 := time.Now()
-			resp, took, err := wf.provision(ctx, counts[i])
-			if err != nil {
-				o.err = fmt.Errorf("provision: %w", err)
-				return
-			}
-			mu.Lock()
-			if first.IsZero() || t0.Before(first) {
-				first = t0
-			}
-			if end := t0.Add(took); end.After(last) {
-				last = end
-			}
-			mu.Unlock()
-			o.runners, o.took = len(resp.Runners), took
-			o.doubled, o.err = h.runJob(ctx, wf, resp)
-			if _, err := wf.release(ctx); err != nil && o.err == nil {
-				o.err = fmt.Errorf("release: %w", err)
-			}
-		})
-	}
-	wg.Wait()
+	began := time.Now()
+	t := h.throughputRun(ctx, []string{h.svc.URL()}, h.workflowCounts())
 	res.account("throughput", before, h.calls())
-	var errs []error
-	provisions, runners, doubled := 0, 0, 0
-	for _, o := range outcomes {
-		if o.err != nil {
-			errs = append(errs, o.err)
-			continue
-		}
-		provisions++
-		runners += o.runners
-		doubled += o.doubled
-		res.Throughput = append(res.Throughput, ms(o.took))
-	}
-	window := last.Sub(first)
-	perMin := float64(provisions) / window.Minutes()
-	res.add(Figure{Name: "provision_throughput_per_min", Value: perMin, Unit: "provisions/min",
+	res.Throughput = append(res.Throughput, t.took...)
+	res.add(Figure{Name: "provision_throughput_per_min", Value: t.provisionsPerMin(), Unit: "provisions/min",
 		How: fmt.Sprintf("%d workflows (provision of 1-%d runners, one job, release), %d at a time, over a pool smaller than they need: provisions completed per minute between the first provision's start and the last one's end (%s; %d runners)",
-			h.o.Workflows, h.o.MaxCount, h.o.Concurrency, window.Round(time.Millisecond), runners)})
-	res.Runners["throughput"] = runners
-	res.Runners["throughput_doubled"] = doubled
-	h.say("  %d workflows in %s: %.1f provisions/min, %d jobs on another run's runner", provisions, time.Since(began).Round(time.Millisecond), perMin, doubled)
-	return errors.Join(errs...)
+			h.o.Workflows, h.o.MaxCount, h.o.Concurrency, t.window.Round(time.Millisecond), t.runners)})
+	res.add(Figure{Name: "github_points_per_min_at_peak", Value: float64(t.peakPoints), Unit: "points",
+		How: fmt.Sprintf("during the throughput run: the most GitHub secondary-limit points (GET 1, writes 5; the GitHub fake's Usage counters, every caller: the reconciler and the simulated runners) spent in any 60 s window, sampled every second, against GitHub's budget of 900 a minute; the run lasted %s, so a run shorter than a minute counts all of its points (%d points in all, %d requests refused)",
+			t.elapsed.Round(time.Millisecond), t.points, t.refused)})
+	res.Runners["throughput"] = t.runners
+	res.Runners["throughput_doubled"] = t.doubled
+	h.say("  %d workflows in %s: %.1f provisions/min, %d jobs on another run's runner, GitHub peak %d points/min", t.provisions, time.Since(began).Round(time.Millisecond), t.provisionsPerMin(), t.doubled, t.peakPoints)
+	return errors.Join(t.errs...)
 }
 
 // runJob queues one job with the run's label and waits for it; doubled is 1 when it ran on a
