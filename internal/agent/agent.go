@@ -613,7 +613,7 @@ func (a *agent) release(ctx context.Context, runID string) {
 func (a *agent) finishRelease(ctx context.Context, runID string) {
 	if a.spotNotice != "" {
 		// EC2 takes the instance back within two minutes: never pooled again.
-		a.giveUpRelease(ctx, runID, "spot interruption announced: "+a.spotNotice)
+		a.giveUpRelease(ctx, runID, store.SpotNoticePrefix+a.spotNotice)
 		return
 	}
 	if err := a.cleanup(ctx); err != nil {

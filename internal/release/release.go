@@ -301,7 +301,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", "waiting for the deregistration signal: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
 	case sig == nil:
 		return r.expire(ctx, res, "", fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil)
-	case sig.Signal == store.SignalReleaseFailed && rec.AgentKey != "" && sig.SignedBy(id, rec.AgentKey) && spotNotice(sig.Detail):
+	case sig.Signal == store.SignalReleaseFailed && rec.SpotReclaimed(*sig):
 		// The agent's own word (signed): EC2 reclaims the instance, it is never pooled again.
 		if r.opts.OnSpotInterruption != nil {
 			r.opts.OnSpotInterruption(id)

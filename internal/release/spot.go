@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
-
-// spotPrefix starts the detail of the release failure the agent signals after a spot notice.
-const spotPrefix = "spot interruption announced: "
-
-// spotNotice reports whether a release failure's detail is the agent's spot interruption notice.
-func spotNotice(detail string) bool { return strings.HasPrefix(detail, spotPrefix) }
 
 // spotReason is the release's answer for an instance EC2 reclaims. The notice is the instance's
 // claim: its time is quoted only when it parses as one.
@@ -24,7 +20,7 @@ func spotReason(id, detail string) string {
 		Time string `json:"time"`
 	}
 	at := "an unannounced time"
-	if json.Unmarshal([]byte(strings.TrimPrefix(detail, spotPrefix)), &doc) == nil {
+	if json.Unmarshal([]byte(strings.TrimPrefix(detail, store.SpotNoticePrefix)), &doc) == nil {
 		if t, err := time.Parse(time.RFC3339, doc.Time); err == nil {
 			at = t.UTC().Format(time.RFC3339)
 		}

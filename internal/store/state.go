@@ -7,6 +7,7 @@ package store
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // State is the lifecycle state of an instance record.
@@ -112,6 +113,19 @@ const (
 	// further run and is never pooled again.
 	SignalSpotInterrupted Signal = "UD_SPOT_INTERRUPTED"
 )
+
+// SpotNoticePrefix starts the detail of the release failure an agent signals once EC2 announced
+// its instance's spot interruption; the notice follows.
+const SpotNoticePrefix = "spot interruption announced: "
+
+// SpotReclaimed reports whether sig is the word of the instance's own agent (signed by the pinned
+// key) that EC2 reclaims the instance: the spot interruption signal, or a release failure carrying
+// the notice. An unsigned claim is not believed.
+func (in Instance) SpotReclaimed(sig SignalRecord) bool {
+	spot := sig.Signal == SignalSpotInterrupted ||
+		(sig.Signal == SignalReleaseFailed && strings.HasPrefix(sig.Detail, SpotNoticePrefix))
+	return spot && in.AgentKey != "" && sig.SignedBy(in.ID, in.AgentKey)
+}
 
 var signals = []Signal{
 	SignalPreRunnerOK, SignalPreRunnerFailed, SignalRegistered, SignalRegistrationFailed,

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -43,6 +44,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			// It ran this job, whichever job it was picked for: an ephemeral runner is done.
 			targets = append(targets, in)
 			seen[in.ID], ranIt = true, in.ID
+			w.rerunReclaimed(ctx, j, in)
 		}
 	}
 	recs, err := w.cfg.Store.ByRun(ctx, run)
@@ -135,4 +137,36 @@ func (w *Worker) busyRunners(ctx context.Context, scope string) (map[string]bool
 		}
 	}
 	return out, nil
+}
+
+// rerunTTL is how long a run's re-run marker lives: longer than GitHub keeps a run re-runnable.
+const rerunTTL = 60 * 24 * time.Hour
+
+// rerunReclaimed re-runs, once per workflow run, the failed jobs of a run whose job failed because
+// EC2 reclaimed its runner (a spot interruption its agent signed). Every pool instance and cold
+// start is on-demand capacity (fleet.OnDemand), so the re-run job is served on-demand. A second
+// reclaim of the same run is not re-run. The marker is written before GitHub is asked: a re-run
+// lost to an error is logged and not retried, never made twice.
+func (w *Worker) rerunReclaimed(ctx context.Context, j Job, in store.Instance) {
+	if j.Conclusion != "failure" {
+		return
+	}
+	sig, err := w.cfg.Store.LastSignal(ctx, in.ID)
+	if err != nil || !in.SpotReclaimed(sig) {
+		return
+	}
+	first, err := w.cfg.Store.MarkOnce(ctx, fmt.Sprintf("rerun:%s:%d", strings.ToLower(j.Repository), j.RunID), rerunTTL)
+	switch {
+	case err != nil:
+		w.log.Warn("reclaimed job not re-run: the re-run marker was not written", "job", j.JobID, "run", j.RunID, "instance", in.ID, "err", err)
+		return
+	case !first:
+		w.log.Warn("reclaimed job not re-run: its run was re-run once already", "job", j.JobID, "run", j.RunID, "instance", in.ID)
+		return
+	}
+	if err := w.cfg.GitHub.RerunFailedJobs(ctx, j.Repository, j.RunID); err != nil {
+		w.log.Error("reclaimed job not re-run: GitHub refused the re-run", "job", j.JobID, "run", j.RunID, "instance", in.ID, "err", err)
+		return
+	}
+	w.log.Warn("job's runner was reclaimed by EC2 (spot interruption): failed jobs of its run re-run", "job", j.JobID, "run", j.RunID, "instance", in.ID)
 }

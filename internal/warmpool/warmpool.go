@@ -100,6 +100,7 @@ type Store interface {
 	GetRun(ctx context.Context, key string) (store.Run, error)
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
 	RenewRun(ctx context.Context, key string, version int64) error
+	MarkOnce(ctx context.Context, key string, ttl time.Duration) (first bool, _ error)
 }
 
 // EC2API is the part of the EC2 client warmpool uses; *ec2.Client satisfies it.
