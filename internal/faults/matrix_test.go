@@ -79,6 +79,7 @@ func TestFaultMatrix(t *testing.T) {
 		{"slow", slowAnswers},
 		{"github-outage", githubOutageStep},
 		{"github-rate-limit", githubRateLimitStep},
+		{"spot-reclaim", spotReclaim},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {
