@@ -695,11 +695,11 @@ func phaseThroughput(ctx context.Context, h *harness, res *Result) error {
 		How: fmt.Sprintf("%d workflows (provision of 1-%d runners, one job, release), %d at a time, over a pool smaller than they need: provisions completed per minute between the first provision's start and the last one's end (%s; %d runners)",
 			h.o.Workflows, h.o.MaxCount, h.o.Concurrency, t.window.Round(time.Millisecond), t.runners)})
 	res.add(Figure{Name: "github_points_per_min_at_peak", Value: float64(t.peakPoints), Unit: "points",
-		How: fmt.Sprintf("during the throughput run: the most GitHub secondary-limit points (GET 1, writes 5; the GitHub fake's Usage counters, every caller: the reconciler and the simulated runners) spent in any 60 s window, sampled every second, against GitHub's budget of 900 a minute; the run lasted %s, so a run shorter than a minute counts all of its points (%d points in all, %d requests refused)",
+		How: fmt.Sprintf("during the throughput run: the most GitHub secondary-limit points (GET 1, writes 5; the GitHub fake's Usage counters, every caller: the reconciler and the simulated runners) spent in any 60 s window, sampled every second, against GitHub's budget of 900 a minute; a run shorter than a minute counts its points scaled to a minute (the rate sustained for one). This run lasted %s: %d points in all, %d requests refused",
 			t.elapsed.Round(time.Millisecond), t.points, t.refused)})
 	res.Runners["throughput"] = t.runners
 	res.Runners["throughput_doubled"] = t.doubled
-	h.say("  %d workflows in %s: %.1f provisions/min, %d jobs on another run's runner, GitHub peak %d points/min", t.provisions, time.Since(began).Round(time.Millisecond), t.provisionsPerMin(), t.doubled, t.peakPoints)
+	h.say("  %d workflows in %s: %.1f provisions/min, %d jobs on another run's runner, GitHub peak %d points/min (%d points, %d refused)", t.provisions, time.Since(began).Round(time.Millisecond), t.provisionsPerMin(), t.doubled, t.peakPoints, t.points, t.refused)
 	return errors.Join(t.errs...)
 }
 

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -17,7 +18,8 @@ type throughputStats struct {
 	elapsed                      time.Duration // the whole run, jobs and releases included
 	took                         []float64     // provision latencies, ms
 	// points and refused are the GitHub fake's secondary-limit points spent and requests refused
-	// during the run, peakPoints the most points spent in any 60 s window of it.
+	// during the run, peakPoints the most points spent in any 60 s window of it (a shorter run's
+	// points scaled to a minute).
 	points, refused, peakPoints int
 	cpu                         time.Duration // user + system CPU time of the bench process
 	errs                        []error
@@ -104,7 +106,8 @@ func (h *harness) throughputRun(ctx context.Context, urls []string, counts []int
 }
 
 // sampleGitHubPoints samples the GitHub fake's points every second until the returned function is
-// called, which returns the most points spent in any 60 s window.
+// called, which returns the most points spent in any 60 s window (for a run shorter than a minute,
+// its points scaled to a minute).
 func (h *harness) sampleGitHubPoints() func() int {
 	type sample struct {
 		at     time.Time
@@ -133,6 +136,10 @@ func (h *harness) sampleGitHubPoints() func() int {
 		close(done)
 		<-stopped
 		samples = append(samples, sample{time.Now(), h.githubPoints()})
+		// A run shorter than a window: its rate, sustained for a minute.
+		if run := samples[len(samples)-1].at.Sub(samples[0].at); run < time.Minute && run > 0 {
+			return int(math.Round(float64(samples[len(samples)-1].points-samples[0].points) * float64(time.Minute) / float64(run)))
+		}
 		peak := 0
 		for i, a := range samples {
 			for _, b := range samples[i+1:] {
