@@ -110,4 +110,13 @@ func (r *Report) summarise() {
 		return
 	}
 	r.Message = "released run " + r.RunID + ": " + strings.Join(parts, ", ")
+	var reclaimed []string
+	for _, in := range r.Instances {
+		if in.Outcome == Expired && strings.Contains(in.Reason, Reclaimed) {
+			reclaimed = append(reclaimed, in.ID)
+		}
+	}
+	if len(reclaimed) > 0 {
+		r.Message += "; " + Reclaimed + ": " + strings.Join(reclaimed, ", ")
+	}
 }

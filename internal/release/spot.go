@@ -13,6 +13,10 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
+// Reclaimed names, in an instance's reason and in the release's message, an instance EC2 reclaims
+// (a spot interruption): the dashboard marks the run's timeline by it.
+const Reclaimed = "reclaimed by EC2 (spot interruption)"
+
 // spotReason is the release's answer for an instance EC2 reclaims. The notice is the instance's
 // claim: its time is quoted only when it parses as one.
 func spotReason(id, detail string) string {
@@ -25,5 +29,5 @@ func spotReason(id, detail string) string {
 			at = t.UTC().Format(time.RFC3339)
 		}
 	}
-	return fmt.Sprintf("runner %s was reclaimed by EC2 (spot interruption) at %s", id, at)
+	return fmt.Sprintf("runner %s was %s at %s", id, Reclaimed, at)
 }

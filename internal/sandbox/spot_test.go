@@ -50,6 +50,9 @@ func TestSpotReclaimIsNotPooled(t *testing.T) {
 	if got := rep.Instances[0].Reason; !strings.HasPrefix(got, want) || strings.Contains(got, "an unannounced time") {
 		t.Errorf("release reason = %q; want it to start with %q and name the announced time", got, want)
 	}
+	if !strings.Contains(rep.Message, release.Reclaimed+": "+id) {
+		t.Errorf("release message = %q; want it to name %s as %s", rep.Message, id, release.Reclaimed)
+	}
 	if n := interrupted.Load(); n != 1 {
 		t.Errorf("spot interruptions counted = %d, want 1", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 )
@@ -93,6 +94,9 @@ func fixture(nRuns, nInstances int) (*fakeStore, *fakeHistory) {
 			src := []string{history.SourceReused, history.SourceReused, history.SourceCreated}[j]
 			r.Runners = append(r.Runners, history.Runner{InstanceID: fmt.Sprintf("i-%d-%d", i, j), InstanceType: "c6i.large", UsageClass: "on-demand", Source: src, Released: "pooled"})
 		}
+		if i == 8 {
+			r.ReleaseNote = "released run 8: 2 pooled, 1 expired; " + release.Reclaimed + ": i-8-2"
+		}
 		h.runs = append(h.runs, r)
 	}
 	for k := range 288 {
@@ -141,6 +145,7 @@ func TestPages(t *testing.T) {
 		{"/runs", 200, []string{"4242:250:1", "2 reused, 1 created", "page 1", "?page=2"}},
 		{"/runs?page=3", 200, []string{"4242:50:1", "page 3", "?page=2"}},
 		{"/runs/4242:7:1", 200, []string{"selection", "registration", "jobs", "release", "price-file", "$0.008"}},
+		{"/runs/4242:8:1", 200, []string{`class="ph-reclaimed"`, "jobs", "release"}},
 		{"/instances?state=idle&page=1", 200, []string{"idle (8)", "page 1 of 1"}},
 		{"/instances?page=4", 200, []string{"page 4 of 4"}},
 		{"/cost?window=1h", 200, []string{"acme/web", "cold-start baseline 38.0s", "price-file"}},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -295,6 +296,10 @@ func timeline(h history.Run, now time.Time) ([]phase, template.HTML) {
 		}
 		if jobsEnd > provEnd {
 			ps = append(ps, phase{Name: "jobs", Start: provEnd, Len: jobsEnd - provEnd})
+		}
+		if h.Released() && strings.Contains(h.ReleaseNote, release.Reclaimed) {
+			// EC2 announced the reclaim before the release heard of it: marked where the jobs end.
+			ps = append(ps, phase{Name: "reclaimed", Start: max(jobsEnd, provEnd), Len: time.Millisecond})
 		}
 		if h.Released() {
 			ps = append(ps, phase{Name: "release", Start: max(jobsEnd, provEnd), Len: max(h.ReleasedAt.Sub(h.ReleaseAt), time.Millisecond)})
