@@ -69,3 +69,49 @@ func TestSpotReclaimIsNotPooled(t *testing.T) {
 		t.Errorf("record after refresh = %s, want terminated", rec.State)
 	}
 }
+
+// TestPooledSpotReclaimIsNotReused: EC2 announces the interruption of an instance waiting in the
+// pool. The next run does not get it: the provision answers with another runner, and the
+// announced instance ends terminated, never running a job.
+func TestPooledSpotReclaimIsNotReused(t *testing.T) {
+	t.Parallel()
+	sb := start(t, sandbox.Options{})
+	cp := sb.Components(sandbox.ComponentOptions{})
+	ctx := t.Context()
+
+	run := newRun()
+	res, err := cp.Provisioner.Provision(ctx, request(run))
+	if err != nil || len(res.Runners) != 1 {
+		t.Fatalf("provision: %+v, %v; want one runner", res, err)
+	}
+	id := res.Runners[0].InstanceID
+	runJob(t, sb, run)
+	if rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
+		t.Fatalf("release = %+v, %v; want the instance pooled", rep, err)
+	}
+	if err := sb.Stack.EC2.InterruptSpot(id, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent to report the notice", 20*time.Second, func() bool {
+		last, err := sb.Store.LastSignal(ctx, id)
+		return err == nil && last.Signal == store.SignalSpotInterrupted
+	})
+
+	next := newRun()
+	res2, err := cp.Provisioner.Provision(ctx, request(next))
+	if err != nil || len(res2.Runners) != 1 {
+		t.Fatalf("provision after the notice: %+v, %v; want one runner", res2, err)
+	}
+	if res2.Runners[0].InstanceID == id {
+		t.Fatalf("the run got the announced instance %s (%+v)", id, res2.Runners[0])
+	}
+	runJob(t, sb, next)
+	if _, err := cp.Refresher.Run(ctx); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	rec := record(t, sb, id)
+	t.Logf("next run served by %s (%s); the announced instance is %s (%s)", res2.Runners[0].InstanceID, res2.Runners[0].Source, rec.State, rec.Reason)
+	if rec.State.Live() && !rec.PooledAt.IsZero() {
+		t.Errorf("announced instance still pooled: %s (%s)", rec.State, rec.Reason)
+	}
+}
