@@ -246,6 +246,12 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return failed(err, "left running for the run")
 	}
+	if err == nil && rec.SpotReclaimed(baseline) {
+		// EC2 announced the reclaim before the release: its agent serves no further run and the
+		// instance may be gone already, so nothing is waited for. Never pooled.
+		r.spotInterruption(id)
+		return r.expire(ctx, res, runID, spotReason(id, baseline.Detail), nil)
+	}
 	// The credential goes first: the agent acts as soon as it sees the record idle.
 	err = r.st.PutCredential(ctx, id, store.Credential{
 		Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
@@ -303,9 +309,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil)
 	case sig.Signal == store.SignalReleaseFailed && rec.SpotReclaimed(*sig):
 		// The agent's own word (signed): EC2 reclaims the instance, it is never pooled again.
-		if r.opts.OnSpotInterruption != nil {
-			r.opts.OnSpotInterruption(id)
-		}
+		r.spotInterruption(id)
 		return r.expire(ctx, res, "", spotReason(id, sig.Detail), nil)
 	case sig.Signal == store.SignalReleaseFailed:
 		reason := "the agent could not deregister or clean up"

@@ -17,8 +17,9 @@ import (
 // (a spot interruption): the dashboard marks the run's timeline by it.
 const Reclaimed = "reclaimed by EC2 (spot interruption)"
 
-// spotReason is the release's answer for an instance EC2 reclaims. The notice is the instance's
-// claim: its time is quoted only when it parses as one.
+// spotReason is the release's answer for an instance EC2 reclaims; detail is the notice, or the
+// release failure that carries it. The notice is the instance's claim: its time is quoted only
+// when it parses as one.
 func spotReason(id, detail string) string {
 	var doc struct {
 		Time string `json:"time"`
@@ -30,4 +31,11 @@ func spotReason(id, detail string) string {
 		}
 	}
 	return fmt.Sprintf("runner %s was %s at %s", id, Reclaimed, at)
+}
+
+// spotInterruption tells Options.OnSpotInterruption of an instance EC2 reclaims.
+func (r *Releaser) spotInterruption(id string) {
+	if r.opts.OnSpotInterruption != nil {
+		r.opts.OnSpotInterruption(id)
+	}
 }

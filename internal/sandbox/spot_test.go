@@ -12,11 +12,28 @@ import (
 )
 
 // TestSpotReclaimIsNotPooled: EC2 announces the interruption of an instance whose run just finished
-// its job. The real agent reads the notice and fails the release with it (signed); the release says
-// the runner was reclaimed by EC2, counts the interruption, and expires the instance, which is never
-// pooled and is terminated with the reason on its record.
+// its job, and the real agent reports the notice (signed). The release says the runner was reclaimed
+// by EC2, counts the interruption, and expires the instance without waiting for its agent, which is
+// never pooled and is terminated with the reason on its record; also when EC2 terminated the
+// instance before the release came (its agent can no longer answer).
 func TestSpotReclaimIsNotPooled(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		notice   time.Duration
+		goneSoon bool // EC2 terminates the instance before the release
+	}{
+		{"announced", time.Minute, false},
+		{"already terminated", 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spotReclaim(t, tt.notice, tt.goneSoon)
+		})
+	}
+}
+
+func spotReclaim(t *testing.T, notice time.Duration, goneSoon bool) {
 	sb := start(t, sandbox.Options{})
 	var interrupted atomic.Int64
 	cp := sb.Components(sandbox.ComponentOptions{OnSpotInterruption: func(string) { interrupted.Add(1) }})
@@ -30,14 +47,22 @@ func TestSpotReclaimIsNotPooled(t *testing.T) {
 	id := res.Runners[0].InstanceID
 	runJob(t, sb, run)
 
-	// The notice outlasts the agent's poll (5 s) and the release; EC2 terminates the instance after.
-	if err := sb.Stack.EC2.InterruptSpot(id, time.Minute); err != nil {
+	// A minute's notice outlasts the agent's poll (5 s) and the release. With none, EC2 terminates
+	// the instance within the agent's poll: held back until the agent reported the notice.
+	if err := sb.Stack.EC2.InterruptSpot(id, max(notice, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the agent to report the notice", 20*time.Second, func() bool {
 		last, err := sb.Store.LastSignal(ctx, id)
 		return err == nil && last.Signal == store.SignalSpotInterrupted
 	})
+	if goneSoon {
+		// The interruption comes due now: EC2 reclaims the instance.
+		if err := sb.Stack.EC2.InterruptSpot(id, notice); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "EC2 to terminate "+id, 10*time.Second, func() bool { return gone(ec2State(sb, id)) })
+	}
 
 	rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute)
 	if err != nil {
