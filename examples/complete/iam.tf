@@ -183,7 +183,7 @@ data "aws_iam_policy_document" "reconciler" {
     sid = "StateTable"
     actions = [
       "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-      "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem",
+      "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem",
     ]
     resources = [runnerpool_state_table.main.arn, "${runnerpool_state_table.main.arn}/index/*"]
   }
