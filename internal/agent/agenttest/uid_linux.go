@@ -6,7 +6,10 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"strconv"
+	"os/exec"
+	"os/user"
+		"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,4 +40,63 @@ func ThrowawayUID(t *testing.T) int {
 	}
 	t.Fatal("no unused uid found")
 	return 0
+}
+
+// Account is a throwaway login account for a test: a user with a passwd entry, a home, its own
+// primary group, Groups as supplementary groups and a subordinate uid/gid range (rootless Docker's
+// user namespace), as the user data's useradd leaves the runner user on a Debian image.
+type Account struct {
+	Name   string
+	UID    int
+	GID    int
+	Home   string
+	Groups []int // supplementary group ids, in the order asked
+}
+
+// NewAccount creates such an account with n supplementary groups of its own, and removes them all
+// (and the home) when the test ends. Tests run as root; useradd, groupadd and usermod come from
+// Debian's passwd package.
+func NewAccount(t *testing.T, n int) Account {
+	t.Helper()
+	uid := ThrowawayUID(t)
+	name := "rp" + strconv.Itoa(uid)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.CommandContext(t.Context(), args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	var groups []string
+	for i := range n {
+		g := name + "g" + strconv.Itoa(i)
+		run("groupadd", g)
+		t.Cleanup(func() { _ = exec.Command("groupdel", g).Run() })
+		groups = append(groups, g)
+	}
+	// useradd gives a login account a free subordinate id range of its own (/etc/subuid, /etc/subgid),
+	// and userdel takes it back.
+	args := []string{"useradd", "--uid", strconv.Itoa(uid), "--user-group", "--create-home", "--shell", "/bin/sh"}
+	if len(groups) > 0 {
+		args = append(args, "--groups", strings.Join(groups, ","))
+	}
+	run(append(args, name)...)
+	t.Cleanup(func() {
+		_ = exec.Command("userdel", "--force", "--remove", name).Run()
+		_ = exec.Command("groupdel", name).Run()
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Account{Name: name, UID: uid, Home: u.HomeDir}
+	a.GID, _ = strconv.Atoi(u.Gid)
+	for _, g := range groups {
+		gr, err := user.LookupGroup(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := strconv.Atoi(gr.Gid)
+		a.Groups = append(a.Groups, id)
+	}
+	return a
 }
