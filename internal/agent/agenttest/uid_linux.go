@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-		"strconv"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
