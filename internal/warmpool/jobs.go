@@ -143,6 +143,9 @@ type served struct {
 	Source     string    `json:"source"` // SourceHot, SourceStarted or SourceCreated
 	At         time.Time `json:"at"`
 	Reason     string    `json:"reason,omitempty"` // why the job was re-queued, cancelled or abandoned
+	// RunnerID is the just-in-time runner the job's instance was given (0: unknown), withdrawn
+	// when a scale set job's instance never comes up.
+	RunnerID int64 `json:"runnerId,omitempty"`
 }
 
 // JobSQS is the part of the SQS client the job queue uses; *sqs.Client satisfies it.
@@ -155,11 +158,23 @@ type JobSQS interface {
 
 // JobQueue is the pool job queue (standard or FIFO) with its ledger.
 type JobQueue struct {
-	api  JobSQS
-	url  string
-	st   Store
-	fifo bool
+	api      JobSQS
+	url      string
+	st       Store
+	fifo     bool
+	withdraw RunnerWithdrawer
 }
+
+// RunnerWithdrawer removes a scale set's just-in-time runner that never came up;
+// *scalesets.Manager satisfies it.
+type RunnerWithdrawer interface {
+	RemoveRunner(ctx context.Context, scaleSetScope string, runnerID int64) error
+}
+
+// WithdrawRunners makes Requeue withdraw the runner of a scale set job whose instance failed and
+// leave the job for the Actions service to offer again (see Requeue). Call it before the queue is
+// used.
+func (q *JobQueue) WithdrawRunners(w RunnerWithdrawer) { q.withdraw = w }
 
 // NewJobQueue returns the job queue at url, with its ledger in st.
 func NewJobQueue(api JobSQS, url string, st Store) *JobQueue {
@@ -221,7 +236,9 @@ func (q *JobQueue) send(ctx context.Context, j Job, body string, version int64) 
 
 // Requeue puts a served job back on the queue because its instance failed (instanceID must be the
 // one the ledger says served it, so a job already served again is left alone). It reports whether
-// it did.
+// it did. A scale set job, when the queue withdraws runners (WithdrawRunners), is not sent again:
+// its runner is withdrawn and the ledger left queued, and the Actions service offers the job
+// again, as it does every job no runner of the set took in time.
 func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string) (bool, error) {
 	r, err := q.st.GetRun(ctx, "pooljob:"+jobID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -240,13 +257,25 @@ func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string
 		return false, fmt.Errorf("ledger of job %s: %w", jobID, err)
 	}
 	s.Reason = reason
+	leftToGitHub := j.ScaleSetID != 0 && q.withdraw != nil
+	if leftToGitHub {
+		// A scale set job is the Actions service's to offer again (JobAvailable once no runner of
+		// the set took it in time): withdraw the runner first, so a late instance cannot take the
+		// job, then leave the ledger queued so the listener's next acquisition serves it.
+		if s.RunnerID != 0 {
+			if err := q.withdraw.RemoveRunner(ctx, j.ScaleSetScope, s.RunnerID); err != nil {
+				return false, fmt.Errorf("withdrawing runner %d of job %s: %w", s.RunnerID, jobID, err)
+			}
+		}
+		s.Reason = "runner withdrawn, left for the Actions service to offer again: " + reason
+	}
 	r.Status, r.Result = JobQueued, mustJSON(s)
 	r, err = q.st.UpdateRun(ctx, r, r.Version)
 	if errors.Is(err, store.ErrConflict) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
+	if err != nil || leftToGitHub {
+		return err == nil, err
 	}
 	body, err := EncodeJob(j)
 	if err != nil {

@@ -729,7 +729,7 @@ func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	}
 	// The ledger is what says the job is served: if it cannot say so, the instance is given up (its
 	// runner, never used, is removed by refresh's runner cleanup) and the job tried again.
-	r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: h.inst.ID, Source: h.src, At: w.cfg.Now()})
+	r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: h.inst.ID, Source: h.src, At: w.cfg.Now(), RunnerID: cfg.RunnerID})
 	if err != nil {
 		return err
 	}

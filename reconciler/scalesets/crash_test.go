@@ -124,7 +124,7 @@ func (e *env) crashingReplica(t *testing.T, holder string, cc *crashingClient) *
 			cc.Client = e.client(t, scope)
 			return cc, nil
 		},
-		LeaseTTL: time.Second, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
 	})
 	if err != nil {

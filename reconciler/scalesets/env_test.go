@@ -47,6 +47,10 @@ const (
 	setName    = "linux-warm"
 	org        = "acme"
 	poolName   = "warm"
+	// testLeaseTTL is the scale set leases' lifetime: short, so takeovers are quick, and long
+	// enough that a loaded machine's slow DynamoDB Local answers do not lose a healthy lease
+	// (renewals come every third of it).
+	testLeaseTTL = 3 * time.Second
 )
 
 type env struct {
@@ -151,7 +155,7 @@ func (e *env) replica(t *testing.T, holder string, sets ...config.ScaleSet) *rep
 		Store: e.st, Jobs: e.jobs, Holder: holder,
 		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return sets, nil },
 		Client:    func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
-		LeaseTTL:  time.Second, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
+		LeaseTTL:  testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
 	})
 	if err != nil {
@@ -212,20 +216,24 @@ func (e *env) worker(t *testing.T, m *scalesets.Manager) *warmpool.Worker {
 	gh := e.github(t)
 	copts := claim.Options{Logger: logger(), StartWait: 500 * time.Millisecond}
 	reg := claim.NewRegistrar(e.st, gh, e.ec2, copts)
-	spec := warmpool.PoolSpec{
-		Name: poolName, RunnerClass: "linux", Schedule: "default", SpecHash: "v1",
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{subnet}},
-		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: org,
-	}
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
 		Store: e.st, EC2: e.ec2, Fleet: fleet.New(e.ec2, fleet.Options{Logger: logger()}), Starter: claim.NewStarter(e.st, e.ec2, reg, copts),
-		Discarder: reg, GitHub: gh, Jobs: e.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, nil),
+		Discarder: reg, GitHub: gh, Jobs: e.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(e.spec()), time.Minute, nil),
 		ScaleSets: m, DeploymentID: deployment, WaitTime: time.Second, Lease: 30 * time.Second, RetryDelay: time.Second, Logger: logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// spec is the warm pool the scale set feeds (no hot or stopped target: tests place instances).
+func (e *env) spec() warmpool.PoolSpec {
+	return warmpool.PoolSpec{
+		Name: poolName, RunnerClass: "linux", Schedule: "default", SpecHash: "v1",
+		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{subnet}},
+		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: org,
+	}
 }
 
 // warm launches n instances of the pool and records them in state (ready: hot; stopped: stopped

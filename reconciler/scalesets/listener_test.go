@@ -50,7 +50,7 @@ func TestTakeoverLosesNoJob(t *testing.T) {
 		ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(200+i), setName))
 	}
 	eventually(t, "the session taken over", func() bool { return e.sessionOwner() == other })
-	t.Logf("takeover after %s (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
+	t.Logf("takeover after %s (lease TTL %s)", time.Since(killed).Round(time.Millisecond), testLeaseTTL)
 	for _, id := range ids {
 		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
 	}

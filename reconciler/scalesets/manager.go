@@ -61,6 +61,7 @@ type Client interface {
 	DeleteMessage(ctx context.Context, s scaleset.Session, messageID int64) error
 	AcquireJobs(ctx context.Context, s scaleset.Session, scaleSetID int64, requestIDs []int64) ([]int64, error)
 	GenerateJITConfig(ctx context.Context, scaleSetID int64, name, workFolder string) (scaleset.JITConfig, error)
+	RemoveRunner(ctx context.Context, runnerID int64) error
 }
 
 // Enqueuer puts jobs on the pool job queue; *warmpool.JobQueue satisfies it.
@@ -245,6 +246,21 @@ func (m *Manager) GenerateJITConfig(ctx context.Context, scope string, scaleSetI
 		return ghaccess.JITConfig{}, err
 	}
 	return ghaccess.JITConfig{Encoded: jit.Encoded, RunnerID: jit.RunnerID, RunnerName: jit.RunnerName}, nil
+}
+
+// RemoveRunner withdraws a just-in-time runner of a scale set in scope (a runner already gone is
+// not an error), for the job queue (warmpool.RunnerWithdrawer). Any replica can: it needs no
+// session.
+func (m *Manager) RemoveRunner(ctx context.Context, scope string, runnerID int64) error {
+	c, err := m.client(scope)
+	if err != nil {
+		return err
+	}
+	if err := c.RemoveRunner(ctx, runnerID); err != nil {
+		return fmt.Errorf("withdrawing runner %d of a scale set in %s: %w", runnerID, scope, err)
+	}
+	m.metrics.inc(m.metrics.withdrawn, "withdrawn", scope)
+	return nil
 }
 
 // Status is what a replica's listener of one scale set is doing.

@@ -15,6 +15,7 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec   // scale_set, type
 	sessions  *prometheus.CounterVec   // scale_set, event: created, refreshed, taken_over, lost
 	start     *prometheus.HistogramVec // scale_set: JobAvailable's queue time to JobStarted
+	withdrawn *prometheus.CounterVec   // scope: JIT runners withdrawn because their instance never came up
 
 	mu     sync.Mutex
 	counts map[[3]string]int // the counters' values, for tests and status
@@ -56,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "runnerpool_scale_set_session_events_total",
 			Help: "Message session events: created, refreshed, taken_over (a dead holder's session deleted), lost.",
 		}, []string{"scale_set", "event"}),
+		withdrawn: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "runnerpool_scale_set_runners_withdrawn_total",
+			Help: "Just-in-time runners of scale sets withdrawn because their instance never came up; their jobs are left for the Actions service to offer again.",
+		}, []string{"scope"}),
 		start: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "runnerpool_scale_set_job_start_seconds",
 			Help:    "From a scale set job's queue time (JobAvailable) to a runner taking it (JobStarted).",
@@ -63,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"scale_set"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.conflicts, m.messages, m.jobs, m.sessions, m.start} {
+		for _, c := range []prometheus.Collector{m.conflicts, m.messages, m.jobs, m.sessions, m.start, m.withdrawn} {
 			_ = reg.Register(c) // a second manager on one registry (tests) keeps the first's
 		}
 	}
@@ -87,3 +92,6 @@ func (m *Metrics) Sessions(scaleSet, event string) int {
 
 // Jobs is how many job messages of a type the scale set received.
 func (m *Metrics) Jobs(scaleSet, typ string) int { return m.count("jobs", scaleSet, typ) }
+
+// Withdrawn is how many just-in-time runners of scale sets in scope were withdrawn.
+func (m *Metrics) Withdrawn(scope string) int { return m.count("withdrawn", scope, "") }

@@ -3,10 +3,12 @@ package scalesets_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -93,5 +95,65 @@ func TestScaleSetJobsServedFromThePool(t *testing.T) {
 	}
 	if got := e.ledger(t, job.ID); got != warmpool.JobCompleted {
 		t.Errorf("ledger of the completed job %d: %q", job.ID, got)
+	}
+}
+
+// TestRunnerThatNeverComesUpIsWithdrawn: a scale set job is served by a hot instance whose agent
+// never registers its just-in-time runner. When its claim deadline passes, convergence ends the
+// instance and the job queue withdraws the runner at GitHub (so a late boot cannot take the job)
+// and leaves the job for the Actions service to offer again; the service does (no runner of the set
+// took it in time), and the job is served once more, by another instance.
+func TestRunnerThatNeverComesUpIsWithdrawn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.gh.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 300 * time.Millisecond, SessionIdle: time.Minute, StartTimeout: time.Second})
+	r := e.replica(t, "a")
+	e.jobs.WithdrawRunners(r.m)
+	w := e.worker(t, r.m)
+	e.warm(t, store.StateReady, 2)
+	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+
+	id := e.gh.QueueScaleSetJob(org, "api", 700, setName)
+	first := onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
+	name := warmpool.RunnerName(first.InstanceID)
+	if !slices.ContainsFunc(e.gh.Runners(org, ""), func(rn githubfake.Runner) bool { return rn.Name == name }) {
+		t.Fatalf("no runner %s at GitHub after the job was served", name)
+	}
+
+	// The claim deadline (10 min) has passed for convergence: the instance never registered.
+	later := func() time.Time { return time.Now().Add(11 * time.Minute) }
+	conv, err := warmpool.NewConverger(e.st, e.ec2, fleet.New(e.ec2, fleet.Options{Logger: logger()}), warmpool.StaticTargets(e.spec()),
+		warmpool.Options{DeploymentID: deployment, Jobs: e.jobs, Now: later, Logger: logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := conv.Pass(t.Context())
+	if err != nil {
+		t.Fatalf("convergence pass: %v", err)
+	}
+	pr, _ := rep.Pool(poolName)
+	if len(pr.Requeued) != 1 {
+		t.Fatalf("convergence re-queued %v, want the job whose runner never came up", pr.Requeued)
+	}
+	if rec, _ := e.st.Get(t.Context(), first.InstanceID); rec.State.Live() {
+		t.Errorf("instance %s that never registered is %s, want ended", first.InstanceID, rec.State)
+	}
+	if slices.ContainsFunc(e.gh.Runners(org, ""), func(rn githubfake.Runner) bool { return rn.Name == name }) {
+		t.Errorf("runner %s still at GitHub: its JIT configuration was not withdrawn", name)
+	}
+	if n := r.m.Metrics().Withdrawn(org); n != 1 {
+		t.Errorf("runners withdrawn = %d, want 1", n)
+	}
+	if got := e.ledger(t, id); got != warmpool.JobQueued {
+		t.Errorf("ledger of job %d after the withdrawal: %q, want queued (left for the service to offer again)", id, got)
+	}
+
+	// The service offers the job again; the listener acquires it and another instance serves it.
+	again := onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
+	if again.JobID != id || again.InstanceID == first.InstanceID {
+		t.Errorf("served again: %+v, want job %d on another instance than %s", again, id, first.InstanceID)
+	}
+	if got := e.ledger(t, id); got != warmpool.JobServed {
+		t.Errorf("ledger of job %d: %q, want served", id, got)
 	}
 }

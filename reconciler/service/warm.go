@@ -65,6 +65,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 		return err
 	}
 	s.scaleSets = ss
+	jobs.WithdrawRunners(ss)
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
 		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
 		ScaleSets:    ss,
