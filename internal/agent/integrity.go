@@ -26,6 +26,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // ErrInstallationModified marks a runner installation that does not match its manifest.
@@ -136,27 +138,20 @@ func checkFiles(dir string, entries []manifestEntry) []string {
 	var (
 		mu       sync.Mutex
 		problems []string
-		wg       sync.WaitGroup
+		g        errgroup.Group // every file is checked: a problem is collected, never cancels the rest
 	)
-	work := make(chan manifestEntry)
-	for range max(runtime.GOMAXPROCS(0), 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
-				if err := checkFile(dir, e); err != nil {
-					mu.Lock()
-					problems = append(problems, err.Error())
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	g.SetLimit(max(runtime.GOMAXPROCS(0), 1))
 	for _, e := range entries {
-		work <- e
+		g.Go(func() error {
+			if err := checkFile(dir, e); err != nil {
+				mu.Lock()
+				problems = append(problems, err.Error())
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
-	close(work)
-	wg.Wait()
+	_ = g.Wait()
 	return problems
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // StartAPI is the part of the EC2 client starting stopped instances needs; *ec2.Client satisfies it.
@@ -101,16 +102,15 @@ func (s *Starter) ClaimAndStart(ctx context.Context, cands []store.Instance, run
 		next++
 		return cands[next-1], true
 	}
-	sem := make(chan struct{}, startConcurrency)
-	var wg sync.WaitGroup
+	// Every run's claim is tried; errors are collected, not cancelling the others.
+	var g errgroup.Group
+	g.SetLimit(startConcurrency)
 	for i, runID := range runs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			for ctx.Err() == nil {
 				cand, ok := take()
 				if !ok {
-					return
+					return nil
 				}
 				in, err := s.claim(ctx, cand.ID, runID, threshold)
 				mu.Lock()
@@ -124,12 +124,13 @@ func (s *Starter) ClaimAndStart(ctx context.Context, cands []store.Instance, run
 				}
 				mu.Unlock()
 				if in.ID != "" {
-					return
+					return nil
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 
 	var toStart []store.Instance
 	for i, in := range claimed {

@@ -21,6 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // job is one provision in progress: what it was asked, and every instance it holds.
@@ -521,16 +522,13 @@ func (p *Provisioner) each(n int, f func(i int) error) error {
 	if n == 0 {
 		return nil
 	}
+	// Every f runs whatever the others return: all errors are joined, none cancels the rest.
 	errs := make([]error, n)
-	sem := make(chan struct{}, p.opts.Concurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(p.opts.Concurrency)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = f(i)
-		})
+		g.Go(func() error { errs[i] = f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return errors.Join(errs...)
 }

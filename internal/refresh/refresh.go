@@ -31,6 +31,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // EC2API is the part of the EC2 client refresh uses; *ec2.Client satisfies it.
@@ -222,14 +223,10 @@ func (r *Refresher) queues() []*pool.Queue {
 
 // forEach runs fn for every item with at most n at once and waits for all of them.
 func forEach[T any](n int, items []T, fn func(T)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	for _, it := range items {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(it)
-		})
+		g.Go(func() error { fn(it); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // fn reports its own failures
 }

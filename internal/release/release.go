@@ -21,6 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+	"golang.org/x/sync/errgroup"
 )
 
 // GitHub is the part of the reconciler's GitHub access a release uses: a remove token for the
@@ -128,43 +129,39 @@ func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Dura
 	for range cap(first) {
 		first <- listings.join()
 	}
-	sem := make(chan struct{}, r.opts.Concurrency)
-	var wg sync.WaitGroup
+	// Every instance is released whatever happens to the others: each records its own result.
+	var g errgroup.Group
+	g.SetLimit(r.opts.Concurrency)
 	for i, rec := range recs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := ctx // this instance's: it carries its listing participant
+		g.Go(func() error {
+			var p *participant
 			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-				var p *participant
-				select {
-				case p = <-first:
-				default:
-					p = listings.join()
-				}
-				defer p.leave()
-				ctx = withParticipant(ctx, p)
-			case <-ctx.Done():
-				rep.Instances[i] = InstanceResult{ID: rec.ID, State: rec.State, Outcome: Failed,
-					Reason: "not started, release cancelled; left as it was", Err: fmt.Errorf("releasing %s: %w", rec.ID, ctx.Err())}
-				return
+			case p = <-first:
+			default:
+				p = listings.join()
 			}
+			defer p.leave() // a pre-joined participant leaves even when cancelled, so no batch waits on it
+			if err := ctx.Err(); err != nil {
+				rep.Instances[i] = InstanceResult{ID: rec.ID, State: rec.State, Outcome: Failed,
+					Reason: "not started, release cancelled; left as it was", Err: fmt.Errorf("releasing %s: %w", rec.ID, err)}
+				return nil
+			}
+			ctx := withParticipant(ctx, p) // this instance's: it carries its listing participant
 			if rec.State != store.StateRunning {
 				// The run index is read eventually consistently: confirm before calling the state
 				// unexpected (a claimed record may have just become running).
 				cur, err := r.st.Get(ctx, rec.ID)
 				if err != nil || cur.State != store.StateRunning || cur.RunID != runID {
 					rep.Instances[i] = unexpected(rec, cur, err, runID)
-					return
+					return nil
 				}
 				rec = cur
 			}
 			rep.Instances[i] = r.releaseOne(ctx, runID, idleTime, rec, tokens)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 
 	for _, res := range rep.Instances {
 		r.log.InfoContext(ctx, "release", "run", runID, "instance", res.ID, "found", res.State, "outcome", res.Outcome, "reason", res.Reason)

@@ -25,6 +25,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options tune a Converger. Zero values take the defaults.
@@ -224,19 +225,19 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 	}
 	names := slices.Sorted(maps.Keys(byName))
 	rep.Pools = make([]PoolReport, len(names))
-	sem := make(chan struct{}, c.opts.Concurrency)
-	var wg sync.WaitGroup
+	// One pool that fails is reported in its PoolReport and never stops the others.
+	var g errgroup.Group
+	g.SetLimit(c.opts.Concurrency)
 	for i, name := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			spec := byName[name]
 			pr := c.converge(ctx, spec, slices.Contains(removed, name), now)
 			rep.Pools[i] = pr
 			c.logPool(pr)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	rep.Took = time.Since(began)
 	c.mu.Lock()
 	c.last = rep

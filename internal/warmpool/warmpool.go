@@ -28,7 +28,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -37,6 +36,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // PoolSpec is one warm pool as it should be at one moment: its schedule target and what its
@@ -262,16 +262,12 @@ func each(n int, f func(i int)) {
 	if n == 0 {
 		return
 	}
-	sem := make(chan struct{}, concurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(concurrency)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // f reports its own failures
 }
 
 func ids(recs []store.Instance) []string {

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -25,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
+	"golang.org/x/sync/errgroup"
 )
 
 func (a *API) run(w http.ResponseWriter, r *http.Request) {
@@ -133,16 +133,15 @@ func (a *API) runResponse(ctx context.Context, run store.Run) (apiv1.RunResponse
 	ids = slices.Compact(ids)
 	resp.Instances = make([]apiv1.InstanceStatus, len(ids))
 	errs := make([]error, len(ids))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
+	var g errgroup.Group // every instance is read: errors are joined, none cancels the others
+	g.SetLimit(8)
 	for i, iid := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			resp.Instances[i], errs[i] = a.instanceStatus(ctx, iid, run.Key)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return resp, errors.Join(errs...)
 }
 
