@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/smithy-go"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
 )
 
@@ -473,7 +473,7 @@ func (r *Registrar) Discard(ctx context.Context, instanceID, runID, reason strin
 			r.log.Warn("registration credential not withdrawn", "instance", instanceID, "run", runID, "err", err)
 		}
 	}
-	if _, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}}); err != nil && !instanceGone(err) {
+	if _, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}}); err != nil && !terminate.Gone(err) {
 		return fmt.Errorf("discarding %s: terminating (record expired; refresh retries): %w", instanceID, err)
 	}
 	if _, err := r.st.Transition(ctx, instanceID, store.Change{
@@ -485,18 +485,4 @@ func (r *Registrar) Discard(ctx context.Context, instanceID, runID, reason strin
 		return fmt.Errorf("discarding %s: instance terminated, record not updated (refresh finishes it): %w", instanceID, err)
 	}
 	return nil
-}
-
-// instanceGone reports an EC2 error saying the instance does not exist (any more): EC2 forgets
-// terminated instances about an hour after termination.
-func instanceGone(err error) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	switch ae.ErrorCode() {
-	case "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed":
-		return true
-	}
-	return false
 }

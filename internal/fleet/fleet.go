@@ -18,6 +18,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 )
 
 // EC2API is the part of the EC2 client the fleet uses; *ec2.Client satisfies it.
@@ -480,22 +482,25 @@ func (f *Fleet) read(out *ec2.CreateFleetOutput, usage string) ([]Launched, []La
 }
 
 // terminate terminates instances in batches. It keeps going after the caller's ctx ended (a
-// cancelled provision must still not leave instances behind), bounded by cleanupTimeout.
+// cancelled provision must still not leave instances behind), bounded by cleanupTimeout. The
+// instances were launched moments ago, so an id EC2 answers unknown is eventual consistency, not
+// proof it is gone: it is reported unterminated (the orphan sweep finds it by its tags).
 func (f *Fleet) terminate(ctx context.Context, launched []Launched) (done []string, failed []Launched, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	var errs []error
-	for batch := range slices.Chunk(launched, terminateBatch) {
-		ids := make([]string, len(batch))
-		for i, l := range batch {
-			ids[i] = l.ID
-		}
-		if _, terr := f.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); terr != nil {
-			errs = append(errs, fmt.Errorf("terminating %v: %w", ids, terr))
-			failed = append(failed, batch...)
-			continue
-		}
-		done = append(done, ids...)
+	ids := make([]string, len(launched))
+	for i, l := range launched {
+		ids[i] = l.ID
 	}
-	return done, failed, errors.Join(errs...)
+	res := terminate.Batches(ctx, f.api, ids, terminateBatch)
+	errs := res.Errs
+	if len(res.Gone) > 0 {
+		errs = append(errs, fmt.Errorf("terminating %s: EC2 does not know them yet", strings.Join(res.Gone, ", ")))
+	}
+	for _, l := range launched {
+		if !slices.Contains(res.Done, l.ID) {
+			failed = append(failed, l)
+		}
+	}
+	return res.Done, failed, errors.Join(errs...)
 }

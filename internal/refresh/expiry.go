@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 )
 
 func (r *Refresher) expiry(ctx context.Context, p *pass) {
@@ -73,16 +74,16 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 	}
 	slices.Sort(ids)
 
-	res := r.terminate(ctx, ids)
-	for _, err := range res.errs {
+	res := terminate.Batches(ctx, r.ec2, ids, r.opts.BatchSize)
+	for _, err := range res.Errs {
 		p.fail(PhaseExpiry, err)
 	}
 	p.update(func(rep *Report) {
-		rep.Expiry.TerminateCalls += res.calls
-		rep.Expiry.AlreadyGone = append(rep.Expiry.AlreadyGone, res.gone...)
+		rep.Expiry.TerminateCalls += res.Calls
+		rep.Expiry.AlreadyGone = append(rep.Expiry.AlreadyGone, res.Gone...)
 	})
 	// The records keep the reason they were marked with (threshold passed, or another component's).
-	forEach(r.opts.Concurrency, append(res.done, res.gone...), func(id string) {
+	forEach(r.opts.Concurrency, append(res.Done, res.Gone...), func(id string) {
 		_, err := r.st.Transition(ctx, id, store.Change{From: []store.State{store.StateTerminating}, To: store.StateTerminated})
 		switch {
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 )
 
 type taggedInstance struct {
@@ -81,17 +82,17 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	slices.Sort(orphans)
 	r.log.InfoContext(ctx, "refresh: terminating orphans", "deployment", r.opts.DeploymentID, "instances", orphans)
 
-	res := r.terminate(ctx, orphans)
-	for _, err := range res.errs {
+	res := terminate.Batches(ctx, r.ec2, orphans, r.opts.BatchSize)
+	for _, err := range res.Errs {
 		p.fail(PhaseOrphans, err)
 	}
 	dead := map[string]bool{}
-	for _, id := range append(res.done, res.gone...) {
+	for _, id := range append(res.Done, res.Gone...) {
 		dead[id] = true
 	}
 	p.update(func(rep *Report) {
-		rep.Orphans.TerminateCalls += res.calls
-		rep.Orphans.Terminated = append(rep.Orphans.Terminated, res.done...)
+		rep.Orphans.TerminateCalls += res.Calls
+		rep.Orphans.Terminated = append(rep.Orphans.Terminated, res.Done...)
 	})
 	return dead
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -64,7 +65,7 @@ const (
 	DefaultOrphanGrace = 2 * time.Minute
 	DefaultBatchSize   = 50
 	// MaxBatchSize is EC2's limit on instance ids per TerminateInstances call.
-	MaxBatchSize             = 1000
+	MaxBatchSize             = terminate.MaxBatch
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultRepoolGrace       = 30 * time.Second
 )

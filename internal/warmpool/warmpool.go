@@ -31,11 +31,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/smithy-go"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -204,32 +204,12 @@ func (t *terminator) terminate(ctx context.Context, victims []victim) (done []st
 		}
 	}
 	slices.Sort(ids)
-	var gone []string
-	for chunk := range slices.Chunk(ids, t.batch) {
-		calls++
-		_, err := t.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
-		if err == nil {
-			gone = append(gone, chunk...)
-			continue
-		}
-		// One unknown id fails the whole call: retry one by one so the others still go.
-		if len(chunk) == 1 {
-			if instanceGone(err) {
-				gone = append(gone, chunk...)
-			} else {
-				errs = append(errs, fmt.Errorf("terminating %s (left terminating for refresh): %w", chunk[0], err))
-			}
-			continue
-		}
-		for _, id := range chunk {
-			calls++
-			if _, err := t.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && !instanceGone(err) {
-				errs = append(errs, fmt.Errorf("terminating %s (left terminating for refresh): %w", id, err))
-				continue
-			}
-			gone = append(gone, id)
-		}
+	res := terminate.Batches(ctx, t.api, ids, t.batch)
+	calls = res.Calls
+	for _, err := range res.Errs {
+		errs = append(errs, fmt.Errorf("left terminating for refresh: %w", err))
 	}
+	gone := slices.Sorted(slices.Values(append(res.Done, res.Gone...)))
 	each(len(gone), func(i int) {
 		id := gone[i]
 		if _, err := t.st.Transition(ctx, id, store.Change{
@@ -239,19 +219,6 @@ func (t *terminator) terminate(ctx context.Context, victims []victim) (done []st
 		}
 	})
 	return gone, calls, errors.Join(errs...)
-}
-
-// instanceGone reports an EC2 error saying the instance does not exist (any more).
-func instanceGone(err error) bool {
-	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	switch ae.ErrorCode() {
-	case "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed":
-		return true
-	}
-	return false
 }
 
 // concurrency bounds the parallel store writes of one step.
