@@ -57,7 +57,8 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"`workflow_job` webhooks, so it needs no public endpoint and waits for no webhook. The reconciler creates and updates the " +
 			"scale set at GitHub (name, runner group, labels) with its own GitHub App or token, holds its message session (one replica " +
 			"at a time, under a lease in the state table), and serves each job from the warm pool: hot instances first, then stopped " +
-			"ones, then cold starts, each with a just-in-time runner of the scale set. Needs GitHub.com or GHES 3.9 and later. " +
+			"ones, then cold starts, each with a just-in-time runner of the scale set. Destroying the resource deletes the scale set at GitHub once " +
+			"no instance still runs one of its jobs (jobs still queued for it are then left without a runner). Needs GitHub.com or GHES 3.9 and later. " +
 			"Stored as a configuration item of the state table.",
 		Attributes: map[string]schema.Attribute{
 			"id":    idAttribute(),
@@ -82,7 +83,7 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Validators:    []validator.String{check("scope", "OWNER or OWNER/REPO", config.ValidateScope)},
 			},
 			"runner_group": schema.StringAttribute{
-				MarkdownDescription: "Runner group of an organization scale set. Unset: the default group.",
+				MarkdownDescription: "Runner group of an organization scale set. Unset: the default group. Changing it moves the scale set to the new group at GitHub (same scale set, same queued jobs); it does not force replacement.",
 				Optional:            true,
 			},
 			"labels": schema.ListAttribute{
@@ -95,7 +96,7 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				},
 			},
 			"max_runners": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Most runners the scale set asks for at once (1-%d, default 10). The reconciler tells GitHub this minus the instances already serving the scale set (`X-ScaleSetMaxCapacity`), so GitHub offers no more jobs than the pool can take.", config.MaxScaleSetRunners),
+				MarkdownDescription: fmt.Sprintf("Most runners the scale set asks for at once (1-%d, default 10). The reconciler tells GitHub this minus the instances already serving the scale set (`X-ScaleSetMaxCapacity`), so GitHub offers no more jobs than the pool can take. Under instance caps (the deployment's `max_instances` or the runner class's), it announces no more than the pool's idle instances plus the room the caps leave.", config.MaxScaleSetRunners),
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(10),
@@ -193,9 +194,9 @@ func (r *ScaleSetResource) Update(ctx context.Context, req resource.UpdateReques
 	}
 }
 
-// Delete removes the item: the listener lets go of the session on its next resync. The scale set
-// itself stays at GitHub (jobs queued for it wait there), as ARC leaves it until its controller
-// deletes it; delete it there when the workflows no longer use it.
+// Delete removes the item: the listener lets go of the session on its next resync, and the
+// reconciler deletes the scale set at GitHub once no instance of the deployment still runs one of
+// its jobs (reconciler/scalesets' registry), whichever replica notices first.
 func (r *ScaleSetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state scaleSetModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)

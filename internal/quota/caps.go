@@ -69,6 +69,31 @@ func (c *Caps) Release(ctx context.Context, id, class string) error {
 	return c.Ledger.Release(ctx, "fleet#"+id)
 }
 
+// Room is how many more instances of a runner class the caps allow now (capped false: no cap
+// applies, and room is meaningless). Pending reservations count against it.
+func (c *Caps) Room(ctx context.Context, class string) (room int, capped bool, _ error) {
+	if !c.Applies(class) {
+		return 0, false, nil
+	}
+	room = -1
+	for _, lim := range []struct {
+		counter string
+		max     int
+	}{{DeploymentCounter, c.MaxInstances}, {ClassCounter(class), c.classMax(class)}} {
+		if lim.max <= 0 {
+			continue
+		}
+		used, err := c.Ledger.Counter(ctx, lim.counter)
+		if err != nil {
+			return 0, true, err
+		}
+		if left := max(lim.max-used, 0); room < 0 || left < room {
+			room = left
+		}
+	}
+	return room, true, nil
+}
+
 // Adopt says which live instances Repair counts when no reservation pays for them: those of a
 // capped class, or all when the deployment is capped.
 func (c *Caps) Adopt(class string) bool { return c.Applies(class) }

@@ -298,3 +298,37 @@ func TestRepair(t *testing.T) {
 		t.Errorf("third repair %+v (%v): nothing to adopt", rep, err)
 	}
 }
+
+// TestCapsRoom: the room the caps leave a runner class is the smallest of the deployment's and the
+// class's, counting pending reservations; a class no cap applies to is not capped.
+func TestCapsRoom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	caps := &quota.Caps{Ledger: e.a, MaxInstances: 10, ClassMax: func(c string) int { return map[string]int{"linux": 4}[c] }}
+	if err := caps.Reserve(t.Context(), "f1", "linux", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := caps.Reserve(t.Context(), "f2", "arm", 5); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		caps       *quota.Caps
+		class      string
+		wantRoom   int
+		wantCapped bool
+	}{
+		{"class cap is the smaller", caps, "linux", 1, true},
+		{"deployment cap only", caps, "arm", 2, true},
+		{"no cap", &quota.Caps{Ledger: e.a}, "linux", 0, false},
+		{"nil caps", nil, "linux", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			room, capped, err := tt.caps.Room(t.Context(), tt.class)
+			if err != nil || room != tt.wantRoom || capped != tt.wantCapped {
+				t.Errorf("Room(%s) = %d, %v, %v; want %d, %v", tt.class, room, capped, err, tt.wantRoom, tt.wantCapped)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -177,17 +178,56 @@ func (l *listener) ensure(ctx context.Context, c Client) (scaleset.ScaleSet, err
 		want.Labels = append(want.Labels, scaleset.Label{Name: name})
 	}
 	got, ok, err := c.GetScaleSet(ctx, g.ID, l.set.Name)
-	switch {
-	case err != nil:
+	if err != nil {
 		return scaleset.ScaleSet{}, err
+	}
+	if !ok {
+		// Not in the configured group: moved from another one (the runner group changed), or new.
+		got, ok, err = l.made(ctx, c)
+		if err != nil {
+			return scaleset.ScaleSet{}, err
+		}
+	}
+	switch {
 	case !ok:
 		l.log.Info("creating scale set", "runner_group", g.Name, "labels", l.set.ScaleSetLabels())
-		return c.CreateScaleSet(ctx, want)
+		got, err = c.CreateScaleSet(ctx, want)
+	case got.RunnerGroupID != g.ID:
+		l.log.Info("moving scale set to its runner group", "from", got.RunnerGroupID, "to", g.ID)
+		got, err = c.UpdateScaleSet(ctx, got.ID, want)
 	case !slices.Equal(got.LabelNames(), l.set.ScaleSetLabels()):
 		l.log.Info("updating scale set labels", "from", got.LabelNames(), "to", l.set.ScaleSetLabels())
-		return c.UpdateScaleSet(ctx, got.ID, want)
+		got, err = c.UpdateScaleSet(ctx, got.ID, want)
+	}
+	if err != nil {
+		return scaleset.ScaleSet{}, err
+	}
+	// Recorded before the session opens: a set whose configuration goes is deleted at GitHub.
+	if err := l.m.register(ctx, l.set.Scope, l.set.Name, got.ID); err != nil {
+		return scaleset.ScaleSet{}, err
 	}
 	return got, nil
+}
+
+// made returns the scale set this deployment made for the configured set, wherever it is now (the
+// registry knows its id), if it still exists at GitHub under the configured name.
+func (l *listener) made(ctx context.Context, c Client) (scaleset.ScaleSet, bool, error) {
+	entries, _, err := l.m.readRegistry(ctx)
+	if err != nil {
+		return scaleset.ScaleSet{}, false, err
+	}
+	e, ok := entries[l.key]
+	if !ok || e.ID == 0 {
+		return scaleset.ScaleSet{}, false, nil
+	}
+	got, err := c.GetScaleSetByID(ctx, e.ID)
+	switch {
+	case scaleset.StatusOf(err) == http.StatusNotFound:
+		return scaleset.ScaleSet{}, false, nil
+	case err != nil:
+		return scaleset.ScaleSet{}, false, err
+	}
+	return got, strings.EqualFold(got.Name, l.set.Name), nil
 }
 
 // sessionRecord is what the holder records of its session, next to the lease.
@@ -279,12 +319,42 @@ func (l *listener) capacity(ctx context.Context, scaleSetID int64) int {
 		l.log.Warn("scale set capacity not counted: announcing none", "err", err)
 		return 0
 	}
-	prefix := fmt.Sprintf("job:ss%d-", scaleSetID)
-	busy := 0
+	capacity := max(l.set.MaxRunners-countServing(recs, scaleSetID), 0)
+	if l.m.cfg.Room == nil {
+		return capacity
+	}
+	room, capped, err := l.m.cfg.Room(ctx, l.set.WarmPool)
+	switch {
+	case err != nil:
+		// Announcing max_runners at worst lets GitHub assign a job a cap then holds back: it waits
+		// in the job queue for an instance, as a webhook job does. Announcing none would stall all.
+		l.log.Warn("instance caps not read: capacity from max_runners alone", "err", err)
+	case capped:
+		// Instances already in the pool need no room; new ones do.
+		capacity = min(capacity, countIdle(recs)+room)
+	}
+	return capacity
+}
+
+// countIdle counts the pool's instances a job can take without launching one.
+func countIdle(recs []store.Instance) int {
+	n := 0
 	for _, in := range recs {
-		if in.State.Live() && strings.HasPrefix(in.RunID, prefix) {
-			busy++
+		if in.RunID == "" && (in.State == store.StateReady || in.State == store.StateStopped || in.State == store.StateWarming) {
+			n++
 		}
 	}
-	return max(l.set.MaxRunners-busy, 0)
+	return n
+}
+
+// countServing counts the live records serving jobs of a scale set.
+func countServing(recs []store.Instance, scaleSetID int64) int {
+	prefix := fmt.Sprintf("job:ss%d-", scaleSetID)
+	n := 0
+	for _, in := range recs {
+		if in.State.Live() && strings.HasPrefix(in.RunID, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -46,6 +46,7 @@ type Store interface {
 	GetRun(ctx context.Context, key string) (store.Run, error)
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
 	ByPool(ctx context.Context, pool string) ([]store.Instance, error)
+	Live(ctx context.Context) ([]store.Instance, error)
 }
 
 // Client is the part of *scaleset.Client the listeners use.
@@ -53,7 +54,9 @@ type Client interface {
 	RunnerGroupByName(ctx context.Context, name string) (scaleset.RunnerGroup, error)
 	GetScaleSet(ctx context.Context, runnerGroupID int64, name string) (scaleset.ScaleSet, bool, error)
 	CreateScaleSet(ctx context.Context, s scaleset.ScaleSet) (scaleset.ScaleSet, error)
+	GetScaleSetByID(ctx context.Context, id int64) (scaleset.ScaleSet, error)
 	UpdateScaleSet(ctx context.Context, id int64, s scaleset.ScaleSet) (scaleset.ScaleSet, error)
+	DeleteScaleSet(ctx context.Context, id int64) error
 	CreateSession(ctx context.Context, scaleSetID int64, owner string) (scaleset.Session, error)
 	RefreshSession(ctx context.Context, scaleSetID int64, sessionID string) (scaleset.Session, error)
 	DeleteSession(ctx context.Context, scaleSetID int64, sessionID string) error
@@ -80,6 +83,10 @@ type Config struct {
 	// Allowed says whether a job of a repository may be served (the deployment's allow-list); nil
 	// allows all.
 	Allowed func(repository string) bool
+	// Room, when set, says how many more instances the instance caps allow the warm pool's runner
+	// class now (capped false: none applies): the capacity announced to GitHub never counts
+	// instances a cap would refuse.
+	Room func(ctx context.Context, warmPool string) (room int, capped bool, err error)
 	// Holder names this replica (lease holder, session owner).
 	Holder string
 	// LeaseTTL is the scale set lease's lifetime: a dead holder is replaced within about one TTL
@@ -187,9 +194,12 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	want := map[string]config.ScaleSet{}
+	configured := map[string]bool{}
 	for _, s := range sets {
 		want[s.Scope+"/"+s.Name] = s
+		configured[s.Scope+"/"+s.Name] = true
 	}
+	m.retire(ctx, configured)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.killed {

@@ -45,6 +45,13 @@ func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *w
 				},
 			})
 		},
+		Room: func(ctx context.Context, warmPool string) (int, bool, error) {
+			wp, _, err := repo.GetWarmPool(ctx, warmPool)
+			if err != nil {
+				return 0, false, err
+			}
+			return s.quotas.caps.Room(ctx, wp.RunnerClass)
+		},
 		// s.auth is built after the warm pools; read it when a job comes.
 		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
 	})

@@ -395,6 +395,21 @@ func (s *Server) ScaleSet(scopeName, name string) (ScaleSetState, bool) {
 	return ScaleSetState{}, false
 }
 
+// ScaleSetCount is how many scale sets a scope ("owner" or "owner/repo") has, in all its groups.
+func (s *Server) ScaleSetCount(scopeName string) int {
+	owner, repo, _ := strings.Cut(scopeName, "/")
+	sc := newScope(owner, repo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, set := range s.actionsLocked().sets {
+		if set.scope == sc {
+			n++
+		}
+	}
+	return n
+}
+
 // InjectScaleSetMessage queues a message of any type and body (a string the service would send as
 // the envelope's body) on a scale set's queue: bad input for listener tests. It reports whether the
 // scale set exists.
