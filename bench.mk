@@ -7,7 +7,8 @@
 #   make faults   the fault matrix: kills at random calls of provision, release and refresh
 #                 (FAULTS_RUNS per step, 20 by default), throttling, capacity, 5xx, registration,
 #                 heartbeat, agent, release and clock-skew faults, each judged by the invariant
-#                 checker; prints `faults: step=NAME runs=N ok=N`
+#                 checker; prints `faults: step=NAME runs=N ok=N`; then the scale-set step: the
+#                 replica holding a scale set's session killed at random calls (reconciler/scalesets)
 #
 # BENCH_ARGS passes flags to runnerpool-bench (e.g. BENCH_ARGS="-factor 0.1 -idle-window 2m").
 # The bench runs with SQS short polls sampled, as real SQS samples a subset of its servers: the local
@@ -47,3 +48,5 @@ faults: deps
 	FAULTS_RUNS=$(FAULTS_RUNS) FAULTS_SEED=$(FAULTS_SEED) $(FAULTS_TEST) || { \
 	  echo "faults: the matrix failed (see above); running it once more with a new seed"; \
 	  FAULTS_RUNS=$(FAULTS_RUNS) $(FAULTS_TEST); }
+	$(GO) vet -tags faults ./reconciler/scalesets
+	FAULTS_RUNS=$(FAULTS_RUNS) FAULTS_SEED=$(FAULTS_SEED) $(GO) test -tags faults -count=1 -v -timeout 15m -run '^TestFaultListenerKill$$' ./reconciler/scalesets

@@ -28,6 +28,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 )
@@ -244,6 +245,9 @@ func (e *env) warm(t *testing.T, state store.State, n int) []store.Instance {
 	ro, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: ec2types.InstanceTypeC6iLarge, SubnetId: aws.String(subnet),
 		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+			{Key: aws.String(tags.Deployment), Value: aws.String(deployment)}, {Key: aws.String(tags.Pool), Value: aws.String(poolName)},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
