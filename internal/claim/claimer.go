@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
@@ -451,7 +452,12 @@ func (c *Claimer) Promote(ctx context.Context, cl Claimed, threshold time.Time) 
 //
 // Note that an agent that already registered for the run has a runner registered at GitHub: it must
 // deregister when it sees its record idle again.
+//
+// Unclaims of several instances at once (a rollback) share their GitHub checks when ctx comes from
+// ShareListings: one runner listing per scope for all of them.
 func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Time, q *pool.Queue) error {
+	ctx, listing := ghaccess.Participate(ctx)
+	defer listing.Leave()
 	id, runID := cl.Instance.ID, cl.Instance.RunID
 	if runID == "" || q == nil {
 		return fmt.Errorf("unclaiming %s: run id and queue are required: %w", id, store.ErrInvalid)
@@ -494,6 +500,9 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 		handshake = true
 	}
 	var before store.SignalRecord
+	if !handshake {
+		listing.Leave() // no GitHub check to share
+	}
 	if handshake {
 		if before, err = c.st.LastSignal(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("unclaiming %s: %w", id, err)
@@ -548,6 +557,7 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 			// confirm the runner is gone before the instance goes back to the pool.
 			err = c.deregistered(ctx, id, cl.regScope())
 		}
+		listing.Leave()
 		if err != nil {
 			// Never pooled: the instance is terminated now rather than left to its idle threshold.
 			if derr := c.reg.Discard(ctx, id, "", "not confirmed clean after run "+runID+": "+err.Error()); derr != nil {
@@ -567,9 +577,17 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	return nil
 }
 
-// deregistered checks with GitHub that the instance's runner is no longer registered in scope.
+// ShareListings returns ctx for the Unclaims of n instances at once (first: as many as start
+// together), so that their GitHub checks share one runner listing per scope; each must be called
+// with it (ghaccess.ShareListings).
+func (c *Claimer) ShareListings(ctx context.Context, first int) context.Context {
+	return ghaccess.ShareListings(ctx, c.reg.gh, first)
+}
+
+// deregistered checks with GitHub that the instance's runner is no longer registered in scope, from
+// the listing ctx's batch shares, if any.
 func (c *Claimer) deregistered(ctx context.Context, id, scope string) error {
-	runners, err := c.reg.gh.ListRunners(ctx, scope)
+	runners, err := ghaccess.ListRunnersShared(ctx, c.reg.gh, scope)
 	if err != nil {
 		return fmt.Errorf("listing the runners of %s: %w", scope, err)
 	}

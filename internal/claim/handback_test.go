@@ -5,7 +5,9 @@ package claim_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,5 +113,40 @@ func TestClaimNFailedNoticeHandsBack(t *testing.T) {
 	rec := e.record(t, ins[0].ID)
 	if rec.State != store.StateIdle || rec.RunID != "" || rec.PooledAt.IsZero() {
 		t.Errorf("record = %s run %q pooled %v, want idle, no run, pooled", rec.State, rec.RunID, rec.PooledAt)
+	}
+}
+
+// TestUnclaimsShareOneListing: a rollback hands back three claimed instances whose agents
+// acknowledged the claim, so each hand-back waits for its agent's deregistration and checks GitHub;
+// with ShareListings the three checks cost one runner listing of the scope, not one per instance.
+func TestUnclaimsShareOneListing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 3, nil)
+	e.agents(t, nil, ins, claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+	res, err := c.ClaimN(t.Context(), claim.Request{RunID: runID("rollback"), Scope: "acme/api", Count: 3, Queue: e.q})
+	if err != nil || len(res.Claimed) != 3 {
+		t.Fatalf("ClaimN = %+v, %v", res, err)
+	}
+	const listing = "GET /repos/{owner}/{repo}/actions/runners"
+	before := e.ghsrv.Calls()[listing]
+	ctx := c.ShareListings(t.Context(), len(res.Claimed))
+	errs := make([]error, len(res.Claimed))
+	var wg sync.WaitGroup
+	for i, cl := range res.Claimed {
+		wg.Go(func() { errs[i] = c.Unclaim(ctx, cl, time.Now().Add(30*time.Minute), e.q) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("Unclaim: %v", err)
+	}
+	for _, in := range ins {
+		if rec := e.record(t, in.ID); rec.State != store.StateIdle || rec.PooledAt.IsZero() {
+			t.Errorf("%s = %s pooled %v, want idle and pooled", in.ID, rec.State, rec.PooledAt)
+		}
+	}
+	if n := e.ghsrv.Calls()[listing] - before; n != 1 {
+		t.Errorf("%d runner listings for the hand-back of 3, want 1", n)
 	}
 }

@@ -131,6 +131,7 @@ type replica struct {
 	now   func() time.Time
 	crash *faults.Crash
 	st    *store.Store
+	db    *dynamodb.Client // the store's client, for the ledgers that share its table
 	ec2   *ec2.Client
 	sqs   *sqs.Client
 	gh    *ghaccess.Client
@@ -171,7 +172,8 @@ func (e *env) replica(o replicaOptions) *replica {
 	cfg, _ := e.sb.Stack.AWSConfig(context.Background())
 	cfg.HTTPClient = hc
 	r := &replica{crash: o.crash, now: now}
-	r.st = store.New(dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) { do.DisableValidateResponseChecksum = true }), e.sb.Table, store.WithClock(now))
+	r.db = dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) { do.DisableValidateResponseChecksum = true })
+	r.st = store.New(r.db, e.sb.Table, store.WithClock(now))
 	ec2Retry := awslimit.RetryOptions{}
 	if o.quickRetries {
 		cfg.Retryer = func() aws.Retryer {
@@ -323,39 +325,48 @@ func (e *env) check(ctx context.Context, r *replica, o invariant.Options) (invar
 // and no record may be left past its threshold and every idle instance confirmed clean has exactly
 // one pool message; a second late pass must change nothing.
 func (e *env) verify(ctx context.Context) error {
+	_, err := e.verifyWith(ctx, invariant.Options{})
+	return err
+}
+
+// verifyWith is verify whose late check also asks for the rules extra sets (Healthy, Terminations,
+// Answers, ProvisionDeadline, IdlePooled); it returns that check's report.
+func (e *env) verifyWith(ctx context.Context, extra invariant.Options) (invariant.Report, error) {
 	fresh := e.replica(replicaOptions{})
 	if _, err := fresh.ref.Run(ctx); err != nil {
-		return fmt.Errorf("refresh after the fault: %w", err)
+		return invariant.Report{}, fmt.Errorf("refresh after the fault: %w", err)
 	}
 	// Instances launched just now (a step's setup) are spared by refresh's grace, and here too;
 	// the late pass below judges them.
 	rep, err := e.check(ctx, fresh, invariant.Options{OrphanGrace: 10 * time.Second})
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if err := rep.Err(); err != nil {
-		return fmt.Errorf("after one refresh pass: %w", err)
+		return rep, fmt.Errorf("after one refresh pass: %w", err)
 	}
 	late := e.replica(replicaOptions{shift: lateShift})
 	refreshedAt := time.Now()
 	if _, err := late.ref.Run(ctx); err != nil {
-		return fmt.Errorf("late refresh: %w", err)
+		return invariant.Report{}, fmt.Errorf("late refresh: %w", err)
 	}
-	rep, err = e.check(ctx, late, invariant.Options{Thresholds: true, Grace: time.Second, Pooled: true, RefreshedAt: refreshedAt,
-		Now: func() time.Time { return time.Now().Add(lateShift) }})
+	o := extra
+	o.Thresholds, o.Grace, o.Pooled, o.RefreshedAt = true, time.Second, true, refreshedAt
+	o.Now = func() time.Time { return time.Now().Add(lateShift) }
+	rep, err = e.check(ctx, late, o)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if err := rep.Err(); err != nil {
-		return fmt.Errorf("after a late refresh pass: %w", err)
+		return rep, fmt.Errorf("after a late refresh pass: %w", err)
 	}
 	again, err := late.ref.Run(ctx)
 	if err != nil {
-		return fmt.Errorf("second late refresh: %w", err)
+		return rep, fmt.Errorf("second late refresh: %w", err)
 	}
 	after, err := e.check(ctx, late, invariant.Options{})
 	if err != nil {
-		return err
+		return rep, err
 	}
 	// A repeated pass changes no record and no instance. It may still drop a dead pool message the
 	// first pass could not see (SQS hides a message received by a crashed replica until its
@@ -370,9 +381,9 @@ func (e *env) verify(ctx context.Context) error {
 		return err == nil && rec.PooledAt.After(refreshedAt)
 	})
 	if len(v) > 0 || again.Expiry.Marked > 0 || len(again.Orphans.Terminated) > 0 {
-		return fmt.Errorf("a repeated refresh pass changed something: %v (report %+v)", v, again)
+		return rep, fmt.Errorf("a repeated refresh pass changed something: %v (report %+v)", v, again)
 	}
-	return nil
+	return rep, nil
 }
 
 // report prints and keeps one step's line.

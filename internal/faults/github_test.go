@@ -78,7 +78,7 @@ func githubStep(t *testing.T, e *env, step string, runs int, faults []githubFaul
 					}
 				}
 			}
-			used, err := judgedWorkflow(ctx, e, r, i)
+			w, err := judgedWorkflow(ctx, e, r, i)
 			clear()
 			if err != nil {
 				if errors.Is(err, errStuck) {
@@ -89,10 +89,7 @@ func githubStep(t *testing.T, e *env, step string, runs int, faults []githubFaul
 			if gh.Usage().Refused == refused {
 				t.Logf("run %d (%s): GitHub refused nothing", i+1, f.name)
 			}
-			if err := e.verify(ctx); err != nil {
-				return err
-			}
-			n, err := terminatedOf(ctx, e, used)
+			n, err := e.judge(ctx, w)
 			healthyTerminated += n
 			return err
 		}()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
 )
 
 // LostAnswer sends an AWS request to its server, lets the server apply it, and drops the answer:
@@ -24,8 +26,9 @@ import (
 // request is), so every retry is answered and the SDK's attempts are never exhausted by this fault
 // alone. GitHub requests (no AWS signature) pass.
 type LostAnswer struct {
-	// Conditional loses the answer of the first attempt of every conditional write (a DynamoDB
-	// request with a ConditionExpression).
+	// Conditional loses the answer of the first attempt of every conditional write: a request
+	// whose context names a conditional write (internal/condwrite), or any other DynamoDB request
+	// with a ConditionExpression (counted as an unnamed write: a write condwrite does not list).
 	Conditional bool
 	// Share is the part of the other first attempts of DynamoDB, SQS and EC2 requests whose answer
 	// is lost, drawn with Rand.
@@ -126,7 +129,8 @@ func (l *LostAnswer) Lost() map[string]int {
 }
 
 // Writes is how many answers of each distinct conditional write were dropped, a write named by
-// its operation, the kind of item (the partition key's prefix) and its condition.
+// its condwrite name, or, for a conditional request that carries none, "unnamed " followed by its
+// operation, the kind of item (the partition key's prefix) and its condition.
 func (l *LostAnswer) Writes() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -145,12 +149,16 @@ func firstAttempt(r *http.Request) bool {
 
 var placeholder = regexp.MustCompile(`:[A-Za-z]+[0-9]*`)
 
-// requestName names an AWS request and, for a conditional DynamoDB write, the write (operation,
-// item kind, condition with its value placeholders blanked).
+// requestName names an AWS request and, for a conditional DynamoDB write, the write: the name its
+// context carries (condwrite), else "unnamed" with the operation, item kind, and condition with its
+// value placeholders blanked.
 func requestName(r *http.Request, body []byte) (name, write string) {
 	if t := r.Header.Get("X-Amz-Target"); t != "" {
 		if !strings.HasPrefix(t, "DynamoDB_") {
 			return t, ""
+		}
+		if n, ok := condwrite.From(r.Context()); ok {
+			return t, string(n)
 		}
 		var in struct {
 			ConditionExpression string
@@ -165,7 +173,7 @@ func requestName(r *http.Request, body []byte) (name, write string) {
 		}
 		kind, _, _ := strings.Cut(pk.S, "#")
 		op := t[strings.IndexByte(t, '.')+1:]
-		return t, fmt.Sprintf("%s %s %s", op, kind, placeholder.ReplaceAllString(in.ConditionExpression, ":v"))
+		return t, fmt.Sprintf("unnamed %s %s %s", op, kind, placeholder.ReplaceAllString(in.ConditionExpression, ":v"))
 	}
 	for part := range strings.SplitSeq(string(body), "&") {
 		if a, ok := strings.CutPrefix(part, "Action="); ok {

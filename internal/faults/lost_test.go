@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/faults"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
@@ -48,7 +50,7 @@ func lostAnswer(t *testing.T, e *env) {
 			began := time.Now()
 			lap := func(what string) { t.Logf("run %d: %s at %s", i+1, what, time.Since(began).Round(time.Millisecond)) }
 			defer lap("end")
-			used, err := judgedWorkflow(ctx, e, r, i)
+			w, err := judgedWorkflow(ctx, e, r, i)
 			lap("workflow")
 			if err != nil {
 				if errors.Is(err, errStuck) {
@@ -76,10 +78,7 @@ func lostAnswer(t *testing.T, e *env) {
 				return fmt.Errorf("refresh: %w", err)
 			}
 			lap("refresh")
-			if err := e.verify(ctx); err != nil {
-				return err
-			}
-			n, err := terminatedOf(ctx, e, used)
+			n, err := e.judge(ctx, w)
 			healthyTerminated += n
 			return err
 		}()
@@ -88,6 +87,9 @@ func lostAnswer(t *testing.T, e *env) {
 			continue
 		}
 		ok++
+	}
+	if err := otherWrites(t, e, r); err != nil {
+		t.Errorf("lost-answer, the writes no workflow makes: %v", err)
 	}
 	byName := lost.Lost()
 	total := 0
@@ -100,63 +102,90 @@ func lostAnswer(t *testing.T, e *env) {
 	if total < 20 {
 		t.Errorf("only %d answers lost, want at least 20", total)
 	}
-	e.report("lost-answer", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d lost=%d conditional_writes=%d",
-		healthyTerminated, stuck, total, len(writes)))
+	hit, missed, unnamed := coverage(writes)
+	if len(missed) > 0 {
+		t.Errorf("conditional writes never hit: %s", strings.Join(missed, ", "))
+	}
+	if len(unnamed) > 0 {
+		t.Errorf("conditional writes without a name (declare them with condwrite): %s", strings.Join(unnamed, "; "))
+	}
+	e.report("lost-answer", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d lost=%d conditional_writes=%d/%d",
+		healthyTerminated, stuck, total, hit, len(condwrite.All())))
 }
 
 var errStuck = errors.New("run left waiting")
 
 func errorsIsStuck(err error) bool { return errors.Is(err, errStuck) }
 
+// answerDeadline is the deadline of a provision and of a release under a fault: the workflow
+// step's own (a minute, as the sandbox scales time).
+const answerDeadline = time.Minute
+
+// judged is what a workflow under a fault leaves for the checker: the instances its run used (all
+// healthy) and how its provision and release answered.
+type judged struct {
+	used    []string
+	answers []invariant.Answer
+}
+
 // judgedWorkflow is one workflow (provision of two, a job on the first run, release) on replica r
 // under a fault: the provision must answer within a minute, leave no run record provisioning, and
-// the release must pool every instance. It returns the instances the run used.
-func judgedWorkflow(ctx context.Context, e *env, r *replica, i int) ([]string, error) {
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+// the release must pool every instance.
+func judgedWorkflow(ctx context.Context, e *env, r *replica, i int) (judged, error) {
+	pctx, cancel := context.WithTimeout(ctx, answerDeadline)
 	defer cancel()
-	res, rep, err := workflow(pctx, e, r, 2, i == 0)
-	used := make([]string, 0, len(res.Runners))
+	var j judged
+	began := time.Now()
+	res, err := e.provision(pctx, r, 2)
+	j.answers = append(j.answers, invariant.Answer{Op: "provision", Run: res.RunKey, Took: time.Since(began), Deadline: answerDeadline, Err: err})
 	for _, rn := range res.Runners {
-		used = append(used, rn.InstanceID)
+		j.used = append(j.used, rn.InstanceID)
 	}
 	if res.RunKey != "" {
 		e.mu.Lock()
 		e.answered = append(e.answered, res.RunKey)
 		e.mu.Unlock()
 		if run, gerr := e.sb.Store.GetRun(ctx, res.RunKey); gerr == nil && run.Status == provision.StatusProvisioning {
-			return used, fmt.Errorf("%w: run %s still provisioning after its provision returned (%v)", errStuck, res.RunKey, err)
+			return j, fmt.Errorf("%w: run %s still provisioning after its provision returned (%v)", errStuck, res.RunKey, err)
 		}
 	}
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, provision.ErrInProgress) {
-			return used, fmt.Errorf("%w: %w", errStuck, err)
+			return j, fmt.Errorf("%w: provision: %w", errStuck, err)
 		}
-		return used, err
+		return j, fmt.Errorf("provision: %w", err)
+	}
+	if i == 0 {
+		if err := runJob(e, res); err != nil {
+			return j, err
+		}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, answerDeadline)
+	defer rcancel()
+	began = time.Now()
+	rep, err := e.release(rctx, r, res.RunKey)
+	j.answers = append(j.answers, invariant.Answer{Op: "release", Run: res.RunKey, Took: time.Since(began), Deadline: answerDeadline, Err: err})
+	if err != nil {
+		return j, fmt.Errorf("release: %w", err)
 	}
 	for _, in := range rep.Instances {
 		if in.Outcome != release.Pooled {
-			return used, fmt.Errorf("release of run %s: %s %s (%s), want pooled", res.RunKey, in.ID, in.Outcome, in.Reason)
+			return j, fmt.Errorf("release of run %s: %s %s (%s), want pooled", res.RunKey, in.ID, in.Outcome, in.Reason)
 		}
 	}
-	return used, nil
+	return j, nil
 }
 
-// terminatedOf counts the instances of ids that were terminated or expired: all were healthy.
-func terminatedOf(ctx context.Context, e *env, ids []string) (int, error) {
-	var bad []string
-	for _, id := range ids {
-		rec, err := e.sb.Store.Get(ctx, id)
-		if err != nil {
-			return 0, fmt.Errorf("reading %s: %w", id, err)
-		}
-		if !rec.State.Live() || rec.State == store.StateTerminating || rec.Expired(time.Now()) {
-			bad = append(bad, fmt.Sprintf("%s %s (%s)", id, rec.State, rec.Reason))
-		}
-	}
-	if len(bad) > 0 {
-		return len(bad), fmt.Errorf("healthy instances terminated: %s", strings.Join(bad, ", "))
-	}
-	return 0, nil
+// judge is what follows a run under a fault: env.verify, whose late check also asks the checker's
+// rules of transient faults: no instance of j.used (all healthy) terminated or expired, no
+// termination for a transient fault or without a reason, the provision and release answered within
+// their deadline, no run provisioning past it, and every idle instance pooled again. It returns
+// how many healthy instances were terminated.
+func (e *env) judge(ctx context.Context, j judged) (int, error) {
+	rep, err := e.verifyWith(ctx, invariant.Options{
+		Healthy: j.used, Terminations: true, Answers: j.answers, ProvisionDeadline: answerDeadline, IdlePooled: true,
+	})
+	return rep.Count(invariant.RuleHealthyTerminated), err
 }
 
 // lostPoolJob: a pool job delivered once by webhook, served by the worker, run, and completed.

@@ -274,18 +274,8 @@ func workflow(ctx context.Context, e *env, r *replica, count int, job bool) (pro
 		return res, release.Report{}, fmt.Errorf("provision: %w", err)
 	}
 	if job {
-		run, _ := strconv.ParseInt(res.Label, 10, 64)
-		id := e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{res.Label})
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			j, _ := e.sb.Stack.GitHub.Job(id)
-			if j.Status == "completed" {
-				break
-			}
-			if time.Now().After(deadline) {
-				return res, release.Report{}, fmt.Errorf("job of run %s still %s after 30s", res.Label, j.Status)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := runJob(e, res); err != nil {
+			return res, release.Report{}, err
 		}
 	}
 	rep, err := e.release(ctx, r, res.RunKey)
@@ -293,6 +283,23 @@ func workflow(ctx context.Context, e *env, r *replica, count int, job bool) (pro
 		return res, rep, fmt.Errorf("release: %w", err)
 	}
 	return res, rep, nil
+}
+
+// runJob queues a job for the run's label and waits (30 s at most) until a runner completed it.
+func runJob(e *env, res provision.Result) error {
+	run, _ := strconv.ParseInt(res.Label, 10, 64)
+	id := e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{res.Label})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		j, _ := e.sb.Stack.GitHub.Job(id)
+		if j.Status == "completed" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("job of run %s still %s after 30s", res.Label, j.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func sources(res provision.Result) map[string]int {

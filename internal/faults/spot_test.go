@@ -100,8 +100,9 @@ func spotRun(ctx context.Context, e *env, r *replica, spot int, job bool) (int, 
 			return len(interrupted), 0, fmt.Errorf("release of %s: %s (%s), want %s %q", in.ID, in.Outcome, in.Reason, want, reason)
 		}
 	}
-	if err := e.verify(ctx); err != nil {
-		return len(interrupted), 0, err
+	bad, err := e.judge(ctx, judged{used: []string{healthy}})
+	if err != nil {
+		return len(interrupted), bad, err
 	}
 	for id := range interrupted {
 		rec, err := e.sb.Store.Get(ctx, id)
@@ -112,6 +113,5 @@ func spotRun(ctx context.Context, e *env, r *replica, spot int, job bool) (int, 
 			return len(interrupted), 0, fmt.Errorf("interrupted %s is %s after refresh (pooled at %v), want terminated", id, rec.State, rec.PooledAt)
 		}
 	}
-	bad, err := terminatedOf(ctx, e, []string{healthy})
-	return len(interrupted), bad, err
+	return len(interrupted), bad, nil
 }

@@ -21,33 +21,35 @@ const throttleWindow = 3 * time.Second
 // workflow begins on a pool holding idle instances (claims of pooled instances, a creation, a
 // release). The SDK's back-off outlasts the window: every provision and release succeeds, no
 // instance the run used is terminated (a failed claim notice hands its instance back to the pool,
-// never to the terminator), and the whole deployment passes env.verify.
+// never to the terminator), and the whole deployment passes env.verify. A run sees two or three
+// refusals (the back-off spaces the attempts): the step runs at least throttleRuns runs, and more
+// (at most 4×) until EC2 refused 20 calls.
 func ec2Throttle(t *testing.T, e *env) {
 	ctx := t.Context()
 	r := e.replica(replicaOptions{})
 	defer e.sb.Stack.EC2.SetThrottleMutating(0)
-	const runs = 4
-	ok, healthyTerminated, stuck := 0, 0, 0
-	for i := range runs {
+	const throttleRuns, wantInjections = 4, 20
+	runs, ok, healthyTerminated, stuck, injections := 0, 0, 0, 0, 0
+	for i := 0; i < throttleRuns || (injections < wantInjections && i < 4*throttleRuns); i++ {
+		runs++
 		err := func() error {
 			if err := e.stock(ctx, r, 1); err != nil {
 				return err
 			}
-			before := e.sb.Stack.EC2.Calls()
+			before, refused := e.sb.Stack.EC2.Calls(), e.sb.Stack.EC2.Throttled()
 			e.sb.Stack.EC2.SetThrottleMutating(throttleWindow)
-			used, err := judgedWorkflow(ctx, e, r, i)
+			w, err := judgedWorkflow(ctx, e, r, i)
 			e.sb.Stack.EC2.SetThrottleMutating(0)
-			t.Logf("run %d: EC2 calls during the run %v (before %v)", i+1, e.sb.Stack.EC2.Calls(), before)
+			refused = e.sb.Stack.EC2.Throttled() - refused
+			injections += refused
+			t.Logf("run %d: %d calls refused; EC2 calls during the run %v (before %v)", i+1, refused, e.sb.Stack.EC2.Calls(), before)
 			if err != nil {
 				if errorsIsStuck(err) {
 					stuck++
 				}
 				return err
 			}
-			if err := e.verify(ctx); err != nil {
-				return err
-			}
-			n, err := terminatedOf(ctx, e, used)
+			n, err := e.judge(ctx, w)
 			healthyTerminated += n
 			return err
 		}()
@@ -57,7 +59,10 @@ func ec2Throttle(t *testing.T, e *env) {
 		}
 		ok++
 	}
-	e.report("ec2-throttle", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d window=%s", healthyTerminated, stuck, throttleWindow))
+	if injections < wantInjections {
+		t.Errorf("only %d calls refused with RequestLimitExceeded in %d runs, want at least %d", injections, runs, wantInjections)
+	}
+	e.report("ec2-throttle", runs, ok, fmt.Sprintf(" healthy_terminated=%d stuck_runs=%d injections=%d window=%s", healthyTerminated, stuck, injections, throttleWindow))
 }
 
 // slowCallTimeout is the slow replica's deadline per AWS request: the service's 30 s
@@ -78,7 +83,7 @@ func slowAnswers(t *testing.T, e *env) {
 	for i := range runs {
 		err := func() error {
 			began := time.Now()
-			used, err := judgedWorkflow(ctx, e, r, i)
+			w, err := judgedWorkflow(ctx, e, r, i)
 			slowest = max(slowest, time.Since(began))
 			if err != nil {
 				if errorsIsStuck(err) {
@@ -89,10 +94,7 @@ func slowAnswers(t *testing.T, e *env) {
 			if _, err := r.ref.Run(ctx); err != nil {
 				return fmt.Errorf("refresh: %w", err)
 			}
-			if err := e.verify(ctx); err != nil {
-				return err
-			}
-			n, err := terminatedOf(ctx, e, used)
+			n, err := e.judge(ctx, w)
 			healthyTerminated += n
 			return err
 		}()

@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client history uses; *dynamodb.Client satisfies it.
@@ -32,6 +34,9 @@ type DynamoDBAPI interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
+
+// writeSample is the history's one conditional write (internal/condwrite).
+var writeSample = condwrite.Declare("history sample")
 
 const (
 	prefixRuns  = "HISTORY#RUNS#"
@@ -376,7 +381,7 @@ func (s *Store) RecordSample(ctx context.Context, at time.Time, pools []PoolCoun
 	if err != nil {
 		return false, fmt.Errorf("history: encoding pool sample: %w", err)
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = s.db.PutItem(writeSample.Context(ctx), &dynamodb.PutItemInput{
 		TableName: &s.table,
 		Item: map[string]types.AttributeValue{
 			"pk": sv(prefixPools + day(bucket)), "sk": sv(fmt.Sprintf("%013d", bucket.UnixMilli())),

@@ -32,7 +32,22 @@
 //     item is a job that reached the role in a deployment without the condition, or a bug.
 //     Listings skip it and refresh deletes it, so it stops nothing, but it is reported.
 //   - stuck-run: a run whose provision answered (Options.Answered) is never left provisioning: a
-//     repeated request would wait on a provision that nobody runs.
+//     repeated request would wait on a provision that nobody runs. With Options.ProvisionDeadline,
+//     no run the checker sees (held, or named by a live record) is provisioning longer
+//     than that: nobody runs its provision any more.
+//   - healthy-terminated: no instance the caller knows was healthy (Options.Healthy: the runs
+//     that used it under a transient fault succeeded) is terminated, being terminated, past its
+//     threshold, or gone.
+//   - transient-termination: with Options.Terminations (under a transient fault), every
+//     terminating record, and every terminated one the checker reads, has a recorded reason, and no reason is a transient fault of AWS or GitHub
+//     (Transient: throttling, 5xx, a timeout, a refused connection): such a fault is waited out,
+//     never paid for with an instance.
+//   - deadline: every provision and release the caller made (Options.Answers) answered within its
+//     documented deadline, with success or a clean error (not a deadline of its own that ran out).
+//   - unpooled: with Options.IdlePooled (after the fault ended and a refresh pass ran), every idle
+//     record without a run and within its threshold is in the pool again: marked pooled by the
+//     control plane, with exactly one message (the pooled rule). An idle instance left out until
+//     its threshold ends it is capacity the fault cost.
 //   - unreadable: what the checker could not read is a violation as well as an error, never
 //     silence: a caller that only looks at the report does not take an unread deployment for a
 //     healthy one.
@@ -113,7 +128,25 @@ const (
 	// RuleStuckRun: a run whose provision answered still has its record provisioning: a repeated
 	// request would wait on a provision that nobody runs.
 	RuleStuckRun = "stuck-run"
+	// RuleHealthyTerminated: an instance known healthy was terminated or expired.
+	RuleHealthyTerminated = "healthy-terminated"
+	// RuleTransientTermination: a termination with no recorded reason, or for a transient fault.
+	RuleTransientTermination = "transient-termination"
+	// RuleDeadline: a provision or release answered past its deadline, or with its own deadline's
+	// error.
+	RuleDeadline = "deadline"
+	// RuleUnpooled: an idle instance left out of the pool after the fault ended.
+	RuleUnpooled = "unpooled"
 )
+
+// Answer is one provision or release the caller made, as it answered.
+type Answer struct {
+	Op       string // "provision" or "release"
+	Run      string // run key
+	Took     time.Duration
+	Deadline time.Duration // the documented deadline of the call
+	Err      error         // nil: success
+}
 
 // Mint is one runner credential GitHub handed out (the GitHub fake records them).
 type Mint struct {
@@ -161,6 +194,18 @@ type Options struct {
 	// Answered, when set, adds the stuck-run rule: the run keys whose provision answered (with
 	// success or an error), none of which may still be provisioning.
 	Answered []string
+	// ProvisionDeadline, when set, extends stuck-run to every run of Held and the live
+	// records: none may be provisioning for longer than this at Now.
+	ProvisionDeadline time.Duration
+	// Healthy, when set, adds the healthy-terminated rule for these instances.
+	Healthy []string
+	// Terminations adds the transient-termination rule (ask under a transient fault: a crash or an
+	// instance's own failure are reasons to terminate, a throttled or failed call never is).
+	Terminations bool
+	// Answers, when set, adds the deadline rule.
+	Answers []Answer
+	// IdlePooled, with Pooled, adds the unpooled rule.
+	IdlePooled bool
 }
 
 // Violation is one broken rule.
@@ -350,9 +395,12 @@ func check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 	}
 	checkCredentialScopes(ctx, st, &rep, o, runnerScopes)
 	if o.Pooled {
-		checkPooled(&rep, o.RefreshedAt)
+		checkPooled(&rep, o.RefreshedAt, o.IdlePooled)
 	}
 	checkAnswered(ctx, st, &rep, o.Answered)
+	checkProvisioning(ctx, st, &rep, o)
+	checkTerminations(ctx, st, &rep, o.Healthy, o.Terminations)
+	checkAnswers(&rep, o.Answers)
 	slices.SortStableFunc(rep.Violations, func(a, b Violation) int {
 		return cmp.Or(strings.Compare(a.Rule, b.Rule), strings.Compare(a.Instance, b.Instance))
 	})
@@ -692,7 +740,7 @@ func unpooledIdle(rep *Report) []string {
 
 // checkPooled: after refresh, every idle record confirmed clean has exactly one live message, and
 // one not confirmed clean has none (rule 3 keeps it out of the pool; its threshold ends it).
-func checkPooled(rep *Report, refreshedAt time.Time) {
+func checkPooled(rep *Report, refreshedAt time.Time, strict bool) {
 	live := map[string]int{}
 	for _, m := range rep.Messages {
 		if m.InstanceID != "" && m.Stale == "" {
@@ -706,6 +754,10 @@ func checkPooled(rep *Report, refreshedAt time.Time) {
 		}
 		// Confirmed clean is the control plane's own mark, written once it verified the hand-back;
 		// a message of a record not marked is stale (checkPool): no claim can take it.
+		if strict && rec.PooledAt.IsZero() && (refreshedAt.IsZero() || rec.UpdatedAt.Before(refreshedAt)) {
+			rep.add(RuleUnpooled, id, "idle since %s and never marked pooled (%s): out of the pool until its threshold", rec.UpdatedAt.Format(time.RFC3339), rec.Reason)
+			continue
+		}
 		if rec.PooledAt.IsZero() || (!refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt)) {
 			continue // not in the pool, or marked after the refresh pass began: the next one pools it
 		}
@@ -814,4 +866,105 @@ func Unchanged(before, after Report) []Violation {
 		}
 	}
 	return out
+}
+
+// checkProvisioning: no run the checker sees is provisioning past the provision's deadline.
+func checkProvisioning(ctx context.Context, st Store, rep *Report, o Options) {
+	if o.ProvisionDeadline <= 0 {
+		return
+	}
+	// Answered runs are judged by checkAnswered already, more strictly.
+	keys := map[string]bool{}
+	for k := range o.Held {
+		keys[k] = true
+	}
+	for _, rec := range rep.Records {
+		if rec.RunID != "" {
+			keys[rec.RunID] = true
+		}
+	}
+	for _, k := range o.Answered {
+		delete(keys, k)
+	}
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		run, err := st.GetRun(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Not a step-driven run (a pool job's instance), or gone.
+		case err != nil:
+			rep.add(RuleUnreadable, "", "run record %s: %v", key, err)
+		case run.Status == statusProvisioning && rep.At.Sub(run.UpdatedAt) > o.ProvisionDeadline:
+			rep.add(RuleStuckRun, "", "run %s: provisioning since %s, past its deadline of %s: nobody runs its provision", key, run.UpdatedAt.Format(time.RFC3339), o.ProvisionDeadline)
+		}
+	}
+}
+
+// checkTerminations: the healthy instances are alive and within their thresholds; every
+// termination the checker sees has a reason, and none is a transient fault.
+func checkTerminations(ctx context.Context, st Store, rep *Report, healthy []string, reasons bool) {
+	seen := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		if rec := rep.Records[id]; reasons && rec.State == store.StateTerminating {
+			seen[id] = true
+			checkReason(rep, rec)
+		}
+	}
+	for _, id := range slices.Compact(slices.Sorted(slices.Values(healthy))) {
+		rec, err := st.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			rep.add(RuleHealthyTerminated, id, "healthy, and its record is gone")
+			continue
+		case err != nil:
+			rep.add(RuleUnreadable, id, "record of a healthy instance: %v", err)
+			continue
+		}
+		switch {
+		case !rec.State.Live() || rec.State == store.StateTerminating:
+			rep.add(RuleHealthyTerminated, id, "healthy, and %s (%s)", rec.State, rec.Reason)
+		case rec.Expired(rep.At):
+			rep.add(RuleHealthyTerminated, id, "healthy, and %s past its threshold (%s)", rec.State, rec.Reason)
+		}
+		if reasons && !rec.State.Live() && !seen[id] {
+			checkReason(rep, rec)
+		}
+	}
+}
+
+func checkReason(rep *Report, rec store.Instance) {
+	switch {
+	case strings.TrimSpace(rec.Reason) == "":
+		rep.add(RuleTransientTermination, rec.ID, "%s with no recorded reason", rec.State)
+	case Transient(rec.Reason):
+		rep.add(RuleTransientTermination, rec.ID, "%s for a transient fault: %s", rec.State, rec.Reason)
+	}
+}
+
+// transientMarks are what AWS and GitHub say, and what a client says, when a call failed for a
+// reason that passes by itself: throttling and rate limits, an internal error (5xx), a timeout, a
+// refused or cut connection.
+var transientMarks = []string{
+	"requestlimitexceeded", "throttl", "toomanyrequests", "rate limit", "slowdown",
+	"internalerror", "internalservererror", "internalfailure", "serviceunavailable", "service unavailable",
+	"bad gateway", "gateway timeout", "status 500", "status 502", "status 503", "status 504",
+	" 500 ", " 502 ", " 503 ", " 504 ", "context deadline exceeded", "timeout", "timed out",
+	"connection refused", "connection reset", "broken pipe", "unexpected eof",
+}
+
+// Transient reports whether a recorded reason names a transient fault of AWS or GitHub.
+func Transient(reason string) bool {
+	r := " " + strings.ToLower(reason) + " "
+	return slices.ContainsFunc(transientMarks, func(m string) bool { return strings.Contains(r, m) })
+}
+
+// checkAnswers: every provision and release answered within its deadline, cleanly.
+func checkAnswers(rep *Report, answers []Answer) {
+	for _, a := range answers {
+		switch {
+		case a.Deadline > 0 && a.Took > a.Deadline:
+			rep.add(RuleDeadline, "", "%s of run %s answered after %s, past its deadline of %s (%v)", a.Op, a.Run, a.Took.Round(time.Millisecond), a.Deadline, a.Err)
+		case errors.Is(a.Err, context.DeadlineExceeded) || errors.Is(a.Err, context.Canceled):
+			rep.add(RuleDeadline, "", "%s of run %s ran out of its own deadline after %s: %v", a.Op, a.Run, a.Took.Round(time.Millisecond), a.Err)
+		}
+	}
 }

@@ -6,6 +6,8 @@ package invariant_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -151,6 +153,23 @@ func (w *world) put(rec store.Instance) {
 	msg := pool.Message{InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
 		MemoryMiB: rec.MemoryMiB, RunnerClass: rec.RunnerClass, Scope: rec.Scope, Threshold: time.Now().Add(time.Hour)}
 	if err := w.queue.Put(w.t.Context(), msg, 0); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// terminate terminates an instance in EC2.
+func (w *world) terminate(id string) {
+	w.t.Helper()
+	if _, err := w.ec2.TerminateInstances(w.t.Context(), &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// run writes a run record in a status.
+func (w *world) run(key, status string) {
+	w.t.Helper()
+	parts := strings.Split(key, ":")
+	if _, _, err := w.st.CreateRun(w.t.Context(), store.Run{Key: key, RepositoryID: parts[0], Repository: scope, RunID: parts[1], Attempt: 1, Status: status}); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -399,6 +418,92 @@ func TestCheck(t *testing.T) {
 			return invariant.Options{Thresholds: true, Now: func() time.Time { return time.Now().Add(time.Minute) }, Grace: time.Second}
 		},
 		want: []string{invariant.RuleThreshold},
+	}, {
+		name: "a healthy instance terminated for a throttled call",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1300:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminated, RunID: "4242:1300:1",
+				Reason: "provision dumped: api error RequestLimitExceeded: Request limit exceeded."})
+			w.terminate(id)
+			return invariant.Options{Healthy: []string{id}, Terminations: true}
+		},
+		want: []string{invariant.RuleHealthyTerminated, invariant.RuleTransientTermination},
+	}, {
+		name: "a healthy instance expired by a failed release",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1310:1")
+			if _, err := w.st.Expire(t.Context(), id, "", "release: the agent could not deregister or clean up"); err != nil {
+				t.Fatal(err)
+			}
+			return invariant.Options{Healthy: []string{id}, Now: func() time.Time { return time.Now().Add(time.Second) }}
+		},
+		want: []string{invariant.RuleHealthyTerminated},
+	}, {
+		name: "healthy instances alive, pooled and running",
+		setup: func(w *world) invariant.Options {
+			return invariant.Options{Healthy: []string{w.pooled(), w.running("4242:1320:1")}, Terminations: true}
+		},
+	}, {
+		name: "a termination with no recorded reason",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1330:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminating, RunID: "4242:1330:1"})
+			return invariant.Options{Terminations: true}
+		},
+		want: []string{invariant.RuleTransientTermination},
+	}, {
+		name: "a termination because GitHub answered 503",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1340:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminating, RunID: "4242:1340:1",
+				Reason: "not confirmed clean after run 1340: listing runners: GET https://api.github.com/repos/acme/app/actions/runners: 503 Service Unavailable []"})
+			return invariant.Options{Terminations: true}
+		},
+		want: []string{invariant.RuleTransientTermination},
+	}, {
+		name: "a termination for the instance's own failure",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1350:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateTerminating, RunID: "4242:1350:1",
+				Reason: "pre-runner script failed: exit status 1"})
+			return invariant.Options{Terminations: true}
+		},
+	}, {
+		name: "a run provisioning past its deadline, nobody running it",
+		setup: func(w *world) invariant.Options {
+			w.run("4242:1360:1", "provisioning")
+			w.running("4242:1360:1")
+			return invariant.Options{ProvisionDeadline: time.Second, Now: func() time.Time { return time.Now().Add(time.Minute) }}
+		},
+		want: []string{invariant.RuleStuckRun},
+	}, {
+		name: "a run provisioning within its deadline, or provisioned",
+		setup: func(w *world) invariant.Options {
+			w.run("4242:1370:1", "provisioning")
+			w.run("4242:1371:1", "provisioned")
+			return invariant.Options{ProvisionDeadline: time.Hour, Held: map[string][]string{"4242:1370:1": nil, "4242:1371:1": nil}}
+		},
+	}, {
+		name: "answers past their deadline or cut by their own",
+		setup: func(w *world) invariant.Options {
+			return invariant.Options{Answers: []invariant.Answer{
+				{Op: "provision", Run: "1:1:1", Took: 2 * time.Minute, Deadline: time.Minute},
+				{Op: "release", Run: "1:2:1", Took: time.Second, Deadline: time.Minute, Err: fmt.Errorf("release: %w", context.DeadlineExceeded)},
+				{Op: "provision", Run: "1:3:1", Took: time.Second, Deadline: time.Minute},
+				{Op: "provision", Run: "1:4:1", Took: time.Second, Deadline: time.Minute, Err: errors.New("quota exceeded: the deployment's cap")},
+			}}
+		},
+		want: []string{invariant.RuleDeadline, invariant.RuleDeadline},
+	}, {
+		name: "unpooled: an idle instance never marked pooled after the fault",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1380:1")
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:1380:1", SetRunID: ptr(""), Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalReleased, "4242:1380:1", time.Time{})
+			w.pooled()
+			return invariant.Options{Pooled: true, IdlePooled: true}
+		},
+		want: []string{invariant.RuleUnpooled},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -482,5 +587,56 @@ func TestUnreadIsNotHealthy(t *testing.T) {
 	}
 	if rep.OK() || !slices.Contains(rules(rep), invariant.RuleUnreadable) {
 		t.Errorf("Check of an unreadable table reported %v, want a %s violation", rep.Violations, invariant.RuleUnreadable)
+	}
+}
+
+// TestTransient: the reasons that name a fault that passes by itself, and those that do not.
+func TestTransient(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{"provision dumped: operation error EC2: CreateTags, api error RequestLimitExceeded: Request limit exceeded.", true},
+		{"not confirmed clean: GET https://api.github.com/orgs/acme/actions/runners: 502 Bad Gateway []", true},
+		{"listing runners: 403 API rate limit exceeded for installation", true},
+		{"operation error DynamoDB: UpdateItem, exceeded maximum number of attempts, 3, InternalServerError: lost", true},
+		{"minting a registration token: Post \"https://api.github.com/...\": dial tcp 127.0.0.1:1: connect: connection refused", true},
+		{"release: waiting for the agent: context deadline exceeded", true},
+		{"ThrottlingException: Rate exceeded", true},
+		{"threshold passed", false},
+		{"pre-runner script failed: exit status 1", false},
+		{"release: runner 7 was reclaimed by EC2 (spot interruption) at 2026-11-26T17:00:00Z", false},
+		{"registration for 4242:1:1 failed: runner refused by GitHub", false},
+		{"not registered for 4242:1:1 before 2026-11-26T17:00:00Z", false},
+		{"released by run 4242:1:1", false},
+	} {
+		if got := invariant.Transient(tc.reason); got != tc.want {
+			t.Errorf("Transient(%q) = %v, want %v", tc.reason, got, tc.want)
+		}
+	}
+}
+
+// brokenRuns is a store whose run records cannot be read.
+type brokenRuns struct{ invariant.Store }
+
+func (brokenRuns) GetRun(context.Context, string) (store.Run, error) {
+	return store.Run{}, errors.New("AccessDeniedException: not authorized to perform dynamodb:GetItem")
+}
+
+// TestUnreadRunsAreViolations: run records the checker cannot read, for the stuck-run rules, are
+// violations, never silence.
+func TestUnreadRunsAreViolations(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.running("4242:1400:1")
+	rep, err := invariant.Check(t.Context(), brokenRuns{w.st}, w.ec2, invariant.Options{
+		DeploymentID: w.deployment, Answered: []string{"4242:1401:1"}, ProvisionDeadline: time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if got := rules(rep); !slices.Equal(got, []string{invariant.RuleUnreadable, invariant.RuleUnreadable}) || rep.OK() {
+		t.Errorf("run records unreadable: violations %v, want two %s", rep.Violations, invariant.RuleUnreadable)
 	}
 }

@@ -462,6 +462,8 @@ func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) err
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
 	defer cancel()
 	reason := "provision unsuccessful: " + cause.Error()
+	// The hand-backs share their GitHub checks: one runner listing per scope.
+	dctx = p.claimer.ShareListings(dctx, min(len(j.claimed), p.opts.Concurrency))
 	_ = p.each(len(j.claimed), func(i int) error {
 		cl := j.claimed[i]
 		uerr := p.claimer.Unclaim(dctx, cl, time.Time{}, j.rc.Queue)

@@ -172,7 +172,7 @@ func (l *Ledger) resetDrift(ctx context.Context) (int, error) {
 		if sums[name] == held {
 			continue
 		}
-		_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		_, err := l.db.UpdateItem(writeResetCounter.Context(ctx), &dynamodb.UpdateItemInput{
 			TableName: &l.table, Key: key(pkCounter, name),
 			UpdateExpression:    aws.String("SET held = :sum, updated_at = :now"),
 			ConditionExpression: aws.String("held = :seen"),

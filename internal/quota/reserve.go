@@ -40,7 +40,7 @@ func (l *Ledger) Reserve(ctx context.Context, r Reservation, limits []Limit) err
 	for _, lim := range limits {
 		items = append(items, types.TransactWriteItem{Update: l.addTo(lim, r.Amount, now)})
 	}
-	err := l.transact(ctx, items)
+	err := l.transact(writeReserve.Context(ctx), items)
 	if err == nil {
 		return nil
 	}
@@ -170,7 +170,7 @@ func (l *Ledger) adjust(ctx context.Context, r Reservation, amount int, instance
 			}})
 		}
 	}
-	err := l.transact(ctx, items)
+	err := l.transact(writeAdjust.Context(ctx), items)
 	if slices.Contains(failedConditions(err), 0) {
 		return fmt.Errorf("adjusting %s: %w", r.ID, errChanged)
 	}

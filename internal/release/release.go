@@ -124,29 +124,20 @@ func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Dura
 	tokens := &tokenCache{gh: r.gh, entries: map[string]*tokenEntry{}}
 	// The instances that start together share their GitHub listings: their participants join
 	// before any of them can ask.
-	listings := newListingBatch(r.gh)
-	first := make(chan *participant, min(len(recs), r.opts.Concurrency))
-	for range cap(first) {
-		first <- listings.join()
-	}
+	shared := ghaccess.ShareListings(ctx, r.gh, min(len(recs), r.opts.Concurrency))
 	// Every instance is released whatever happens to the others: each records its own result.
 	var g errgroup.Group
 	g.SetLimit(r.opts.Concurrency)
 	for i, rec := range recs {
 		g.Go(func() error {
-			var p *participant
-			select {
-			case p = <-first:
-			default:
-				p = listings.join()
-			}
-			defer p.leave() // a pre-joined participant leaves even when cancelled, so no batch waits on it
+			// This instance's context: it carries its listing participant.
+			ctx, p := ghaccess.Participate(shared)
+			defer p.Leave() // a pre-joined participant leaves even when cancelled, so no batch waits on it
 			if err := ctx.Err(); err != nil {
 				rep.Instances[i] = InstanceResult{ID: rec.ID, State: rec.State, Outcome: Failed,
 					Reason: "not started, release cancelled; left as it was", Err: fmt.Errorf("releasing %s: %w", rec.ID, err)}
 				return nil
 			}
-			ctx := withParticipant(ctx, p) // this instance's: it carries its listing participant
 			if rec.State != store.StateRunning {
 				// The run index is read eventually consistently: confirm before calling the state
 				// unexpected (a claimed record may have just become running).
@@ -247,7 +238,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		// EC2 announced the reclaim before the release: its agent serves no further run and the
 		// instance may be gone already, so nothing is waited for. Never pooled.
 		r.spotInterruption(id)
-		return r.expire(ctx, res, runID, spotReason(id, baseline.Detail), nil)
+		return r.expire(ctx, res, runID, SpotReason(id, baseline.Detail), nil)
 	}
 	// The credential goes first: the agent acts as soon as it sees the record idle.
 	err = r.st.PutCredential(ctx, id, store.Credential{
@@ -307,7 +298,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	case sig.Signal == store.SignalReleaseFailed && rec.SpotReclaimed(*sig):
 		// The agent's own word (signed): EC2 reclaims the instance, it is never pooled again.
 		r.spotInterruption(id)
-		return r.expire(ctx, res, "", spotReason(id, sig.Detail), nil)
+		return r.expire(ctx, res, "", SpotReason(id, sig.Detail), nil)
 	case sig.Signal == store.SignalReleaseFailed:
 		reason := "the agent could not deregister or clean up"
 		if sig.Detail != "" {
@@ -379,15 +370,9 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 }
 
 // checkDeregistered confirms with GitHub that the instance's runner is no longer registered in
-// scope, from the listing the instance's release batch shares (listing.go).
+// scope, from the listing the instance's release batch shares (ghaccess.ShareListings).
 func (r *Releaser) checkDeregistered(ctx context.Context, id, scope string) error {
-	var runners []ghaccess.Runner
-	var err error
-	if p := participantOf(ctx); p != nil {
-		runners, err = p.check(ctx, scope)
-	} else {
-		runners, err = r.gh.ListRunners(ctx, scope)
-	}
+	runners, err := ghaccess.ListRunnersShared(ctx, r.gh, scope)
 	if err != nil {
 		return fmt.Errorf("listing the runners of %s: %w", scope, err)
 	}

@@ -17,10 +17,11 @@ import (
 // (a spot interruption): the dashboard marks the run's timeline by it.
 const Reclaimed = "reclaimed by EC2 (spot interruption)"
 
-// spotReason is the release's answer for an instance EC2 reclaims; detail is the notice, or the
-// release failure that carries it. The notice is the instance's claim: its time is quoted only
+// SpotReason is the release's answer for an instance EC2 reclaims (and the run's report's line for
+// it as soon as its agent reported the notice); detail is the notice, or the release failure that
+// carries it. The notice is the instance's claim: its time is quoted only
 // when it parses as one.
-func spotReason(id, detail string) string {
+func SpotReason(id, detail string) string {
 	var doc struct {
 		Time string `json:"time"`
 	}

@@ -66,7 +66,7 @@ func (s *Store) PinAgentKey(ctx context.Context, id, pub string) error {
 	if k, err := base64.StdEncoding.DecodeString(pub); err != nil || len(k) != ed25519.PublicKeySize {
 		return fmt.Errorf("pinning the agent key of %s: not an Ed25519 public key: %w", id, ErrInvalid)
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.db.UpdateItem(writeAgentKeyPin.Context(ctx), &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       s.instanceKey(id),
 		UpdateExpression:          aws.String("SET #k = :k"),

@@ -62,11 +62,14 @@ func (s *Store) PutConfig(ctx context.Context, item ConfigItem, expectVersion in
 	}
 	item.UpdatedAt = s.now()
 	in := &dynamodb.PutItemInput{TableName: &s.table}
+	wctx := ctx
 	switch {
 	case expectVersion == 0:
 		item.Version = 1
 		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+		wctx = writeConfigCreate.Context(ctx)
 	case expectVersion > 0:
+		wctx = writeConfigUpdate.Context(ctx)
 		item.Version = expectVersion + 1
 		in.ConditionExpression = aws.String("version = :v")
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": n(expectVersion)}
@@ -85,7 +88,7 @@ func (s *Store) PutConfig(ctx context.Context, item ConfigItem, expectVersion in
 	token := newWriteToken()
 	in.Item[attrWrite] = sv(token)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	if _, err := s.db.PutItem(ctx, in); err != nil && !isOwnWrite(err, token) {
+	if _, err := s.db.PutItem(wctx, in); err != nil && !isOwnWrite(err, token) {
 		return ConfigItem{}, classify(fmt.Sprintf("writing config %s/%s", item.Kind, item.Name), err)
 	}
 	return item, nil

@@ -37,7 +37,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	item["holder"] = sv(holder)
 	item["expires_at"] = ms(l.ExpiresAt)
 	item[attrTTL] = n(l.ExpiresAt.Add(time.Hour).Unix())
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.db.PutItem(writeLeaseAcquire.Context(ctx), &dynamodb.PutItemInput{
 		TableName:           &s.table,
 		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(pk) OR expires_at < :now OR holder = :me"),
@@ -53,7 +53,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 
 // ReleaseLease gives up the lease if holder holds it; releasing a lease held by another is a no-op.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	_, err := s.db.DeleteItem(writeLeaseRelease.Context(ctx), &dynamodb.DeleteItemInput{
 		TableName:                 &s.table,
 		Key:                       leaseKey(name),
 		ConditionExpression:       aws.String("holder = :me"),

@@ -22,7 +22,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (fi
 		return false, fmt.Errorf("once-marker %q ttl %s: %w", key, ttl, ErrInvalid)
 	}
 	now, token := s.now(), newWriteToken()
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.db.PutItem(writeOnce.Context(ctx), &dynamodb.PutItemInput{
 		TableName: &s.table,
 		Item: map[string]types.AttributeValue{
 			attrPK: sv(prefixOnce + key), attrSK: sv("ONCE"),

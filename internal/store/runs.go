@@ -67,7 +67,7 @@ func (s *Store) CreateRun(ctx context.Context, r Run) (_ Run, created bool, _ er
 	r.CreatedAt, r.UpdatedAt, r.Version = now, now, 1
 	item, token := encodeRun(r), newWriteToken()
 	item[attrWrite] = sv(token)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.db.PutItem(writeRunCreate.Context(ctx), &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
@@ -93,7 +93,7 @@ func (s *Store) UpdateRun(ctx context.Context, r Run, expectVersion int64) (Run,
 	r.Version = expectVersion + 1
 	item, token := encodeRun(r), newWriteToken()
 	item[attrWrite] = sv(token)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.db.PutItem(writeRunUpdate.Context(ctx), &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
 		ConditionExpression:                 aws.String("version = :v"),
@@ -113,7 +113,7 @@ func (s *Store) UpdateRun(ctx context.Context, r Run, expectVersion int64) (Run,
 // harmless, so a retry after a lost answer needs no write token.
 func (s *Store) RenewRun(ctx context.Context, key string, version int64) error {
 	now := s.now()
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := s.db.UpdateItem(writeRunRenew.Context(ctx), &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
 		Key:                       runKey(key),
 		UpdateExpression:          aws.String("SET updated_at = :now, #ttl = :ttl"),
@@ -244,7 +244,7 @@ func (s *Store) TakeCredential(ctx context.Context, id string, kind CredentialKi
 	if err := validateID(id); err != nil {
 		return Credential{}, err
 	}
-	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	out, err := s.db.DeleteItem(writeCredentialTake.Context(ctx), &dynamodb.DeleteItemInput{
 		TableName:                           &s.table,
 		Key:                                 s.credentialKey(id, kind),
 		ConditionExpression:                 aws.String("run_id = :r"),

@@ -73,7 +73,7 @@ func (s *Store) Create(ctx context.Context, in Instance) (Instance, error) {
 	in.CreatedAt, in.UpdatedAt, in.Version = now, now, 1
 	item, token := s.encodeInstance(in), newWriteToken()
 	item[attrWrite] = sv(token)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.db.PutItem(writeInstanceCreate.Context(ctx), &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
@@ -229,7 +229,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold ahead"
 	}
-	return s.update(ctx, id, u, strings.Join(cond, " AND "), want)
+	return s.update(transitionWrite(c).Context(ctx), id, u, strings.Join(cond, " AND "), want)
 }
 
 // Claim is the atomic idle -> claimed hand-over: it succeeds only if the record is in one of from
@@ -274,7 +274,7 @@ func (s *Store) MarkPooled(ctx context.Context, id string) (Instance, error) {
 	u.names["#threshold"] = attrThreshold
 	cond := "attribute_exists(pk) AND #state = " + u.value(sv(string(StateIdle))) +
 		" AND attribute_not_exists(run_id) AND #threshold > " + u.value(ms(u.now))
-	return s.update(ctx, id, u, cond, "idle, no run id, threshold ahead")
+	return s.update(writeInstanceMarkPooled.Context(ctx), id, u, cond, "idle, no run id, threshold ahead")
 }
 
 // Expire moves a live record's threshold to now without changing its state, so refresh (and the
@@ -293,7 +293,7 @@ func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance,
 		cond += " AND run_id = " + u.value(sv(runID))
 		want += " of run " + runID
 	}
-	return s.update(ctx, id, u, cond, want)
+	return s.update(writeInstanceExpire.Context(ctx), id, u, cond, want)
 }
 
 // update runs one conditional UpdateItem and turns a failed condition into ErrNotFound or a

@@ -53,6 +53,7 @@ type Store interface {
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
 	Get(ctx context.Context, id string) (store.Instance, error)
 	Live(ctx context.Context) ([]store.Instance, error)
+	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
 }
 
 // Authenticator verifies a request's token; *auth.Verifier satisfies it. Its errors are

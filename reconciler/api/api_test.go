@@ -5,6 +5,8 @@ package api_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +79,18 @@ type fakeStore struct {
 	mu        sync.Mutex
 	runs      map[string]store.Run
 	instances map[string]store.Instance
+	signals   map[string]store.SignalRecord
 	err       error // every read fails with it when set
+}
+
+func (s *fakeStore) LastSignal(_ context.Context, id string) (store.SignalRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sig, ok := s.signals[id]
+	if !ok {
+		return store.SignalRecord{}, store.ErrNotFound
+	}
+	return sig, nil
 }
 
 func (s *fakeStore) GetRun(_ context.Context, key string) (store.Run, error) {
@@ -409,6 +422,41 @@ func TestRelease(t *testing.T) {
 	}
 	if code, _, b := f.call(t, http.MethodPost, "/v1/release", "run-8", ``); code != 404 || !strings.Contains(string(b), apiv1.CodeRunNotFound) {
 		t.Errorf("release of a run without provision: %d %s", code, b)
+	}
+}
+
+// TestRunShowsSpotInterruption: while a step-driven run still holds its runners, the run's report
+// names the one whose agent reported EC2's spot interruption notice (signed by its pinned key), with
+// the announced time; an unsigned claim of a notice, or another instance's, changes nothing.
+func TestRunShowsSpotInterruption(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	res, _ := json.Marshal(provision.Result{RunKey: "4242:7:1", Label: "7", Status: provision.StatusSucceeded,
+		Runners: []provision.Runner{{InstanceID: "i-1"}, {InstanceID: "i-2"}, {InstanceID: "i-3"}}})
+	f.st.setRun(store.Run{Key: "4242:7:1", RepositoryID: "4242", Repository: "acme/api", RunID: "7", Attempt: 1,
+		Status: provision.StatusSucceeded, Result: res, Version: 2})
+	pub, key, _ := ed25519.GenerateKey(nil)
+	pin := base64.StdEncoding.EncodeToString(pub)
+	notice := store.SignalRecord{Signal: store.SignalSpotInterrupted, RunID: "4242:7:1",
+		Detail: `{"action":"terminate","time":"2026-11-26T17:02:00Z"}`}
+	signed, unsigned := notice, notice
+	signed.Sign("i-1", key, time.Now())
+	f.st.signals = map[string]store.SignalRecord{"i-1": signed, "i-2": unsigned}
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		f.st.instances[id] = store.Instance{ID: id, State: store.StateRunning, RunID: "4242:7:1", AgentKey: pin, Reason: "registered for run 4242:7:1"}
+	}
+	code, _, b := f.call(t, http.MethodGet, "/v1/runs/7", "run-7", "")
+	var got apiv1.RunResponse
+	if err := json.Unmarshal(b, &got); err != nil || code != 200 || len(got.Instances) != 3 {
+		t.Fatalf("GET run: %d %s", code, b)
+	}
+	want := []apiv1.InstanceStatus{
+		{InstanceID: "i-1", State: "running", Interrupted: true, Reason: "runner i-1 was reclaimed by EC2 (spot interruption) at 2026-11-26T17:02:00Z"},
+		{InstanceID: "i-2", State: "running", Reason: "registered for run 4242:7:1"},
+		{InstanceID: "i-3", State: "running", Reason: "registered for run 4242:7:1"},
+	}
+	if diff := cmp.Diff(want, got.Instances); diff != "" {
+		t.Errorf("instances (-want +got):\n%s", diff)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
@@ -159,7 +160,19 @@ func (a *API) instanceStatus(ctx context.Context, id, runKey string) (apiv1.Inst
 	if in.RunID != "" && in.RunID != runKey {
 		return apiv1.InstanceStatus{InstanceID: id, State: apiv1.StateReassigned}, nil
 	}
-	return apiv1.InstanceStatus{InstanceID: id, State: string(in.State), Reason: redact(in.Reason), Threshold: in.Threshold, UpdatedAt: in.UpdatedAt}, nil
+	st := apiv1.InstanceStatus{InstanceID: id, State: string(in.State), Reason: redact(in.Reason), Threshold: in.Threshold, UpdatedAt: in.UpdatedAt}
+	if in.RunID == runKey && in.State.Live() && in.AgentKey != "" {
+		// A spot interruption its agent reported (signed by its pinned key) shows while the run
+		// still holds the instance, not only once the release finds it.
+		sig, err := a.o.Store.LastSignal(ctx, id)
+		switch {
+		case err == nil && in.SpotReclaimed(sig):
+			st.Interrupted, st.Reason = true, redact(release.SpotReason(id, sig.Detail))
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return apiv1.InstanceStatus{}, err
+		}
+	}
+	return st, nil
 }
 
 func (a *API) pools(w http.ResponseWriter, r *http.Request) {

@@ -168,6 +168,9 @@ type InstanceStatus struct {
 	Reason    string    `json:"reason,omitempty"`
 	Threshold time.Time `json:"threshold,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	// Interrupted: EC2 announced the instance's spot interruption (its agent reported the notice)
+	// while the run holds it; Reason says when EC2 reclaims it. The jobs on it end then.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // StateReassigned is InstanceStatus.State for an instance another run owns now.

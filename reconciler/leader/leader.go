@@ -136,6 +136,11 @@ func (e *Elector) attempt(ctx context.Context) time.Duration {
 	l, err := e.st.AcquireLease(actx, e.opts.Name, e.opts.Holder, ttl)
 	cancel()
 	switch {
+	case err == nil && !e.opts.Now().Before(start.Add(ttl)):
+		// The answer came after the lease it secured had run out (a process paused, a call that
+		// hung): another replica may hold the lease by now. Not leading; ask again at once.
+		e.lose(fmt.Errorf("the lease secured at %s expired before its answer arrived", start.Format(time.RFC3339Nano)))
+		return 0
 	case err == nil:
 		e.gain(start.Add(ttl), l)
 		return renewEvery

@@ -118,6 +118,7 @@ type Server struct {
 	throttle      float64
 	throttleUntil time.Time // SetThrottleMutating: every mutating call is refused until then
 	throttleDebt  float64
+	throttled     int // calls refused with RequestLimitExceeded (Throttled)
 	latency       time.Duration
 	faults        map[string][]*apiError
 	calls         map[string]int
@@ -310,6 +311,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			throttled = true
 		}
 	}
+	if throttled {
+		s.throttled++
+	}
 	s.mu.Unlock()
 
 	if latency > 0 {
@@ -486,6 +490,14 @@ func (s *Server) Calls() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Throttled is how many calls were refused with RequestLimitExceeded (SetThrottle,
+// SetThrottleMutating) since the server started.
+func (s *Server) Throttled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled
 }
 
 // ResetCalls zeroes the call counts.
