@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -473,26 +472,14 @@ func (p *Pickup) delete(ctx context.Context, h held) bool {
 // handBack makes held messages visible again at once (ChangeMessageVisibility 0), ten per call. A
 // failure only delays them: they reappear when their visibility timeout ends.
 func (p *Pickup) handBack(ctx context.Context, hs []held) {
-	for len(hs) > 0 {
-		batch := hs[:min(len(hs), 10)]
-		hs = hs[len(batch):]
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
-		for i, h := range batch {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.receipt), VisibilityTimeout: 0,
-			}
-		}
-		out, err := p.q.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
-			QueueUrl: aws.String(p.q.url), Entries: entries,
-		})
-		failed := len(batch)
-		if err == nil {
-			failed = len(out.Failed)
-		}
-		if failed > 0 {
-			p.log.Warn("pool messages not handed back at once; they reappear after their visibility timeout", "failed", failed, "err", err)
-			p.count(func(s *PickupStats) { s.HandBackFailed += failed })
-		}
+	receipts := make([]string, len(hs))
+	for i, h := range hs {
+		receipts[i] = h.receipt
+	}
+	res := SetVisibilityBatch(ctx, p.q.api, p.q.url, receipts, 0)
+	if res.Failed > 0 {
+		p.log.Warn("pool messages not handed back at once; they reappear after their visibility timeout", "failed", res.Failed, "err", res.Err())
+		p.count(func(s *PickupStats) { s.HandBackFailed += res.Failed })
 	}
 }
 

@@ -27,13 +27,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -196,21 +194,15 @@ func poolable(rec store.Instance, now time.Time) bool {
 }
 
 func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) {
-	for batch := range slices.Chunk(msgs, 10) {
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(batch))
-		for i, m := range batch {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
-		}
-		out, err := r.opts.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-		if err != nil {
-			p.fail(PhasePool, fmt.Errorf("deleting %d dead messages from %s (they return; next pass): %w", len(batch), url, err))
-			continue
-		}
-		for _, f := range out.Failed {
-			p.fail(PhasePool, fmt.Errorf("deleting a dead message from %s: %s: %s", url, aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
-		p.update(func(rep *Report) { rep.Pool.Dropped += len(out.Successful) })
+	receipts := make([]string, len(msgs))
+	for i, m := range msgs {
+		receipts[i] = m.receipt
 	}
+	res := pool.DeleteBatch(ctx, r.opts.SQS, url, receipts)
+	for _, err := range res.Errs {
+		p.fail(PhasePool, fmt.Errorf("deleting dead messages from %s (they return; next pass): %w", url, err))
+	}
+	p.update(func(rep *Report) { rep.Pool.Dropped += res.Succeeded })
 }
 
 // release makes the kept messages visible again. It runs even when ctx is done: held messages must
@@ -224,21 +216,12 @@ func (r *Refresher) release(ctx context.Context, p *pass, url string, keep map[s
 	}
 	slices.Sort(ids)
 	p.update(func(rep *Report) { rep.Pool.Kept += len(ids) })
-	for batch := range slices.Chunk(ids, 10) {
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(batch))
-		for i, id := range batch {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(keep[id]), VisibilityTimeout: 0,
-			}
-		}
-		out, err := r.opts.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
-		if err != nil {
-			r.log.WarnContext(ctx, "refresh: making live pool messages visible failed; they reappear when their visibility timeout ends", "queue", url, "error", err)
-			continue
-		}
-		if len(out.Failed) > 0 {
-			r.log.WarnContext(ctx, "refresh: some live pool messages stay hidden until their visibility timeout ends", "queue", url, "failed", len(out.Failed))
-		}
+	receipts := make([]string, len(ids))
+	for i, id := range ids {
+		receipts[i] = keep[id]
+	}
+	if res := pool.SetVisibilityBatch(ctx, r.opts.SQS, url, receipts, 0); res.Failed > 0 {
+		r.log.WarnContext(ctx, "refresh: some live pool messages stay hidden until their visibility timeout ends", "queue", url, "failed", res.Failed, "error", res.Err())
 	}
 }
 

@@ -17,15 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -316,22 +315,10 @@ func (q *JobQueue) receive(ctx context.Context, maxN int, wait, visibility time.
 
 // deleteMessages deletes messages, 10 per call.
 func (q *JobQueue) deleteMessages(ctx context.Context, msgs []message) error {
-	var errs []error
-	for chunk := range slices.Chunk(msgs, 10) {
-		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
-		for i, m := range chunk {
-			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt)}
-		}
-		out, err := q.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("deleting pool job messages: %w", err))
-			continue
-		}
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("deleting pool job message: %s %s", aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
+	if err := pool.DeleteBatch(ctx, q.api, q.url, receipts(msgs)).Err(); err != nil {
+		return fmt.Errorf("deleting pool job messages: %w", err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // retryLater makes messages visible again after delay (zero: at once).
@@ -348,24 +335,18 @@ func (q *JobQueue) extend(ctx context.Context, msgs []message, d time.Duration) 
 // whose receipt handle expired (its visibility ran out and another receive took it) is reported
 // among the failed entries.
 func (q *JobQueue) setVisibility(ctx context.Context, msgs []message, d time.Duration, what string) error {
-	var errs []error
-	for chunk := range slices.Chunk(msgs, 10) {
-		entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
-		for i, m := range chunk {
-			entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.receipt), VisibilityTimeout: int32(max(d.Seconds(), 0)),
-			}
-		}
-		out, err := q.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s pool job messages: %w", what, err))
-			continue
-		}
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("%s pool job message: %s %s", what, aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
+	if err := pool.SetVisibilityBatch(ctx, q.api, q.url, receipts(msgs), d).Err(); err != nil {
+		return fmt.Errorf("%s pool job messages: %w", what, err)
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+func receipts(msgs []message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.receipt
+	}
+	return out
 }
 
 // ledger is the worker's side of the job ledger.
