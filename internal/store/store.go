@@ -347,6 +347,16 @@ func (s *Store) ByRun(ctx context.Context, runID string) ([]Instance, error) {
 // ByState lists live records in one state. When expiredAt is set, only those whose threshold has
 // passed at that time are returned (refresh's query; the index is ordered by threshold).
 func (s *Store) ByState(ctx context.Context, state State, expiredAt time.Time) ([]Instance, error) {
+	in, err := byStateQuery(state, expiredAt)
+	if err != nil {
+		return nil, err
+	}
+	return s.queryInstances(ctx, "by state "+string(state), in)
+}
+
+// byStateQuery is the query of the by_state index for one live state (and, when expiredAt is set,
+// thresholds passed at that time).
+func byStateQuery(state State, expiredAt time.Time) (*dynamodb.QueryInput, error) {
 	if !state.Live() {
 		return nil, fmt.Errorf("listing by state %q: only live states are indexed: %w", state, ErrInvalid)
 	}
@@ -360,7 +370,7 @@ func (s *Store) ByState(ctx context.Context, state State, expiredAt time.Time) (
 		in.ExpressionAttributeNames = map[string]string{"#t": attrThreshold}
 		in.ExpressionAttributeValues[":t"] = ms(expiredAt)
 	}
-	return s.queryInstances(ctx, "by state "+string(state), in)
+	return in, nil
 }
 
 // Fitting lists the live records of a runner class and scope in one state, through the by_fit

@@ -46,6 +46,10 @@ type Options struct {
 	CreateBatch int
 	// Concurrency is how many pools converge at once (default 4).
 	Concurrency int
+	// DiscoverEvery is the pace of the search for pools removed from the configuration (every warm
+	// record's pool: three listings of the whole deployment). It also runs at a converger's first
+	// pass and whenever the configured pools change (default 10 min).
+	DiscoverEvery time.Duration
 	// Jobs, when set, lets a pass put a pool job back in the job queue when the instance that
 	// served it failed to register (UD_REG_FAILED, or no registration before its deadline).
 	Jobs *JobQueue
@@ -69,6 +73,7 @@ func (o Options) withDefaults() Options {
 	def(&o.WarmupTimeout, DefaultWarmupTimeout)
 	def(&o.DanglingAfter, DefaultDanglingAfter)
 	def(&o.MaxStoppedAge, DefaultMaxStoppedAge)
+	def(&o.DiscoverEvery, DefaultDiscoverEvery)
 	if o.CreateBatch <= 0 {
 		o.CreateBatch = 50
 	}
@@ -99,6 +104,14 @@ type Converger struct {
 
 	mu   sync.Mutex
 	last Report
+	disc discovery
+}
+
+// discovery is what the last search for removed pools found.
+type discovery struct {
+	at      time.Time       // when it ran (the injected clock); zero: never
+	names   []string        // the configured pools then, sorted
+	removed map[string]bool // pools with warm records but no spec, until a pass finds them empty
 }
 
 // NewConverger returns a Converger.
@@ -176,6 +189,8 @@ type PoolReport struct {
 	TerminateCalls, StopCalls, CreateCalls int
 	Err                                    error
 	Took                                   time.Duration
+
+	warm int // warm records (warming, ready, stopped, terminating) the pass read
 }
 
 // Converge runs one pass: the reconciler's convergence cron job (every 30 s, leader only). Its
@@ -215,7 +230,7 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 		byName[s.Name] = s
 	}
 	// Pools removed from the configuration still have records: find them so they are scaled in.
-	removed, derr := c.discover(ctx, byName)
+	removed, derr := c.removedPools(ctx, byName, now)
 	if derr != nil {
 		rep.Err = derr
 		c.log.Warn("warm pools: removed pools not looked for", "err", derr)
@@ -241,6 +256,11 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 	rep.Took = time.Since(began)
 	c.mu.Lock()
 	c.last = rep
+	for _, pr := range rep.Pools {
+		if pr.Removed && pr.Err == nil && pr.warm == 0 {
+			delete(c.disc.removed, pr.Pool) // scaled in: nothing left to look for
+		}
+	}
 	c.mu.Unlock()
 	return rep, nil
 }
@@ -270,21 +290,62 @@ func (c *Converger) logPool(pr PoolReport) {
 	}
 }
 
-// discover returns pools that have warm records (warming, ready or stopped) but no spec.
-func (c *Converger) discover(ctx context.Context, known map[string]PoolSpec) ([]string, error) {
-	found := map[string]bool{}
-	for _, st := range []store.State{store.StateWarming, store.StateReady, store.StateStopped} {
-		recs, err := c.st.ByState(ctx, st, time.Time{})
-		if err != nil {
-			return nil, fmt.Errorf("listing %s instances: %w", st, err)
+// removedPools returns the pools removed from the configuration that still have warm records.
+// Finding them reads every warm record of the deployment, so a pass does it only when it may have
+// changed: at the converger's first pass, when the configured pools change (this replica's
+// configuration removed one), and every DiscoverEvery (another replica's older configuration
+// created instances of a pool this one no longer has). In between, each pass converges the pools
+// the last search found until a pass finds one empty; a steady pass reads each pool's records once.
+func (c *Converger) removedPools(ctx context.Context, known map[string]PoolSpec, now time.Time) ([]string, error) {
+	names := slices.Sorted(maps.Keys(known))
+	c.mu.Lock()
+	due := c.disc.at.IsZero() || !slices.Equal(names, c.disc.names) || !now.Before(c.disc.at.Add(c.opts.DiscoverEvery))
+	c.mu.Unlock()
+	var err error
+	if due {
+		var found map[string]bool
+		if found, err = c.discover(ctx); err == nil {
+			c.mu.Lock()
+			c.disc = discovery{at: now, names: names, removed: found}
+			c.mu.Unlock()
 		}
-		for _, r := range recs {
-			if _, ok := known[r.Pool]; r.Pool != "" && !ok {
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for name := range c.disc.removed {
+		if _, ok := known[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, err
+}
+
+// discover returns the pools of every warm record (warming, ready or stopped), the three states
+// listed in parallel, brief.
+func (c *Converger) discover(ctx context.Context) (map[string]bool, error) {
+	states := []store.State{store.StateWarming, store.StateReady, store.StateStopped}
+	recs := make([][]store.Instance, len(states))
+	errs := make([]error, len(states))
+	each(len(states), func(i int) {
+		recs[i], errs[i] = c.st.ByStateBrief(ctx, states[i], time.Time{})
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("listing %s instances: %w", states[i], errs[i])
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	found := map[string]bool{}
+	for _, rs := range recs {
+		for _, r := range rs {
+			if r.Pool != "" {
 				found[r.Pool] = true
 			}
 		}
 	}
-	return slices.Sorted(maps.Keys(found)), nil
+	return found, nil
 }
 
 // categories sorts a pool's records.
@@ -318,8 +379,9 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 		}
 	}()
 
-	// 1. Categorize.
-	recs, err := c.st.ByPool(ctx, spec.Name)
+	// 1. Categorize. Brief records: every step below reads only their id, state, run, threshold,
+	// spec hash, creation time and agent key (the writes return full records).
+	recs, err := c.st.ByPoolBrief(ctx, spec.Name)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing instances: %w", err))
 		return pr
@@ -329,6 +391,7 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 		errs = append(errs, err)
 	}
 	pr.Detached = cat.detached
+	pr.warm = len(recs) - cat.detached
 
 	// Pool jobs: promote what registered, recover what failed. Not part of the pool's capacity.
 	failedJobs := c.jobs(ctx, spec, cat.jobs, now, &pr, &errs)

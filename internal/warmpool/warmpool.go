@@ -91,7 +91,9 @@ type Store interface {
 	Transition(ctx context.Context, id string, c store.Change) (store.Instance, error)
 	Claim(ctx context.Context, id, runID string, threshold time.Time, from ...store.State) (store.Instance, error)
 	ByPool(ctx context.Context, pool string) ([]store.Instance, error)
-	ByState(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
+	// ByPoolBrief and ByStateBrief list brief records (store/brief.go): convergence's reads.
+	ByPoolBrief(ctx context.Context, pool string) ([]store.Instance, error)
+	ByStateBrief(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
 	ByRun(ctx context.Context, runID string) ([]store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
 	PinAgentKey(ctx context.Context, id, pub string) error
@@ -124,6 +126,7 @@ const (
 	DefaultWarmupTimeout = 15 * time.Minute
 	DefaultMaxStoppedAge = 24 * time.Hour
 	DefaultMaxRuntime    = 6 * time.Hour
+	DefaultDiscoverEvery = 10 * time.Minute
 )
 
 // JobRunPrefix prefixes the run id of an instance serving a pool job: "job:<job id>".

@@ -99,6 +99,9 @@ type Options struct {
 	ManyRepos, ManyReposIdle, ManyReposWorkflows int
 	// ReportDir receives report.md and latency.png ("": no report).
 	ReportDir string
+	// ProfileDir, when set, receives a CPU profile of the bench process over the measured passes of
+	// the "convergence 20000" and "refresh 20000" phases (convergence.pprof, refresh.pprof).
+	ProfileDir string
 	// Command is the command line, quoted in the report.
 	Command     string
 	Logger      *slog.Logger // the components' logs (default: discarded)

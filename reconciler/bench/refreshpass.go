@@ -91,6 +91,7 @@ func (h *harness) refreshPass(ctx context.Context, res *Result, records int) err
 	var took []float64
 	var first time.Duration
 	var firstCalls map[string]int
+	defer h.profile("refresh")()
 	for i := range passes + 1 {
 		if i == 1 {
 			firstCalls = counter.Counts()

@@ -1,0 +1,59 @@
+package store_test
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// A brief listing returns the same records as the full one with exactly the brief fields set, and
+// skips foreign items as every listing does.
+func TestBriefListings(t *testing.T) {
+	t.Parallel()
+	var count foreignCounter
+	clock := &fakeClock{t: time.Date(2026, 5, 31, 12, 0, 0, 0, time.UTC)}
+	st, db, table := newStore(t, store.WithClock(clock.Now), store.WithForeignItems(count.add))
+	ctx := t.Context()
+	if _, err := st.Create(ctx, store.Instance{
+		ID: "i-0123456789abcdef0", State: store.StateWarming, Threshold: clock.Now().Add(time.Hour), UsageClass: "on-demand",
+		InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, ResourceClass: "medium", RunnerClass: "linux", Pool: "small-x64",
+		Scope: "acme", Zone: "us-east-1a", SpecHash: "v1", Reason: "warming up",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PinAgentKey(ctx, "i-0123456789abcdef0", base64.StdEncoding.EncodeToString(make([]byte, ed25519.PublicKeySize))); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	full, err := st.Transition(ctx, "i-0123456789abcdef0", store.Change{From: []store.State{store.StateWarming}, To: store.StateReady,
+		RequireNoRun: true, Threshold: clock.Now().Add(time.Hour), MarkPooled: true, Reason: "warmed up"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poison(t, db, table, store.AgentPK("i-attacker"), "X", nil)
+
+	want := store.Instance{ID: full.ID, State: full.State, Threshold: full.Threshold, Pool: full.Pool, RunnerClass: full.RunnerClass,
+		SpecHash: full.SpecHash, CreatedAt: full.CreatedAt, Version: full.Version, PooledAt: full.PooledAt, AgentKey: full.AgentKey}
+	if want.AgentKey == "" || want.PooledAt.IsZero() {
+		t.Fatalf("the record lacks a field to check: %+v", full)
+	}
+	for name, list := range map[string]func() ([]store.Instance, error){
+		"ByPoolBrief":  func() ([]store.Instance, error) { return st.ByPoolBrief(ctx, "small-x64") },
+		"ByStateBrief": func() ([]store.Instance, error) { return st.ByStateBrief(ctx, store.StateReady, time.Time{}) },
+		"LiveBrief":    func() ([]store.Instance, error) { return st.LiveBrief(ctx) },
+	} {
+		got, err := list()
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %+v, %v;\nwant [%+v]", name, got, err, want)
+		}
+	}
+	if got, err := st.ByStateBrief(ctx, store.StateReady, clock.Now()); err != nil || len(got) != 0 {
+		t.Errorf("ByStateBrief(ready, expired now) = %v, %v; want none", got, err)
+	}
+	if count.get(store.IndexByPool) == 0 || count.get(store.IndexByState) == 0 {
+		t.Errorf("foreign items not counted: %v", count.n)
+	}
+}

@@ -1,0 +1,28 @@
+// CPU profiles of the bench process over the passes a phase measures (runnerpool-bench -profile DIR).
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+)
+
+// profile starts a CPU profile of the bench process into ProfileDir/name.pprof, when ProfileDir is
+// set, and returns the function that stops it.
+func (h *harness) profile(name string) func() {
+	if h.o.ProfileDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(h.o.ProfileDir, name+".pprof"))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		h.say("  no CPU profile: %v", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
