@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -36,7 +35,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 )
 
 // EC2API is the part of the EC2 client provision uses directly: terminating an instance whose
@@ -360,16 +358,7 @@ func clientToken(key string) string {
 // launchSpec is the runner class's launch spec with the tags that make every instance traceable
 // to this deployment and run from the moment it exists.
 func (p *Provisioner) launchSpec(rc RunnerClass, key string) fleet.LaunchSpec {
-	spec := rc.Launch
-	spec.Tags = maps.Clone(rc.Launch.Tags)
-	if spec.Tags == nil {
-		spec.Tags = map[string]string{}
-	}
-	spec.Tags[tags.Deployment] = p.cfg.DeploymentID
-	spec.Tags[tags.RunnerClass] = rc.Name
-	spec.Tags[tags.RunID] = key
-	if _, ok := spec.Tags[tags.Name]; !ok {
-		spec.Tags[tags.Name] = "runnerpool-" + rc.Name
-	}
-	return spec
+	return rc.Launch.Tagged(fleet.LaunchTags{
+		Deployment: p.cfg.DeploymentID, RunnerClass: rc.Name, RunID: key, Name: "runnerpool-" + rc.Name,
+	})
 }

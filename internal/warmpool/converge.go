@@ -24,7 +24,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -721,18 +720,7 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 // create launches missing instances in batches (one CreateFleet each) and writes their warming
 // records at once. An instance whose record cannot be written is terminated right away.
 func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
-	launch := spec.Launch
-	launch.Tags = maps.Clone(spec.Launch.Tags)
-	if launch.Tags == nil {
-		launch.Tags = map[string]string{}
-	}
-	launch.Tags[tags.Deployment] = c.opts.DeploymentID
-	launch.Tags[tags.RunnerClass] = spec.RunnerClass
-	launch.Tags[tags.Pool] = spec.Name
-	launch.Tags[tags.SpecHash] = spec.SpecHash
-	if _, ok := launch.Tags[tags.Name]; !ok {
-		launch.Tags[tags.Name] = "runnerpool-pool-" + spec.Name
-	}
+	launch := spec.launch(c.opts.DeploymentID)
 	threshold := now.Add(c.opts.WarmupTimeout)
 	var errs []error
 	for missing > 0 && ctx.Err() == nil {

@@ -80,6 +80,15 @@ type PoolSpec struct {
 	Err error
 }
 
+// launch is the pool's launch spec with the tags of a warm instance of this deployment, for
+// convergence and cold starts alike: the spec hash tag is what a rollout compares.
+func (s PoolSpec) launch(deployment string) fleet.LaunchSpec {
+	return s.Launch.Tagged(fleet.LaunchTags{
+		Deployment: deployment, RunnerClass: s.RunnerClass, Pool: s.Name, SpecHash: s.SpecHash,
+		Name: "runnerpool-pool-" + s.Name,
+	})
+}
+
 // Targets returns the pools in force at now. A pool missing from the answer whose instances are
 // still in the table was removed from the configuration: the converger scales it to zero.
 type Targets func(ctx context.Context, now time.Time) ([]PoolSpec, error)

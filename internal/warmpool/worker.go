@@ -28,7 +28,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
 )
 
@@ -606,17 +605,7 @@ func claimEach(ctx context.Context, st Store, cands []store.Instance, runs []str
 // coldStart launches one instance per job with one CreateFleet and writes their records (created,
 // for the job). It returns the records in job order; jobs beyond them were not served.
 func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now time.Time) ([]store.Instance, error) {
-	launch := spec.Launch
-	launch.Tags = maps.Clone(spec.Launch.Tags)
-	if launch.Tags == nil {
-		launch.Tags = map[string]string{}
-	}
-	launch.Tags[tags.Deployment] = w.cfg.DeploymentID
-	launch.Tags[tags.RunnerClass] = spec.RunnerClass
-	launch.Tags[tags.Pool] = spec.Name
-	if _, ok := launch.Tags[tags.Name]; !ok {
-		launch.Tags[tags.Name] = "runnerpool-pool-" + spec.Name
-	}
+	launch := spec.launch(w.cfg.DeploymentID)
 	var out []store.Instance
 	var errs []error
 	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {

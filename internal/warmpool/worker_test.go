@@ -25,6 +25,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 )
@@ -267,6 +268,13 @@ func TestWebhookBurst(t *testing.T) {
 				sources[s.Pool] = map[string]int{}
 			}
 			sources[s.Pool][s.Source]++
+			if s.Source == warmpool.SourceCreated {
+				// A cold start carries the tags of a warm instance of its pool, spec hash included.
+				if v, _ := e.ec2srv.Instance(s.InstanceID); v.Tags[tags.Pool] != s.Pool || v.Tags[tags.SpecHash] != "v1-"+s.Pool ||
+					v.Tags[tags.Deployment] != deployment {
+					t.Errorf("cold-started %s of pool %s: tags %v", s.InstanceID, s.Pool, v.Tags)
+				}
+			}
 		}
 		for _, g := range rep.Groups {
 			if limit := (g.Started + 49) / 50; g.StartCalls > limit {
