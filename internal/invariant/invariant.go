@@ -70,7 +70,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,7 +77,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -470,14 +468,11 @@ func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration, w
 		// Put back what was held even if the check is cut short; they reappear anyway after vis.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		ids := slices.Sorted(maps.Keys(seen))
-		for batch := range slices.Chunk(ids, 10) {
-			entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(batch))
-			for i, id := range batch {
-				entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(seen[id])}
-			}
-			_, _ = api.ChangeMessageVisibilityBatch(rctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		var receipts []string
+		for _, id := range slices.Sorted(maps.Keys(seen)) {
+			receipts = append(receipts, seen[id])
 		}
+		_ = pool.SetVisibilityBatch(rctx, api, url, receipts, 0)
 	}()
 	empty := 0
 	for range 1000 {
