@@ -260,6 +260,15 @@ func (a *agent) bootSignal(ctx context.Context) bool {
 
 func (a *agent) preRunner(ctx context.Context) {
 	sig := store.SignalRecord{Signal: store.SignalPreRunnerOK}
+	if err := a.grant(ctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Error("agent: the class's job access was not granted", "err", err)
+		a.failed = true
+		a.signal(ctx, store.SignalRecord{Signal: store.SignalPreRunnerFailed, Detail: lastBytes(err.Error(), 1024)})
+		return
+	}
 	if a.cfg.PreRunnerScript != "" {
 		a.log.Info("agent: running the pre-runner script", "path", a.cfg.PreRunnerScript)
 		tail, err := runPreRunner(ctx, a.cfg.PreRunnerScript, a.cfg.PreRunnerTimeout)
@@ -275,6 +284,19 @@ func (a *agent) preRunner(ctx context.Context) {
 		}
 	}
 	a.signal(ctx, sig)
+}
+
+// grant decides and applies what the class's job access hands the runner user (posture.go).
+func (a *agent) grant(ctx context.Context) error {
+	g, err := GrantFor(a.cfg.JobAccess, a.cfg.RunnerUser)
+	if err != nil {
+		return fmt.Errorf("job access: %w", err)
+	}
+	if err := a.cfg.Host.Apply(ctx, a.cfg.RunnerUser, g); err != nil {
+		return fmt.Errorf("job access %s: %w", g.JobAccess, err)
+	}
+	a.log.Info("agent: job access granted", "grant", g.String())
+	return nil
 }
 
 // signal writes a signal, retrying until it is written or ctx ends: the control plane waits for it.

@@ -65,11 +65,43 @@ func killAllAs(ctx context.Context, uid int) {
 // ProcessesOf lists the live pids (zombies run no code and are left to their parent) of which uid is
 // the real, effective, saved or filesystem uid.
 func ProcessesOf(uid int) ([]int, error) {
+	return processesWith(func(u int) bool { return u == uid })
+}
+
+// killUIDRange kills every process with a uid in [start, start+count) until none is left, for at
+// most 10 s: a rootless container's users other than root (the runner user's subordinate range).
+func killUIDRange(ctx context.Context, start, count int) error {
+	if start <= 0 || count <= 0 {
+		return fmt.Errorf("refusing to kill the processes of uids %d+%d", start, count)
+	}
+	in := func(u int) bool { return u >= start && u < start+count }
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids, err := processesWith(in)
+		if err != nil || len(pids) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes of uids %d-%d still running after SIGKILL: %v", start, start+count-1, pids)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// processesWith lists the live pids one of whose uids (real, effective, saved, filesystem) match.
+func processesWith(match func(uid int) bool) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes: %w", err)
 	}
-	want := strconv.Itoa(uid)
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -80,7 +112,7 @@ func ProcessesOf(uid int) ([]int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		var zombie, match bool
+		var zombie, hit bool
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			line := sc.Text()
@@ -90,13 +122,14 @@ func ProcessesOf(uid int) ([]int, error) {
 			}
 			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
 				for _, f := range strings.Fields(rest) {
-					match = match || f == want
+					u, err := strconv.Atoi(f)
+					hit = hit || err == nil && match(u)
 				}
 				break // State comes before Uid
 			}
 		}
 		f.Close()
-		if match && !zombie {
+		if hit && !zombie {
 			pids = append(pids, pid)
 		}
 	}

@@ -19,3 +19,7 @@ func ProcessesOf(int) ([]int, error) {
 }
 
 func fileOwner(string) (int, bool) { return 0, false }
+
+func killUIDRange(context.Context, int, int) error {
+	return errors.New("killing processes is supported on Linux only")
+}

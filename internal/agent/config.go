@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -136,6 +137,12 @@ type Config struct {
 	// volumes and networks pruned. Images stay (they are the warm pool's cache).
 	Docker string
 
+	// JobAccess is the runner class's job_access (config.JobAccessUser, JobAccessDocker,
+	// JobAccessRoot; "" is user): what the agent grants the runner user at first boot (posture.go).
+	JobAccess string
+	// Host applies the grant; OSHost{} (this machine) when nil.
+	Host Host
+
 	// Grace is added to the record's threshold before the instance terminates itself (refresh in the
 	// control plane acts first, at the threshold); 2 min.
 	Grace time.Duration
@@ -192,6 +199,12 @@ func (c Config) withDefaults() (Config, error) {
 		if !filepath.IsAbs(d) {
 			errs = append(errs, fmt.Errorf("temporary directory %q must be an absolute path", d))
 		}
+	}
+	if err := config.ValidateJobAccess(c.JobAccess); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Host == nil {
+		c.Host = OSHost{}
 	}
 	if c.Notice == "" {
 		c.Notice = NoticeIMDSTags

@@ -477,16 +477,14 @@ func CheckPosture(jobAccess, reuse string) error {
 	return nil
 }
 
-// Unsupported says why this version cannot launch the class as declared, or nil: the Docker and
-// root postures and the reuse restrictions are declared (and checked at plan) but not built yet, and
-// a class that asks for them is refused rather than launched with less isolation or more reuse than
+// Unsupported says why this version cannot launch the class as declared, or nil. The root posture
+// and the reuse rules are enforced (the agent grants sudo and the docker group, the release pools a
+// restricted class's instance for its run's repository alone, or never); the Docker posture is not
+// built yet, and a class that asks for it is refused rather than launched with less isolation than
 // it says.
 func (rc RunnerClass) Unsupported() error {
-	if rc.JobAccess != "" && rc.JobAccess != JobAccessUser {
-		return fmt.Errorf("runner class %q: job_access %q is not supported by this version (jobs run as the unprivileged runner user only); the class is not launched", rc.Name, rc.JobAccess)
-	}
-	if rc.Reuse != "" && rc.Reuse != ReuseAny {
-		return fmt.Errorf("runner class %q: reuse %q is not enforced by this version; the class is not launched", rc.Name, rc.Reuse)
+	if rc.JobAccess == JobAccessDocker {
+		return fmt.Errorf("runner class %q: job_access %q is not supported by this version (jobs run as the unprivileged runner user, or as root); the class is not launched", rc.Name, rc.JobAccess)
 	}
 	return nil
 }

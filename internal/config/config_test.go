@@ -260,11 +260,13 @@ func TestJobPosture(t *testing.T) {
 	}{
 		{"", "", true, true},
 		{JobAccessUser, ReuseAny, true, true},
-		{JobAccessUser, ReuseNever, true, false},
+		{JobAccessUser, ReuseNever, true, true},
+		{JobAccessUser, ReuseSameRepository, true, true},
 		{JobAccessDocker, "", true, false},
 		{JobAccessRoot, "", false, false},
 		{JobAccessRoot, ReuseAny, false, false},
-		{JobAccessRoot, ReuseSameRepository, true, false},
+		{JobAccessRoot, ReuseSameRepository, true, true},
+		{JobAccessRoot, ReuseNever, true, true},
 		{"admin", "", false, false},
 		{"", "sometimes", false, false},
 	} {

@@ -168,7 +168,11 @@ func (v *Versions) baseVersion(ctx context.Context, rc config.RunnerClass) (int6
 // description names the version of rc's spec built on base version b. EC2 allows 255 characters.
 func description(rc config.RunnerClass, b int64) string {
 	sgs := slices.Sorted(slices.Values(rc.SecurityGroups))
-	js, _ := json.Marshal([]any{rc.Image, rc.Volume, sgs, rc.InstanceProfile, rc.PreRunnerScript, b})
+	fields := []any{rc.Image, rc.Volume, sgs, rc.InstanceProfile, rc.PreRunnerScript, b}
+	if grantsAccess(rc) {
+		fields = append(fields, rc.JobAccess) // only then: the versions of other classes keep their names
+	}
+	js, _ := json.Marshal(fields)
 	sum := sha256.Sum256(js)
 	return descPrefix + rc.Name + ":" + hex.EncodeToString(sum[:12])
 }
@@ -202,10 +206,14 @@ func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, d
 			data.IamInstanceProfile = &types.LaunchTemplateIamInstanceProfileSpecificationRequest{Arn: aws.String(p)}
 		}
 	}
-	if rc.PreRunnerScript != "" {
-		ud, err := withScript(versions, b, rc.PreRunnerScript)
+	if rc.PreRunnerScript != "" || grantsAccess(rc) {
+		ud, err := withClass(versions, b, rc)
 		if err != nil {
-			return "", &ClassError{rc.Name, "pre_runner_script", err}
+			attr := "pre_runner_script"
+			if rc.PreRunnerScript == "" {
+				attr = "job_access"
+			}
+			return "", &ClassError{rc.Name, attr, err}
 		}
 		data.UserData = aws.String(ud)
 	}
@@ -272,17 +280,24 @@ func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (strin
 	return aws.ToString(out.Images[0].RootDeviceName), nil
 }
 
-// withScript is the base version's user data re-rendered with script, base64 as EC2 takes it.
-func withScript(versions []types.LaunchTemplateVersion, b int64, script string) (string, error) {
+// grantsAccess reports whether the class's job access is more than the default user's: its user data
+// must say so to the agent.
+func grantsAccess(rc config.RunnerClass) bool {
+	return rc.JobAccess != "" && rc.JobAccess != config.JobAccessUser
+}
+
+// withClass is the base version's user data re-rendered with the class's pre-runner script and job
+// access, base64 as EC2 takes it.
+func withClass(versions []types.LaunchTemplateVersion, b int64, rc config.RunnerClass) (string, error) {
 	enc := aws.ToString(baseData(versions, b).UserData)
 	if enc == "" {
-		return "", fmt.Errorf("the launch template's default version %d has no user data to add the script to: render it with runnerpool_user_data", b)
+		return "", fmt.Errorf("the launch template's default version %d has no user data to add the class's script or job access to: render it with runnerpool_user_data", b)
 	}
 	raw, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
 		return "", fmt.Errorf("decoding the launch template's user data: %w", err)
 	}
-	ud, err := userdata.WithPreRunnerScript(string(raw), script)
+	ud, err := userdata.WithClass(string(raw), userdata.Class{PreRunnerScript: rc.PreRunnerScript, JobAccess: rc.JobAccess})
 	if err != nil {
 		return "", err
 	}

@@ -209,3 +209,38 @@ func TestForRefusedImage(t *testing.T) {
 		t.Errorf("missing template: %v, want a ClassError on launch_template_id", err)
 	}
 }
+
+// TestForJobAccess: a root class's version carries the job access in its user data (the agent is
+// started with -job-access root, and the packages the grant needs are installed), a user class's
+// version leaves the template's user data alone, and changing job_access makes a new version.
+func TestForJobAccess(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t, baseUserData(t))
+	v := e.versions()
+	user, err := v.For(ctx, e.class())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := base64.StdEncoding.DecodeString(aws.ToString(e.version(t, user).UserData)); strings.Contains(string(raw), "-job-access") {
+		t.Errorf("a user class's version passes a job access to the agent")
+	}
+	rc := e.class()
+	rc.JobAccess, rc.Reuse = config.JobAccessRoot, config.ReuseSameRepository
+	n, err := v.For(ctx, rc)
+	if err != nil || n == user {
+		t.Fatalf("root class: version %q (user class's %q), %v; want a version of its own", n, user, err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(aws.ToString(e.version(t, n).UserData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := userdata.JobAccessOf(string(raw)); got != config.JobAccessRoot {
+		t.Errorf("job access in the version's user data = %q, want root", got)
+	}
+	for _, want := range []string{" -job-access root", "apt-get install -y --no-install-recommends docker.io sudo"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("the root class's user data lacks %q", want)
+		}
+	}
+}

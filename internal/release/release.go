@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -66,6 +67,10 @@ type Options struct {
 	// OnSpotInterruption is told of every instance whose release found EC2 reclaiming it (a spot
 	// interruption the agent signed); the reconciler counts runnerpool_spot_interruptions_total.
 	OnSpotInterruption func(instanceID string)
+	// Reuse is a runner class's reuse rule (config.ReuseAny, ReuseSameRepository, ReuseNever; ""
+	// is ReuseAny), from the control plane's configuration. An error keeps the instance out of the
+	// pool. Nil: every class is ReuseAny (tests and the bench, whose classes declare nothing).
+	Reuse func(runnerClass string) (string, error)
 }
 
 // Releaser releases runs.
@@ -320,6 +325,11 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)
 	}
 
+	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
+	if reason := r.reuseRefused(rec.RunnerClass, scope); reason != "" {
+		return r.expire(ctx, res, "", "deregistered, not pooled: "+reason, nil)
+	}
+
 	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
 	// still idle, ours to pool and within its threshold. The mark is the control plane's own record
 	// that the hand-back was verified; selection's second look and refresh act on it alone.
@@ -342,6 +352,29 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	}
 	res.Outcome, res.Reason = Pooled, "deregistered by the agent, in pool "+q.URL()
 	return res
+}
+
+// reuseRefused says why the runner class's reuse rule keeps the instance, released by a run of
+// scope, out of the pool ("" when it may be pooled). The pool hands an instance only to runs its
+// scope covers (pool.ScopeCovers), so an instance pooled with a repository's scope serves that
+// repository alone; a restricted class needs exactly that, never an owner's scope, which covers
+// every repository of the owner.
+func (r *Releaser) reuseRefused(runnerClass, scope string) string {
+	if r.opts.Reuse == nil {
+		return ""
+	}
+	reuse, err := r.opts.Reuse(runnerClass)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("runner class %q: its reuse rule is unknown: %v", runnerClass, err)
+	case reuse == config.ReuseNever:
+		return fmt.Sprintf("runner class %q does not reuse instances (reuse = %q)", runnerClass, config.ReuseNever)
+	case reuse == config.ReuseSameRepository && !strings.Contains(scope, "/"):
+		return fmt.Sprintf("runner class %q reuses instances for the same repository only, and the run's scope %q is not a repository", runnerClass, scope)
+	case reuse != "" && reuse != config.ReuseAny && reuse != config.ReuseSameRepository:
+		return fmt.Sprintf("runner class %q: unknown reuse rule %q", runnerClass, reuse)
+	}
+	return ""
 }
 
 // errScope marks a run whose scope the control plane cannot vouch for: the instance is expired.

@@ -90,6 +90,10 @@ type Options struct {
 	// RunnerUser is the agents' runner user (agent.Config.RunnerUser; empty: none, no process is
 	// killed). The simulated instances share one host: a release kills that uid's processes there.
 	RunnerUser string
+	// JobAccess and Reuse are the runner class's posture (config.JobAccess*, config.Reuse*; empty:
+	// user, any-repository): the agents grant JobAccess (recorded in Grants, not applied to this
+	// machine) and the releaser applies Reuse.
+	JobAccess, Reuse string
 }
 
 // Sandbox is a running deployment.
@@ -103,6 +107,8 @@ type Sandbox struct {
 	EC2            *ec2.Client
 	Limits         *awslimit.Limits
 	Log            *slog.Logger
+	// Grants holds the job-access grant each instance's agent decided at boot.
+	Grants *agenttest.Grants
 
 	opts   Options
 	mu     sync.Mutex
@@ -131,7 +137,8 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	def(&o.Grace, 2*time.Second)
 	def(&o.OrphanGrace, 30*time.Second)
 
-	sb := &Sandbox{Table: "runnerpool-sandbox", opts: o, Log: o.Logger, agents: map[string]context.CancelFunc{}, booted: map[string]bool{}}
+	sb := &Sandbox{Table: "runnerpool-sandbox", opts: o, Log: o.Logger, agents: map[string]context.CancelFunc{}, booted: map[string]bool{},
+		Grants: &agenttest.Grants{}}
 	var hook func(context.Context, ec2server.RuntimeInstance)
 	stk, err := stack.Start(ctx, stack.Options{
 		Logger: o.Logger, ChildOutput: o.ChildOutput, EC2PendingDelay: o.PendingDelay,
@@ -228,8 +235,8 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		Notice: notice, NoticeInterval: o.Notice, FallbackInterval: o.Fallback,
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
-		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser,
-	}, agenttest.Options{Root: o.Root, Installation: true, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
+		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser, JobAccess: o.JobAccess,
+	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 		r, err := fakerunner.New(fakerunner.Options{
 			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
 			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
@@ -392,6 +399,12 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
 	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{
 		SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log, OnSpotInterruption: o.OnSpotInterruption,
+		Reuse: func(runnerClass string) (string, error) {
+			if runnerClass != RunnerClass {
+				return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)
+			}
+			return s.opts.Reuse, nil
+		},
 	})
 	c.Refresher = refresh.New(s.Store, s.EC2, gh, s.Resolver(), refresh.Options{
 		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,

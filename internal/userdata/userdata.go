@@ -28,6 +28,8 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // RunnerVersion is the GitHub Actions runner version every instance installs. It is pinned (and the
@@ -104,6 +106,10 @@ type Params struct {
 	// whatever reaches it gets the instance role's credentials; jobs that need AWS credentials should
 	// assume a role with GitHub's OIDC token instead. The agent, as root, reaches it either way.
 	AllowJobMetadata bool
+	// JobAccess is the runner class's job_access (config.JobAccess*; empty is user): the user data
+	// installs what the grant needs and passes it to the agent (-job-access), which applies it at its
+	// first start. The reconciler sets it in the class's launch template version (WithClass).
+	JobAccess string `json:",omitempty"` // omitted when empty: user data rendered before it existed re-renders the same
 }
 
 //go:embed userdata.sh.tmpl
@@ -126,6 +132,7 @@ type data struct {
 	Arches                                                                 []archData
 	PreRunnerB64                                                           string
 	AgentArgs                                                              string
+	JobAccessApt, JobAccessDNF                                             string // packages the class's job access needs
 	ParamsLine                                                             string // base64 JSON of Params without the pre-runner script
 	BlockJobMetadata                                                       bool
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
@@ -173,6 +180,10 @@ func Render(p Params) (string, error) {
 	if p.PreRunnerScript != "" {
 		args = append(args, "-pre-runner-script", PreRunnerPath)
 	}
+	if p.JobAccess != "" && p.JobAccess != config.JobAccessUser {
+		args = append(args, "-job-access", p.JobAccess)
+		d.JobAccessApt, d.JobAccessDNF = jobAccessPackages(p.JobAccess)
+	}
 	d.AgentArgs = strings.Join(args, " ") // every element is from a validated, space-free character set
 
 	var b strings.Builder
@@ -190,6 +201,47 @@ const paramsMarker = "# runnerpool:params "
 // preRunnerRe finds the pre-runner script in rendered user data (the template writes it base64,
 // single-quoted, to PreRunnerPath).
 var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| base64 -d > '` + regexp.QuoteMeta(PreRunnerPath) + `'$`)
+
+// jobAccessPackages are the Debian/Ubuntu and Fedora/Amazon Linux packages a job access needs: rootful
+// Docker and sudo for root; for docker, Docker with rootlesskit, slirp4netns and newuidmap (the
+// rootless daemon the agent runs as the runner user).
+func jobAccessPackages(access string) (apt, dnf string) {
+	switch access {
+	case config.JobAccessRoot:
+		return "docker.io sudo", "docker sudo"
+	case config.JobAccessDocker:
+		return "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils"
+	}
+	return "", ""
+}
+
+// Class is what a runner class adds to the user data it launches with.
+type Class struct {
+	PreRunnerScript string
+	JobAccess       string
+}
+
+// WithClass re-renders user data that Render produced with the class's pre-runner script and job
+// access (each none when empty), every other parameter as it was rendered. It is how a runner
+// class's pre_runner_script and job_access reach its instances: the reconciler puts the result in
+// the class's launch template version.
+func WithClass(userData string, c Class) (string, error) {
+	p, err := paramsOf(userData)
+	if err != nil {
+		return "", err
+	}
+	p.PreRunnerScript, p.JobAccess = c.PreRunnerScript, c.JobAccess
+	return Render(p)
+}
+
+// JobAccessOf returns the job access rendered into user data ("" when none, or not runnerpool's).
+func JobAccessOf(userData string) string {
+	p, err := paramsOf(userData)
+	if err != nil {
+		return ""
+	}
+	return p.JobAccess
+}
 
 // WithPreRunnerScript re-renders user data that Render produced, with script as its pre-runner
 // script (none when empty) and every other parameter as it was rendered. It is how a runner
@@ -281,6 +333,9 @@ func (p Params) Validate() error {
 		if err := checkURL(p.RunnerBaseURL); err != nil {
 			errs = append(errs, fmt.Errorf("runner base URL: %w", err))
 		}
+	}
+	if err := config.ValidateJobAccess(p.JobAccess); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.ContainsRune(p.PreRunnerScript, 0) {
 		errs = append(errs, errors.New("pre-runner script contains a NUL byte"))

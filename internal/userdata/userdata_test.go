@@ -90,6 +90,12 @@ func TestShellcheck(t *testing.T) {
 		name string
 		p    func(*Params)
 	}{"block-job-metadata.sh", nil})
+	for _, access := range []string{"docker", "root"} {
+		cases = append(cases, struct {
+			name string
+			p    func(*Params)
+		}{"job-access-" + access, func(p *Params) { p.JobAccess = access }})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

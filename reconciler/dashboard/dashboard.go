@@ -65,6 +65,9 @@ type Options struct {
 	InstancesPerPage int
 	// CostTTL is how long a computed cost report is reused by pages and metrics (default 1 min).
 	CostTTL time.Duration
+	// Postures returns each runner class's declared posture (job_access, reuse), shown with its
+	// pools (nil: not shown).
+	Postures func(ctx context.Context) (map[string]Posture, error)
 	// Quotas lists the limits and their counts for the quotas page (nil: none).
 	Quotas func(ctx context.Context) ([]QuotaRow, error)
 	// Deployment names the deployment in page titles.
@@ -72,6 +75,10 @@ type Options struct {
 	Now        func() time.Time
 	Logger     *slog.Logger
 }
+
+// Posture is a runner class's declared job posture: what its jobs may do (job_access: user, docker,
+// root) and which runs its instances may serve next (reuse: any-repository, same-repository, never).
+type Posture struct{ JobAccess, Reuse string }
 
 // Dashboard serves the pages.
 type Dashboard struct {

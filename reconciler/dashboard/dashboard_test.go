@@ -115,6 +115,9 @@ func newDashboard(t testing.TB, st *fakeStore, h *fakeHistory, perPage int) *das
 		Pools: func(context.Context, time.Time) ([]history.PoolCount, error) {
 			return []history.PoolCount{{RunnerClass: "linux", Pool: "hot", TargetHot: 4, NextChange: t0.Add(3 * time.Hour), NextHot: 0, States: map[string]int{"ready": 3}}}, nil
 		},
+		Postures: func(context.Context) (map[string]dashboard.Posture, error) {
+			return map[string]dashboard.Posture{"linux": {JobAccess: "root", Reuse: "same-repository"}}, nil
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +144,8 @@ func TestPages(t *testing.T) {
 		has    []string
 	}{
 		{"/", http.StatusSeeOther, nil},
-		{"/pools", 200, []string{"hot", "next change", "Nov 25 15:00 → 0 hot", "polyline", "nightly (gone)"}},
+		{"/pools", 200, []string{"hot", "next change", "Nov 25 15:00 → 0 hot", "polyline", "nightly (gone)",
+			`class="posture warn"`, "job access <b>root</b>, reuse <b>same-repository</b>", "the job owns the machine"}},
 		{"/runs", 200, []string{"4242:250:1", "2 reused, 1 created", "page 1", "?page=2"}},
 		{"/runs?page=3", 200, []string{"4242:50:1", "page 3", "?page=2"}},
 		{"/runs/4242:7:1", 200, []string{"selection", "registration", "jobs", "release", "price-file", "$0.008"}},

@@ -23,6 +23,7 @@ import (
 type poolRow struct {
 	history.PoolCount
 	Name    string
+	Posture postureView
 	Chart   template.HTML
 	Samples int
 }
@@ -32,6 +33,25 @@ type poolsPage struct {
 	Interval time.Duration
 	Samples  int
 	States   []string
+}
+
+// postureView is a runner class's posture as the pools page shows it, with what it hands a job.
+type postureView struct {
+	JobAccess, Reuse, Hands string
+	Root                    bool // the job owns the machine: shown as a warning
+}
+
+func postureOf(p Posture) postureView {
+	v := postureView{JobAccess: cmp.Or(p.JobAccess, "user"), Reuse: cmp.Or(p.Reuse, "any-repository")}
+	switch v.JobAccess {
+	case "root":
+		v.Hands, v.Root = "sudo and rootful Docker: the job owns the machine", true
+	case "docker":
+		v.Hands = "a rootless Docker daemon of the runner user: no root on the host"
+	default:
+		v.Hands = "the unprivileged runner user: no root, no Docker daemon"
+	}
+	return v
 }
 
 // chartSeries are the series of a pool chart, with their CSS classes.
@@ -60,19 +80,27 @@ func (d *Dashboard) pools(r *http.Request, q url.Values) (view, error) {
 			series[k] = append(series[k], poolPoint{at: s.At, c: p})
 		}
 	}
+	postures := map[string]Posture{}
+	if d.o.Postures != nil {
+		if postures, err = d.o.Postures(ctx); err != nil {
+			return view{}, err
+		}
+	}
 	page := poolsPage{Interval: d.o.History.SampleInterval(), Samples: len(samples), States: []string{"warming", "ready", "stopped", "idle", "claimed", "running", "created", "terminating"}}
 	seen := map[key]bool{}
 	for _, c := range current {
 		k := key{c.RunnerClass, c.Pool}
 		seen[k] = true
-		page.Pools = append(page.Pools, poolRow{PoolCount: c, Name: poolName(c), Chart: chart(series[k], now), Samples: len(series[k])})
+		page.Pools = append(page.Pools, poolRow{PoolCount: c, Name: poolName(c), Chart: chart(series[k], now), Samples: len(series[k]),
+			Posture: postureOf(postures[c.RunnerClass])})
 	}
 	// Pools that were sampled in the last day but are gone now still show their history.
 	for k, pts := range series {
 		if !seen[k] {
 			last := pts[len(pts)-1].c
 			last.States, last.TargetHot, last.TargetStop, last.NextChange = map[string]int{}, 0, 0, time.Time{}
-			page.Pools = append(page.Pools, poolRow{PoolCount: last, Name: poolName(last) + " (gone)", Chart: chart(pts, now), Samples: len(pts)})
+			page.Pools = append(page.Pools, poolRow{PoolCount: last, Name: poolName(last) + " (gone)", Chart: chart(pts, now), Samples: len(pts),
+				Posture: postureOf(postures[last.RunnerClass])})
 		}
 	}
 	slices.SortFunc(page.Pools, func(a, b poolRow) int {

@@ -26,6 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
@@ -52,6 +53,11 @@ type classSet struct {
 	// caps are the runner classes' own instance caps (max_instances), of every class read, usable
 	// by step-driven provisions or not (a warm pool's class may be launched from its spec alone).
 	caps map[string]int
+	// reuse are the runner classes' reuse rules (config.Reuse*), of every class read that sets
+	// one; a class without one (a runner classes file's) reuses as before.
+	reuse map[string]string
+	// postures are the table classes' declared postures (the dashboard's pools page).
+	postures map[string]dashboard.Posture
 }
 
 // classSource keeps the current classSet.
@@ -220,10 +226,14 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 		}
 	}
 	set := newClassSet(c.newSet(classes), classes, unusable, now)
-	set.caps = map[string]int{}
+	set.caps, set.reuse, set.postures = map[string]int{}, map[string]string{}, map[string]dashboard.Posture{}
 	for name, rc := range snap.RunnerClasses {
+		set.postures[name] = dashboard.Posture{JobAccess: rc.JobAccess, Reuse: rc.Reuse}
 		if rc.MaxInstances > 0 {
 			set.caps[name] = rc.MaxInstances
+		}
+		if rc.Reuse != "" {
+			set.reuse[name] = rc.Reuse
 		}
 	}
 	return set, nil
@@ -254,7 +264,7 @@ func sameClasses(a, b *classSet) bool {
 		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID && x.Launch.LaunchTemplateVersion == y.Launch.LaunchTemplateVersion &&
 			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime &&
 			slices.Equal(x.InstanceTypes, y.InstanceTypes) && x.UsageClass == y.UsageClass && slices.Equal(x.Labels, y.Labels)
-	}) && maps.Equal(a.unusable, b.unusable) && maps.Equal(a.caps, b.caps)
+	}) && maps.Equal(a.unusable, b.unusable) && maps.Equal(a.caps, b.caps) && maps.Equal(a.reuse, b.reuse) && maps.Equal(a.postures, b.postures)
 }
 
 // Provision hands the request to the provisioner of the runner classes in force (api.Provisioner).
@@ -291,6 +301,24 @@ func (c *classSource) Queue(runnerClass string) (*pool.Queue, error) {
 		return nil, fmt.Errorf("no pool queue for runner class %q", runnerClass)
 	}
 	return rc.Queue, nil
+}
+
+// Reuse is a runner class's reuse rule (release.Options.Reuse), from the set Queue read for the
+// same release.
+func (c *classSource) Reuse(runnerClass string) (string, error) {
+	set := c.cached()
+	if set == nil {
+		return "", fmt.Errorf("runner class %q: no runner classes read yet", runnerClass)
+	}
+	return set.reuse[runnerClass], nil
+}
+
+// postures are the runner classes' postures of the cached set (dashboard.Options.Postures).
+func (c *classSource) postures(context.Context) (map[string]dashboard.Posture, error) {
+	if set := c.cached(); set != nil {
+		return set.postures, nil
+	}
+	return nil, nil
 }
 
 func hasClass(set *classSet, name string) bool { _, ok := set.classes[name]; return ok }

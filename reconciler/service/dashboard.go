@@ -63,7 +63,7 @@ func (s *Service) setupDashboard(cfg config.Config, db history.DynamoDBAPI, pric
 		Retention: cfg.Dashboard.Retention, SampleInterval: cfg.Dashboard.SampleInterval, Now: s.o.Now,
 	})
 	d, err := dashboard.New(dashboard.Options{
-		Store: s.store, History: s.dashboard.history, Pools: s.poolCounts, Price: price, Quotas: s.quotas.rows,
+		Store: s.store, History: s.dashboard.history, Pools: s.poolCounts, Price: price, Quotas: s.quotas.rows, Postures: s.classes.postures,
 		Deployment: cfg.DeploymentID, Now: s.o.Now, Logger: s.log.With("component", "dashboard"),
 	})
 	if err != nil {

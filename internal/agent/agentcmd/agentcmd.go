@@ -26,6 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -44,6 +45,7 @@ type Options struct {
 	CleanHome, CleanDocker                 bool
 	IMDSEndpoint, InstanceID               string
 	InstanceKeys                           string
+	JobAccess                              string
 	LogLevel                               string
 }
 
@@ -100,6 +102,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.StringVar(&o.InstanceID, "instance-id", "", "instance id (default: read from IMDS)")
 	fs.StringVar(&o.InstanceKeys, "instance-keys", envOr("RUNNERPOOL_INSTANCE_KEYS", KeysARN),
 		"how the table keys this instance's items: arn (INSTANCE#<instance ARN>, built from the IMDS identity document; the reconciler's default) or id (INSTANCE#<instance id>); must match the reconciler (env RUNNERPOOL_INSTANCE_KEYS)")
+	fs.StringVar(&o.JobAccess, "job-access", tableconfig.JobAccessUser, "what jobs may do (the runner class's job_access, passed by the user data): user, docker (a rootless Docker daemon of the runner user) or root (sudo and the docker group; granted at first boot)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -116,6 +119,9 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	}
 	if _, err := agent.ParseNoticeMode(o.Notice); err != nil {
 		errs = append(errs, err)
+	}
+	if err := tableconfig.ValidateJobAccess(o.JobAccess); err != nil {
+		errs = append(errs, fmt.Errorf("-job-access: %w", err))
 	}
 	if o.InstanceKeys != KeysARN && o.InstanceKeys != KeysID {
 		errs = append(errs, fmt.Errorf("-instance-keys %q: want %s or %s", o.InstanceKeys, KeysARN, KeysID))
@@ -239,7 +245,7 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 		Notice: agent.NoticeMode(o.Notice), NoticeInterval: o.NoticeInterval, FallbackInterval: o.Fallback,
 		HeartbeatInterval: o.Heartbeat, PreRunnerScript: o.PreRunnerScript,
 		StateDir: o.StateDir, WorkDir: o.WorkDir, RunnerUser: o.RunnerUser, TempDirs: temp, CleanHome: o.CleanHome,
-		Grace: o.Grace, OrphanGrace: o.OrphanGrace, CredentialWait: o.CredentialWait, Logger: log,
+		Grace: o.Grace, OrphanGrace: o.OrphanGrace, CredentialWait: o.CredentialWait, Logger: log, JobAccess: o.JobAccess,
 	}
 	if o.CleanDocker {
 		if docker, err := exec.LookPath("docker"); err == nil {

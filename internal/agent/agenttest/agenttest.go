@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
@@ -42,6 +43,9 @@ type Options struct {
 	// of Dirs.Install plays a job that tampered with the runner. Without it the agent verifies nothing
 	// (the fake runner has no installation).
 	Installation bool
+	// Grants, when set, records each instance's job-access grant instead of applying it to this
+	// machine (agent.Config.Host).
+	Grants *Grants
 	// OnExit, when set, is called when an instance's agent returns (its instance stopped or
 	// terminated, or the agent gave up on its configuration).
 	OnExit func(instanceID string, err error)
@@ -112,6 +116,13 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 			}
 			cfg.PreRunnerScript = path
 		}
+		// The job access too, as the runner class's launch template version rendered it.
+		if access := userdata.JobAccessOf(inst.UserData); access != "" && cfg.JobAccess == "" {
+			cfg.JobAccess = access
+		}
+		if o.Grants != nil {
+			cfg.Host = o.Grants.For(inst.ID)
+		}
 		io := imds.Options{Endpoint: inst.IMDSEndpoint}
 		if o.HTTPClient != nil {
 			io.HTTPClient = o.HTTPClient
@@ -138,4 +149,37 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 			o.OnExit(inst.ID, err)
 		}
 	}
+}
+
+// Grants records the job-access grant each simulated instance's agent decided at boot (agent.Host):
+// the instances share one machine, so the grant is recorded, not applied to it.
+type Grants struct {
+	mu sync.Mutex
+	m  map[string]agent.Grant
+}
+
+// For is instanceID's recording host.
+func (g *Grants) For(instanceID string) agent.Host { return grantRecorder{g, instanceID} }
+
+// Of is the grant instanceID's agent decided, if it decided one.
+func (g *Grants) Of(instanceID string) (agent.Grant, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gr, ok := g.m[instanceID]
+	return gr, ok
+}
+
+type grantRecorder struct {
+	g  *Grants
+	id string
+}
+
+func (r grantRecorder) Apply(_ context.Context, _ string, gr agent.Grant) error {
+	r.g.mu.Lock()
+	defer r.g.mu.Unlock()
+	if r.g.m == nil {
+		r.g.m = map[string]agent.Grant{}
+	}
+	r.g.m[r.id] = gr
+	return nil
 }
