@@ -199,7 +199,7 @@ data "aws_iam_policy_document" "reconciler" {
     actions = [
       "ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings",
       "ec2:DescribeSubnets", "ec2:DescribeImages", "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions",
-      "ec2:DescribeSpotPriceHistory",
+      "ec2:DescribeSpotPriceHistory", "ec2:DescribeTags",
     ]
     resources = ["*"]
   }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -22,13 +23,18 @@ import (
 )
 
 func (r *Refresher) expiry(ctx context.Context, p *pass) {
-	expired, err := r.st.Expired(ctx, p.now)
-	if err != nil {
-		p.fail(PhaseExpiry, fmt.Errorf("listing expired records: %w", err))
+	// Brief records (ids and states are all this phase reads), both listings at once.
+	var expired, terminating []store.Instance
+	var expErr, termErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { expired, expErr = r.st.ExpiredBrief(ctx, p.now) })
+	wg.Go(func() { terminating, termErr = r.st.ByStateBrief(ctx, store.StateTerminating, time.Time{}) })
+	wg.Wait()
+	if expErr != nil {
+		p.fail(PhaseExpiry, fmt.Errorf("listing expired records: %w", expErr))
 	}
-	terminating, err := r.st.ByState(ctx, store.StateTerminating, time.Time{})
-	if err != nil {
-		p.fail(PhaseExpiry, fmt.Errorf("listing terminating records: %w", err))
+	if termErr != nil {
+		p.fail(PhaseExpiry, fmt.Errorf("listing terminating records: %w", termErr))
 	}
 
 	var toMark []store.Instance

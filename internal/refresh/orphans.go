@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -24,24 +25,32 @@ import (
 
 type taggedInstance struct {
 	id       string
+	state    types.InstanceStateName
 	launched time.Time // zero when EC2 did not say
 }
 
 // orphans runs the sweep and returns the ids of this deployment's instances that have no live
 // record (terminated here, or unknown to EC2 by now): phase 4 treats their runners as leftovers.
+//
+// EC2 is read in two steps, so a pass costs what the orphans cost rather than what the deployment
+// holds: DescribeTags lists the ids carrying the deployment tag (a few dozen bytes each, where a
+// DescribeInstances document is some kilobytes), and DescribeInstances is asked only about the ids
+// without a live record, for their state and launch time. An instance EC2 reports terminated is
+// remembered and not asked about again while its tag is still listed.
 func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
-	tagged, err := r.describeTagged(ctx)
+	tagged, err := r.taggedIDs(ctx)
 	if err != nil {
 		p.fail(PhaseOrphans, fmt.Errorf("listing instances tagged %s=%s: %w", tags.Deployment, r.opts.DeploymentID, err))
 		return nil
 	}
-	p.update(func(rep *Report) { rep.Orphans.Tagged = len(tagged) })
 	if len(tagged) == 0 {
 		return nil
 	}
 	// Listed after EC2, so a record written before the listing is seen. An instance launched after
 	// its fleet call but before its record was written is protected by the grace period.
-	live, err := r.st.Live(ctx)
+	// Brief records: this phase and the pool check read ids, states, runs, thresholds, pool marks,
+	// versions and runner classes of the listing; what they act on they read again in full.
+	live, err := r.st.LiveBrief(ctx)
 	if err != nil {
 		p.fail(PhaseOrphans, fmt.Errorf("listing live records (sweep skipped: without them every instance looks orphaned): %w", err))
 		return nil
@@ -52,17 +61,42 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	}
 	p.live = liveIDs
 
-	var suspects []taggedInstance
-	for _, in := range tagged {
-		if _, ok := liveIDs[in.id]; ok {
-			continue
+	recorded, unrecorded := 0, []string{}
+	for _, id := range tagged {
+		switch {
+		case liveIDs[id].ID != "":
+			recorded++
+		case !r.knownTerminated(id):
+			unrecorded = append(unrecorded, id)
 		}
-		if in.launched.IsZero() || p.now.Sub(in.launched) < r.opts.OrphanGrace {
-			p.update(func(rep *Report) { rep.Orphans.Young = append(rep.Orphans.Young, in.id) })
-			continue
-		}
-		suspects = append(suspects, in)
 	}
+	r.forgetTerminated(tagged)
+	described, err := r.describeUnrecorded(ctx, unrecorded)
+	if err != nil {
+		p.fail(PhaseOrphans, fmt.Errorf("describing %d tagged instances without a record (sweep skipped): %w", len(unrecorded), err))
+		return nil
+	}
+	var suspects []taggedInstance
+	for _, id := range unrecorded {
+		in, ok := described[id]
+		switch {
+		case ok && in.state == types.InstanceStateNameTerminated:
+			r.rememberTerminated(id)
+			continue
+		case ok && in.state == types.InstanceStateNameShuttingDown:
+			continue
+		case ok && !in.launched.IsZero() && p.now.Sub(in.launched) >= r.opts.OrphanGrace:
+			suspects = append(suspects, in)
+		default:
+			// Launched within the grace period, or not described yet (EC2's reads are eventually
+			// consistent: a new instance's tag may be listed before the instance is).
+			p.update(func(rep *Report) { rep.Orphans.Young = append(rep.Orphans.Young, id) })
+		}
+		if ok {
+			recorded++ // counted in Tagged: a listed instance that is not terminated
+		}
+	}
+	p.update(func(rep *Report) { rep.Orphans.Tagged = recorded })
 	// The listing reads indexes, which lag behind writes: confirm each suspect with a consistent read.
 	var orphans []string
 	forEach(r.opts.Concurrency, suspects, func(in taggedInstance) {
@@ -97,33 +131,100 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	return dead
 }
 
-// describeTagged lists the not-yet-terminated instances carrying this deployment's tag, all pages.
-func (r *Refresher) describeTagged(ctx context.Context) ([]taggedInstance, error) {
-	pg := ec2.NewDescribeInstancesPaginator(r.ec2, &ec2.DescribeInstancesInput{
+// taggedIDs lists the ids of the instances carrying this deployment's tag (DescribeTags, all
+// pages of 1,000; terminated instances may still be listed).
+func (r *Refresher) taggedIDs(ctx context.Context) ([]string, error) {
+	pg := ec2.NewDescribeTagsPaginator(r.ec2, &ec2.DescribeTagsInput{
 		Filters: []types.Filter{
-			{Name: aws.String("tag:" + tags.Deployment), Values: []string{r.opts.DeploymentID}},
-			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+			{Name: aws.String("resource-type"), Values: []string{"instance"}},
+			{Name: aws.String("key"), Values: []string{tags.Deployment}},
+			{Name: aws.String("value"), Values: []string{r.opts.DeploymentID}},
 		},
 		MaxResults: aws.Int32(1000),
 	})
-	var out []taggedInstance
+	var out []string
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, res := range page.Reservations {
-			for _, in := range res.Instances {
-				// EC2 filter values are patterns ('*' and '?' match): check the tag exactly, so a
-				// deployment id with wildcard characters can never reach another deployment.
-				if !hasTag(in.Tags, tags.Deployment, r.opts.DeploymentID) {
-					continue
-				}
-				out = append(out, taggedInstance{id: aws.ToString(in.InstanceId), launched: aws.ToTime(in.LaunchTime)})
+		for _, t := range page.Tags {
+			// EC2 filter values are patterns ('*' and '?' match): check the tag exactly, so a
+			// deployment id with wildcard characters can never reach another deployment.
+			if t.ResourceType == types.ResourceTypeInstance && aws.ToString(t.Key) == tags.Deployment && aws.ToString(t.Value) == r.opts.DeploymentID {
+				out = append(out, aws.ToString(t.ResourceId))
 			}
 		}
 	}
 	return out, nil
+}
+
+// describeFilterValues is the most values one DescribeInstances filter carries.
+const describeFilterValues = 200
+
+// describeUnrecorded describes the given instances (those of them EC2 knows) that carry this
+// deployment's tag, checked again on the instance itself.
+func (r *Refresher) describeUnrecorded(ctx context.Context, ids []string) (map[string]taggedInstance, error) {
+	out := map[string]taggedInstance{}
+	for chunk := range slices.Chunk(ids, describeFilterValues) {
+		pg := ec2.NewDescribeInstancesPaginator(r.ec2, &ec2.DescribeInstancesInput{
+			Filters: []types.Filter{
+				{Name: aws.String("instance-id"), Values: chunk},
+				{Name: aws.String("tag:" + tags.Deployment), Values: []string{r.opts.DeploymentID}},
+			},
+			MaxResults: aws.Int32(1000),
+		})
+		for pg.HasMorePages() {
+			page, err := pg.NextPage(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, res := range page.Reservations {
+				for _, in := range res.Instances {
+					if !hasTag(in.Tags, tags.Deployment, r.opts.DeploymentID) {
+						continue
+					}
+					id := aws.ToString(in.InstanceId)
+					ti := taggedInstance{id: id, launched: aws.ToTime(in.LaunchTime)}
+					if in.State != nil {
+						ti.state = in.State.Name
+					}
+					out[id] = ti
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// knownTerminated reports whether an earlier pass saw the instance terminated.
+func (r *Refresher) knownTerminated(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.terminated[id]
+}
+
+func (r *Refresher) rememberTerminated(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.terminated == nil {
+		r.terminated = map[string]bool{}
+	}
+	r.terminated[id] = true
+}
+
+// forgetTerminated keeps only the remembered instances whose tag is still listed.
+func (r *Refresher) forgetTerminated(tagged []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.terminated) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(tagged))
+	for _, id := range tagged {
+		listed[id] = true
+	}
+	maps.DeleteFunc(r.terminated, func(id string, _ bool) bool { return !listed[id] })
 }
 
 func hasTag(ts []types.Tag, key, value string) bool {

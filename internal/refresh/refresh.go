@@ -38,6 +38,7 @@ import (
 // EC2API is the part of the EC2 client refresh uses; *ec2.Client satisfies it.
 type EC2API interface {
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	DescribeTags(ctx context.Context, in *ec2.DescribeTagsInput, opts ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error)
 	TerminateInstances(ctx context.Context, in *ec2.TerminateInstancesInput, opts ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
@@ -113,6 +114,9 @@ type Refresher struct {
 
 	mu        sync.Mutex
 	lastSweep time.Time // of phase 6
+	// terminated remembers instances EC2 reported terminated whose tag DescribeTags still lists,
+	// so the orphan sweep does not describe them again (orphans.go).
+	terminated map[string]bool
 }
 
 // New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every

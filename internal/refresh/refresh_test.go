@@ -408,6 +408,35 @@ func TestRefreshSweepsOnlyOwnOrphans(t *testing.T) {
 	}
 }
 
+// The sweep lists the deployment's instances by tag (DescribeTags) and describes only those without
+// a live record; one EC2 reports terminated is not described again while its tag is listed.
+func TestRefreshDescribesOnlyUnrecordedInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	ids := e.launch(t, 6, deployment)
+	for _, id := range ids[:5] {
+		e.record(t, id, store.StateRunning, e.clock.Now().Add(time.Hour))
+	}
+	if _, err := e.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids[5:]}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Minute)
+	r := e.refresher()
+	for pass, wantDescribe := range []int{1, 0} {
+		e.ec2srv.ResetCalls()
+		rep, err := r.Run(ctx)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		calls := e.ec2srv.Calls()
+		if calls["DescribeTags"] != 1 || calls["DescribeInstances"] != wantDescribe || rep.Changed() || rep.Orphans.Tagged != 5 {
+			t.Errorf("pass %d: calls %v, tagged %d, changed %v; want 1 DescribeTags, %d DescribeInstances, 5 tagged, no change",
+				pass, calls, rep.Orphans.Tagged, rep.Changed(), wantDescribe)
+		}
+	}
+}
+
 func TestRefreshRemovesLeftoverRunners(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -7,7 +7,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,19 +66,25 @@ func (s *Store) ByStateBrief(ctx context.Context, state State, expiredAt time.Ti
 
 // LiveBrief is Live with brief records, the live states read in parallel.
 func (s *Store) LiveBrief(ctx context.Context) ([]Instance, error) {
+	return s.statesBrief(ctx, time.Time{})
+}
+
+// ExpiredBrief is Expired with brief records, the live states read in parallel.
+func (s *Store) ExpiredBrief(ctx context.Context, now time.Time) ([]Instance, error) {
+	return s.statesBrief(ctx, now)
+}
+
+// statesBrief lists every live state (ByStateBrief with expiredAt), in parallel.
+func (s *Store) statesBrief(ctx context.Context, expiredAt time.Time) ([]Instance, error) {
 	got := make([][]Instance, len(LiveStates))
 	errs := make([]error, len(LiveStates))
 	var wg sync.WaitGroup
 	for i, st := range LiveStates {
-		wg.Go(func() { got[i], errs[i] = s.ByStateBrief(ctx, st, time.Time{}) })
+		wg.Go(func() { got[i], errs[i] = s.ByStateBrief(ctx, st, expiredAt) })
 	}
 	wg.Wait()
-	var all []Instance
-	for i := range LiveStates {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		all = append(all, got[i]...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	return all, nil
+	return slices.Concat(got...), nil
 }

@@ -132,6 +132,7 @@ var handlers = map[string]handler{
 	"CreateFleet":                    (*Server).createFleet,
 	"RunInstances":                   (*Server).runInstances,
 	"DescribeInstances":              (*Server).describeInstances,
+	"DescribeTags":                   (*Server).describeTags,
 	"StartInstances":                 (*Server).startInstances,
 	"StopInstances":                  (*Server).stopInstances,
 	"TerminateInstances":             (*Server).terminateInstances,
