@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"golang.org/x/sync/errgroup"
 )
 
 // The reuse scenarios' runner classes (each with its own pool queue) and resource classes.
@@ -54,19 +55,17 @@ func (h *harness) fill(ctx context.Context, runnerClass, size string, n int) err
 func (h *harness) fillOf(ctx context.Context, repo, repoID, runnerClass, size string, n int) error {
 	var wfs []*workflow
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 5)
+	var g errgroup.Group // every item runs: failures are recorded, never cancel the others
+	g.SetLimit(5)
 	errs := make([]error, (n+1)/2)
 	for i := range errs {
 		count := min(2, n-2*i)
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			for range 3 {
 				wf, err := h.newWorkflowOf(h.svc.URL(), repo, repoID)
 				if err != nil {
 					errs[i] = err
-					return
+					return nil
 				}
 				resp, err := wf.c.Provision(ctx, reuseRequest(runnerClass, size, count))
 				if err != nil {
@@ -80,11 +79,12 @@ func (h *harness) fillOf(ctx context.Context, repo, repoID, runnerClass, size st
 				mu.Lock()
 				wfs = append(wfs, wf)
 				mu.Unlock()
-				return
+				return nil
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	rerr := h.releaseAll(ctx, wfs)
 	return errors.Join(errors.Join(errs...), rerr)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"golang.org/x/sync/errgroup"
 )
 
 // The storm's windows, before scaling.
@@ -78,13 +79,11 @@ func phaseFaultStorm(ctx context.Context, h *harness, res *Result) error {
 // with an answer.
 func (h *harness) stormWorkflows(ctx context.Context) (ok, failed int) {
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, h.o.Concurrency)
+	var g errgroup.Group // every item runs: failures are recorded, never cancel the others
+	g.SetLimit(h.o.Concurrency)
 	for range h.o.Workflows {
 		count := 1 + h.rng.IntN(h.o.MaxCount)
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			err := h.stormWorkflow(ctx, count)
 			mu.Lock()
 			defer mu.Unlock()
@@ -93,9 +92,10 @@ func (h *harness) stormWorkflows(ctx context.Context) (ok, failed int) {
 			} else {
 				failed++
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return ok, failed
 }
 

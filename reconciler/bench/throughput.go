@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // throughputStats is what one throughput run measured.
@@ -50,28 +52,26 @@ func (h *harness) throughputRun(ctx context.Context, urls []string, counts []int
 		err     error
 	}
 	outcomes := make([]outcome, len(counts))
-	sem := make(chan struct{}, h.o.Concurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group // every item runs: failures are recorded, never cancel the others
+	g.SetLimit(h.o.Concurrency)
 	var mu sync.Mutex
 	var first, last time.Time
 	stopSampling := h.sampleGitHubPoints()
 	usage0, cpu0 := h.sb.Stack.GitHub.Usage(), processCPU()
 	began := time.Now()
 	for i := range counts {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			o := &outcomes[i]
 			wf, err := h.newWorkflowAt(urls[i%len(urls)])
 			if err != nil {
 				o.err = err
-				return
+				return nil
 			}
 			t0 := time.Now()
 			resp, took, err := wf.provision(ctx, counts[i])
 			if err != nil {
 				o.err = fmt.Errorf("provision: %w", err)
-				return
+				return nil
 			}
 			mu.Lock()
 			if first.IsZero() || t0.Before(first) {
@@ -86,9 +86,10 @@ func (h *harness) throughputRun(ctx context.Context, urls []string, counts []int
 			if _, err := wf.release(ctx); err != nil && o.err == nil {
 				o.err = fmt.Errorf("release: %w", err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	t := throughputStats{elapsed: time.Since(began), cpu: processCPU() - cpu0, window: last.Sub(first), peakPoints: stopSampling()}
 	usage := h.sb.Stack.GitHub.Usage()
 	t.points, t.refused = usage.Points-usage0.Points, usage.Refused-usage0.Refused

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +30,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"golang.org/x/sync/errgroup"
 )
 
 // warmClass is the runner class of the benchmark's warm pool, with a pool queue of its own: its
@@ -291,17 +291,14 @@ func perPassCalls(calls map[string]int, n int) string {
 // writeWarmRecords writes a current warm record of spec's pool for each of ids, the first hot
 // ready and the rest stopped, with a threshold an hour after now, 32 writers at a time.
 func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSpec, ids []string, hot int, now time.Time) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(ids))
-	sem := make(chan struct{}, 32)
+	var g errgroup.Group // every record is written; the first error is returned
+	g.SetLimit(32)
 	for i, id := range ids {
 		state := store.StateReady
 		if i >= hot {
 			state = store.StateStopped
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			_, err := st.Create(ctx, store.Instance{
 				ID: id, State: store.StateWarming, Threshold: now.Add(time.Hour), UsageClass: fleet.OnDemand, InstanceType: "c6i.large",
 				CPU: 2, MemoryMiB: 4096, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, SpecHash: spec.SpecHash,
@@ -309,14 +306,10 @@ func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSp
 			if err == nil {
 				_, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: now.Add(time.Hour)})
 			}
-			if err != nil {
-				errs <- err
-			}
+			return err
 		})
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("writing warm records: %w", err)
 	}
 	return nil
