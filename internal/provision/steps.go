@@ -363,20 +363,16 @@ func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet
 // validateFleet waits for every started and created instance to register and be alive: all or
 // nothing. The first failure ends the wait for the others.
 func (p *Provisioner) validateFleet(ctx context.Context, j *job) error {
-	vctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	booting := append(slices.Clone(j.started), j.created...)
-	errs := make([]error, len(booting))
-	var wg sync.WaitGroup
+	errs := make([]error, len(booting)) // every instance's own outcome, read below
+	g, vctx := errgroup.WithContext(ctx)
 	for i, rec := range booting {
-		wg.Go(func() {
+		g.Go(func() error {
 			errs[i] = p.reg.WaitRegistered(vctx, rec.ID, j.key, p.cfg.RegistrationWait)
-			if errs[i] != nil {
-				cancel()
-			}
+			return errs[i]
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	var checks, others []error
 	for _, err := range errs {
 		switch {
