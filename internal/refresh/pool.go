@@ -2,17 +2,22 @@
 // pooled (DESIGN rule 3); one whose record is gone, no longer idle, not marked, past its threshold,
 // malformed or a duplicate is dead and is deleted, so pickups stop paying for it.
 //
-// SQS cannot be read without taking messages: the check receives every message it can (holding
-// them for VisibilityTimeout), judges each against its record, deletes the dead ones, and then makes
-// the live ones visible again at once (ChangeMessageVisibility 0). A live message is never deleted:
-// when its record cannot be read it is kept, and if making it visible fails it reappears by itself
-// when the visibility timeout ends. While the check runs, the messages it holds are invisible to
-// pickups, which is why the timeout is short and the check does one pass per queue. (A pickup
-// holds what it receives for a few seconds until its claim decides; such messages are simply not
-// seen by the check while they are away.)
+// The check never hides the pool from provisions. It compares first: the queue's messages
+// (GetQueueAttributes: visible, in flight and delayed) against the pooled records of the pass's
+// listing whose runner class the queue serves. Equal counts need no walk, and nothing is received.
+// A queue whose counts differ, and every queue at least every FullCheckEvery (a dead message and a
+// lost one cancel out in the counts), is walked. SQS cannot be read without taking messages, so the
+// walk receives a batch (held for VisibilityTimeout at most), judges each message against its
+// record, deletes the dead ones and makes the batch's live ones visible again at once
+// (ChangeMessageVisibility 0), before it receives the next: a live message is away for the
+// milliseconds its batch is judged, not for the walk, and a pickup meanwhile finds the rest. A
+// message received again is not judged again; the walk ends after receives that bring nothing new.
+// A live message is never deleted: when its record cannot be read it is kept, and if making it
+// visible fails it reappears by itself when the visibility timeout ends.
 //
 // Nothing is lost on a crash: an idle instance whose message is gone (a crash between an instance
-// going idle and its message being put, or a message taken by hand) is pooled again. Before it
+// going idle and its message being put, or a message taken by hand) is pooled again, once a walk
+// read the whole queue (at least the messages it counted visible when it began). Before it
 // decides that a message is missing, the check confirms with a long poll (a short poll samples a
 // subset of SQS's servers and may miss the last messages of a queue); it then re-reads the record
 // and pools the instance only if it is still idle and unchanged, has been so for RepoolGrace (the
@@ -27,11 +32,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -53,20 +60,97 @@ type received struct {
 	id, receipt, body string
 }
 
+// checkQueue compares the queue's count with its pooled records and walks it when they differ or a
+// full check is due.
 func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
-	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
-	keep := map[string]string{} // message id -> latest receipt handle, for messages judged live
-	dropped := map[string]bool{}
-	liveInstance := map[string]bool{} // instances with a kept message (a second one is a duplicate)
-	defer func() { r.release(ctx, p, url, keep) }()
+	counts, err := r.counts(ctx, url)
+	if err != nil {
+		// Unknown: walk, as before the counts existed.
+		r.log.WarnContext(ctx, "refresh: pool queue attributes not read; walking the queue", "queue", url, "error", err)
+		counts.visible = -1
+	} else if counts.total() == len(r.pooledIn(p, url)) && !r.fullCheckDue(url, p.now) {
+		p.update(func(rep *Report) { rep.Pool.Matched++ })
+		return
+	}
+	if r.walk(ctx, p, url, counts.visible) {
+		r.mu.Lock()
+		if r.walked == nil {
+			r.walked = map[string]time.Time{}
+		}
+		r.walked[url] = p.now
+		r.mu.Unlock()
+	}
+}
 
-	complete := false // the queue was read to the end: only then can a message be missing
+// queueCounts are SQS's approximate message counts of a queue.
+type queueCounts struct{ visible, inFlight, delayed int }
+
+func (c queueCounts) total() int { return c.visible + c.inFlight + c.delayed }
+
+func (r *Refresher) counts(ctx context.Context, url string) (queueCounts, error) {
+	out, err := r.opts.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible, types.QueueAttributeNameApproximateNumberOfMessagesDelayed},
+	})
+	if err != nil {
+		return queueCounts{}, err
+	}
+	num := func(name types.QueueAttributeName) (int, error) {
+		v, err := strconv.Atoi(out.Attributes[string(name)])
+		if err != nil {
+			return 0, fmt.Errorf("attribute %s = %q: %w", name, out.Attributes[string(name)], err)
+		}
+		return v, nil
+	}
+	var c queueCounts
+	var errs [3]error
+	c.visible, errs[0] = num(types.QueueAttributeNameApproximateNumberOfMessages)
+	c.inFlight, errs[1] = num(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)
+	c.delayed, errs[2] = num(types.QueueAttributeNameApproximateNumberOfMessagesDelayed)
+	return c, errors.Join(errs[:]...)
+}
+
+// pooledIn lists the records the pass's listing shows poolable (idle or ready, marked pooled) whose
+// runner class this queue serves.
+func (r *Refresher) pooledIn(p *pass, url string) []store.Instance {
+	if r.resolver == nil {
+		return nil
+	}
+	var out []store.Instance
+	for _, rec := range p.live {
+		if !poolable(rec, p.now) {
+			continue
+		}
+		if q, err := r.resolver.Queue(rec.RunnerClass); err == nil && q.URL() == url {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// fullCheckDue reports whether the queue was last walked to its end FullCheckEvery ago or more.
+func (r *Refresher) fullCheckDue(url string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.walked[url]
+	return !ok || !now.Before(last.Add(r.opts.FullCheckEvery))
+}
+
+// walk judges every message of the queue, one batch at a time, and reports whether it read the
+// whole queue (then it also pooled again what lost its message). visibleAtStart, when known (>= 0),
+// is how many distinct messages a whole walk must have seen.
+func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStart int) (complete bool) {
+	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
+	seen := map[string]bool{}         // message ids received and judged
+	dead := map[string]bool{}         // of those, the ones judged dead (a failed delete leaves them)
+	liveInstance := map[string]bool{} // instances with a live message (a second one is a duplicate)
 	defer func() {
+		p.update(func(rep *Report) { rep.Pool.Kept += len(liveInstance) })
 		if complete {
 			r.repool(ctx, p, url, liveInstance)
 		}
 	}()
-
 	idle, wait := 0, int32(0)
 	for range maxReceivesPerQueue {
 		out, err := r.opts.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -77,55 +161,67 @@ func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
 		})
 		if err != nil {
 			p.fail(PhasePool, fmt.Errorf("receiving from %s: %w", url, err))
-			return
+			return false
 		}
 		var fresh []received
+		var again []string // receipts of messages judged before: visible again at once
 		for _, m := range out.Messages {
 			id, receipt := aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle)
-			switch {
-			case dropped[id]:
-				// Its delete failed; it stays dead.
-			case keep[id] != "":
-				// Seen before and its visibility lapsed: hold the newest receipt to release it.
-				keep[id] = receipt
-			default:
-				fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
-			}
-		}
-		// A short poll samples a subset of SQS's servers and may come back empty while messages
-		// remain: stop after two receives in a row with nothing new. What is missed is checked by a
-		// later pass (and pickups re-check every record before a claim).
-		if len(fresh) == 0 {
-			if idle++; idle < 2 {
+			if seen[id] {
+				if !dead[id] {
+					again = append(again, receipt)
+				}
 				continue
 			}
-			if wait == 0 && len(r.unpooled(p, url, liveInstance)) > 0 {
-				wait = 1
-				continue
-			}
-			complete = true
-			return
+			seen[id] = true
+			fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
 		}
-		idle = 0
-		verdicts := r.judge(ctx, p, fresh)
-		var dead []received
-		for i, m := range fresh {
-			v := verdicts[i]
-			if v.live && !liveInstance[v.instance] {
-				liveInstance[v.instance] = true
-				keep[m.id] = m.receipt
-				continue
-			}
-			if v.live {
-				v.why = "duplicate message of " + v.instance
-			}
-			r.log.InfoContext(ctx, "refresh: dropping pool message", "queue", url, "message", m.id, "reason", v.why)
-			dropped[m.id] = true
-			dead = append(dead, m)
-		}
-		r.deleteMessages(ctx, p, url, dead)
+		live := r.judgeBatch(ctx, p, url, fresh, liveInstance, dead)
+		r.release(ctx, url, append(again, live...))
 		p.update(func(rep *Report) { rep.Pool.Checked += len(fresh) })
+		// A short poll samples a subset of SQS's servers and may come back empty while messages
+		// remain, and messages made visible again come back: stop after two receives in a row with
+		// nothing new. What is missed is checked by a later pass (and pickups re-check every record
+		// before a claim).
+		if len(fresh) > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; idle < 2 {
+			continue
+		}
+		if wait == 0 && len(r.unpooled(p, url, liveInstance)) > 0 {
+			wait = 1
+			continue
+		}
+		return visibleAtStart < 0 || len(seen) >= visibleAtStart
 	}
+	return false
+}
+
+// judgeBatch judges fresh messages, deletes the dead ones and returns the receipts of the live ones.
+func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh []received, liveInstance, dead map[string]bool) (live []string) {
+	if len(fresh) == 0 {
+		return nil
+	}
+	verdicts := r.judge(ctx, p, fresh)
+	var drop []received
+	for i, m := range fresh {
+		v := verdicts[i]
+		if v.live && !liveInstance[v.instance] {
+			liveInstance[v.instance] = true
+			live = append(live, m.receipt)
+			continue
+		}
+		if v.live {
+			v.why = "duplicate message of " + v.instance
+		}
+		r.log.InfoContext(ctx, "refresh: dropping pool message", "queue", url, "message", m.id, "reason", v.why)
+		dead[m.id] = true
+		drop = append(drop, m)
+	}
+	r.deleteMessages(ctx, p, url, drop)
+	return live
 }
 
 type verdict struct {
@@ -205,21 +301,15 @@ func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msg
 	p.update(func(rep *Report) { rep.Pool.Dropped += res.Succeeded })
 }
 
-// release makes the kept messages visible again. It runs even when ctx is done: held messages must
-// not stay invisible longer than needed (they would reappear anyway when the timeout ends).
-func (r *Refresher) release(ctx context.Context, p *pass, url string, keep map[string]string) {
+// release makes received live messages visible again. It runs even when ctx is done: held
+// messages must not stay invisible longer than needed (they would reappear anyway when the
+// timeout ends).
+func (r *Refresher) release(ctx context.Context, url string, receipts []string) {
+	if len(receipts) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	ids := make([]string, 0, len(keep))
-	for id := range keep {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	p.update(func(rep *Report) { rep.Pool.Kept += len(ids) })
-	receipts := make([]string, len(ids))
-	for i, id := range ids {
-		receipts[i] = keep[id]
-	}
 	if res := pool.SetVisibilityBatch(ctx, r.opts.SQS, url, receipts, 0); res.Failed > 0 {
 		r.log.WarnContext(ctx, "refresh: some live pool messages stay hidden until their visibility timeout ends", "queue", url, "failed", res.Failed, "error", res.Err())
 	}

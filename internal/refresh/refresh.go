@@ -53,6 +53,7 @@ type SQSAPI interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 // QueueLister is implemented by a pool.Resolver that can list every pool queue; refresh checks
@@ -69,6 +70,7 @@ const (
 	MaxBatchSize             = terminate.MaxBatch
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultRepoolGrace       = 30 * time.Second
+	DefaultFullCheckEvery    = 10 * time.Minute
 )
 
 // Options configure a Refresher.
@@ -88,9 +90,13 @@ type Options struct {
 	Queues []*pool.Queue
 	// SQS is the client of those queues. Required when there is a queue to check.
 	SQS SQSAPI
-	// VisibilityTimeout is how long the pool check holds the messages it has received before it
-	// makes the live ones visible again (default 30 s; whole seconds, at least 1).
+	// VisibilityTimeout bounds how long a batch the pool check received stays hidden if the check
+	// cannot make it visible again (it does so as soon as the batch is judged; default 30 s; whole
+	// seconds, at least 1).
 	VisibilityTimeout time.Duration
+	// FullCheckEvery is how often the pool check walks a queue whose message count equals its
+	// pooled records (default 10 min): between walks equal counts are trusted.
+	FullCheckEvery time.Duration
 	// RepoolGrace is how long an idle record must have been unchanged before the pool check pools
 	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
 	// its own message well within that.
@@ -117,6 +123,8 @@ type Refresher struct {
 	// terminated remembers instances EC2 reported terminated whose tag DescribeTags still lists,
 	// so the orphan sweep does not describe them again (orphans.go).
 	terminated map[string]bool
+	// walked is when the pool check last read each queue to its end (pool.go).
+	walked map[string]time.Time
 }
 
 // New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every
@@ -136,6 +144,9 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	}
 	if opts.AgentSweepInterval <= 0 {
 		opts.AgentSweepInterval = DefaultAgentSweepInterval
+	}
+	if opts.FullCheckEvery <= 0 {
+		opts.FullCheckEvery = DefaultFullCheckEvery
 	}
 	if opts.RepoolGrace <= 0 {
 		opts.RepoolGrace = DefaultRepoolGrace

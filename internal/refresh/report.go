@@ -70,6 +70,8 @@ type PoolReport struct {
 	Checked int `json:"checked"` // distinct messages received
 	Dropped int `json:"dropped"` // deleted: malformed, duplicate, expired, or no longer idle
 	Kept    int `json:"kept"`    // live idle instances, made visible again
+	// Matched counts the queues whose message count equalled their pooled records: not walked.
+	Matched int `json:"matched"`
 	// Repooled lists the idle instances that had no message and were pooled again.
 	Repooled []string `json:"repooled,omitempty"`
 }
