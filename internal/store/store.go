@@ -399,6 +399,43 @@ func (s *Store) Live(ctx context.Context) ([]Instance, error) {
 	return all, nil
 }
 
+// ByStateFirst lists at most n live records of a state, earliest threshold first (the by_state
+// index's order): the first of a long list without reading all of it.
+func (s *Store) ByStateFirst(ctx context.Context, state State, n int) ([]Instance, error) {
+	if !state.Live() || n <= 0 {
+		return nil, fmt.Errorf("listing the first %d records in state %q: a live state and a positive count are required: %w", n, state, ErrInvalid)
+	}
+	out, err := s.queryInstancesUpTo(ctx, "first of state "+string(state), &dynamodb.QueryInput{
+		IndexName:                 aws.String(IndexByState),
+		KeyConditionExpression:    aws.String("idx_state = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": sv(string(state))},
+	}, n)
+	return out[:min(n, len(out))], err
+}
+
+// CountByState counts the live records in each live state (COUNT queries of the by_state index,
+// control-plane items only): what a page of counts costs without reading the records.
+func (s *Store) CountByState(ctx context.Context) (map[State]int, error) {
+	out := make(map[State]int, len(LiveStates))
+	for _, st := range LiveStates {
+		in := &dynamodb.QueryInput{
+			TableName: &s.table, IndexName: aws.String(IndexByState), Select: types.SelectCount,
+			KeyConditionExpression:    aws.String("idx_state = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": sv(string(st))},
+		}
+		controlPlaneOnly(in)
+		p := dynamodb.NewQueryPaginator(s.db, in)
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, classify("counting instances by state "+string(st), err)
+			}
+			out[st] += int(page.Count)
+		}
+	}
+	return out, nil
+}
+
 // Expired lists every live record whose threshold has passed at now.
 func (s *Store) Expired(ctx context.Context, now time.Time) ([]Instance, error) {
 	var all []Instance
@@ -429,12 +466,20 @@ func (s *Store) ByPool(ctx context.Context, pool string) ([]Instance, error) {
 // alone. An item that is not a control-plane record never fails the listing: it is skipped and
 // counted (foreign.go).
 func (s *Store) queryInstances(ctx context.Context, what string, in *dynamodb.QueryInput) ([]Instance, error) {
+	return s.queryInstancesUpTo(ctx, what, in, 0)
+}
+
+// queryInstancesUpTo is queryInstances stopping once it has n records (0: all of them).
+func (s *Store) queryInstancesUpTo(ctx context.Context, what string, in *dynamodb.QueryInput, n int) ([]Instance, error) {
 	in.TableName = &s.table
 	index := aws.ToString(in.IndexName)
 	controlPlaneOnly(in)
+	if n > 0 {
+		in.Limit = aws.Int32(int32(min(n, 1000)))
+	}
 	var out []Instance
 	p := dynamodb.NewQueryPaginator(s.db, in)
-	for p.HasMorePages() {
+	for p.HasMorePages() && (n <= 0 || len(out) < n) {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, classify("listing instances "+what, err)

@@ -81,7 +81,7 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, replicas, idle, reuse, "warm
-	// pools", "convergence 20000", "refresh 20000", "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "convergence 20000", "refresh 20000", dashboard, "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
@@ -90,6 +90,10 @@ type Options struct {
 	// 2000), ConvergeRecordsLarge those of the "convergence 20000" phase's (default 20000);
 	// RefreshRecords the records and instances of the "refresh 20000" phase's passes (default 20000).
 	StoppedStarts, ConvergeRecords, ConvergeRecordsLarge, RefreshRecords int
+	// DashboardInstances live records and DashboardRuns history entries of the dashboard phase
+	// (defaults 20000 and 10000); ScreenshotDir, when set, receives its pages' screenshots.
+	DashboardInstances, DashboardRuns int
+	ScreenshotDir                     string
 	// SQSSampling is the probability with which the local stack answers an SQS short poll empty
 	// (stack.EnvSQSSampling; default 0.3, negative: off).
 	SQSSampling float64
@@ -128,6 +132,8 @@ func (o *Options) defaults() {
 	def(&o.ConvergeRecords, 2000)
 	def(&o.ConvergeRecordsLarge, 20000)
 	def(&o.RefreshRecords, 20000)
+	def(&o.DashboardInstances, 20000)
+	def(&o.DashboardRuns, 10000)
 	def(&o.ManyRepos, 20)
 	def(&o.ManyReposIdle, 10)
 	def(&o.ManyReposWorkflows, 20)
@@ -245,6 +251,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"warm pools", phaseWarmPools},
 		{"convergence 20000", phaseConvergence20000},
 		{"refresh 20000", phaseRefresh20000},
+		{"dashboard", phaseDashboard},
 		{"scale sets", phaseScaleSets},
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},

@@ -40,7 +40,8 @@ var assets embed.FS
 
 // Store is the part of *store.Store the dashboard reads.
 type Store interface {
-	Live(ctx context.Context) ([]store.Instance, error)
+	ByStateFirst(ctx context.Context, state store.State, n int) ([]store.Instance, error)
+	CountByState(ctx context.Context) (map[store.State]int, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,24 @@ type fakeStore struct {
 	err  error
 }
 
-func (f *fakeStore) Live(context.Context) ([]store.Instance, error) { return f.live, f.err }
+func (f *fakeStore) ByStateFirst(_ context.Context, state store.State, n int) ([]store.Instance, error) {
+	var out []store.Instance
+	for _, in := range f.live {
+		if in.State == state {
+			out = append(out, in)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b store.Instance) int { return a.Threshold.Compare(b.Threshold) })
+	return out[:min(n, len(out))], f.err
+}
+
+func (f *fakeStore) CountByState(context.Context) (map[store.State]int, error) {
+	out := map[store.State]int{}
+	for _, in := range f.live {
+		out[in.State]++
+	}
+	return out, f.err
+}
 func (f *fakeStore) GetRun(_ context.Context, key string) (store.Run, error) {
 	if r, ok := f.runs[key]; ok {
 		return r, nil

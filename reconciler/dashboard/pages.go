@@ -360,7 +360,6 @@ func timeline(h history.Run, now time.Time) ([]phase, template.HTML) {
 type instanceRow struct {
 	ID, State, Age, Deadline, RunID, RunURL, Scope, RunnerClass, Pool, InstanceType, UsageClass, Zone, Reason string
 	Late                                                                                                      bool
-	order                                                                                                     int
 	created                                                                                                   time.Time
 }
 
@@ -377,32 +376,67 @@ func (d *Dashboard) instances(r *http.Request, q url.Values) (view, error) {
 	if err := only(q, "state", "page"); err != nil {
 		return view{}, err
 	}
+	listed := store.LiveStates
 	state := q.Get("state")
 	if state != "" {
 		st, err := store.ParseState(state)
 		if err != nil || !st.Live() {
 			return view{}, badRequest("state %q: want one of the live states", truncate(state, 40))
 		}
+		listed = []store.State{st}
 	}
-	live, err := d.o.Store.Live(r.Context())
+	// The counts first (COUNT queries): they size the pages, so only the states a page shows are
+	// read (rows go by state, then newest first), not every record of the deployment.
+	ctx := r.Context()
+	counts, err := d.o.Store.CountByState(ctx)
 	if err != nil {
 		return view{}, err
 	}
-	now := d.o.Now()
 	p := instancesPage{Counts: map[string]int{}, State: state}
 	for _, s := range store.LiveStates {
 		p.States = append(p.States, string(s))
+		p.Counts[string(s)] = counts[s]
 	}
-	var rows []instanceRow
-	for _, in := range live {
-		p.Counts[string(in.State)]++
-		if state != "" && string(in.State) != state {
+	for _, s := range listed {
+		p.Total += counts[s]
+	}
+	per := d.o.InstancesPerPage
+	p.Last = max((p.Total+per-1)/per, 1)
+	if p.Page, err = pageNumber(q, p.Last); err != nil {
+		return view{}, err
+	}
+	from, to := (p.Page-1)*per, p.Page*per
+	offset := 0
+	for _, s := range listed {
+		n := counts[s]
+		if n == 0 || offset+n <= from || offset >= to {
+			offset += n
 			continue
 		}
+		// Within a state, earliest deadline first (the index's order): a page reads the records up
+		// to its end, never the rest of the state.
+		recs, err := d.o.Store.ByStateFirst(ctx, s, to-offset)
+		if err != nil {
+			return view{}, err
+		}
+		rows := d.instanceRows(recs)
+		// The records may have moved since they were counted: clamp to what was read.
+		lo, hi := min(max(from-offset, 0), len(rows)), min(max(to-offset, 0), len(rows))
+		p.Rows = append(p.Rows, rows[lo:hi]...)
+		offset += n
+	}
+	return view{page: "instances", title: "Instances", data: p}, nil
+}
+
+// instanceRows renders records of one state, in the order given.
+func (d *Dashboard) instanceRows(recs []store.Instance) []instanceRow {
+	now := d.o.Now()
+	rows := make([]instanceRow, 0, len(recs))
+	for _, in := range recs {
 		row := instanceRow{
 			ID: in.ID, State: string(in.State), Age: fmtDur(now.Sub(in.CreatedAt)), RunID: in.RunID, Scope: in.Scope,
 			RunnerClass: in.RunnerClass, Pool: in.Pool, InstanceType: in.InstanceType, UsageClass: in.UsageClass, Zone: in.Zone,
-			Reason: in.Reason, order: slices.Index(store.LiveStates, in.State), created: in.CreatedAt,
+			Reason: in.Reason, created: in.CreatedAt,
 		}
 		if in.RunID != "" {
 			row.RunURL = "/runs/" + url.PathEscape(in.RunID)
@@ -417,16 +451,7 @@ func (d *Dashboard) instances(r *http.Request, q url.Values) (view, error) {
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b instanceRow) int {
-		return cmp.Or(cmp.Compare(a.order, b.order), b.created.Compare(a.created), strings.Compare(a.ID, b.ID))
-	})
-	per := d.o.InstancesPerPage
-	p.Total, p.Last = len(rows), max((len(rows)+per-1)/per, 1)
-	if p.Page, err = pageNumber(q, p.Last); err != nil {
-		return view{}, err
-	}
-	p.Rows = rows[min((p.Page-1)*per, len(rows)):min(p.Page*per, len(rows))]
-	return view{page: "instances", title: "Instances", data: p}, nil
+	return rows
 }
 
 // ---- Cost --------------------------------------------------------------------------------------
