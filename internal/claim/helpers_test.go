@@ -81,6 +81,7 @@ func newEnv(t testing.TB) *env {
 	}, func(o *ec2.Options) { o.BaseEndpoint = aws.String(ehs.URL) })
 
 	e.ghsrv = githubfake.New(githubfake.Options{})
+	e.ghsrv.SetLimits(githubfake.DocumentedLimits) // as one App installation has them
 	ghs := httptest.NewServer(e.ghsrv)
 	e.ghURL = ghs.URL
 	e.gh, err = ghaccess.New(ghaccess.Config{APIURL: ghs.URL, Token: e.ghsrv.PAT(), Logger: quiet})

@@ -142,6 +142,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.lt = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
 
 	e.gh = githubfake.New(githubfake.Options{})
+	// GitHub's documented limits, as one App installation has them: the contention tests must hold
+	// under them (a test that needs a limit of its own sets it).
+	e.gh.SetLimits(githubfake.DocumentedLimits)
 	ghs := httptest.NewServer(e.gh)
 	e.ghURL = ghs.URL
 	t.Cleanup(func() {

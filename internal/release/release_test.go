@@ -76,6 +76,7 @@ func newEnv(t testing.TB) *env {
 	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(ec2http.URL) })
 
 	fake := githubfake.New(githubfake.Options{})
+	fake.SetLimits(githubfake.DocumentedLimits) // as one App installation has them
 	ghhttp := httptest.NewServer(fake)
 	t.Cleanup(func() { ghhttp.Close(); fake.Close() })
 	gh, err := ghaccess.New(ghaccess.Config{APIURL: ghhttp.URL, Token: fake.PAT()})

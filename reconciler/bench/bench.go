@@ -550,9 +550,8 @@ func (w *workflow) release(ctx context.Context) (apiv1.ReleaseResponse, error) {
 	return w.c.Release(ctx, apiv1.ReleaseRequest{})
 }
 
-// githubLimits are the limits the bench's GitHub enforces: 5,000 requests an hour per
-// installation, 900 points a minute (GET 1, writes 5), 100 concurrent requests.
-var githubLimits = githubfake.Limits{Primary: 5000, Points: 900, Concurrent: 100}
+// githubLimits are the limits the bench's GitHub enforces: GitHub's documented ones.
+var githubLimits = githubfake.DocumentedLimits
 
 // githubPoints is what GitHub's REST API has charged so far against the secondary limit.
 func (h *harness) githubPoints() int { return h.sb.Stack.GitHub.Usage().Points }

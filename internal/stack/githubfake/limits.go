@@ -34,6 +34,11 @@ type Limits struct {
 	Status int
 }
 
+// DocumentedLimits are GitHub's documented limits for one App installation: 5,000 requests an
+// hour, 900 points a minute (GET 1, writes 5), 100 concurrent requests. The bench and the
+// contention tests run under them.
+var DocumentedLimits = Limits{Primary: 5000, Points: 900, Concurrent: 100}
+
 // Usage is what the REST API served: requests answered and the secondary-limit points they cost,
 // and requests refused by a limit or an outage (not charged).
 type Usage struct {
