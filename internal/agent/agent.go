@@ -223,6 +223,12 @@ func (a *agent) run(ctx context.Context) {
 	if !a.bootSignal(ctx) {
 		return
 	}
+	if d := a.cfg.RootlessDocker; d != nil && !a.failed {
+		// Started ahead, so a warm or pooled instance's first container does not wait for it.
+		if err := d.Start(ctx); err != nil {
+			a.log.Warn("agent: the runner user's docker daemon did not start; retried at the registration", "err", err)
+		}
+	}
 	for ctx.Err() == nil {
 		if exit := a.step(ctx); exit {
 			return
@@ -473,6 +479,18 @@ func (a *agent) register(ctx context.Context, runID string) {
 		log.Error("agent: runner installation not fit to register", "err", err)
 		a.giveUpRegistration(ctx, runID, err.Error())
 		return
+	}
+	if d := a.cfg.RootlessDocker; d != nil {
+		// The job's Docker daemon answers before its runner is registered (usually it runs since
+		// the last release or the boot, and this only checks it).
+		if err := d.Start(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("agent: the runner user's docker daemon does not start", "err", err)
+			a.giveUpRegistration(ctx, runID, err.Error())
+			return
+		}
 	}
 	cred, err := a.takeCredential(ctx, store.CredentialRegistration, runID)
 	if err != nil {

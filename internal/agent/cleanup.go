@@ -64,6 +64,11 @@ func (a *agent) cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if d := a.cfg.RootlessDocker; d != nil {
+		if err := cleanRootless(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if a.cfg.Docker != "" {
 		if err := dockerCleanup(ctx, a.cfg.Docker, runCommand); err != nil {
 			errs = append(errs, err)
@@ -104,6 +109,24 @@ func (a *agent) cleanup(ctx context.Context) error {
 		return fmt.Errorf("cleaning up: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// cleanRootless cleans the runner user's Docker daemon after a run. The daemon ran as the runner user
+// and the job could do anything with it, so its word is not taken: the daemon was killed with the
+// runner user's processes; what ran as the user's subordinate uids (containers' other users) is
+// killed too; then a daemon started afresh (root's binaries, a clean session) removes the job's
+// containers, volumes and networks and is checked to list none. Images stay.
+func cleanRootless(ctx context.Context, d *RootlessDocker) error {
+	d.Stop()
+	if d.SubCount > 0 {
+		if err := killUIDRange(ctx, d.SubStart, d.SubCount); err != nil {
+			return fmt.Errorf("rootless docker: %w", err)
+		}
+	}
+	if err := d.Start(ctx); err != nil {
+		return err
+	}
+	return d.Clean(ctx)
 }
 
 // emptyDir removes everything inside dir (and creates dir when missing).

@@ -68,6 +68,11 @@ func ProcessesOf(uid int) ([]int, error) {
 	return processesWith(func(u int) bool { return u == uid })
 }
 
+// ProcessesOfRange lists the live pids with a uid in [start, start+count).
+func ProcessesOfRange(start, count int) ([]int, error) {
+	return processesWith(func(u int) bool { return u >= start && u < start+count })
+}
+
 // killUIDRange kills every process with a uid in [start, start+count) until none is left, for at
 // most 10 s: a rootless container's users other than root (the runner user's subordinate range).
 func killUIDRange(ctx context.Context, start, count int) error {

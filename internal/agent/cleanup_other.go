@@ -23,3 +23,8 @@ func fileOwner(string) (int, bool) { return 0, false }
 func killUIDRange(context.Context, int, int) error {
 	return errors.New("killing processes is supported on Linux only")
 }
+
+// ProcessesOfRange lists the processes of a uid range (Linux only).
+func ProcessesOfRange(int, int) ([]int, error) {
+	return nil, errors.New("listing processes is supported on Linux only")
+}

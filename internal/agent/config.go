@@ -142,6 +142,11 @@ type Config struct {
 	JobAccess string
 	// Host applies the grant; OSHost{} (this machine) when nil.
 	Host Host
+	// RootlessDocker is the runner user's Docker daemon (JobAccess docker, docker.go): started
+	// before every registration when it does not answer, and after every run killed with the
+	// runner user's processes, started again and emptied of the job's containers, volumes and
+	// networks. Required for JobAccess docker.
+	RootlessDocker *RootlessDocker
 
 	// Grace is added to the record's threshold before the instance terminates itself (refresh in the
 	// control plane acts first, at the threshold); 2 min.
@@ -205,6 +210,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Host == nil {
 		c.Host = OSHost{}
+	}
+	if c.JobAccess == config.JobAccessDocker && c.RootlessDocker == nil {
+		errs = append(errs, errors.New("job access docker needs the runner user's rootless Docker daemon"))
 	}
 	if c.Notice == "" {
 		c.Notice = NoticeIMDSTags

@@ -3,8 +3,10 @@
 # hold: the npm packages of internal/stack/node from the committed lock file (npm ci), and a Java
 # runtime for DynamoDB Local from Debian (openjdk-17-jre-headless) when java is missing or older
 # than 17. `make deps` runs it (the demo, the stack, the bench and the fault matrix need no more).
-# With --test it also installs what only the tests use: shellcheck and iptables (the user-data tests)
-# and chromium (the dashboard's browser test); `make test` runs it so. Idempotent, and silent when
+# With --test it also installs what only the tests use: shellcheck and iptables (the user-data tests),
+# chromium (the dashboard's browser test), and Docker for the "docker" job access tests (Debian's
+# docker.io with rootlesskit, slirp4netns and uidmap, and busybox-static for the image they import);
+# `make test` runs it so. Idempotent, and silent when
 # there is nothing to do.
 set -euo pipefail
 
@@ -117,4 +119,25 @@ fi
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
 	say "chromium not found: installing it (the dashboard's headless browser test)"
 	apt_install chromium
+fi
+
+# --- rootless Docker ----------------------------------------------------------------------------
+# The "docker" job access tests run the agent's rootless daemon (dockerd-rootless.sh of docker.io,
+# rootlesskit, slirp4netns, newuidmap) as a throwaway account, and import an image made of the static
+# busybox (no registry is reachable). No daemon is started here.
+for pkg in docker.io:dockerd rootlesskit:rootlesskit slirp4netns:slirp4netns uidmap:newuidmap; do
+	if ! command -v "${pkg#*:}" >/dev/null 2>&1; then
+		say "${pkg#*:} not found: installing ${pkg%%:*} (the rootless Docker tests)"
+		apt_install "${pkg%%:*}"
+	fi
+done
+if ! command -v busybox >/dev/null 2>&1 || ! file -L "$(command -v busybox)" 2>/dev/null | grep -q 'statically linked'; then
+	say "no static busybox: installing busybox-static (the rootless Docker tests' image)"
+	apt_install busybox-static
+fi
+# slirp4netns opens /dev/net/tun as the runner user: udev makes it 0666 on a Debian host (and on EC2),
+# some containers leave it root's alone.
+if [[ -c /dev/net/tun && "$(stat -c %a /dev/net/tun)" != 666 ]]; then
+	say "/dev/net/tun is mode $(stat -c %a /dev/net/tun): making it 0666, as udev does"
+	if [[ "$(id -u)" -ne 0 ]]; then sudo chmod 0666 /dev/net/tun; else chmod 0666 /dev/net/tun; fi
 fi

@@ -234,6 +234,17 @@ func WithClass(userData string, c Class) (string, error) {
 	return Render(p)
 }
 
+// BlockScriptOf returns the metadata block script rendered into user data (the script its systemd
+// unit runs at every boot), "" when the user data has none (AllowJobMetadata).
+func BlockScriptOf(userData string) string {
+	start := strings.Index(userData, "<<'BLOCK'\n")
+	end := strings.Index(userData, "\nBLOCK\n")
+	if start < 0 || end < start {
+		return ""
+	}
+	return userData[start+len("<<'BLOCK'\n") : end+1]
+}
+
 // JobAccessOf returns the job access rendered into user data ("" when none, or not runnerpool's).
 func JobAccessOf(userData string) string {
 	p, err := paramsOf(userData)

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,7 +249,14 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 		StateDir: o.StateDir, WorkDir: o.WorkDir, RunnerUser: o.RunnerUser, TempDirs: temp, CleanHome: o.CleanHome,
 		Grace: o.Grace, OrphanGrace: o.OrphanGrace, CredentialWait: o.CredentialWait, Logger: log, JobAccess: o.JobAccess,
 	}
-	if o.CleanDocker {
+	var env []string
+	if o.JobAccess == tableconfig.JobAccessDocker {
+		d, err := RootlessDocker(o.RunnerUser, logOut)
+		if err != nil {
+			return agent.Config{}, err
+		}
+		cfg.RootlessDocker, env = d, []string{"DOCKER_HOST=" + d.Host()}
+	} else if o.CleanDocker {
 		if docker, err := exec.LookPath("docker"); err == nil {
 			cfg.Docker = docker
 		}
@@ -261,10 +270,44 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 		cfg.RunnerDir, cfg.RunnerManifest = o.RunnerDir, o.RunnerManifest
 		cfg.NewRunner = func(string) (runner.Runner, error) {
 			return runner.NewActions(runner.ActionsOptions{Dir: o.RunnerDir, User: o.RunnerUser,
-				WorkDir: relWork(o.RunnerDir, o.WorkDir), Output: logOut})
+				WorkDir: relWork(o.RunnerDir, o.WorkDir), Output: logOut, Env: env})
 		}
 	}
 	return cfg, nil
+}
+
+// Where a "docker" class's daemon keeps its socket and its data: the runner user's directories,
+// outside its home and the temporary directories the cleanup empties, so images stay between runs.
+const (
+	RootlessRuntimeDir = "/run/runnerpool-docker"
+	RootlessDataRoot   = "/var/lib/runnerpool-docker"
+)
+
+// RootlessDocker is the runner user's Docker daemon of a "docker" class (agent.RootlessDocker).
+func RootlessDocker(runnerUser string, out io.Writer) (*agent.RootlessDocker, error) {
+	u, err := user.Lookup(runnerUser)
+	if err != nil {
+		return nil, fmt.Errorf("-job-access docker: runner user: %w", err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err := errors.Join(err1, err2); err != nil || uid <= 0 {
+		return nil, fmt.Errorf("-job-access docker: runner user %s: uid %q gid %q", runnerUser, u.Uid, u.Gid)
+	}
+	start, count, err := agent.SubordinateRange("/etc/subuid", runnerUser, uid)
+	if err != nil {
+		return nil, fmt.Errorf("-job-access docker: %w", err)
+	}
+	script, err := agent.FindRootlessScript()
+	if err != nil {
+		return nil, fmt.Errorf("-job-access docker: %w", err)
+	}
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		return nil, fmt.Errorf("-job-access docker: the docker CLI: %w", err)
+	}
+	return &agent.RootlessDocker{UID: uid, GID: gid, Home: u.HomeDir, SubStart: start, SubCount: count,
+		RuntimeDir: RootlessRuntimeDir, DataRoot: RootlessDataRoot, Script: script, Docker: docker, Output: out}, nil
 }
 
 // relWork expresses the work directory relative to the runner directory when it lies below it

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 )
@@ -73,8 +75,9 @@ func NewAccount(t *testing.T, n int) Account {
 		t.Cleanup(func() { _ = exec.Command("groupdel", g).Run() })
 		groups = append(groups, g)
 	}
-	// useradd gives a login account a free subordinate id range of its own (/etc/subuid, /etc/subgid),
-	// and userdel takes it back.
+	// A subordinate id range of its own (/etc/subuid, /etc/subgid), as useradd gives a login user
+	// (not one above UID_MAX, as this one is): far above the usual ranges, distinct per uid.
+	// userdel takes it back.
 	args := []string{"useradd", "--uid", strconv.Itoa(uid), "--user-group", "--create-home", "--shell", "/bin/sh"}
 	if len(groups) > 0 {
 		args = append(args, "--groups", strings.Join(groups, ","))
@@ -84,6 +87,9 @@ func NewAccount(t *testing.T, n int) Account {
 		_ = exec.Command("userdel", "--force", "--remove", name).Run()
 		_ = exec.Command("groupdel", name).Run()
 	})
+	sub := 100_000_000 + (uid-60000)*65536
+	ids := strconv.Itoa(sub) + "-" + strconv.Itoa(sub+65535)
+	run("usermod", "--add-subuids", ids, "--add-subgids", ids, name)
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
@@ -99,4 +105,24 @@ func NewAccount(t *testing.T, n int) Account {
 		a.Groups = append(a.Groups, id)
 	}
 	return a
+}
+
+// KillAccount kills every process of uid and of the uid range [start, start+count) (a rootless
+// daemon's containers), until none is left or 10 s passed.
+func KillAccount(uid, start, count int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pids, _ := agent.ProcessesOf(uid)
+		if count > 0 {
+			more, _ := agent.ProcessesOfRange(start, count)
+			pids = append(pids, more...)
+		}
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -41,6 +41,9 @@ type ActionsOptions struct {
 	StopTimeout time.Duration
 	// Output receives config.sh's and run.sh's output; discarded when nil.
 	Output io.Writer
+	// Env is added to the environment of config.sh and run.sh, and so of every job (DOCKER_HOST of
+	// a "docker" class's daemon). No credential belongs here.
+	Env []string
 }
 
 // Actions drives the real actions runner.
@@ -252,7 +255,7 @@ func (a *Actions) command(ctx context.Context, name string, args ...string) (*ex
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = a.o.Dir
 	cmd.Stdout, cmd.Stderr = a.o.Output, a.o.Output
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, a.o.Env...)
 	if err := asUser(cmd, a.o.User); err != nil {
 		return nil, fmt.Errorf("actions runner: %w", err)
 	}
