@@ -33,7 +33,9 @@ const lostShare = 0.2
 // warm pool's target changed, and on every fourth run a pool job served through the webhook path
 // by the pool-job worker. Every provision and release must succeed, no instance the run used may be
 // terminated or expired (all are healthy), no run record may be left provisioning, and the whole
-// deployment must pass env.verify.
+// deployment must pass env.judge (env.verify with the checker's rules of transient faults). After
+// the runs, otherWrites makes the conditional writes no workflow makes; every conditional write
+// internal/condwrite declares must have lost an answer at least once, and none may be unnamed.
 func lostAnswer(t *testing.T, e *env) {
 	ctx := t.Context()
 	lost := &faults.LostAnswer{Conditional: true, Share: lostShare, Rand: rand.New(rand.NewPCG(e.rng.Uint64(), 1))}

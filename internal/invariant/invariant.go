@@ -39,9 +39,10 @@
 //     that used it under a transient fault succeeded) is terminated, being terminated, past its
 //     threshold, or gone.
 //   - transient-termination: with Options.Terminations (under a transient fault), every
-//     terminating record, and every terminated one the checker reads, has a recorded reason, and no reason is a transient fault of AWS or GitHub
-//     (Transient: throttling, 5xx, a timeout, a refused connection): such a fault is waited out,
-//     never paid for with an instance.
+//     terminating record, and every terminated one the checker reads, has a recorded reason, and
+//     no reason, nor that of a record expired for termination, is a transient fault of AWS or
+//     GitHub (Transient: throttling, 5xx, a timeout, a refused connection): such a fault is waited
+//     out, never paid for with an instance.
 //   - deadline: every provision and release the caller made (Options.Answers) answered within its
 //     documented deadline, with success or a clean error (not a deadline of its own that ran out).
 //   - unpooled: with Options.IdlePooled (after the fault ended and a refresh pass ran), every idle
@@ -899,9 +900,16 @@ func checkProvisioning(ctx context.Context, st Store, rep *Report, o Options) {
 func checkTerminations(ctx context.Context, st Store, rep *Report, healthy []string, reasons bool) {
 	seen := map[string]bool{}
 	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
-		if rec := rep.Records[id]; reasons && rec.State == store.StateTerminating {
+		rec := rep.Records[id]
+		switch {
+		case !reasons:
+		case rec.State == store.StateTerminating:
 			seen[id] = true
 			checkReason(rep, rec)
+		case rec.Expired(rep.At) && Transient(rec.Reason):
+			// Expired (refresh terminates it next, and its mark replaces the reason): a
+			// natural end has a reason of its own, or none; a transient fault is never one.
+			rep.add(RuleTransientTermination, id, "%s expired for a transient fault: %s", rec.State, rec.Reason)
 		}
 	}
 	for _, id := range slices.Compact(slices.Sorted(slices.Values(healthy))) {

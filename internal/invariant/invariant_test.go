@@ -461,6 +461,16 @@ func TestCheck(t *testing.T) {
 		},
 		want: []string{invariant.RuleTransientTermination},
 	}, {
+		name: "an instance expired by a release that failed for a GitHub 502",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1345:1")
+			if _, err := w.st.Expire(t.Context(), id, "4242:1345:1", "release: cannot be pooled: listing the runners of acme/app: 502 Bad Gateway"); err != nil {
+				t.Fatal(err)
+			}
+			return invariant.Options{Terminations: true, Now: func() time.Time { return time.Now().Add(time.Second) }}
+		},
+		want: []string{invariant.RuleTransientTermination},
+	}, {
 		name: "a termination for the instance's own failure",
 		setup: func(w *world) invariant.Options {
 			id := w.running("4242:1350:1")
