@@ -3,6 +3,7 @@ package store_test
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,5 +56,32 @@ func TestBriefListings(t *testing.T) {
 	}
 	if count.get(store.IndexByPool) == 0 || count.get(store.IndexByState) == 0 {
 		t.Errorf("foreign items not counted: %v", count.n)
+	}
+}
+
+// ByPoolBrief reads a pool in ranges of ids at once: every record comes back exactly once, whatever
+// its id (the ranges' bounds and ids that are not EC2's included).
+func TestByPoolBriefCoversEveryID(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newStore(t)
+	ctx := t.Context()
+	ids := []string{"a-1", "i-0123456789abcdef0", "i-4", "i-4fffffffffffffff0", "i-8", "i-9aaaaaaaaaaaaaaa0",
+		"i-c", "i-f0000000000000000", "i-~", "z"}
+	for _, id := range ids {
+		if _, err := st.Create(ctx, store.Instance{ID: id, State: store.StateWarming, Pool: "p", Threshold: st.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.ByPoolBrief(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, in := range got {
+		gotIDs = append(gotIDs, in.ID)
+	}
+	slices.Sort(gotIDs)
+	if !slices.Equal(gotIDs, ids) {
+		t.Errorf("ByPoolBrief = %v, want %v", gotIDs, ids)
 	}
 }
