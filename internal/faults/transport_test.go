@@ -8,7 +8,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/faults"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
@@ -84,5 +88,38 @@ func TestInject(t *testing.T) {
 				t.Errorf("%d errors injected over 4 calls at one in two, want at least 3", inj.Injected())
 			}
 		})
+	}
+}
+
+// TestLostAnswerNamesWrites: the answers of conditional writes are counted by the name their
+// request's context carries (condwrite); a conditional request that carries none is counted as
+// unnamed, with its operation, item kind and condition, so a write nobody declared shows.
+func TestLostAnswerNamesWrites(t *testing.T) {
+	t.Parallel()
+	lost := &faults.LostAnswer{Conditional: true}
+	db, table := client(t, lost)
+	db = dynamodb.New(db.Options(), func(o *dynamodb.Options) { // retry at once: the answer was only lost
+		o.Retryer = retry.AddWithMaxBackoffDelay(retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None }), 10*time.Millisecond)
+	})
+	st := store.New(db, table)
+	if _, err := st.MarkOnce(t.Context(), "delivery:7", time.Hour); err != nil {
+		t.Fatalf("MarkOnce: %v", err)
+	}
+	if _, err := st.AcquireLease(t.Context(), "cron", "me", time.Minute); err != nil {
+		t.Fatalf("AcquireLease: %v", err)
+	}
+	_, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{
+		TableName: aws.String(table), ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "ROGUE#1"}, "sk": &types.AttributeValueMemberS{Value: "x"},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		t.Fatalf("an undeclared conditional put after a lost answer: %v, want its retry's failed condition", err)
+	}
+	want := map[string]int{"once mark": 1, "lease acquire": 1, "unnamed PutItem ROGUE attribute_not_exists(pk)": 1}
+	if diff := cmp.Diff(want, lost.Writes()); diff != "" {
+		t.Errorf("writes hit (-want +got):\n%s", diff)
 	}
 }
