@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,21 +39,24 @@ type taggedInstance struct {
 // without a live record, for their state and launch time. An instance EC2 reports terminated is
 // remembered and not asked about again while its tag is still listed.
 func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
-	tagged, err := r.taggedIDs(ctx)
-	if err != nil {
-		p.fail(PhaseOrphans, fmt.Errorf("listing instances tagged %s=%s: %w", tags.Deployment, r.opts.DeploymentID, err))
-		return nil
-	}
-	if len(tagged) == 0 {
-		return nil
-	}
-	// Listed after EC2, so a record written before the listing is seen. An instance launched after
-	// its fleet call but before its record was written is protected by the grace period.
+	// EC2's tags and the table's live records are listed at once. A record written after its
+	// listing makes its instance a suspect at worst: the grace period protects a young instance,
+	// and every suspect is confirmed with a consistent read of its record below.
 	// Brief records: this phase and the pool check read ids, states, runs, thresholds, pool marks,
 	// versions and runner classes of the listing; what they act on they read again in full.
-	live, err := r.st.LiveBrief(ctx)
-	if err != nil {
-		p.fail(PhaseOrphans, fmt.Errorf("listing live records (sweep skipped: without them every instance looks orphaned): %w", err))
+	var tagged []string
+	var live []store.Instance
+	var tagErr, liveErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { tagged, tagErr = r.taggedIDs(ctx) })
+	wg.Go(func() { live, liveErr = r.st.LiveBrief(ctx) })
+	wg.Wait()
+	if tagErr != nil {
+		p.fail(PhaseOrphans, fmt.Errorf("listing instances tagged %s=%s: %w", tags.Deployment, r.opts.DeploymentID, tagErr))
+		return nil
+	}
+	if liveErr != nil {
+		p.fail(PhaseOrphans, fmt.Errorf("listing live records (sweep skipped: without them every instance looks orphaned): %w", liveErr))
 		return nil
 	}
 	liveIDs := make(map[string]store.Instance, len(live))
