@@ -223,12 +223,7 @@ func (a *agent) run(ctx context.Context) {
 	if !a.bootSignal(ctx) {
 		return
 	}
-	if d := a.cfg.RootlessDocker; d != nil && !a.failed {
-		// Started ahead, so a warm or pooled instance's first container does not wait for it.
-		if err := d.Start(ctx); err != nil {
-			a.log.Warn("agent: the runner user's docker daemon did not start; retried at the registration", "err", err)
-		}
-	}
+
 	for ctx.Err() == nil {
 		if exit := a.step(ctx); exit {
 			return
@@ -481,8 +476,8 @@ func (a *agent) register(ctx context.Context, runID string) {
 		return
 	}
 	if d := a.cfg.RootlessDocker; d != nil {
-		// The job's Docker daemon answers before its runner is registered (usually it runs since
-		// the last release or the boot, and this only checks it).
+		// The job's Docker daemon answers before its runner is registered: started after the
+		// check above killed every process of the runner user, so it is the agent's own.
 		if err := d.Start(ctx); err != nil {
 			if ctx.Err() != nil {
 				return

@@ -115,18 +115,25 @@ func (a *agent) cleanup(ctx context.Context) error {
 // and the job could do anything with it, so its word is not taken: the daemon was killed with the
 // runner user's processes; what ran as the user's subordinate uids (containers' other users) is
 // killed too; then a daemon started afresh (root's binaries, a clean session) removes the job's
-// containers, volumes and networks and is checked to list none. Images stay.
+// containers, volumes and networks and is checked to list none, and is stopped again: a pooled
+// instance runs no process of the runner user. Images stay.
 func cleanRootless(ctx context.Context, d *RootlessDocker) error {
 	d.Stop()
-	if d.SubCount > 0 {
-		if err := killUIDRange(ctx, d.SubStart, d.SubCount); err != nil {
-			return fmt.Errorf("rootless docker: %w", err)
-		}
+	if err := d.killAll(ctx); err != nil {
+		return fmt.Errorf("rootless docker: %w", err)
 	}
 	if err := d.Start(ctx); err != nil {
 		return err
 	}
-	return d.Clean(ctx)
+	if err := d.Clean(ctx); err != nil {
+		return err
+	}
+	// Pooled with no process of the runner user: the daemon starts again at the next registration.
+	d.Stop()
+	if err := d.killAll(ctx); err != nil {
+		return fmt.Errorf("rootless docker: %w", err)
+	}
+	return nil
 }
 
 // emptyDir removes everything inside dir (and creates dir when missing).

@@ -49,8 +49,9 @@ type RootlessDocker struct {
 	// Cloneflags are namespaces the daemon starts in (tests: CLONE_NEWNET, a network of its own).
 	Cloneflags uintptr
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	starting sync.Mutex // one Start at a time
+	mu       sync.Mutex
+	cmd      *exec.Cmd
 }
 
 // Host is the daemon's address, the runner's DOCKER_HOST.
@@ -82,23 +83,33 @@ func (d *RootlessDocker) Healthy(ctx context.Context) bool {
 
 // Start starts the daemon (a running one is left alone when it answers) and waits until it answers.
 func (d *RootlessDocker) Start(ctx context.Context) error {
+	d.starting.Lock()
+	defer d.starting.Unlock()
 	if d.Healthy(ctx) {
 		return nil
 	}
+	// Whatever is left of an earlier daemon (containerd runs in a process group of its own, and a
+	// second dockerd refuses to start beside it) goes first.
 	d.Stop()
+	if err := d.killAll(ctx); err != nil {
+		return fmt.Errorf("rootless docker: %w", err)
+	}
 	for _, dir := range []string{d.RuntimeDir, d.DataRoot} {
 		if err := userDir(dir, d.UID, d.GID); err != nil {
 			return fmt.Errorf("rootless docker: %w", err)
 		}
 	}
-	// A socket left by a killed daemon makes the next one refuse to start.
-	_ = os.Remove(filepath.Join(d.RuntimeDir, "docker.sock"))
-	_ = os.Remove(filepath.Join(d.RuntimeDir, "docker.pid"))
+	// The runtime state of a killed daemon (sockets, pid files: a containerd pid file naming a dead,
+	// or reused, pid makes the next dockerd wait for a containerd that never answers) goes too.
+	if err := emptyDir(d.RuntimeDir); err != nil {
+		return fmt.Errorf("rootless docker: %w", err)
+	}
 	var log bytes.Buffer
 	out := io.Writer(&log)
 	if d.Output != nil {
 		out = io.MultiWriter(&log, d.Output)
 	}
+	fmt.Fprintf(out, "runnerpool: starting the runner user's docker daemon (%s)\n", time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(d.Script, "--data-root", d.DataRoot)
 	cmd.Dir = d.Home
 	cmd.Stdout, cmd.Stderr = out, out
@@ -142,6 +153,17 @@ func (d *RootlessDocker) Stop() {
 	if cmd != nil && cmd.Process != nil {
 		killSession(cmd.Process.Pid)
 	}
+}
+
+// killAll kills every process of the runner user and of its subordinate uids.
+func (d *RootlessDocker) killAll(ctx context.Context) error {
+	if err := killUserProcesses(ctx, d.UID); err != nil {
+		return err
+	}
+	if d.SubCount > 0 {
+		return killUIDRange(ctx, d.SubStart, d.SubCount)
+	}
+	return nil
 }
 
 // Clean removes what a job left with the daemon: every container, volume and network of its own

@@ -477,14 +477,11 @@ func CheckPosture(jobAccess, reuse string) error {
 	return nil
 }
 
-// Unsupported says why this version cannot launch the class as declared, or nil. The root posture
-// and the reuse rules are enforced (the agent grants sudo and the docker group, the release pools a
-// restricted class's instance for its run's repository alone, or never); the Docker posture is not
-// built yet, and a class that asks for it is refused rather than launched with less isolation than
-// it says.
+// Unsupported says why this version cannot launch the class as declared, or nil. Every posture is
+// built: the agent grants root (sudo, the docker group) or runs a rootless Docker daemon of the
+// runner user, and the release pools a restricted class's instance for its run's repository alone,
+// or never. It stays the one place to refuse a posture a version cannot provide, rather than launch
+// a class with less isolation than it says.
 func (rc RunnerClass) Unsupported() error {
-	if rc.JobAccess == JobAccessDocker {
-		return fmt.Errorf("runner class %q: job_access %q is not supported by this version (jobs run as the unprivileged runner user, or as root); the class is not launched", rc.Name, rc.JobAccess)
-	}
 	return nil
 }

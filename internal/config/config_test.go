@@ -262,7 +262,7 @@ func TestJobPosture(t *testing.T) {
 		{JobAccessUser, ReuseAny, true, true},
 		{JobAccessUser, ReuseNever, true, true},
 		{JobAccessUser, ReuseSameRepository, true, true},
-		{JobAccessDocker, "", true, false},
+		{JobAccessDocker, "", true, true},
 		{JobAccessRoot, "", false, false},
 		{JobAccessRoot, ReuseAny, false, false},
 		{JobAccessRoot, ReuseSameRepository, true, true},

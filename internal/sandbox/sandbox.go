@@ -94,6 +94,8 @@ type Options struct {
 	// user, any-repository): the agents grant JobAccess (recorded in Grants, not applied to this
 	// machine) and the releaser applies Reuse.
 	JobAccess, Reuse string
+	// RootlessDocker gives each instance's agent the runner user's Docker daemon (JobAccess docker).
+	RootlessDocker func(instanceID string) *agent.RootlessDocker
 }
 
 // Sandbox is a running deployment.
@@ -236,7 +238,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
 		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser, JobAccess: o.JobAccess,
-	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
+	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, RootlessDocker: o.RootlessDocker, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 		r, err := fakerunner.New(fakerunner.Options{
 			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
 			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),

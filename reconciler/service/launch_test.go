@@ -176,8 +176,6 @@ func TestRunnerClassRefusedByEC2(t *testing.T) {
 		"bad-image":   func(rc *tableconfig.RunnerClass) { rc.Image = "ami-0dead000000000000" },
 		"bad-sg":      func(rc *tableconfig.RunnerClass) { rc.SecurityGroups = []string{"sg-0dead000000000000"} },
 		"bad-profile": func(rc *tableconfig.RunnerClass) { rc.InstanceProfile = "no-such-profile" },
-		// Not EC2's refusal but this version's: a posture it cannot provide is not launched at all.
-		"docker-jobs": func(rc *tableconfig.RunnerClass) { rc.JobAccess = tableconfig.JobAccessDocker },
 	}
 	for name, mod := range classes {
 		rc := fieldsClass(env, name, lt)
@@ -191,9 +189,8 @@ func TestRunnerClassRefusedByEC2(t *testing.T) {
 		"bad-image":   `runner class \"bad-image\": image:`,
 		"bad-sg":      `runner class \"bad-sg\": security_groups refused by EC2`,
 		"bad-profile": `runner class \"bad-profile\": instance_profile refused by EC2`,
-		"docker-jobs": `job_access \"docker\" is not supported by this version`,
 	}
-	for i, name := range []string{"bad-image", "bad-sg", "bad-profile", "docker-jobs"} {
+	for i, name := range []string{"bad-image", "bad-sg", "bad-profile"} {
 		req := provisionBody(2)
 		req.RunnerClass = name
 		code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathProvision, env.Token(t, "52"+string(rune('0'+i)), nil), req)

@@ -46,6 +46,9 @@ type Options struct {
 	// Grants, when set, records each instance's job-access grant instead of applying it to this
 	// machine (agent.Config.Host).
 	Grants *Grants
+	// RootlessDocker, when set, gives each instance's agent the runner user's Docker daemon (job
+	// access docker).
+	RootlessDocker func(instanceID string) *agent.RootlessDocker
 	// OnExit, when set, is called when an instance's agent returns (its instance stopped or
 	// terminated, or the agent gave up on its configuration).
 	OnExit func(instanceID string, err error)
@@ -122,6 +125,9 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 		}
 		if o.Grants != nil {
 			cfg.Host = o.Grants.For(inst.ID)
+		}
+		if o.RootlessDocker != nil {
+			cfg.RootlessDocker = o.RootlessDocker(inst.ID)
 		}
 		io := imds.Options{Endpoint: inst.IMDSEndpoint}
 		if o.HTTPClient != nil {

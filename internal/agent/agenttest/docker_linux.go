@@ -138,12 +138,19 @@ func RootlessDocker(t *testing.T, acct Account, tools DockerTools) *agent.Rootle
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &agent.RootlessDocker{UID: acct.UID, GID: acct.GID, Home: acct.Home, SubStart: start, SubCount: count,
+	logf, err := os.Create(filepath.Join(base, "daemon.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logf.Close() })
+	d := &agent.RootlessDocker{Output: logf, UID: acct.UID, GID: acct.GID, Home: acct.Home, SubStart: start, SubCount: count,
 		RuntimeDir: filepath.Join(base, "run"), DataRoot: filepath.Join(base, "data"), Script: tools.Script, Docker: tools.Docker}
 	t.Cleanup(func() {
 		d.Stop()
 		KillAccount(acct.UID, start, count)
-		_ = os.RemoveAll(base)
+		if os.Getenv("RUNNERPOOL_KEEP_DOCKER") == "" {
+			_ = os.RemoveAll(base)
+		}
 	})
 	return d
 }
