@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,9 +112,16 @@ type cluster struct {
 	t        *testing.T
 	w        *world
 	ttl      time.Duration
+	rmu      sync.Mutex // guards replicas: the monitor reads them while a scenario starts more
 	replicas []*fakeReplica
 	mu       sync.Mutex
 	bad      []string
+}
+
+func (c *cluster) all() []*fakeReplica {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return slices.Clone(c.replicas)
 }
 
 func newCluster(t *testing.T, ttl time.Duration) *cluster {
@@ -147,8 +155,10 @@ func (c *cluster) start(name string) *fakeReplica {
 	r.e = e
 	ctx, cancel := context.WithCancel(c.t.Context())
 	r.stop = cancel
-	go e.Run(ctx)
+	c.rmu.Lock()
 	c.replicas = append(c.replicas, r)
+	c.rmu.Unlock()
+	go e.Run(ctx)
 	return r
 }
 
@@ -156,7 +166,7 @@ func (c *cluster) start(name string) *fakeReplica {
 // lease.
 func (c *cluster) judge(when string) {
 	var leaders []string
-	for _, r := range c.replicas {
+	for _, r := range c.all() {
 		if r.leading() {
 			leaders = append(leaders, r.name)
 			if !c.w.held(r.name) {
@@ -190,7 +200,7 @@ func (c *cluster) run(body func()) {
 	go c.monitor(ctx)
 	defer func() {
 		cancel()
-		for _, r := range c.replicas {
+		for _, r := range c.all() {
 			r.stop()
 		}
 		synctest.Wait()
