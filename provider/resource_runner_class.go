@@ -238,20 +238,24 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Validators:  []validator.Map{instanceTagsCheck{}},
 			},
 			"job_access": schema.StringAttribute{
-				MarkdownDescription: "What a job may do on the instance: `user` (the unprivileged runner user, no root, no Docker daemon), " +
-					"`docker` (a Docker daemon that gives the job no root on the host) or `root` (sudo and rootful Docker: the job owns the " +
-					"machine). Defaults to `user`. **This version runs `user` only**: the reconciler refuses to launch a class that asks " +
-					"for `docker` or `root` rather than give its jobs less than it says (see the security documentation).",
+				MarkdownDescription: "What a job may do on the instance, granted by the agent at first boot (the class's launch template " +
+					"version passes it on): `user` (the unprivileged runner user: no root, no Docker daemon), `docker` (the same user with " +
+					"a rootless Docker daemon of its own, as `DOCKER_HOST`: `container:` jobs and `services:` work, container root is the " +
+					"runner user on the host and the metadata address stays blocked; the AMI needs Docker, rootlesskit, slirp4netns and " +
+					"newuidmap, which the user data installs) or `root` (passwordless sudo and the docker group, as GitHub's hosted runners: " +
+					"the job owns the machine, so `reuse` must be `same-repository` or `never`). Defaults to `user`. Changing it makes " +
+					"new launch template versions and rolls warm pools. See the security documentation.",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(config.JobAccessUser),
 				Validators: []validator.String{check("job access", "user, docker or root", config.ValidateJobAccess)},
 			},
 			"reuse": schema.StringAttribute{
-				MarkdownDescription: "Which runs an instance may serve after a run: `any-repository`, `same-repository` or `never`. " +
-					"Unset is `any-repository`, which `job_access = \"root\"` refuses at plan: a root job can forge what the agent " +
-					"reports, so its instance is never handed to another repository. **This version enforces `any-repository` only**: " +
-					"the reconciler refuses to launch a class that restricts reuse rather than reuse it more than it says.",
+				MarkdownDescription: "Which runs an instance may serve after a run, enforced by the reconciler's release from its own " +
+					"configuration (never from what the instance reports): `any-repository`, `same-repository` (pooled under the run's " +
+					"repository alone) or `never` (the runner is deregistered and the instance terminated after every run). Unset is " +
+					"`any-repository`, which `job_access = \"root\"` refuses at plan: a root job can forge what the agent reports, so its " +
+					"instance is never handed to another repository.",
 				Optional:   true,
 				Validators: []validator.String{check("reuse", "any-repository, same-repository or never", config.ValidateReuse)},
 			},
