@@ -17,8 +17,21 @@ import (
 
 // configured is a scale set configuration a test changes while the replicas run.
 type configured struct {
-	mu   sync.Mutex
-	sets []config.ScaleSet
+	mu     sync.Mutex
+	sets   []config.ScaleSet
+	broken []string // names of stored sets whose configuration cannot be read
+}
+
+func (c *configured) setBroken(names ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.broken = names
+}
+
+func (c *configured) brokenNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
 }
 
 func (c *configured) set(sets ...config.ScaleSet) {
@@ -37,7 +50,7 @@ func (c *configured) get(context.Context) ([]config.ScaleSet, error) {
 func (e *env) replicaOf(t *testing.T, holder string, cfg *configured) *replica {
 	t.Helper()
 	m, err := scalesets.New(scalesets.Config{
-		Store: e.st, Jobs: e.jobs, Holder: holder, ScaleSets: cfg.get,
+		Store: e.st, Jobs: e.jobs, Holder: holder, ScaleSets: cfg.get, Broken: cfg.brokenNames,
 		Client:   func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
 		LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
@@ -117,6 +130,30 @@ func TestRemovedScaleSetIsDeletedAtGitHub(t *testing.T) {
 	}
 	eventually(t, "the scale set deleted at GitHub", func() bool { _, ok := e.gh.ScaleSet(org, setName); return !ok })
 	if n := b.m.Metrics().Sessions(setName, "deleted"); n != 1 {
+		t.Errorf("deleted events = %d, want 1", n)
+	}
+}
+
+// TestBrokenScaleSetIsNotDeleted: a scale set whose stored configuration cannot be read (left out
+// of the configured sets) is not taken for removed: it stays at GitHub until the item is fixed or
+// deleted.
+func TestBrokenScaleSetIsNotDeleted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := &configured{}
+	cfg.set(e.set)
+	r := e.replicaOf(t, "a", cfg)
+	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+	cfg.setBroken(setName)
+	cfg.set()
+	eventually(t, "the listener stopped", func() bool { return e.sessionOwner() == "" })
+	time.Sleep(time.Second) // several resyncs
+	if _, ok := e.gh.ScaleSet(org, setName); !ok {
+		t.Fatal("the scale set of a broken configuration item was deleted at GitHub")
+	}
+	cfg.setBroken()
+	eventually(t, "the scale set deleted once the item is gone", func() bool { _, ok := e.gh.ScaleSet(org, setName); return !ok })
+	if n := r.m.Metrics().Sessions(setName, "deleted"); n != 1 {
 		t.Errorf("deleted events = %d, want 1", n)
 	}
 }

@@ -78,6 +78,10 @@ type Config struct {
 	Jobs  Enqueuer
 	// ScaleSets lists the configured scale sets (config.Repository.ScaleSets).
 	ScaleSets func(ctx context.Context) ([]config.ScaleSet, error)
+	// Broken, when set, names the stored scale sets whose configuration cannot be read now (left
+	// out of ScaleSets): a scale set of that name is never deleted at GitHub while it is broken, so
+	// a damaged item cannot remove a working scale set.
+	Broken func() []string
 	// Client returns the scale set client of a scope ("owner" or "owner/repo").
 	Client func(scope string) (Client, error)
 	// Allowed says whether a job of a repository may be served (the deployment's allow-list); nil

@@ -104,9 +104,17 @@ func (m *Manager) retire(ctx context.Context, configured map[string]bool) {
 		m.log.Warn("scale sets not retired", "err", err)
 		return
 	}
+	var broken []string
+	if m.cfg.Broken != nil {
+		broken = m.cfg.Broken()
+	}
 	for _, key := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[key]
 		if configured[key] {
+			continue
+		}
+		if slices.Contains(broken, e.Name) {
+			m.log.Warn("scale set configuration unreadable: not deleted at GitHub while it is", "scale_set", key)
 			continue
 		}
 		if err := m.retireOne(ctx, e); err != nil {

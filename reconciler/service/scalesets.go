@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -26,15 +27,27 @@ func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *w
 	apiURL := cmp.Or(cfg.GitHubAPIURL, "https://api.github.com/")
 	// The long poll lasts about 50 s: the client's timeout must outlast it.
 	hc := &http.Client{Timeout: 90 * time.Second, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)}
+	var mu sync.Mutex
+	var broken []string
 	return scalesets.New(scalesets.Config{
 		Store: s.store, Jobs: jobs, Holder: cfg.ReplicaID, Registerer: s.metrics.Registry(), Now: s.o.Now,
 		Logger: s.log.With("component", "scale_sets"),
 		ScaleSets: func(ctx context.Context) ([]tableconfig.ScaleSet, error) {
 			sets, problems, err := repo.ScaleSets(ctx)
+			names := make([]string, 0, len(problems))
 			for _, p := range problems {
 				s.log.Warn("scale set configuration not usable: left out", "scale_set", p.Name, "err", p.Err)
+				names = append(names, p.Name)
 			}
+			mu.Lock()
+			broken = names
+			mu.Unlock()
 			return sets, err
+		},
+		Broken: func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return broken
 		},
 		Client: func(scope string) (scalesets.Client, error) {
 			return scaleset.New(scaleset.Config{
