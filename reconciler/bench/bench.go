@@ -81,7 +81,7 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, replicas, idle, reuse, "warm
-	// pools", "convergence 20000", "refresh 20000", dashboard, "scale sets", quota, launch, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "convergence 20000", "refresh 20000", dashboard, "scale sets", quota, launch, docker, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
@@ -255,6 +255,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"scale sets", phaseScaleSets},
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},
+		{"docker", phaseDocker},
 		{"fault_storm", phaseFaultStorm},
 		{"foreign items", phaseForeignItems},
 		{"many repos", phaseManyRepos},

@@ -5,6 +5,8 @@ package agenttest
 import (
 	"archive/tar"
 	"debug/elf"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,96 +32,112 @@ func Docker(t *testing.T) DockerTools {
 	if os.Geteuid() != 0 {
 		t.Fatalf("the rootless Docker tests start the daemon as a throwaway account and need root (euid %d)", os.Geteuid())
 	}
-	missing := func(format string, args ...any) {
-		t.Helper()
+	d, err := FindDockerTools()
+	if err != nil {
 		if os.Getenv("CI") == "" {
-			t.Skipf("rootless Docker: "+format+" (make test-deps installs docker.io rootlesskit slirp4netns uidmap busybox-static)", args...)
+			t.Skipf("rootless Docker: %v (make test-deps installs docker.io rootlesskit slirp4netns uidmap busybox-static)", err)
 		}
-		t.Fatalf("rootless Docker: "+format+" (CI is set: make test-deps installs docker.io rootlesskit slirp4netns uidmap busybox-static)", args...)
+		t.Fatalf("rootless Docker: %v (CI is set: make test-deps installs docker.io rootlesskit slirp4netns uidmap busybox-static)", err)
 	}
+	d.Image = filepath.Join(t.TempDir(), "busybox.tar")
+	if err := WriteBusyboxImage(d.Image); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// FindDockerTools finds the tools (DockerTools.Image is left empty), or says which is missing.
+func FindDockerTools() (DockerTools, error) {
 	script, err := agent.FindRootlessScript()
 	if err != nil {
-		missing("%v", err)
+		return DockerTools{}, err
 	}
-	var d DockerTools
-	d.Script = script
+	d := DockerTools{Script: script}
 	for _, bin := range []string{"dockerd", "rootlesskit", "slirp4netns", "newuidmap", "newgidmap", "busybox"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			missing("%s not found: %v", bin, err)
+			return DockerTools{}, fmt.Errorf("%s not found: %w", bin, err)
 		}
 	}
 	// Docker's own CLI: a newer one on PATH first (it talks to the older daemon all the same).
 	if d.Docker, err = exec.LookPath("docker"); err != nil {
-		missing("the docker CLI: %v", err)
+		return DockerTools{}, fmt.Errorf("the docker CLI: %w", err)
 	}
 	// slirp4netns opens /dev/net/tun as the runner user: Debian's udev makes it 0666.
 	if fi, err := os.Stat("/dev/net/tun"); err != nil || fi.Mode().Perm()&0o006 != 0o006 {
-		missing("/dev/net/tun is not usable by every user (%v): chmod 0666 /dev/net/tun, as udev leaves it", err)
+		return DockerTools{}, fmt.Errorf("/dev/net/tun is not usable by every user (%v): chmod 0666 /dev/net/tun, as udev leaves it", err)
 	}
-	d.Image = busyboxImage(t)
-	return d
+	return d, nil
 }
 
-// busyboxImage writes a root file system of the static busybox (and its applets' links) as a tar.
-func busyboxImage(t *testing.T) string {
-	t.Helper()
+// WriteBusyboxImage writes a root file system of the static busybox (and its applets' links) as a
+// tar at path.
+func WriteBusyboxImage(path string) error { return WriteImage(path, 0) }
+
+// WriteImage is WriteBusyboxImage with a file of pad random (incompressible) bytes, /data/pad: an
+// image of a real one's size (the bench: postgres is some 150 MB).
+func WriteImage(path string, pad int) error {
 	bin, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if f, err := elf.Open(bin); err != nil {
-		t.Fatalf("busybox: %v", err)
-	} else {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Fatalf("%s is dynamically linked: the image needs busybox-static", bin)
-			}
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("busybox: %w", err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			f.Close()
+			return fmt.Errorf("%s is dynamically linked: the image needs busybox-static", bin)
 		}
-		f.Close()
 	}
+	f.Close()
 	body, err := os.ReadFile(bin)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	path := filepath.Join(t.TempDir(), "busybox.tar")
 	out, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer out.Close()
 	tw := tar.NewWriter(out)
-	for _, dir := range []string{"bin/", "tmp/", "etc/", "data/"} {
-		mode := int64(0o755)
-		if dir == "tmp/" {
-			mode = 0o1777
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: mode}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(body))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(body); err != nil {
-		t.Fatal(err)
+	entries := []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: "bin/", Mode: 0o755}, {Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777},
+		{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755}, {Typeflag: tar.TypeDir, Name: "data/", Mode: 0o755},
 	}
 	for _, applet := range strings.Fields("sh ls id cat echo sleep touch wget nc stat mkdir rm httpd true test timeout") {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777}); err != nil {
-			t.Fatal(err)
+		entries = append(entries, &tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + applet, Linkname: "busybox", Mode: 0o777})
+	}
+	files := []struct{ name, body string }{
+		{"bin/busybox", string(body)},
+		{"data/pad", string(randomBytes(pad))},
+		{"etc/passwd", "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"},
+		{"etc/group", "root:x:0:\nnobody:x:65534:\n"},
+	}
+	for _, e := range entries {
+		if err := tw.WriteHeader(e); err != nil {
+			return err
 		}
 	}
-	for name, body := range map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n", "etc/group": "root:x:0:\nnobody:x:65534:\n"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
-			t.Fatal(err)
+	for _, f := range files {
+		if f.name == "data/pad" && f.body == "" {
+			continue
 		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
+		mode := int64(0o644)
+		if f.name == "bin/busybox" {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: mode, Size: int64(len(f.body))}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(f.body)); err != nil {
+			return err
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	return path
+	return out.Close()
 }
 
 // RootlessDocker is a daemon of acct's under a fresh directory (traversable by the account: the
@@ -127,30 +145,49 @@ func busyboxImage(t *testing.T) string {
 // test ends.
 func RootlessDocker(t *testing.T, acct Account, tools DockerTools) *agent.RootlessDocker {
 	t.Helper()
-	base, err := os.MkdirTemp("", "runnerpool-docker-")
+	d, remove, err := NewRootlessDocker(acct, tools)
+	t.Cleanup(remove)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// NewRootlessDocker is RootlessDocker without a test: remove (never nil) stops the daemon, kills
+// everything of the account and removes the directory (kept when RUNNERPOOL_KEEP_DOCKER is set,
+// with the daemon's log in it).
+func NewRootlessDocker(acct Account, tools DockerTools) (_ *agent.RootlessDocker, remove func(), err error) {
+	remove = func() {}
+	base, err := os.MkdirTemp("", "runnerpool-docker-")
+	if err != nil {
+		return nil, remove, err
+	}
+	remove = func() { _ = os.RemoveAll(base) }
 	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
+		return nil, remove, err
 	}
 	start, count, err := agent.SubordinateRange("/etc/subuid", acct.Name, acct.UID)
 	if err != nil {
-		t.Fatal(err)
+		return nil, remove, err
 	}
 	logf, err := os.Create(filepath.Join(base, "daemon.log"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, remove, err
 	}
-	t.Cleanup(func() { _ = logf.Close() })
 	d := &agent.RootlessDocker{Output: logf, UID: acct.UID, GID: acct.GID, Home: acct.Home, SubStart: start, SubCount: count,
 		RuntimeDir: filepath.Join(base, "run"), DataRoot: filepath.Join(base, "data"), Script: tools.Script, Docker: tools.Docker}
-	t.Cleanup(func() {
+	return d, func() {
 		d.Stop()
 		KillAccount(acct.UID, start, count)
+		_ = logf.Close()
 		if os.Getenv("RUNNERPOOL_KEEP_DOCKER") == "" {
 			_ = os.RemoveAll(base)
 		}
-	})
-	return d
+	}, nil
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{'r', 'p'}).Read(b) // never fails
+	return b
 }

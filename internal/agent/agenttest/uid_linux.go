@@ -4,6 +4,8 @@ package agenttest
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -27,6 +29,15 @@ func ThrowawayUID(t *testing.T) int {
 	if os.Geteuid() != 0 {
 		t.Fatalf("this test starts processes under another uid and needs root (euid %d)", os.Geteuid())
 	}
+	uid, err := FreeUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
+// FreeUID is a random high uid (60000+) that no process and no account uses.
+func FreeUID() (int, error) {
 	uidMu.Lock()
 	defer uidMu.Unlock()
 	passwd, _ := os.ReadFile("/etc/passwd")
@@ -38,10 +49,9 @@ func ThrowawayUID(t *testing.T) int {
 		if bytes.Contains(passwd, []byte(":"+strconv.Itoa(uid)+":")) {
 			continue
 		}
-		return uid
+		return uid, nil
 	}
-	t.Fatal("no unused uid found")
-	return 0
+	return 0, errors.New("no unused uid found")
 }
 
 // Account is a throwaway login account for a test: a user with a passwd entry, a home, its own
@@ -60,51 +70,73 @@ type Account struct {
 // Debian's passwd package.
 func NewAccount(t *testing.T, n int) Account {
 	t.Helper()
-	uid := ThrowawayUID(t)
+	a, remove, err := CreateAccount(ThrowawayUID(t), n)
+	t.Cleanup(remove)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// CreateAccount creates an account of uid with n supplementary groups of its own; remove (never nil)
+// deletes what was made.
+func CreateAccount(uid, n int) (_ Account, remove func(), err error) {
 	name := "rp" + strconv.Itoa(uid)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.CommandContext(t.Context(), args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	var undo []func()
+	remove = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
 		}
+	}
+	run := func(args ...string) error {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
 	}
 	var groups []string
 	for i := range n {
 		g := name + "g" + strconv.Itoa(i)
-		run("groupadd", g)
-		t.Cleanup(func() { _ = exec.Command("groupdel", g).Run() })
+		if err := run("groupadd", g); err != nil {
+			return Account{}, remove, err
+		}
+		undo = append(undo, func() { _ = exec.Command("groupdel", g).Run() })
 		groups = append(groups, g)
 	}
-	// A subordinate id range of its own (/etc/subuid, /etc/subgid), as useradd gives a login user
-	// (not one above UID_MAX, as this one is): far above the usual ranges, distinct per uid.
-	// userdel takes it back.
 	args := []string{"useradd", "--uid", strconv.Itoa(uid), "--user-group", "--create-home", "--shell", "/bin/sh"}
 	if len(groups) > 0 {
 		args = append(args, "--groups", strings.Join(groups, ","))
 	}
-	run(append(args, name)...)
-	t.Cleanup(func() {
+	if err := run(append(args, name)...); err != nil {
+		return Account{}, remove, err
+	}
+	undo = append(undo, func() {
 		_ = exec.Command("userdel", "--force", "--remove", name).Run()
 		_ = exec.Command("groupdel", name).Run()
 	})
+	// A subordinate id range of its own (/etc/subuid, /etc/subgid), as useradd gives a login user
+	// (not one above UID_MAX, as this one is): far above the usual ranges, distinct per uid.
+	// userdel takes it back.
 	sub := 100_000_000 + (uid-60000)*65536
 	ids := strconv.Itoa(sub) + "-" + strconv.Itoa(sub+65535)
-	run("usermod", "--add-subuids", ids, "--add-subgids", ids, name)
+	if err := run("usermod", "--add-subuids", ids, "--add-subgids", ids, name); err != nil {
+		return Account{}, remove, err
+	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatal(err)
+		return Account{}, remove, err
 	}
 	a := Account{Name: name, UID: uid, Home: u.HomeDir}
 	a.GID, _ = strconv.Atoi(u.Gid)
 	for _, g := range groups {
 		gr, err := user.LookupGroup(g)
 		if err != nil {
-			t.Fatal(err)
+			return Account{}, remove, err
 		}
 		id, _ := strconv.Atoi(gr.Gid)
 		a.Groups = append(a.Groups, id)
 	}
-	return a
+	return a, remove, nil
 }
 
 // KillAccount kills every process of uid and of the uid range [start, start+count) (a rootless
