@@ -55,6 +55,9 @@ func TestParse(t *testing.T) {
 			"-pre-runner-script", "/opt/runnerpool/pre-runner.sh"}, "", func(o Options) bool {
 			return o.Notice == "poll" && o.Region == "eu-central-1" && o.PreRunnerScript == "/opt/runnerpool/pre-runner.sh"
 		}},
+		{"job access", []string{"-table", "t1", "-job-access", "root"}, "", func(o Options) bool { return o.JobAccess == "root" }},
+		{"job access default", []string{"-table", "t1"}, "", func(o Options) bool { return o.JobAccess == "user" }},
+		{"bad job access", []string{"-table", "t1", "-job-access", "admin"}, "-job-access", nil},
 		{"no table", nil, "-table", nil},
 		{"bad notice", []string{"-table", "t", "-notice", "sqs"}, "notice", nil},
 		{"bad runner", []string{"-table", "t", "-runner", "docker"}, "-runner", nil},
