@@ -229,24 +229,22 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 	return func(ctx context.Context) ([]pool.Message, error) {
 		now := p.opts.Now()
 		var out []pool.Message
-		for _, state := range claim.PoolStates {
-			recs, err := p.fitting(ctx, state, runnerClass, f.Scope)
-			if err != nil {
-				// Not the request's failure: creation makes up what the queue did not give.
-				p.log.Warn("second look through the idle index failed; creating instead", "state", state, "err", err)
-				return nil, nil
-			}
-			for _, rec := range recs {
-				m := claim.MessageOf(rec)
-				// Only what the control plane pooled itself (store.Instance.PooledAt: a release or
-				// unclaim that verified the hand-back, or a warm-up that made it hot, and no
-				// transition since): a release still waiting for its agent, or one whose agent forged
-				// its signal while GitHub still lists the runner, lists the record idle without the
-				// mark. The index may lag; the claim's condition on the mark decides.
-				pooled := !rec.PooledAt.IsZero()
-				if pooled && rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
-					out = append(out, m)
-				}
+		recs, err := p.fitting(ctx, claim.PoolStates, runnerClass, f.Scope)
+		if err != nil {
+			// Not the request's failure: creation makes up what the queue did not give.
+			p.log.Warn("second look through the idle index failed; creating instead", "err", err)
+			return nil, nil
+		}
+		for _, rec := range recs {
+			m := claim.MessageOf(rec)
+			// Only what the control plane pooled itself (store.Instance.PooledAt: a release or
+			// unclaim that verified the hand-back, or a warm-up that made it hot, and no
+			// transition since): a release still waiting for its agent, or one whose agent forged
+			// its signal while GitHub still lists the runner, lists the record idle without the
+			// mark. The index may lag; the claim's condition on the mark decides.
+			pooled := !rec.PooledAt.IsZero()
+			if pooled && rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
+				out = append(out, m)
 			}
 		}
 		rand.Shuffle(len(out), func(i, k int) { out[i], out[k] = out[k], out[i] })
@@ -254,25 +252,35 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 	}
 }
 
-// fitting lists the live records in state of the runner class whose scope covers the request's
-// (pool.CoveringScopes: the repository, and its owner), one by_fit query each: what the request
-// can use, never the whole pool. The caller still filters (size, type, pool mark, expiry).
-// A table created before the index existed lists by state instead, as it did then (the provider
-// warns about such a table at plan).
-func (p *Provisioner) fitting(ctx context.Context, state store.State, runnerClass, scope string) ([]store.Instance, error) {
-	var out []store.Instance
-	for _, sc := range pool.CoveringScopes(scope) {
-		recs, err := p.st.Fitting(ctx, state, runnerClass, sc)
-		if errors.Is(err, store.ErrNoIndex) {
-			p.log.Warn("the state table lacks the by_fit index: selection lists the whole pool by state", "err", err)
-			return p.st.ByState(ctx, state, time.Time{})
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, recs...)
+// fitting lists the live records in states of the runner class whose scope covers the request's
+// (pool.CoveringScopes: the repository, and its owner), one by_fit query per scope for all the
+// states (store.FittingIn), the scopes at once: what the request can use, never the whole pool.
+// The caller still filters (size, type, pool mark, expiry). A table created before the index
+// existed lists by state instead, as it did then (the provider warns about such a table at plan).
+func (p *Provisioner) fitting(ctx context.Context, states []store.State, runnerClass, scope string) ([]store.Instance, error) {
+	scopes := pool.CoveringScopes(scope)
+	got := make([][]store.Instance, len(scopes))
+	errs := make([]error, len(scopes))
+	var wg sync.WaitGroup
+	for i, sc := range scopes {
+		wg.Go(func() { got[i], errs[i] = p.st.FittingIn(ctx, states, runnerClass, sc) })
 	}
-	return out, nil
+	wg.Wait()
+	if err := errors.Join(errs...); errors.Is(err, store.ErrNoIndex) {
+		p.log.Warn("the state table lacks the by_fit index: selection lists the whole pool by state", "err", err)
+		var out []store.Instance
+		for _, st := range states {
+			recs, err := p.st.ByState(ctx, st, time.Time{})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, recs...)
+		}
+		return out, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return slices.Concat(got...), nil
 }
 
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
@@ -282,7 +290,7 @@ func (p *Provisioner) fitting(ctx context.Context, state store.State, runnerClas
 // replaced serve first. A failure of this branch is not the request's: what it could not start is
 // left to creation, and only an instance it claimed and cannot hand a credential fails the request.
 func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Filter) error {
-	recs, err := p.fitting(ctx, store.StateStopped, j.rc.Name, f.Scope)
+	recs, err := p.fitting(ctx, []store.State{store.StateStopped}, j.rc.Name, f.Scope)
 	if err != nil {
 		j.log.Warn("stopped warm instances not listed; creating instead", "err", err)
 		return nil

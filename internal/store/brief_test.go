@@ -3,6 +3,7 @@ package store_test
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -83,5 +84,51 @@ func TestByPoolBriefCoversEveryID(t *testing.T) {
 	slices.Sort(gotIDs)
 	if !slices.Equal(gotIDs, ids) {
 		t.Errorf("ByPoolBrief = %v, want %v", gotIDs, ids)
+	}
+}
+
+// FittingIn reads several states of one class and scope in one query, and only those states
+// (selection's second look: idle and ready).
+func TestFittingIn(t *testing.T) {
+	t.Parallel()
+	st, _, _ := newStore(t)
+	ctx := t.Context()
+	mk := func(id string, to store.State) {
+		t.Helper()
+		if _, err := st.Create(ctx, store.Instance{ID: id, State: store.StateWarming, RunnerClass: "linux", Scope: "acme/app", Pool: "p", Threshold: st.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if to == store.StateWarming {
+			return
+		}
+		if _, err := st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("i-ready", store.StateReady)
+	mk("i-stopped", store.StateStopped)
+	mk("i-warming", store.StateWarming)
+	idle(t, st, "i-idle") // no class: not in by_fit
+	for _, c := range []struct {
+		states []store.State
+		want   []string
+	}{
+		{[]store.State{store.StateIdle, store.StateReady}, []string{"i-ready"}},
+		{[]store.State{store.StateReady, store.StateStopped}, []string{"i-ready", "i-stopped"}},
+		{[]store.State{store.StateStopped}, []string{"i-stopped"}},
+		{[]store.State{store.StateReady, store.StateWarming}, []string{"i-ready", "i-warming"}},
+	} {
+		recs, err := st.FittingIn(ctx, c.states, "linux", "ACME/app")
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.ID)
+		}
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("FittingIn(%v) = %v, %v; want %v", c.states, got, err, c.want)
+		}
+	}
+	if _, err := st.FittingIn(ctx, []store.State{store.StateTerminated}, "linux", "acme/app"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("FittingIn(terminated) = %v, want ErrInvalid", err)
 	}
 }
