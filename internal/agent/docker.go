@@ -75,7 +75,7 @@ func (d *RootlessDocker) Run(ctx context.Context, args ...string) ([]byte, error
 
 // Healthy reports whether the daemon answers.
 func (d *RootlessDocker) Healthy(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := d.Run(ctx, "version", "--format", "{{.Server.Version}}")
 	return err == nil

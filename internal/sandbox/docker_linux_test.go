@@ -16,6 +16,10 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 )
 
+// dockerWaits give the daemon's start (at every registration) and its clean-up (at every release)
+// room on a machine loaded by the whole suite.
+var dockerWaits = sandbox.ComponentOptions{RegistrationWait: time.Minute, ReleaseWait: 90 * time.Second}
+
 // dockerSandbox is a sandbox of a job_access = "docker" class whose agents run a real rootless
 // daemon as a throwaway runner account; daemon returns an instance's.
 func dockerSandbox(t *testing.T) (*sandbox.Sandbox, func(id string) *agent.RootlessDocker, agenttest.DockerTools) {
@@ -105,7 +109,7 @@ func clean(t *testing.T, d *agent.RootlessDocker, what string) {
 func TestDockerJobsOnAPooledRunner(t *testing.T) {
 	t.Parallel()
 	sb, daemon, tools := dockerSandbox(t)
-	cp := sb.Components(sandbox.ComponentOptions{})
+	cp := sb.Components(dockerWaits)
 	ctx := t.Context()
 
 	runA := newRun()

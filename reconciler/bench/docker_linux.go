@@ -89,7 +89,7 @@ func phaseDocker(ctx context.Context, h *harness, res *Result) error {
 		return err
 	}
 	defer sb.Close()
-	cp := sb.Components(sandbox.ComponentOptions{})
+	cp := sb.Components(sandbox.ComponentOptions{RegistrationWait: time.Minute, ReleaseWait: 90 * time.Second})
 	firstContainer := func(repo, repoID string, round int) (time.Duration, string, error) {
 		req := provision.Request{RepositoryID: repoID, Repository: repo, RunID: strconv.Itoa(990000 + round), Attempt: 1, Count: 1,
 			UsageClass: "on-demand", InstanceTypes: []string{"c*", "m*"}, ResourceClass: "small"}
