@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -81,27 +80,13 @@ func TestCrashAtAnyCall(t *testing.T) {
 		t.Run(fmt.Sprintf("call_%d", at), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var a *replica
-			cc := &crashingClient{at: at, die: func() { a.kill() }}
-			a = e.crashingReplica(t, "a", cc)
-			eventually(t, "a session held by a", func() bool { return e.sessionOwner() == "a" || cc.calls.Load() >= at })
-			var ids []int64
-			for i := range 4 {
-				ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(800+i), setName))
-				time.Sleep(100 * time.Millisecond)
-			}
-			b := e.replica(t, "b")
+			cc, b, ids := e.crashThenTakeOver(t, at, 800)
 			for _, id := range ids {
-				eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
-			}
-			w := e.worker(t, b.m)
-			served := map[int64]int{}
-			for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
-				rep, _ := w.Once(t.Context())
-				for _, s := range rep.Served {
-					served[s.JobID]++
+				if st := e.ledger(t, id); st != warmpool.JobQueued {
+					t.Errorf("job %d: ledger %q before serving, want queued", id, st)
 				}
 			}
+			served := serveAll(t, e.worker(t, b.m), ids, nil)
 			for _, id := range ids {
 				if served[id] != 1 {
 					t.Errorf("job %d served %d times, want once", id, served[id])
@@ -114,25 +99,35 @@ func TestCrashAtAnyCall(t *testing.T) {
 	}
 }
 
+// crashThenTakeOver starts replica a, which dies at its at-th call, queues four jobs (ids from
+// firstJob) around the crash, starts replica b and waits until every job is in the ledger. It
+// returns a's client, b and the jobs.
+func (e *env) crashThenTakeOver(t *testing.T, at, firstJob int64) (*crashingClient, *replica, []int64) {
+	t.Helper()
+	var a *replica
+	cc := &crashingClient{at: at, die: func() { a.kill() }}
+	a = e.crashingReplica(t, "a", cc)
+	eventually(t, "a session held by a", func() bool { return e.sessionOwner() == "a" || cc.calls.Load() >= at })
+	var ids []int64
+	for i := range 4 {
+		ids = append(ids, e.gh.QueueScaleSetJob(org, "api", firstJob+int64(i), setName))
+		time.Sleep(100 * time.Millisecond)
+	}
+	b := e.replica(t, "b")
+	for _, id := range ids {
+		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) != "" })
+	}
+	return cc, b, ids
+}
+
 // crashingReplica is a replica whose scale set client and job queue go through cc.
 func (e *env) crashingReplica(t *testing.T, holder string, cc *crashingClient) *replica {
 	t.Helper()
-	m, err := scalesets.New(scalesets.Config{
-		Store: e.st, Jobs: crashingEnqueuer{c: cc, jobs: e.jobs}, Holder: holder,
-		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return []config.ScaleSet{e.set}, nil },
-		Client: func(scope string) (scalesets.Client, error) {
+	return e.start(t, holder, func(c *scalesets.Config) {
+		c.Jobs = crashingEnqueuer{c: cc, jobs: e.jobs}
+		c.Client = func(scope string) (scalesets.Client, error) {
 			cc.Client = e.client(t, scope)
 			return cc, nil
-		},
-		LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
-		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{m: m, cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(r.done); m.Run(ctx) }()
-	t.Cleanup(r.stop)
-	return r
 }

@@ -146,19 +146,28 @@ type replica struct {
 	done   chan struct{}
 }
 
-// replica starts a Manager named holder with short lease and back-off times.
-func (e *env) replica(t *testing.T, holder string, sets ...config.ScaleSet) *replica {
+// replica starts a Manager named holder with short lease and back-off times, serving the env's
+// scale set.
+func (e *env) replica(t *testing.T, holder string) *replica {
 	t.Helper()
-	if len(sets) == 0 {
-		sets = []config.ScaleSet{e.set}
-	}
-	m, err := scalesets.New(scalesets.Config{
+	return e.start(t, holder, nil)
+}
+
+// start starts a Manager named holder with the test defaults (the env's scale set, short lease and
+// back-off times), changed by mod when it is not nil.
+func (e *env) start(t *testing.T, holder string, mod func(*scalesets.Config)) *replica {
+	t.Helper()
+	cfg := scalesets.Config{
 		Store: e.st, Jobs: e.jobs, Holder: holder,
-		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return sets, nil },
+		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return []config.ScaleSet{e.set}, nil },
 		Client:    func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
 		LeaseTTL:  testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	m, err := scalesets.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +176,26 @@ func (e *env) replica(t *testing.T, holder string, sets ...config.ScaleSet) *rep
 	go func() { defer close(r.done); m.Run(ctx) }()
 	t.Cleanup(r.stop)
 	return r
+}
+
+// serveAll runs the worker's batches until every job of ids was served or 30 s passed, and
+// returns how many times each job was served.
+func serveAll(t *testing.T, w *warmpool.Worker, ids []int64, each func(warmpool.Served)) map[int64]int {
+	t.Helper()
+	served := map[int64]int{}
+	for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
+		rep, err := w.Once(t.Context())
+		if err != nil {
+			t.Logf("Once: %v", err)
+		}
+		for _, s := range rep.Served {
+			served[s.JobID]++
+			if each != nil {
+				each(s)
+			}
+		}
+	}
+	return served
 }
 
 func (r *replica) stop() {

@@ -74,31 +74,13 @@ type killResult struct {
 func listenerKillRun(t *testing.T, at int64) killResult {
 	e := newEnv(t)
 	pool := e.warm(t, store.StateReady, 4)
-	var a *replica
-	cc := &crashingClient{at: at, die: func() { a.kill() }}
-	a = e.crashingReplica(t, "a", cc)
-	eventually(t, "a session held by a", func() bool { return e.sessionOwner() == "a" || cc.calls.Load() >= at })
-	var ids []int64
-	for i := range 4 {
-		ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(900+i), setName))
-		time.Sleep(100 * time.Millisecond)
-	}
-	b := e.replica(t, "b")
-	for _, id := range ids {
-		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) != "" })
-	}
-	w := e.worker(t, b.m)
-	served := map[int64]int{}
+	cc, b, ids := e.crashThenTakeOver(t, at, 900)
 	held := map[string][]string{}
-	for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
-		rep, _ := w.Once(t.Context())
-		for _, s := range rep.Served {
-			served[s.JobID]++
-			if rec, err := e.st.Get(t.Context(), s.InstanceID); err == nil {
-				held[rec.RunID] = append(held[rec.RunID], s.InstanceID)
-			}
+	served := serveAll(t, e.worker(t, b.m), ids, func(s warmpool.Served) {
+		if rec, err := e.st.Get(t.Context(), s.InstanceID); err == nil {
+			held[rec.RunID] = append(held[rec.RunID], s.InstanceID)
 		}
-	}
+	})
 	var res killResult
 	res.crashed = cc.calls.Load() >= at
 	for _, id := range ids {

@@ -49,20 +49,7 @@ func (c *configured) get(context.Context) ([]config.ScaleSet, error) {
 // replicaOf starts a replica whose configured scale sets come from cfg.
 func (e *env) replicaOf(t *testing.T, holder string, cfg *configured) *replica {
 	t.Helper()
-	m, err := scalesets.New(scalesets.Config{
-		Store: e.st, Jobs: e.jobs, Holder: holder, ScaleSets: cfg.get, Broken: cfg.brokenNames,
-		Client:   func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
-		LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
-		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{m: m, cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(r.done); m.Run(ctx) }()
-	t.Cleanup(r.stop)
-	return r
+	return e.start(t, holder, func(c *scalesets.Config) { c.ScaleSets, c.Broken = cfg.get, cfg.brokenNames })
 }
 
 // TestRunnerGroupChangeMovesTheScaleSet: changing runner_group moves the scale set this deployment
@@ -164,25 +151,14 @@ func TestCapacityHonoursInstanceCaps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.warm(t, store.StateReady, 1)
-	m, err := scalesets.New(scalesets.Config{
-		Store: e.st, Jobs: e.jobs, Holder: "a",
-		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return []config.ScaleSet{e.set}, nil },
-		Client:    func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
-		Room: func(_ context.Context, pool string) (int, bool, error) {
+	e.start(t, "a", func(c *scalesets.Config) {
+		c.Room = func(_ context.Context, pool string) (int, bool, error) {
 			if pool != poolName {
 				t.Errorf("room asked for pool %q", pool)
 			}
 			return 2, true, nil
-		},
-		LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Logger: logger(),
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{m: m, cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(r.done); m.Run(ctx) }()
-	t.Cleanup(r.stop)
 	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 	eventually(t, "capacity 3 announced", func() bool { st, _ := e.gh.ScaleSet(org, setName); return st.MaxCapacity == 3 })
 }

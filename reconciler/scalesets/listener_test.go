@@ -55,17 +55,7 @@ func TestTakeoverLosesNoJob(t *testing.T) {
 		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
 	}
 	// Served by the pool worker: each job once, whatever the redeliveries after the crash.
-	w := e.worker(t, reps[other].m)
-	served := map[int64]int{}
-	for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
-		rep, err := w.Once(t.Context())
-		if err != nil {
-			t.Logf("Once: %v", err)
-		}
-		for _, s := range rep.Served {
-			served[s.JobID]++
-		}
-	}
+	served := serveAll(t, e.worker(t, reps[other].m), ids, nil)
 	for _, id := range ids {
 		if served[id] != 1 {
 			t.Errorf("job %d served %d times, want once (served: %v)", id, served[id], served)
