@@ -26,18 +26,24 @@ func killUserProcesses(ctx context.Context, uid int) error {
 	if uid <= 0 {
 		return fmt.Errorf("refusing to kill the processes of uid %d", uid)
 	}
+	return killUntilGone(ctx, fmt.Sprintf("uid %d", uid),
+		func() ([]int, error) { return ProcessesOf(uid) }, func() { killAllAs(ctx, uid) })
+}
+
+// killUntilGone stops and kills the processes list finds until it finds none, for at most 10 s; each
+// pass first runs sweep (nil: none). what names the processes in the error.
+func killUntilGone(ctx context.Context, what string, list func() ([]int, error), sweep func()) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		killAllAs(ctx, uid)
-		pids, err := ProcessesOf(uid)
-		if err != nil {
+		if sweep != nil {
+			sweep()
+		}
+		pids, err := list()
+		if err != nil || len(pids) == 0 {
 			return err
 		}
-		if len(pids) == 0 {
-			return nil
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("processes of uid %d still running after SIGKILL: %v", uid, pids)
+			return fmt.Errorf("processes of %s still running after SIGKILL: %v", what, pids)
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGSTOP)
@@ -79,26 +85,8 @@ func killUIDRange(ctx context.Context, start, count int) error {
 	if start <= 0 || count <= 0 {
 		return fmt.Errorf("refusing to kill the processes of uids %d+%d", start, count)
 	}
-	in := func(u int) bool { return u >= start && u < start+count }
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids, err := processesWith(in)
-		if err != nil || len(pids) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes of uids %d-%d still running after SIGKILL: %v", start, start+count-1, pids)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGSTOP)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if !sleep(ctx, 20*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
+	return killUntilGone(ctx, fmt.Sprintf("uids %d-%d", start, start+count-1),
+		func() ([]int, error) { return ProcessesOfRange(start, count) }, nil)
 }
 
 // processesWith lists the live pids one of whose uids (real, effective, saved, filesystem) match.
