@@ -82,43 +82,24 @@ func markAttributes(attrs map[string]schema.Attribute) {
 		if !a.IsRequired() && !a.IsOptional() {
 			continue
 		}
-		var descs []string
 		switch t := a.(type) {
 		case schema.StringAttribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		case schema.Int64Attribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		case schema.BoolAttribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		case schema.ListAttribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		case schema.MapAttribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		case schema.SetAttribute:
-			for _, m := range t.PlanModifiers {
-				descs = append(descs, m.Description(ctx))
-			}
-			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descs)
+			t.MarkdownDescription = withReplacement(t.MarkdownDescription, descriptions(ctx, t.PlanModifiers))
 			attrs[name] = t
 		}
 	}
@@ -135,4 +116,13 @@ func withReplacement(desc string, modifiers []string) string {
 		}
 	}
 	return strings.TrimSpace(desc + " " + updatedInPlace)
+}
+
+// descriptions are the descriptions of an attribute's plan modifiers.
+func descriptions[M interface{ Description(context.Context) string }](ctx context.Context, mods []M) []string {
+	out := make([]string, 0, len(mods))
+	for _, m := range mods {
+		out = append(out, m.Description(ctx))
+	}
+	return out
 }
