@@ -348,12 +348,13 @@ func (s *Store) RecentRuns(ctx context.Context, from, to time.Time, limit int) (
 			},
 			ScanIndexForward: aws.Bool(false),
 		}
-		p := dynamodb.NewQueryPaginator(s.db, in)
-		for p.HasMorePages() {
+		// Not a QueryPaginator: it fixes Limit when it is made, and each request must ask for
+		// what is still missing (without a Limit, a page of 100 runs read the day's first MB).
+		for {
 			if limit > 0 {
 				in.Limit = aws.Int32(int32(min(limit-len(out), 1000)))
 			}
-			page, err := p.NextPage(ctx)
+			page, err := s.db.Query(ctx, in)
 			if err != nil {
 				return nil, fmt.Errorf("history: listing runs of %s: %w", day(d), err)
 			}
@@ -366,6 +367,9 @@ func (s *Store) RecentRuns(ctx context.Context, from, to time.Time, limit int) (
 			}
 			if limit > 0 && len(out) >= limit {
 				return out[:limit], nil
+			}
+			if in.ExclusiveStartKey = page.LastEvaluatedKey; in.ExclusiveStartKey == nil {
+				break
 			}
 		}
 	}
@@ -435,23 +439,69 @@ func (s *Store) Samples(ctx context.Context, from, to time.Time) ([]Sample, erro
 				return nil, fmt.Errorf("history: listing pool samples of %s: %w", day(d), err)
 			}
 			for _, it := range page.Items {
-				var smp Sample
-				ps, _ := it["pools"].(*types.AttributeValueMemberS)
-				at, _ := it["at"].(*types.AttributeValueMemberN)
-				if ps == nil || at == nil {
-					return nil, errors.New("history: pool sample without pools or time")
-				}
-				if err := json.Unmarshal([]byte(ps.Value), &smp); err != nil {
-					return nil, fmt.Errorf("history: pool sample: %w", err)
-				}
-				ms, err := strconv.ParseInt(at.Value, 10, 64)
+				smp, err := decodeSample(it)
 				if err != nil {
-					return nil, fmt.Errorf("history: pool sample time: %w", err)
+					return nil, err
 				}
-				smp.At = time.UnixMilli(ms).UTC()
 				out = append(out, smp)
 			}
 		}
 	}
 	return out, nil
+}
+
+// LatestSample is the newest pool sample taken at or before at, in at's UTC day or the day before:
+// one Query of at's day, newest first and limited to one item, and one of the day before when at's
+// day has none yet. ErrNotFound when there is none (sampling off, or stopped for a day). What it costs does
+// not depend on how many instances the samples counted.
+func (s *Store) LatestSample(ctx context.Context, at time.Time) (Sample, error) {
+	for _, d := range []time.Time{at, at.Add(-24 * time.Hour)} {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:              &s.table,
+			KeyConditionExpression: aws.String("pk = :pk AND sk <= :b"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": sv(prefixPools + day(d)), ":b": sv(fmt.Sprintf("%013d", at.UnixMilli())),
+			},
+			ScanIndexForward: aws.Bool(false),
+			Limit:            aws.Int32(1),
+		})
+		if err != nil {
+			return Sample{}, fmt.Errorf("history: reading the latest pool sample of %s: %w", day(d), err)
+		}
+		if len(out.Items) > 0 {
+			return decodeSample(out.Items[0])
+		}
+	}
+	return Sample{}, fmt.Errorf("history: no pool sample on the day of %s or the day before: %w", at.UTC().Format(time.RFC3339), ErrNotFound)
+}
+
+// decodeSample reads a pool sample item.
+func decodeSample(it map[string]types.AttributeValue) (Sample, error) {
+	var smp Sample
+	ps, _ := it["pools"].(*types.AttributeValueMemberS)
+	at, _ := it["at"].(*types.AttributeValueMemberN)
+	if ps == nil || at == nil {
+		return Sample{}, errors.New("history: pool sample without pools or time")
+	}
+	if err := json.Unmarshal([]byte(ps.Value), &smp); err != nil {
+		return Sample{}, fmt.Errorf("history: pool sample: %w", err)
+	}
+	ms, err := strconv.ParseInt(at.Value, 10, 64)
+	if err != nil {
+		return Sample{}, fmt.Errorf("history: pool sample time: %w", err)
+	}
+	smp.At = time.UnixMilli(ms).UTC()
+	return smp, nil
+}
+
+// Counts sums a sample's state counts over its pools and runner classes: every live record of the
+// deployment by state, as the sample counted them.
+func (s Sample) Counts() map[string]int {
+	out := map[string]int{}
+	for _, p := range s.Pools {
+		for st, n := range p.States {
+			out[st] += n
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -21,8 +22,9 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // counting counts the DynamoDB requests history makes, by operation.
 type counting struct {
 	history.DynamoDBAPI
-	mu sync.Mutex
-	n  map[string]int
+	mu      sync.Mutex
+	n       map[string]int
+	scanned int // items the queries read
 }
 
 func (c *counting) add(op string) {
@@ -48,7 +50,13 @@ func (c *counting) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 
 func (c *counting) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	c.add("Query")
-	return c.DynamoDBAPI.Query(ctx, in, o...)
+	out, err := c.DynamoDBAPI.Query(ctx, in, o...)
+	if err == nil {
+		c.mu.Lock()
+		c.scanned += int(out.ScannedCount)
+		c.mu.Unlock()
+	}
+	return out, err
 }
 
 func newHistory(t *testing.T, now func() time.Time) (*history.Store, *counting) {
@@ -108,9 +116,13 @@ func TestRunsAcrossDays(t *testing.T) {
 	if r := runs[2]; !r.Released() || r.Runners[0].Released != "pooled" || r.Steps.Select != time.Second || r.Repository != "acme/api" {
 		t.Errorf("run 102 (release recorded first) = %+v, want provision and release both", r)
 	}
+	calls.scanned = 0
 	limited, err := h.RecentRuns(ctx, base.Add(-time.Hour), base.Add(time.Hour), 2)
 	if err != nil || len(limited) != 2 || limited[0].RunID != "104" {
 		t.Errorf("limit 2: %v %v", limited, err)
+	}
+	if calls.scanned != 2 {
+		t.Errorf("limit 2 read %d entries, want 2 (a page reads what it shows, not its day)", calls.scanned)
 	}
 	one, err := h.GetRun(ctx, "42:101:1", base.Add(time.Minute))
 	if err != nil || one.RunID != "101" {
@@ -153,6 +165,25 @@ func TestSamples(t *testing.T) {
 	for i, s := range got {
 		if s.Pools[0].States["ready"] != i || !s.At.Equal(base.Add(time.Duration(i)*time.Minute)) {
 			t.Errorf("sample %d: %+v", i, s)
+		}
+	}
+	// The latest sample at a time: the newest at or before it, from that day or the day before.
+	for _, tt := range []struct {
+		at    time.Time
+		ready int // -1: none
+	}{
+		{base.Add(90 * time.Second), 1},
+		{base.Add(time.Hour), 2},
+		{base.Add(30 * time.Hour), 2}, // the next day has none yet
+		{base.Add(-time.Hour), -1},
+		{base.Add(50 * time.Hour), -1},
+	} {
+		smp, err := h.LatestSample(ctx, tt.at)
+		switch {
+		case tt.ready < 0 && !errors.Is(err, history.ErrNotFound):
+			t.Errorf("LatestSample(%s): %+v %v, want ErrNotFound", tt.at, smp, err)
+		case tt.ready >= 0 && (err != nil || smp.Counts()["ready"] != tt.ready):
+			t.Errorf("LatestSample(%s): %+v %v, want the sample with %d ready", tt.at, smp, err, tt.ready)
 		}
 	}
 }

@@ -428,43 +428,6 @@ func (s *Store) Live(ctx context.Context) ([]Instance, error) {
 	return all, nil
 }
 
-// ByStateFirst lists at most n live records of a state, earliest threshold first (the by_state
-// index's order): the first of a long list without reading all of it.
-func (s *Store) ByStateFirst(ctx context.Context, state State, n int) ([]Instance, error) {
-	if !state.Live() || n <= 0 {
-		return nil, fmt.Errorf("listing the first %d records in state %q: a live state and a positive count are required: %w", n, state, ErrInvalid)
-	}
-	out, err := s.queryInstancesUpTo(ctx, "first of state "+string(state), &dynamodb.QueryInput{
-		IndexName:                 aws.String(IndexByState),
-		KeyConditionExpression:    aws.String("idx_state = :s"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": sv(string(state))},
-	}, n)
-	return out[:min(n, len(out))], err
-}
-
-// CountByState counts the live records in each live state (COUNT queries of the by_state index,
-// control-plane items only): what a page of counts costs without reading the records.
-func (s *Store) CountByState(ctx context.Context) (map[State]int, error) {
-	out := make(map[State]int, len(LiveStates))
-	for _, st := range LiveStates {
-		in := &dynamodb.QueryInput{
-			TableName: &s.table, IndexName: aws.String(IndexByState), Select: types.SelectCount,
-			KeyConditionExpression:    aws.String("idx_state = :s"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":s": sv(string(st))},
-		}
-		controlPlaneOnly(in)
-		p := dynamodb.NewQueryPaginator(s.db, in)
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return nil, classify("counting instances by state "+string(st), err)
-			}
-			out[st] += int(page.Count)
-		}
-	}
-	return out, nil
-}
-
 // Expired lists every live record whose threshold has passed at now.
 func (s *Store) Expired(ctx context.Context, now time.Time) ([]Instance, error) {
 	var all []Instance
@@ -513,19 +476,29 @@ func (s *Store) queryInstancesUpTo(ctx context.Context, what string, in *dynamod
 		if err != nil {
 			return nil, classify("listing instances "+what, err)
 		}
-		skipped := int(page.ScannedCount - page.Count)
-		for _, item := range page.Items {
-			inst, err := decodeInstance(item)
-			if err != nil {
-				skipped++
-				s.foreign.logOnce(ctx, index, itemKey(item), err)
-				continue
-			}
-			out = append(out, inst)
-		}
-		s.foreign.skipped(index, skipped)
+		recs, _ := s.decodeListed(ctx, index, page.Items, page.ScannedCount-page.Count)
+		out = append(out, recs...)
 	}
 	return out, nil
+}
+
+// decodeListed decodes a page of a listing, and returns the items it decoded alongside. An item
+// that is not a control-plane record is skipped and counted (foreign.go), as are the filtered ones
+// (filtered: the page's ScannedCount - Count).
+func (s *Store) decodeListed(ctx context.Context, index string, items []map[string]types.AttributeValue, filtered int32) ([]Instance, []map[string]types.AttributeValue) {
+	skipped := int(filtered)
+	out, kept := make([]Instance, 0, len(items)), make([]map[string]types.AttributeValue, 0, len(items))
+	for _, item := range items {
+		inst, err := decodeInstance(item)
+		if err != nil {
+			skipped++
+			s.foreign.logOnce(ctx, index, itemKey(item), err)
+			continue
+		}
+		out, kept = append(out, inst), append(kept, item)
+	}
+	s.foreign.skipped(index, skipped)
+	return out, kept
 }
 
 // itemKey renders an item's primary key for a log line.

@@ -40,8 +40,7 @@ var assets embed.FS
 
 // Store is the part of *store.Store the dashboard reads.
 type Store interface {
-	ByStateFirst(ctx context.Context, state store.State, n int) ([]store.Instance, error)
-	CountByState(ctx context.Context) (map[store.State]int, error)
+	ByStatePage(ctx context.Context, state store.State, n int, cursor string) ([]store.Instance, string, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)
 }
 
@@ -49,6 +48,7 @@ type Store interface {
 type History interface {
 	history.Reader
 	GetRun(ctx context.Context, key string, startedAt time.Time) (history.Run, error)
+	LatestSample(ctx context.Context, at time.Time) (history.Sample, error)
 	Retention() time.Duration
 }
 
@@ -56,10 +56,12 @@ type History interface {
 type Options struct {
 	Store   Store
 	History History
-	// Pools returns every warm pool's and runner class's counts, targets and next schedule change
-	// now (the same function that takes the history samples).
-	Pools func(ctx context.Context, now time.Time) ([]history.PoolCount, error)
-	Price history.Pricer
+	// Targets returns every configured warm pool's schedule, targets and next schedule change now:
+	// the configuration only. The counts the pools page shows come from the latest pool sample
+	// (read with the day's samples the charts need), never from the live records, so a view costs
+	// the same with 20 or 20,000 instances.
+	Targets func(ctx context.Context, now time.Time) ([]history.PoolCount, error)
+	Price   history.Pricer
 	// RunsPerPage (default 100) and MaxRuns (default 1000): the runs pages list the newest MaxRuns.
 	RunsPerPage, MaxRuns int
 	// InstancesPerPage is the instances page size (default 500).
@@ -125,8 +127,8 @@ func New(o Options) (*Dashboard, error) {
 	if o.Quotas == nil {
 		o.Quotas = func(context.Context) ([]QuotaRow, error) { return nil, nil }
 	}
-	if o.Pools == nil {
-		o.Pools = func(context.Context, time.Time) ([]history.PoolCount, error) { return nil, nil }
+	if o.Targets == nil {
+		o.Targets = func(context.Context, time.Time) ([]history.PoolCount, error) { return nil, nil }
 	}
 	d := &Dashboard{o: o, tmpl: map[string]*template.Template{}, costs: map[time.Duration]cachedReport{}}
 	css, err := fs.ReadFile(assets, "assets/style.css")

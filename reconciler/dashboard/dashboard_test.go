@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +31,8 @@ type fakeStore struct {
 	err  error
 }
 
-func (f *fakeStore) ByStateFirst(_ context.Context, state store.State, n int) ([]store.Instance, error) {
+// ByStatePage pages a state's records earliest threshold first; its cursor is an offset.
+func (f *fakeStore) ByStatePage(_ context.Context, state store.State, n int, cursor string) ([]store.Instance, string, error) {
 	var out []store.Instance
 	for _, in := range f.live {
 		if in.State == state {
@@ -36,16 +40,21 @@ func (f *fakeStore) ByStateFirst(_ context.Context, state store.State, n int) ([
 		}
 	}
 	slices.SortStableFunc(out, func(a, b store.Instance) int { return a.Threshold.Compare(b.Threshold) })
-	return out[:min(n, len(out))], f.err
+	from := 0
+	if cursor != "" {
+		var err error
+		if from, err = strconv.Atoi(cursor); err != nil || from < 0 {
+			return nil, "", fmt.Errorf("cursor %q: %w", cursor, store.ErrInvalid)
+		}
+	}
+	from = min(from, len(out))
+	to, next := min(from+n, len(out)), ""
+	if to < len(out) {
+		next = strconv.Itoa(to)
+	}
+	return out[from:to], next, f.err
 }
 
-func (f *fakeStore) CountByState(context.Context) (map[store.State]int, error) {
-	out := map[store.State]int{}
-	for _, in := range f.live {
-		out[in.State]++
-	}
-	return out, f.err
-}
 func (f *fakeStore) GetRun(_ context.Context, key string) (store.Run, error) {
 	if r, ok := f.runs[key]; ok {
 		return r, nil
@@ -67,6 +76,14 @@ func (f *fakeHistory) RecentRuns(_ context.Context, _, _ time.Time, limit int) (
 func (f *fakeHistory) Samples(context.Context, time.Time, time.Time) ([]history.Sample, error) {
 	return f.samples, nil
 }
+func (f *fakeHistory) LatestSample(_ context.Context, at time.Time) (history.Sample, error) {
+	for i := len(f.samples) - 1; i >= 0; i-- {
+		if !f.samples[i].At.After(at) {
+			return f.samples[i], nil
+		}
+	}
+	return history.Sample{}, history.ErrNotFound
+}
 func (f *fakeHistory) SampleInterval() time.Duration { return 5 * time.Minute }
 func (f *fakeHistory) Retention() time.Duration      { return 30 * 24 * time.Hour }
 func (f *fakeHistory) GetRun(_ context.Context, key string, _ time.Time) (history.Run, error) {
@@ -86,7 +103,8 @@ func price(_ context.Context, typ, usage, _ string) (float64, string) {
 }
 
 // fixture builds a deployment of nRuns runs and nInstances live instances, with a day of samples
-// of three warm pools.
+// of three warm pools: "nightly" is gone since 04:10 (no more samples) and the latest sample, at
+// t0, counts the live instances.
 func fixture(nRuns, nInstances int) (*fakeStore, *fakeHistory) {
 	st := &fakeStore{runs: map[string]store.Run{}}
 	h := &fakeHistory{}
@@ -95,7 +113,7 @@ func fixture(nRuns, nInstances int) (*fakeStore, *fakeHistory) {
 		st.live = append(st.live, store.Instance{
 			ID: fmt.Sprintf("i-%017x", i), State: states[i%len(states)], RunID: fmt.Sprintf("4242:%d:1", i%nRuns+1),
 			Threshold: t0.Add(time.Duration(i%90) * time.Minute), InstanceType: "c6i.large", UsageClass: []string{"on-demand", "spot"}[i%2],
-			RunnerClass: "linux", Pool: []string{"", "hot", "nightly"}[i%3], Scope: "acme/api", Zone: "eu-west-1a",
+			RunnerClass: "linux", Pool: []string{"", "hot"}[i%2], Scope: "acme/api", Zone: "eu-west-1a",
 			CreatedAt: t0.Add(-time.Duration(i) * time.Minute),
 		})
 	}
@@ -118,11 +136,21 @@ func fixture(nRuns, nInstances int) (*fakeStore, *fakeHistory) {
 		h.runs = append(h.runs, r)
 	}
 	for k := range 288 {
-		s := history.Sample{At: t0.Add(-24 * time.Hour).Add(time.Duration(k) * 5 * time.Minute)}
+		s := history.Sample{At: t0.Add(-24 * time.Hour).Add(time.Duration(k+1) * 5 * time.Minute)}
 		for _, p := range []string{"hot", "nightly", ""} {
+			if p == "nightly" && k >= 194 {
+				continue
+			}
 			s.Pools = append(s.Pools, history.PoolCount{RunnerClass: "linux", Pool: p, TargetHot: 4, States: map[string]int{"ready": k % 5, "idle": 2, "running": k % 7}, Billed: map[string]int{"c6i.large/on-demand": k % 5}})
 		}
 		h.samples = append(h.samples, s)
+	}
+	last := &h.samples[len(h.samples)-1]
+	for i := range last.Pools {
+		last.Pools[i].States = map[string]int{}
+	}
+	for _, in := range st.live {
+		last.Pools[slices.IndexFunc(last.Pools, func(c history.PoolCount) bool { return c.Pool == in.Pool })].States[string(in.State)]++
 	}
 	return st, h
 }
@@ -130,8 +158,8 @@ func fixture(nRuns, nInstances int) (*fakeStore, *fakeHistory) {
 func newDashboard(t testing.TB, st *fakeStore, h *fakeHistory, perPage int) *dashboard.Dashboard {
 	d, err := dashboard.New(dashboard.Options{
 		Store: st, History: h, Price: price, InstancesPerPage: perPage, Now: func() time.Time { return t0 },
-		Pools: func(context.Context, time.Time) ([]history.PoolCount, error) {
-			return []history.PoolCount{{RunnerClass: "linux", Pool: "hot", TargetHot: 4, NextChange: t0.Add(3 * time.Hour), NextHot: 0, States: map[string]int{"ready": 3}}}, nil
+		Targets: func(context.Context, time.Time) ([]history.PoolCount, error) {
+			return []history.PoolCount{{RunnerClass: "linux", Pool: "hot", TargetHot: 4, NextChange: t0.Add(3 * time.Hour), NextHot: 0}}, nil
 		},
 		Postures: func(context.Context) (map[string]dashboard.Posture, error) {
 			return map[string]dashboard.Posture{"linux": {JobAccess: "root", Reuse: "same-repository"}}, nil
@@ -162,14 +190,20 @@ func TestPages(t *testing.T) {
 		has    []string
 	}{
 		{"/", http.StatusSeeOther, nil},
-		{"/pools", 200, []string{"hot", "next change", "Nov 25 15:00 → 0 hot", "polyline", "nightly (gone)",
+		{"/pools", 200, []string{"hot", "next change", "Counts from the pool sample of 2026-11-25 12:00:00 UTC (0s ago)", "Nov 25 15:00 → 0 hot", "polyline", "nightly (gone)",
 			`class="posture warn"`, "job access <b>root</b>, reuse <b>same-repository</b>", "the job owns the machine"}},
 		{"/runs", 200, []string{"4242:250:1", "2 reused, 1 created", "page 1", "?page=2"}},
 		{"/runs?page=3", 200, []string{"4242:50:1", "page 3", "?page=2"}},
 		{"/runs/4242:7:1", 200, []string{"selection", "registration", "jobs", "release", "price-file", "$0.008"}},
 		{"/runs/4242:8:1", 200, []string{`class="ph-reclaimed"`, "jobs", "release"}},
 		{"/instances?state=idle&page=1", 200, []string{"idle (8)", "page 1 of 1"}},
-		{"/instances?page=4", 200, []string{"page 4 of 4"}},
+		{"/instances", 200, []string{"idle (8)", "page 1 of 4", "Counts from the pool sample of 2026-11-25 12:00:00 UTC", `id="next"`}},
+		{"/instances?page=4", 400, []string{"reached through their links"}},
+		{"/instances?page=2&after=idle.5", 200, []string{"page 2 of 4"}},
+		{"/instances?after=bogus.5", 400, []string{"malformed page cursor"}},
+		{"/instances?after=idle.x", 400, []string{"malformed page cursor"}},
+		{"/instances?state=idle&after=running.0", 400, []string{"malformed page cursor"}},
+		{"/instances?page=0&after=idle.5", 400, nil},
 		{"/cost?window=1h", 200, []string{"acme/web", "cold-start baseline 38.0s", "price-file"}},
 		{"/cost", 200, []string{"and 50 older runs"}},
 		{"/static/style.css", 200, []string{"--accent"}},
@@ -204,6 +238,47 @@ func TestPages(t *testing.T) {
 	code, body := serve(srv, http.MethodGet, "/instances")
 	if code != http.StatusServiceUnavailable || strings.Contains(body, "AccessDenied") || strings.Contains(body, "arn:") {
 		t.Errorf("a failing table: %d\n%s", code, body)
+	}
+}
+
+// TestInstancesPages: following the next links from the first page lists every live record once,
+// by state then earliest deadline first, for the whole list and for each state; the last page
+// has no next link.
+func TestInstancesPages(t *testing.T) {
+	t.Parallel()
+	st, h := fixture(250, 43)
+	srv := newDashboard(t, st, h, 4).Handler()
+	next := regexp.MustCompile(`<a href="([^"]+)" id="next">`)
+	row := regexp.MustCompile(`<tr><td>(i-[0-9a-f]+)</td>`)
+	for _, first := range []string{"/instances", "/instances?state=idle", "/instances?state=claimed"} {
+		var want []string
+		for _, s := range store.LiveStates {
+			if strings.Contains(first, "state=") && !strings.HasSuffix(first, "="+string(s)) {
+				continue
+			}
+			recs, _, _ := st.ByStatePage(t.Context(), s, 1000, "")
+			for _, in := range recs {
+				want = append(want, in.ID)
+			}
+		}
+		var got []string
+		target := first
+		for page := 1; target != ""; page++ {
+			code, body := serve(srv, http.MethodGet, target)
+			if code != http.StatusOK || !strings.Contains(body, fmt.Sprintf("page %d of", page)) {
+				t.Fatalf("GET %s: %d, want page %d\n%s", target, code, page, body)
+			}
+			for _, m := range row.FindAllStringSubmatch(body, -1) {
+				got = append(got, m[1])
+			}
+			target = ""
+			if m := next.FindStringSubmatch(body); m != nil {
+				target = html.UnescapeString(m[1])
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pages from %s listed %d records %v, want %d %v", first, len(got), got, len(want), want)
+		}
 	}
 }
 

@@ -4,12 +4,14 @@ package dashboard
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,10 @@ type poolsPage struct {
 	Interval time.Duration
 	Samples  int
 	States   []string
+	// SampledAt is the time of the latest pool sample, whose counts the page shows (zero: no
+	// sample in the last 24 hours, counts unknown); Age is how old it was when the page was read.
+	SampledAt time.Time
+	Age       time.Duration
 }
 
 // postureView is a runner class's posture as the pools page shows it, with what it hands a job.
@@ -59,12 +65,15 @@ var chartSeries = []struct{ state, class string }{
 	{"ready", "s-hot"}, {"stopped", "s-stopped"}, {"idle", "s-idle"}, {"claimed", "s-claimed"}, {"running", "s-running"},
 }
 
+// poolKey names a pools page row: a warm pool, or a runner class's instances outside pools.
+type poolKey struct{ class, pool string }
+
 func (d *Dashboard) pools(r *http.Request, q url.Values) (view, error) {
 	if err := only(q); err != nil {
 		return view{}, err
 	}
 	ctx, now := r.Context(), d.o.Now()
-	current, err := d.o.Pools(ctx, now)
+	targets, err := d.o.Targets(ctx, now)
 	if err != nil {
 		return view{}, err
 	}
@@ -72,11 +81,10 @@ func (d *Dashboard) pools(r *http.Request, q url.Values) (view, error) {
 	if err != nil {
 		return view{}, err
 	}
-	type key struct{ class, pool string }
-	series := map[key][]poolPoint{}
+	series := map[poolKey][]poolPoint{}
 	for _, s := range samples {
 		for _, p := range s.Pools {
-			k := key{p.RunnerClass, p.Pool}
+			k := poolKey{p.RunnerClass, p.Pool}
 			series[k] = append(series[k], poolPoint{at: s.At, c: p})
 		}
 	}
@@ -87,16 +95,20 @@ func (d *Dashboard) pools(r *http.Request, q url.Values) (view, error) {
 		}
 	}
 	page := poolsPage{Interval: d.o.History.SampleInterval(), Samples: len(samples), States: []string{"warming", "ready", "stopped", "idle", "claimed", "running", "created", "terminating"}}
-	seen := map[key]bool{}
-	for _, c := range current {
-		k := key{c.RunnerClass, c.Pool}
-		seen[k] = true
+	var latest history.Sample
+	if len(samples) > 0 {
+		latest = samples[len(samples)-1]
+		page.SampledAt, page.Age = latest.At, max(now.Sub(latest.At), 0)
+	}
+	current := currentPools(targets, latest)
+	for k, c := range current {
 		page.Pools = append(page.Pools, poolRow{PoolCount: c, Name: poolName(c), Chart: chart(series[k], now), Samples: len(series[k]),
 			Posture: postureOf(postures[c.RunnerClass])})
 	}
-	// Pools that were sampled in the last day but are gone now still show their history.
+	// Pools that were sampled in the last day but are neither configured nor counted now still
+	// show their history.
 	for k, pts := range series {
-		if !seen[k] {
+		if _, ok := current[k]; !ok {
 			last := pts[len(pts)-1].c
 			last.States, last.TargetHot, last.TargetStop, last.NextChange = map[string]int{}, 0, 0, time.Time{}
 			page.Pools = append(page.Pools, poolRow{PoolCount: last, Name: poolName(last) + " (gone)", Chart: chart(pts, now), Samples: len(pts),
@@ -107,6 +119,31 @@ func (d *Dashboard) pools(r *http.Request, q url.Values) (view, error) {
 		return cmp.Or(strings.Compare(a.RunnerClass, b.RunnerClass), strings.Compare(a.Pool, b.Pool))
 	})
 	return view{page: "pools", title: "Pools", data: page}, nil
+}
+
+// currentPools are the rows of the pools as they are now: every configured pool with its targets
+// now, and every pool and runner class the latest sample counted instances of, with those counts.
+func currentPools(targets []history.PoolCount, latest history.Sample) map[poolKey]history.PoolCount {
+	out := map[poolKey]history.PoolCount{}
+	for _, c := range latest.Pools {
+		for _, n := range c.States {
+			if n > 0 {
+				out[poolKey{c.RunnerClass, c.Pool}] = c
+				break
+			}
+		}
+	}
+	for _, t := range targets {
+		k := poolKey{t.RunnerClass, t.Pool}
+		t.States, t.Billed = map[string]int{}, nil
+		for _, c := range latest.Pools {
+			if (poolKey{c.RunnerClass, c.Pool}) == k {
+				t.States, t.Billed = c.States, c.Billed
+			}
+		}
+		out[k] = t
+	}
+	return out
 }
 
 type poolPoint struct {
@@ -364,16 +401,26 @@ type instanceRow struct {
 }
 
 type instancesPage struct {
-	Rows       []instanceRow
-	Counts     map[string]int
-	States     []string
-	State      string
-	Total      int
-	Page, Last int
+	Rows   []instanceRow
+	Counts map[string]int
+	States []string
+	State  string
+	Total  int
+	// Page is the page's number and Last the number of pages, both from the counts (Last is 0
+	// when the counts are unknown); Next is the next page's link, "" on the last page.
+	Page, Last  int
+	Next, First string
+	// SampledAt is the time of the pool sample the counts come from (zero: no sample in the last
+	// two days, counts unknown), Age how old it was, Interval the sampling interval.
+	SampledAt     time.Time
+	Age, Interval time.Duration
 }
 
+// maxInstancePage bounds the page number a cursor's link may carry (it is only shown).
+const maxInstancePage = 1_000_000
+
 func (d *Dashboard) instances(r *http.Request, q url.Values) (view, error) {
-	if err := only(q, "state", "page"); err != nil {
+	if err := only(q, "state", "page", "after"); err != nil {
 		return view{}, err
 	}
 	listed := store.LiveStates
@@ -385,47 +432,124 @@ func (d *Dashboard) instances(r *http.Request, q url.Values) (view, error) {
 		}
 		listed = []store.State{st}
 	}
-	// The counts first (COUNT queries): they size the pages, so only the states a page shows are
-	// read (rows go by state, then newest first), not every record of the deployment.
-	ctx := r.Context()
-	counts, err := d.o.Store.CountByState(ctx)
+	ctx, now := r.Context(), d.o.Now()
+	p := instancesPage{Counts: map[string]int{}, State: state, Interval: d.o.History.SampleInterval()}
+	// The counts are the latest pool sample's, not COUNT queries: a COUNT query reads (and pays
+	// for) every record it counts, 1 MB a request.
+	smp, err := d.o.History.LatestSample(ctx, now)
+	if err != nil && !errors.Is(err, history.ErrNotFound) {
+		return view{}, err
+	}
+	counts := smp.Counts()
+	if err == nil {
+		p.SampledAt, p.Age = smp.At, max(now.Sub(smp.At), 0)
+	}
+	for _, s := range store.LiveStates {
+		p.States = append(p.States, string(s))
+		p.Counts[string(s)] = counts[string(s)]
+	}
+	for _, s := range listed {
+		p.Total += counts[string(s)]
+	}
+	per := d.o.InstancesPerPage
+	if !p.SampledAt.IsZero() {
+		p.Last = max((p.Total+per-1)/per, 1)
+	}
+	after := q.Get("after")
+	if p.Page, err = instancesPageNumber(q.Get("page"), p.Last, after != ""); err != nil {
+		return view{}, err
+	}
+	from, cursor, err := resumeAt(listed, after)
 	if err != nil {
 		return view{}, err
 	}
-	p := instancesPage{Counts: map[string]int{}, State: state}
-	for _, s := range store.LiveStates {
-		p.States = append(p.States, string(s))
-		p.Counts[string(s)] = counts[s]
+	recs, next, err := d.instancePage(ctx, listed[from:], cursor, per, counts, !p.SampledAt.IsZero())
+	if errors.Is(err, store.ErrInvalid) {
+		return view{}, badRequest("malformed page cursor: follow the links from the first page")
 	}
-	for _, s := range listed {
-		p.Total += counts[s]
-	}
-	per := d.o.InstancesPerPage
-	p.Last = max((p.Total+per-1)/per, 1)
-	if p.Page, err = pageNumber(q, p.Last); err != nil {
+	if err != nil {
 		return view{}, err
 	}
-	from, to := (p.Page-1)*per, p.Page*per
-	offset := 0
-	for _, s := range listed {
-		n := counts[s]
-		if n == 0 || offset+n <= from || offset >= to {
-			offset += n
-			continue
+	p.Rows = d.instanceRows(recs)
+	if p.Last > 0 {
+		p.Last = max(p.Last, p.Page)
+	}
+	p.First = "/instances"
+	if state != "" {
+		p.First += "?" + url.Values{"state": {state}}.Encode()
+	}
+	if next != "" {
+		v := url.Values{"page": {fmt.Sprint(p.Page + 1)}, "after": {next}}
+		if state != "" {
+			v.Set("state", state)
 		}
-		// Within a state, earliest deadline first (the index's order): a page reads the records up
-		// to its end, never the rest of the state.
-		recs, err := d.o.Store.ByStateFirst(ctx, s, to-offset)
-		if err != nil {
-			return view{}, err
-		}
-		rows := d.instanceRows(recs)
-		// The records may have moved since they were counted: clamp to what was read.
-		lo, hi := min(max(from-offset, 0), len(rows)), min(max(to-offset, 0), len(rows))
-		p.Rows = append(p.Rows, rows[lo:hi]...)
-		offset += n
+		p.Next = "/instances?" + v.Encode()
 	}
 	return view{page: "instances", title: "Instances", data: p}, nil
+}
+
+// instancesPageNumber reads ?page=N. Without a cursor only the first page can be read (and a
+// number past the counted pages is not found); with one, the number is only shown.
+func instancesPageNumber(s string, last int, cursor bool) (int, error) {
+	if s == "" {
+		return cond(cursor, 2, 1), nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil || n < 1:
+		return 0, badRequest("page %q: want a whole number from 1", truncate(s, 40))
+	case !cursor && n > max(last, 1):
+		return 0, notFound("page %d: there are %d pages", n, max(last, 1))
+	case n > maxInstancePage:
+		return 0, badRequest("page %d: want at most %d", n, maxInstancePage)
+	case cursor:
+		return n, nil
+	case n > 1:
+		return 0, badRequest("page %d: pages after the first are reached through their links (each resumes where the one before ended)", n)
+	}
+	return n, nil
+}
+
+// resumeAt reads a page cursor, "<state>.<store cursor>": the index of the state to resume in
+// (one of listed) and the store's cursor within it ("" for the state's start).
+func resumeAt(listed []store.State, after string) (int, string, error) {
+	if after == "" {
+		return 0, "", nil
+	}
+	st, cursor, _ := strings.Cut(after, ".")
+	i := slices.Index(listed, store.State(st))
+	if i < 0 {
+		return 0, "", badRequest("malformed page cursor: follow the links from the first page")
+	}
+	return i, cursor, nil
+}
+
+// instancePage reads one page of records of the states listed, in order, from a store cursor in
+// the first: one Query per state the page reaches (more only past items that are not records). It
+// returns the next page's cursor ("" when none).
+func (d *Dashboard) instancePage(ctx context.Context, states []store.State, cursor string, per int, counts map[string]int, counted bool) ([]store.Instance, string, error) {
+	var recs []store.Instance
+	for i, s := range states {
+		got, next, err := d.o.Store.ByStatePage(ctx, s, per-len(recs), cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		recs, cursor = append(recs, got...), ""
+		if next != "" {
+			return recs, string(s) + "." + next, nil
+		}
+		if len(recs) == per {
+			// Full at the end of a state: the next page starts with the next state the sample
+			// counted records in (every next state when there are no counts).
+			for _, later := range states[i+1:] {
+				if !counted || counts[string(later)] > 0 {
+					return recs, string(later) + ".", nil
+				}
+			}
+			return recs, "", nil
+		}
+	}
+	return recs, "", nil
 }
 
 // instanceRows renders records of one state, in the order given.

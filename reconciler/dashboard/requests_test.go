@@ -3,13 +3,19 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -130,10 +136,10 @@ func TestDynamoDBRequests(t *testing.T) {
 		path string
 		max  int
 	}{
-		{"/pools", 2}, // + the Pools function's reads (the service's: a query per live state, 2 with warm pools)
+		{"/pools", 2}, // the day's samples (counts from the latest); + the Targets function's reads (the service's: 2 with warm pools)
 		{"/runs", 31}, // a query per day back until the page is full: here 50 runs, so every day of the 30-day retention
 		{"/runs/" + key, 2},
-		{"/instances", len(store.LiveStates) + 1}, // a COUNT query per live state, then the one state the page shows
+		{"/instances", len(store.LiveStates) + 1}, // the latest sample (the counts), then a query per state the page reaches
 		{"/cost", 4},
 		{"/cost", 0}, // cached for a minute
 	} {
@@ -152,6 +158,116 @@ func TestDynamoDBRequests(t *testing.T) {
 		t.Logf("GET %s: %d requests %v", p.path, total, got)
 		if total > p.max {
 			t.Errorf("GET %s: %d requests %v, want at most %d", p.path, total, got, p.max)
+		}
+	}
+}
+
+// itemsRead sums the items DynamoDB read (ScannedCount) for the Query answers of a client: what a
+// view pays for, whatever it shows.
+type itemsRead struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *itemsRead) add(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("itemsRead", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		out, md, err := next.HandleInitialize(ctx, in)
+		if q, ok := out.Result.(*dynamodb.QueryOutput); ok {
+			r.mu.Lock()
+			r.n += int(q.ScannedCount)
+			r.mu.Unlock()
+		}
+		return out, md, err
+	}), middleware.After)
+}
+
+func (r *itemsRead) take() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.n
+	r.n = 0
+	return n
+}
+
+// TestRequestsPerViewBounded: with 3,000 live records, every view of the pools and instances pages
+// (each instances page, followed by its next link to the end) makes a bounded number of DynamoDB
+// requests (counted by awslimit.Counter, the bench's middleware) and reads at most the records it
+// shows plus one per state it reaches: the counts come from the latest pool sample, the pages
+// resume from a cursor, nothing counts or skips records.
+func TestRequestsPerViewBounded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	raw := stacktest.Shared(t).DynamoDB()
+	table := stacktest.UniqueName(t, "dashbig")
+	if err := store.CreateTable(ctx, raw, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = raw.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+	const records, per = 3000, 500
+	now := time.Now().UTC()
+	seed := store.New(raw, table)
+	counts := map[string]int{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range records {
+		state := []store.State{store.StateCreated, store.StateWarming}[i%2]
+		counts[string(state)]++
+		g.Go(func() error {
+			_, err := seed.Create(gctx, store.Instance{ID: fmt.Sprintf("i-%017d", i), State: state, InstanceType: "c6i.large", UsageClass: "on-demand",
+				RunnerClass: "linux", Pool: "warm", Threshold: now.Add(time.Duration(i) * time.Second)})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := history.New(raw, table, history.Options{}).RecordSample(ctx, now.Add(-time.Minute), []history.PoolCount{{RunnerClass: "linux", Pool: "warm", States: counts}}); err != nil {
+		t.Fatal(err)
+	}
+
+	counter, read := awslimit.NewCounter(), &itemsRead{}
+	db := dynamodb.New(raw.Options(), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, counter.AddMiddleware, read.add) })
+	d, err := dashboard.New(dashboard.Options{Store: store.New(db, table), History: history.New(db, table, history.Options{}), Price: price, InstancesPerPage: per})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := d.Handler()
+	next := regexp.MustCompile(`<a href="([^"]+)" id="next">`)
+	for _, v := range []struct {
+		first    string
+		requests int // per view
+		pages    int
+	}{
+		// The day's samples (and the day before's when the window spans midnight).
+		{"/pools", 2, 1},
+		// The latest sample (1, or 2 just after midnight), then one query per state the page reaches.
+		{"/instances", 2 + len(store.LiveStates), records / per},
+		{"/instances?state=warming", 2 + 1, records / 2 / per},
+	} {
+		target, pages := v.first, 0
+		for target != "" {
+			counter.Reset()
+			read.take()
+			code, body := serve(srv, http.MethodGet, target)
+			if code != http.StatusOK {
+				t.Fatalf("GET %s: %d\n%s", target, code, body)
+			}
+			pages++
+			requests, items, rows := counter.Total(), read.take(), strings.Count(body, "<tr><td>i-")
+			t.Logf("GET %s: %d requests %v, %d items read, %d rows", target, requests, counter.Counts(), items, rows)
+			if requests > v.requests {
+				t.Errorf("GET %s: %d requests, want at most %d", target, requests, v.requests)
+			}
+			if limit := rows + len(store.LiveStates) + 2; items > limit {
+				t.Errorf("GET %s: read %d items for %d rows, want at most %d", target, items, rows, limit)
+			}
+			target = ""
+			if m := next.FindStringSubmatch(body); m != nil {
+				target = html.UnescapeString(m[1])
+			}
+		}
+		if pages != v.pages {
+			t.Errorf("%s: %d pages, want %d", v.first, pages, v.pages)
 		}
 	}
 }

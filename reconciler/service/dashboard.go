@@ -63,7 +63,7 @@ func (s *Service) setupDashboard(cfg config.Config, db history.DynamoDBAPI, pric
 		Retention: cfg.Dashboard.Retention, SampleInterval: cfg.Dashboard.SampleInterval, Now: s.o.Now,
 	})
 	d, err := dashboard.New(dashboard.Options{
-		Store: s.store, History: s.dashboard.history, Pools: s.poolCounts, Price: price, Quotas: s.quotas.rows, Postures: s.classes.postures,
+		Store: s.store, History: s.dashboard.history, Targets: s.poolTargets, Price: price, Quotas: s.quotas.rows, Postures: s.classes.postures,
 		Deployment: cfg.DeploymentID, Now: s.o.Now, Logger: s.log.With("component", "dashboard"),
 	})
 	if err != nil {
@@ -221,10 +221,41 @@ func (r recordingReleaser) Release(ctx context.Context, runKey string, idleTime 
 
 // ---- pool samples ------------------------------------------------------------------------------
 
-// poolCounts is every runner class's and warm pool's state now: live counts (indexed queries per
-// state), the schedule's target and next change (the configuration items), and what EC2 bills.
+// poolTargets is every configured warm pool's schedule, target and next change now (the
+// configuration items only: no counts), keyed by runner class and pool.
+func (s *Service) poolTargets(ctx context.Context, now time.Time) ([]history.PoolCount, error) {
+	if !s.cfg.WarmPools() {
+		return nil, nil
+	}
+	snap, err := tableconfig.NewRepository(s.store).Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []history.PoolCount
+	for _, p := range snap.Pools() {
+		c := history.PoolCount{RunnerClass: p.RunnerClass, Pool: p.Name}
+		if t, err := snap.Target(p.Name, now); err == nil {
+			c.Schedule, c.TargetHot, c.TargetStop = t.Schedule, t.Hot, t.Stopped
+		}
+		if cal, err := p.Calendar(); err == nil {
+			if at, t := cal.NextChange(now); !at.IsZero() {
+				c.NextChange, c.NextHot, c.NextStopped = at.UTC(), t.Hot, t.Stopped
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// poolCounts is every runner class's and warm pool's state now (the pool sample): live counts
+// (indexed queries per state), the schedule's target and next change (poolTargets), and what EC2
+// bills.
 func (s *Service) poolCounts(ctx context.Context, now time.Time) ([]history.PoolCount, error) {
 	live, err := s.store.Live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := s.poolTargets(ctx, now)
 	if err != nil {
 		return nil, err
 	}
@@ -237,22 +268,9 @@ func (s *Service) poolCounts(ctx context.Context, now time.Time) ([]history.Pool
 		}
 		return counts[k]
 	}
-	if s.cfg.WarmPools() {
-		snap, err := tableconfig.NewRepository(s.store).Load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range snap.Pools() {
-			c := get(p.RunnerClass, p.Name)
-			if t, err := snap.Target(p.Name, now); err == nil {
-				c.Schedule, c.TargetHot, c.TargetStop = t.Schedule, t.Hot, t.Stopped
-			}
-			if cal, err := p.Calendar(); err == nil {
-				if at, t := cal.NextChange(now); !at.IsZero() {
-					c.NextChange, c.NextHot, c.NextStopped = at.UTC(), t.Hot, t.Stopped
-				}
-			}
-		}
+	for _, t := range targets {
+		c := get(t.RunnerClass, t.Pool)
+		c.Schedule, c.TargetHot, c.TargetStop, c.NextChange, c.NextHot, c.NextStopped = t.Schedule, t.TargetHot, t.TargetStop, t.NextChange, t.NextHot, t.NextStopped
 	}
 	for _, in := range live {
 		c := get(in.RunnerClass, in.Pool)
