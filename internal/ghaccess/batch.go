@@ -162,3 +162,11 @@ func ListRunnersShared(ctx context.Context, gh RunnerLister, scope string) ([]Ru
 	}
 	return gh.ListRunners(ctx, scope)
 }
+
+// LeaveShared withdraws the participant ctx carries (Participate), if any: its instance will not
+// ask, so the others' listing need not wait for it. Idempotent.
+func LeaveShared(ctx context.Context) {
+	if p, _ := ctx.Value(participantKey{}).(*Participant); p != nil {
+		p.Leave()
+	}
+}

@@ -51,6 +51,14 @@ type Config struct {
 	// TokenMargin: a registration or remove token is reused until TokenMargin before it expires, and
 	// refreshed in the background from twice that (default 15 min; GitHub's tokens last one hour).
 	TokenMargin time.Duration
+	// ListingInterval is the least time between the starts of two runner listings of one scope
+	// (0: none). Every check of a scope that asks meanwhile joins the next listing, so a scope's
+	// listings cost at most one per interval however many runners are released (listings.go).
+	ListingInterval time.Duration
+	// ListingPagesPerMinute caps the runner listing pages of all scopes together (0: no cap), a
+	// share of GitHub's secondary limit (900 points a minute, a page costs one): past it listings
+	// wait, and the checks of each scope gather on fewer of them, instead of GitHub refusing.
+	ListingPagesPerMinute int
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -174,7 +182,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, now: cfg.Now, clients: map[string]ownerClient{},
 		rt: &retryTransport{base: base, attempt: attempt, maxWait: cfg.MaxRetryWait, log: cfg.Logger, now: time.Now}}
 	c.tokens = newTokenCache(c)
-	c.listings = &listings{c: c, m: map[string]*listState{}}
+	c.listings = newListings(c, cfg.ListingInterval, cfg.ListingPagesPerMinute)
 	c.server = cfg.ServerURL
 	if c.server == "" {
 		c.server = deriveServerURL(u)
@@ -437,6 +445,9 @@ func (c *Client) listRunners(ctx context.Context, scope string) ([]Runner, error
 	var out []Runner
 	opts := &github.ListRunnersOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
+		if err := c.listings.pages.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("listing the runners of %s: waiting for the listing budget: %w", scope, err)
+		}
 		var page *github.Runners
 		var resp *github.Response
 		err := c.call(ctx, owner, "list runners of "+scope, func() (*github.Response, error) {

@@ -436,3 +436,67 @@ func TestRunnerListingsShared(t *testing.T) {
 		t.Errorf("after the delete: %+v, %v; want a fresh, empty listing", rs, err)
 	}
 }
+
+// TestRunnerListingsSpacedPerScope: a scope's listings start at least ListingInterval apart, and
+// every check that asks meanwhile joins the next one; another scope is not held back by it.
+func TestRunnerListingsSpacedPerScope(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	const interval = 300 * time.Millisecond
+	c, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT(), ListingInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := c.ListRunners(ctx, "acme/api"); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := c.ListRunners(ctx, "acme/api"); err != nil {
+				t.Errorf("ListRunners: %v", err)
+			}
+		})
+	}
+	if _, err := c.ListRunners(ctx, "acme/web"); err != nil { // its own scope: no wait for acme/api's
+		t.Fatal(err)
+	}
+	wg.Wait()
+	const op = "GET /repos/{owner}/{repo}/actions/runners"
+	if n := fake.Calls()[op]; n != 3 {
+		t.Errorf("a listing, 20 checks within its interval and another scope made %d listings, want 3", n)
+	}
+	// A lower bound only: the 20 checks cannot have been answered before the interval passed.
+	if d := time.Since(first); d < interval-50*time.Millisecond {
+		t.Errorf("the checks were answered after %v, before the scope's interval of %v", d, interval)
+	}
+}
+
+// TestRunnerListingBudget: past ListingPagesPerMinute a listing waits for the budget, and a caller
+// whose deadline comes first gets a clear error rather than GitHub's refusal.
+func TestRunnerListingBudget(t *testing.T) {
+	t.Parallel()
+	fake := githubfake.New(githubfake.Options{AppID: 4242})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	c, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT(), ListingPagesPerMinute: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListRunners(t.Context(), "acme/api"); err != nil { // the burst of one page
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.ListRunners(ctx, "acme/web")
+	if err == nil || !strings.Contains(err.Error(), "budget") && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a listing past the budget = %v, want a wait that ends with the caller's deadline", err)
+	}
+	if n := fake.Calls()["GET /repos/{owner}/{repo}/actions/runners"]; n != 1 {
+		t.Errorf("%d listings reached GitHub, want 1 (the second waits for the budget)", n)
+	}
+}

@@ -3,7 +3,11 @@
 // listing the whole scope per instance costs a page of the scope's runners per instance. Instead a
 // caller joins the next listing of its scope that starts after it asked, so that what it reads is
 // never older than its question, and every caller that asked meanwhile shares that listing: a burst
-// of releases of a scope costs one or two listings, not one per runner.
+// of releases of a scope costs one or two listings, not one per runner. Two bounds keep the cost
+// per unit of time rather than per runner: a scope's listings start at least ListingInterval apart
+// (the checks that arrive meanwhile gather on the next one), and the pages of all scopes together
+// draw on one budget (ListingPagesPerMinute), so that a burst over GitHub's limit slows down and
+// gathers more checks per listing instead of being refused.
 
 package ghaccess
 
@@ -12,20 +16,36 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 type listings struct {
-	c  *Client
-	mu sync.Mutex
-	m  map[string]*listState // by lower-case scope
+	c        *Client
+	interval time.Duration
+	pages    *rate.Limiter // every scope's listing pages
+	mu       sync.Mutex
+	m        map[string]*listState // by lower-case scope
 }
 
-// listState is a scope's listing under way and the one that starts after it.
+func newListings(c *Client, interval time.Duration, pagesPerMinute int) *listings {
+	l := &listings{c: c, interval: max(interval, 0), pages: rate.NewLimiter(rate.Inf, 0), m: map[string]*listState{}}
+	if pagesPerMinute > 0 {
+		// A burst of a tenth of the minute's budget: a quiet deployment lists at once.
+		l.pages = rate.NewLimiter(rate.Limit(float64(pagesPerMinute)/60), max(pagesPerMinute/10, 1))
+	}
+	return l
+}
+
+// listState is a scope's listing under way, the one that starts after it, and when the last one
+// started.
 type listState struct {
 	cur, next *listFlight
+	started   time.Time
 }
 
 type listFlight struct {
+	began   bool // its request went out (under listings.mu): later callers wait for the next one
 	done    chan struct{}
 	runners []Runner
 	err     error
@@ -45,7 +65,9 @@ func (l *listings) get(ctx context.Context, scope string) ([]Runner, error) {
 	case st.cur == nil:
 		f = &listFlight{done: make(chan struct{})}
 		st.cur = f
-		go l.run(key, scope, f)
+		go l.run(key, scope, st, f)
+	case !st.cur.began:
+		f = st.cur // still waiting out the interval: it starts after this call
 	case st.next == nil:
 		st.next = &listFlight{done: make(chan struct{})}
 		f = st.next
@@ -61,20 +83,35 @@ func (l *listings) get(ctx context.Context, scope string) ([]Runner, error) {
 	}
 }
 
-// run makes one listing, then starts the one its waiters queued meanwhile. A listing runs on its
-// own deadline (callers are bounded by theirs while they wait), so that one caller giving up does
-// not fail the others.
-func (l *listings) run(key, scope string, f *listFlight) {
+// run makes one listing, no sooner than the interval after the scope's last one started, then
+// starts the one its waiters queued meanwhile. A listing runs on its own deadline (callers are
+// bounded by theirs while they wait), so that one caller giving up does not fail the others.
+func (l *listings) run(key, scope string, st *listState, f *listFlight) {
+	if wait := time.Until(st.started.Add(l.interval)); wait > 0 {
+		time.Sleep(wait)
+	}
+	l.mu.Lock()
+	st.started, f.began = time.Now(), true
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.MaxRetryWait+time.Minute)
 	f.runners, f.err = l.c.listRunners(ctx, scope)
 	cancel()
 	l.mu.Lock()
-	st := l.m[key]
 	st.cur, st.next = st.next, nil
-	if st.cur != nil {
-		go l.run(key, scope, st.cur)
-	} else {
+	switch {
+	case st.cur != nil:
+		go l.run(key, scope, st, st.cur)
+	case l.interval == 0:
 		delete(l.m, key)
+	default:
+		// Kept for its start time; dropped once the interval has passed (idle scopes do not pile up).
+		time.AfterFunc(time.Until(st.started.Add(l.interval)), func() {
+			l.mu.Lock()
+			if l.m[key] == st && st.cur == nil {
+				delete(l.m, key)
+			}
+			l.mu.Unlock()
+		})
 	}
 	l.mu.Unlock()
 	close(f.done)

@@ -84,7 +84,8 @@ type Options struct {
 	// BatchSize is the number of instance ids per TerminateInstances call (default 50, at most 1000).
 	BatchSize int
 	// Scopes are the GitHub repositories ("owner/repo") and organisations ("owner") whose runners are
-	// checked for leftovers. None: the GitHub phase does nothing.
+	// checked for leftovers. The scopes pooled instances were released under are checked too (the
+	// after-the-fact check of signed releases, runners.go) whenever there is a GitHub client.
 	Scopes []string
 	// Queues are the pool queues to check, in addition to those of a resolver that is a QueueLister.
 	Queues []*pool.Queue
@@ -191,7 +192,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 		"terminated", len(rep.Expiry.Terminated), "already_gone", len(rep.Expiry.AlreadyGone),
 		"terminate_calls", rep.Expiry.TerminateCalls+rep.Orphans.TerminateCalls,
 		"orphans_terminated", len(rep.Orphans.Terminated), "orphans_young", len(rep.Orphans.Young),
-		"runners_deleted", len(rep.Runners.Deleted), "messages_dropped", rep.Pool.Dropped, "messages_kept", rep.Pool.Kept,
+		"runners_deleted", len(rep.Runners.Deleted), "runners_of_pooled_deleted", len(rep.Runners.OfPooled), "messages_dropped", rep.Pool.Dropped, "messages_kept", rep.Pool.Kept,
 		"agent_items_unowned", rep.Agents.Unowned, "agent_items_foreign", len(rep.Agents.Foreign),
 		"errors", len(rep.Errors))
 	return rep, rep.Err()

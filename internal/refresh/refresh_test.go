@@ -507,6 +507,67 @@ func TestRefreshRemovesLeftoverRunners(t *testing.T) {
 	}
 }
 
+// TestRefreshDeletesRunnersOfPooledInstances: a release that believed its agent's signed word
+// spent no listing; refresh's runner phase checks that word after the fact. A runner still
+// registered (here online) for an instance pooled more than PooledCheckMargin before the listing is
+// deleted and reported in OfPooled; one pooled just now (GitHub may not show the removal yet) and
+// one of a running instance stay.
+func TestRefreshDeletesRunnersOfPooledInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	ids := e.launch(t, 3, deployment)
+	old, recent, running := ids[0], ids[1], ids[2]
+	e.record(t, old, store.StateIdle, e.clock.Now().Add(time.Hour))
+	if _, err := e.st.MarkPooled(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * refresh.PooledCheckMargin)
+	e.record(t, recent, store.StateIdle, e.clock.Now().Add(time.Hour))
+	if _, err := e.st.MarkPooled(ctx, recent); err != nil {
+		t.Fatal(err)
+	}
+	e.record(t, running, store.StateRunning, e.clock.Now().Add(time.Hour))
+	tok, err := e.gh.RegistrationToken(ctx, scope)
+	if err != nil {
+		t.Fatalf("registration token: %v", err)
+	}
+	for _, id := range ids {
+		rc := githubfake.NewRunnerClient(e.ghURL, nil)
+		if _, err := rc.Register(ctx, githubfake.RegisterOptions{Token: tok.Token, Name: refresh.RunnerNamePrefix + id}); err != nil {
+			t.Fatalf("registering %s: %v", id, err)
+		}
+		if err := rc.Connect(ctx); err != nil {
+			t.Fatalf("connecting %s: %v", id, err)
+		}
+	}
+
+	rep, err := e.refresher().Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if diff := cmp.Diff([]string{scope + "/" + refresh.RunnerNamePrefix + old}, rep.Runners.OfPooled); diff != "" {
+		t.Errorf("runners of pooled instances deleted (-want +got):\n%s", diff)
+	}
+	if len(rep.Runners.Deleted) != 0 {
+		t.Errorf("leftover runners deleted: %v, want none", rep.Runners.Deleted)
+	}
+	var left []string
+	for _, r := range e.fake.Runners(owner, repo) {
+		left = append(left, r.Name)
+	}
+	wantLeft := []string{refresh.RunnerNamePrefix + recent, refresh.RunnerNamePrefix + running}
+	slices.Sort(left)
+	slices.Sort(wantLeft)
+	if diff := cmp.Diff(wantLeft, left); diff != "" {
+		t.Errorf("runners left (-want +got):\n%s", diff)
+	}
+	// The instances themselves are left to their thresholds: the pooled one stays pooled.
+	if st := e.recordState(t, old); st != store.StateIdle {
+		t.Errorf("the pooled instance is %s, want idle", st)
+	}
+}
+
 // peek receives every visible message of the queue and makes them visible again.
 func (e *env) peek(t *testing.T) []string {
 	t.Helper()

@@ -62,6 +62,9 @@ type RunnerReport struct {
 	Checked int `json:"checked"`
 	// Deleted lists "scope/runner name" of the runners deleted.
 	Deleted []string `json:"deleted,omitempty"`
+	// OfPooled lists "scope/runner name" of the runners still registered for a pooled instance
+	// (a release believed its agent's signed word that the runner was removed): deleted too.
+	OfPooled []string `json:"ofPooled,omitempty"`
 }
 
 // PoolReport covers phase 5.

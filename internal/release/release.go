@@ -312,17 +312,26 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		return r.expire(ctx, res, "", reason, nil)
 	}
 
-	// The signal is the agent's word, and anything on the instance can write it: before the pool
-	// hands the instance to the next run, GitHub must confirm the runner is gone from the scope.
-	if err := r.checkDeregistered(ctx, id, scope); err != nil {
-		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
-	}
-	// And the signal must be the agent's, not merely in its partition: a job holding the instance
-	// role can read the removal credential, deregister the runner itself and write "released"
-	// before the agent cleaned up. Once the agent's key is pinned (its first registration), only a
-	// signal signed by it pools the instance (store/attribution.go).
+	// The signal must be the agent's, not merely in its partition: a job holding the instance role
+	// can read the removal credential, deregister the runner itself and write "released" before the
+	// agent cleaned up. Once the agent's key is pinned (its first registration), only a signal
+	// signed by it pools the instance (store/attribution.go).
 	if rec.AgentKey != "" && !sig.SignedBy(id, rec.AgentKey) {
+		ghaccess.LeaveShared(ctx)
 		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)
+	}
+	// An unsigned signal is the word of anything on the instance, and a class that is not reused
+	// across repositories may run root jobs, which can read the agent's key: then GitHub must
+	// confirm the runner is gone before the pool hands the instance on. A signature by the pinned
+	// key of an instance whose jobs never had root is the agent's own word that config.sh remove
+	// succeeded, and refresh's runner phase checks it after the fact at one listing per scope and
+	// pass (refresh/runners.go): the release spends no GitHub call.
+	if r.mustConfirm(rec, *sig) {
+		if err := r.checkDeregistered(ctx, id, scope); err != nil {
+			return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
+		}
+	} else {
+		ghaccess.LeaveShared(ctx)
 	}
 
 	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
@@ -400,6 +409,17 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 		return "", fmt.Errorf("%w: the instance's scope %q does not cover the run's repository %q", errScope, rec.Scope, run.Repository)
 	}
 	return strings.ToLower(run.Repository), nil
+}
+
+// mustConfirm says whether the release confirms the deregistration with a listing: unless the
+// signal is signed by the instance's pinned agent key and its class reuses instances across
+// repositories (such a class never gives a job root, config.CheckPosture).
+func (r *Releaser) mustConfirm(rec store.Instance, sig store.SignalRecord) bool {
+	if rec.AgentKey == "" || !sig.SignedBy(rec.ID, rec.AgentKey) || r.opts.Reuse == nil {
+		return true
+	}
+	reuse, err := r.opts.Reuse(rec.RunnerClass)
+	return err != nil || (reuse != "" && reuse != config.ReuseAny)
 }
 
 // checkDeregistered confirms with GitHub that the instance's runner is no longer registered in

@@ -5,6 +5,8 @@ package release_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
@@ -495,5 +498,65 @@ func TestReleaseRejectsBadInput(t *testing.T) {
 		if !errors.Is(err, release.ErrInvalid) {
 			t.Errorf("Release(%q, %v) = %v, want ErrInvalid", tc.runID, tc.idle, err)
 		}
+	}
+}
+
+// TestSignedReleaseSpendsNoListing: a release signal signed by the instance's pinned agent key,
+// in a class reused across repositories, pools without a runner listing; an unsigned one, or one
+// of a class that is not reused across repositories (root jobs may run there), still confirms the
+// deregistration with one listing of the scope.
+func TestSignedReleaseSpendsNoListing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		signed   bool
+		reuse    string
+		listings int
+	}{
+		{"signed, any repository", true, config.ReuseAny, 0},
+		{"signed, reuse unset", true, "", 0},
+		{"signed, same repository", true, config.ReuseSameRepository, 1},
+		{"unsigned", false, config.ReuseAny, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.opts.Reuse = func(string) (string, error) { return tc.reuse, nil }
+			ctx := t.Context()
+			const runID = "4242"
+			ids := e.launch(t, 2)
+			keys := map[string]ed25519.PrivateKey{}
+			for _, id := range ids {
+				e.record(t, id, runID, store.StateRunning)
+				if tc.signed {
+					pub, key, err := ed25519.GenerateKey(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := e.st.PinAgentKey(ctx, id, base64.StdEncoding.EncodeToString(pub)); err != nil {
+						t.Fatal(err)
+					}
+					keys[id] = key
+				}
+			}
+			var agent *releasetest.Agent
+			if tc.signed {
+				agent = releasetest.StartSigned(ctx, e.st, runID, keys, releasetest.Deregister)
+			} else {
+				agent = releasetest.Start(ctx, e.st, runID, ids, releasetest.Deregister)
+			}
+			defer agent.Stop()
+			rep, err := e.releaser(nil).Release(ctx, runID, idleTime)
+			if err != nil {
+				t.Fatalf("Release: %v (report %+v)", err, rep)
+			}
+			want := map[string]release.Outcome{ids[0]: release.Pooled, ids[1]: release.Pooled}
+			if diff := cmp.Diff(want, outcomes(rep)); diff != "" {
+				t.Fatalf("outcomes (-want +got):\n%s\nreport: %+v", diff, rep)
+			}
+			if n := e.fake.Calls()["GET /repos/{owner}/{repo}/actions/runners"]; n != tc.listings {
+				t.Errorf("%d runner listings for the release of 2, want %d", n, tc.listings)
+			}
+		})
 	}
 }

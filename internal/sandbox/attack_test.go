@@ -174,8 +174,9 @@ func TestCompromisedJobCannotSteerTheControlPlane(t *testing.T) {
 		t.Fatalf("release with a forged signal = %+v, %v; want the instance expired, not pooled", rep, err)
 	}
 	t.Logf("forged release signal: %s", rep.Instances[0].Reason)
-	if !strings.Contains(rep.Instances[0].Reason, "still registered") {
-		t.Errorf("release reason = %q, want GitHub's word against the signal", rep.Instances[0].Reason)
+	// The signal is not the agent's (unsigned by its pinned key): refused before GitHub is even asked.
+	if !strings.Contains(rep.Instances[0].Reason, "not signed by the instance's agent") {
+		t.Errorf("release reason = %q, want the signature refused", rep.Instances[0].Reason)
 	}
 	if n := poolMessages(t, sb); n != 0 {
 		t.Errorf("pool holds %d messages after the forged release, want 0", n)

@@ -682,7 +682,7 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 	res.add(Figure{Name: "api_calls_per_reused_runner", Value: perRunner, Unit: "calls",
 		How: "the reconciler's AWS and GitHub requests during provisions served from the pool, per runner reused"})
 	res.add(Figure{Name: "github_points_per_reused_runner", Value: float64(points) / float64(max(res.Runners["reused"], 1)), Unit: "points",
-		How: "GitHub REST points (GET 1, writes 5, as GitHub's secondary limit counts them, from the GitHub fake's counters) of provisions served from the pool and their releases, per runner reused; goal <= 0.25"})
+		How: "GitHub REST points (GET 1, writes 5, as GitHub's secondary limit counts them, from the GitHub fake's counters) of provisions served from the pool and their releases, per runner reused; goal <= 0.25. A release signed by the instance's pinned agent key spends none: refresh checks its deregistration after the fact at one listing per scope and pass (a page per 100 runners, once a minute by default), whatever the number of runners released"})
 	n := slices.Sorted(slices.Values(h.notice.samples()))
 	res.Notice = n
 	res.add(Figure{Name: "claim_notice_p50_ms", Value: Percentile(n, 50), Unit: "ms",

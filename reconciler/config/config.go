@@ -51,6 +51,10 @@ type Config struct {
 	GitHubAppKeyPEM  []byte // secret: never logged
 	GitHubAppKeyFile string
 	GitHubScopes     []string // where refresh looks for leftover runners; default Allowed
+	// GitHubListingInterval and GitHubListingPages bound the runner listings that confirm
+	// deregistrations (ghaccess.Config.ListingInterval, ListingPagesPerMinute).
+	GitHubListingInterval time.Duration
+	GitHubListingPages    int
 
 	// ClassesFile, when set, is where runner and resource classes come from (Classes); otherwise
 	// runner classes are the configuration items of the state table, and DefaultRunnerClass and
@@ -269,6 +273,19 @@ var settings = []setting{
 				}
 				c.GitHubScopes = append(c.GitHubScopes, e)
 			}
+			return nil
+		}},
+	{flag: "github-listing-interval", env: "RUNNERPOOL_GITHUB_LISTING_INTERVAL", def: "2s",
+		doc: "Least time between two runner listings of one repository or owner. A release confirms its runners' deregistration with a listing; every release of the scope that asks meanwhile shares the next one, so a scope's listings cost at most one per interval however many runners are released. A release may wait up to this long for it.",
+		set: duration(func(c *Config) *time.Duration { return &c.GitHubListingInterval })},
+	{flag: "github-listing-pages-per-minute", env: "RUNNERPOOL_GITHUB_LISTING_PAGES_PER_MINUTE", def: "300",
+		doc: "Runner listing pages (100 runners each, one point of GitHub's secondary limit of 900 a minute) all scopes together may use per minute; past it listings wait and gather more releases each, rather than GitHub refusing them.",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%q: must be a positive whole number", v)
+			}
+			c.GitHubListingPages = n
 			return nil
 		}},
 	{flag: "runner-classes-file", env: "RUNNERPOOL_RUNNER_CLASSES_FILE",

@@ -167,8 +167,9 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 
 	gh, err := ghaccess.New(ghaccess.Config{
 		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
-		HTTPClient: &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
-		Logger:     log,
+		HTTPClient:      &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
+		Logger:          log,
+		ListingInterval: cfg.GitHubListingInterval, ListingPagesPerMinute: cfg.GitHubListingPages,
 		// Runner credentials only for the deployment's allow-list (owner-level ones where configured).
 		Allowed: cfg.Allowed, OwnerRunners: cfg.OwnerRunnerScopes(),
 	})

@@ -7,6 +7,7 @@ package releasetest
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,8 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	keys map[string]ed25519.PrivateKey // signing keys by instance (StartSigned)
+
 	mu    sync.Mutex
 	creds map[string]store.Credential
 	errs  []error
@@ -43,8 +46,22 @@ type Agent struct {
 // Start starts one simulated agent per instance id. Each one answers the first release of runID it
 // sees (record idle, run id cleared) with behavior b, then stops watching. Stop ends them all.
 func Start(ctx context.Context, st *store.Store, runID string, ids []string, b Behavior) *Agent {
+	return start(ctx, st, runID, ids, b, nil)
+}
+
+// StartSigned is Start with agents that sign their signals, as the real agent does, with the key
+// of their instance in keys (whose public halves the test pins with store.PinAgentKey).
+func StartSigned(ctx context.Context, st *store.Store, runID string, keys map[string]ed25519.PrivateKey, b Behavior) *Agent {
+	var ids []string
+	for id := range keys {
+		ids = append(ids, id)
+	}
+	return start(ctx, st, runID, ids, b, keys)
+}
+
+func start(ctx context.Context, st *store.Store, runID string, ids []string, b Behavior, keys map[string]ed25519.PrivateKey) *Agent {
 	ctx, cancel := context.WithCancel(ctx)
-	a := &Agent{cancel: cancel, creds: map[string]store.Credential{}}
+	a := &Agent{cancel: cancel, creds: map[string]store.Credential{}, keys: keys}
 	for _, id := range ids {
 		a.wg.Add(1)
 		go func() {
@@ -93,7 +110,11 @@ func (a *Agent) run(ctx context.Context, st *store.Store, runID, id string, b Be
 		if b == Fail {
 			sig = store.SignalReleaseFailed
 		}
-		return st.PutSignal(ctx, id, store.SignalRecord{Signal: sig, RunID: runID, Detail: "simulated " + string(b)})
+		out := store.SignalRecord{Signal: sig, RunID: runID, Detail: "simulated " + string(b)}
+		if key := a.keys[id]; key != nil {
+			out.Sign(id, key, time.Now())
+		}
+		return st.PutSignal(ctx, id, out)
 	}
 }
 

@@ -295,6 +295,7 @@ func (e *Env) Env(replica string, extra map[string]string) map[string]string {
 		"RUNNERPOOL_CLAIM_REGISTRATION_WAIT": "4s",
 		"RUNNERPOOL_RELEASE_SIGNAL_WAIT":     "4s",
 		"RUNNERPOOL_POLL_INTERVAL":           "50ms",
+		"RUNNERPOOL_GITHUB_LISTING_INTERVAL": "200ms",
 		"RUNNERPOOL_DYNAMODB_SKIP_CRC32":     "true",
 		"RUNNERPOOL_LOG_LEVEL":               "debug",
 		"RUNNERPOOL_INSTANCE_KEYS":           e.InstanceKeys,
