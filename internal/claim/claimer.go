@@ -151,7 +151,7 @@ func (c *Claimer) ClaimN(ctx context.Context, req Request) (Result, error) {
 	}
 	log := c.log.With("run", req.RunID, "queue", req.Queue.URL())
 
-	col := &collector{owned: map[string]ownership{}, second: req.SecondLook}
+	col := &collector{owned: map[string]ownership{}, dead: map[string]int64{}, second: req.SecondLook}
 	var wg sync.WaitGroup
 	for range req.Count {
 		wg.Go(func() { c.work(ctx, req, p, col, log) })
@@ -183,6 +183,9 @@ type collector struct {
 	res   Result
 	errs  []error
 	owned map[string]ownership // instance ids a worker of this request handles or handled
+	// dead are the instances of owned found dead (claimed by another run, gone, pooled again), with
+	// the pooling the message that found it so announced: a message of another pooling is news.
+	dead map[string]int64
 	// deletes are the claimed candidates' message deletes, off the claim notice's path.
 	deletes sync.WaitGroup
 
@@ -238,18 +241,42 @@ const (
 
 // own reserves an instance for one worker of the request. Two messages of one instance (a
 // re-delivery, a duplicate release) must not make two workers both believe they hold it. When the
-// instance is taken, own reports how far its worker got.
-func (col *collector) own(id string) (ok bool, prev ownership) {
+// instance is taken, own reports how far its worker got. An instance found dead is taken again
+// by a message of another pooling: it was released or handed back since, and that message may be
+// its only one.
+func (col *collector) own(m pool.Message) (ok bool, prev ownership) {
+	id := m.InstanceID
 	col.lock(func() {
-		if prev = col.owned[id]; prev == 0 {
+		prev = col.owned[id]
+		if at, dead := col.dead[id]; prev == settled && dead && at != pooling(m) {
+			prev = 0
+		}
+		if prev == 0 {
 			col.owned[id], ok = handling, true
+			delete(col.dead, id)
 		}
 	})
 	return ok, prev
 }
 
-// settle records that the instance's message is no longer needed: claimed by this request or dead.
+// pooling is the pooling a message announces (Unix ms; 0: none named).
+func pooling(m pool.Message) int64 {
+	if m.PooledAt.IsZero() {
+		return 0
+	}
+	return m.PooledAt.UnixMilli()
+}
+
+// settle records that the instance's message is no longer needed: claimed by this request.
 func (col *collector) settle(id string) { col.lock(func() { col.owned[id] = settled }) }
+
+// settleDead records that m's instance was found dead: any other message of that pooling is stale.
+func (col *collector) settleDead(m pool.Message) {
+	col.lock(func() {
+		col.owned[m.InstanceID] = settled
+		col.dead[m.InstanceID] = pooling(m)
+	})
+}
 
 // work is one claim worker: candidates until one is claimed and verified, the pool is exhausted,
 // or an error ends it.
@@ -287,12 +314,13 @@ func (c *Claimer) work(ctx context.Context, req Request, p *pool.Pickup, col *co
 // try handles one candidate. done reports that this worker holds its instance or must stop.
 // indexed says the candidate came from the second look (no message of it is held).
 func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.Message, indexed bool, col *collector, log *slog.Logger) (done bool, err error) {
-	if ok, prev := col.own(m.InstanceID); !ok {
+	if ok, prev := col.own(m); !ok {
 		switch {
 		case indexed:
 		case prev == settled:
-			// This request claimed the instance or found it dead: the message is stale. Handing it
-			// back would bring it round to this request again and again (nobody else may need it).
+			// This request claimed the instance, or found it dead in the pooling this message
+			// announces: the message is stale. Handing it back would bring it round to this request
+			// again and again (nobody else may need it).
 			p.Drop(ctx, m, "second message of an instance this request settled")
 		default:
 			// Another worker is still deciding; its message decides. This one goes back, counted
@@ -303,9 +331,10 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		return false, nil
 	}
 	start := c.opts.Now()
-	// The message is a hint: the claim also requires the control plane's own pool mark, so a stale
-	// message of an instance idle again but not yet verified clean never hands it over.
-	in, err := c.st.ClaimPooled(ctx, m.InstanceID, req.RunID, start.Add(c.opts.ClaimTimeout), PoolStates...)
+	// The message is a hint: the claim also requires the control plane's own pool mark, the very
+	// one the message announces, so a stale message (of an instance idle again but not yet
+	// verified clean, or of an earlier pooling of one pooled again) never hands it over.
+	in, err := c.st.ClaimPooledAt(ctx, m.InstanceID, req.RunID, m.PooledAt, start.Add(c.opts.ClaimTimeout), PoolStates...)
 	if err != nil {
 		in, err = c.resolveClaim(ctx, req, p, m, indexed, err, log)
 		if err != nil {
@@ -313,7 +342,7 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		}
 		if in.ID == "" {
 			col.lock(func() { col.res.Lost++ })
-			col.settle(m.InstanceID)
+			col.settleDead(m)
 			return false, nil
 		}
 	}
@@ -568,9 +597,11 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	}
 	// The control plane's own mark that the hand-back holds (the agent never took the claim's
 	// credential, or it confirmed and GitHub agrees): what the second look and refresh act on.
-	if _, err := c.st.MarkPooled(ctx, id); err != nil {
+	marked, err := c.st.MarkPooled(ctx, id)
+	if err != nil {
 		return fmt.Errorf("unclaiming %s: instance idle but not marked pooled (refresh terminates it at its idle threshold): %w", id, err)
 	}
+	msg.PooledAt = marked.PooledAt // this pooling's: an earlier message of the instance is stale now
 	if err := q.Put(ctx, msg, 0); err != nil {
 		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh pools it again): %w", id, err)
 	}
@@ -624,11 +655,11 @@ func (c *Claimer) waitReleased(ctx context.Context, id, runID string, before sto
 	}
 }
 
-// MessageOf is the pool message of an instance record (Threshold: the record's).
+// MessageOf is the pool message of an instance record (Threshold and PooledAt: the record's).
 func MessageOf(in store.Instance) pool.Message {
 	return pool.Message{
 		InstanceID: in.ID, UsageClass: in.UsageClass, InstanceType: in.InstanceType, CPU: in.CPU,
 		MemoryMiB: in.MemoryMiB, ResourceClass: in.ResourceClass, RunnerClass: in.RunnerClass,
-		Scope: in.Scope, Zone: in.Zone, Threshold: in.Threshold,
+		Scope: in.Scope, Zone: in.Zone, Threshold: in.Threshold, PooledAt: in.PooledAt,
 	}
 }

@@ -27,7 +27,7 @@ import (
 type Store interface {
 	Get(ctx context.Context, id string) (store.Instance, error)
 	Claim(ctx context.Context, id, runID string, threshold time.Time, from ...store.State) (store.Instance, error)
-	ClaimPooled(ctx context.Context, id, runID string, threshold time.Time, from ...store.State) (store.Instance, error)
+	ClaimPooledAt(ctx context.Context, id, runID string, pooledAt, threshold time.Time, from ...store.State) (store.Instance, error)
 	Transition(ctx context.Context, id string, c store.Change) (store.Instance, error)
 	Expire(ctx context.Context, id, runID, reason string) (store.Instance, error)
 	MarkPooled(ctx context.Context, id string) (store.Instance, error)

@@ -225,6 +225,8 @@ func (v Violation) String() string {
 type Message struct {
 	Queue      string
 	InstanceID string // empty when the body is malformed
+	// PooledAt is the pooling the message announces (pool.Message.PooledAt; zero: none named).
+	PooledAt time.Time
 	// Stale says why no claim can act on it (its record is gone or not poolable); empty when
 	// one could.
 	Stale string
@@ -491,7 +493,7 @@ func readQueue(ctx context.Context, api SQSAPI, url string, vis time.Duration, w
 				fresh++
 				msg := Message{Queue: url}
 				if pm, err := pool.Decode(aws.ToString(m.Body)); err == nil {
-					msg.InstanceID = pm.InstanceID
+					msg.InstanceID, msg.PooledAt = pm.InstanceID, pm.PooledAt
 				}
 				out = append(out, msg)
 			}
@@ -660,9 +662,11 @@ func checkCredentialScopes(ctx context.Context, st Store, rep *Report, o Options
 	}
 }
 
-// checkPool: rule 3.
+// checkPool: rule 3. Every message is judged on its own: a message of an earlier pooling of an
+// instance pooled again is stale, whichever of the two the queue returns first.
 func checkPool(ctx context.Context, st Store, rep *Report) error {
-	seen := map[string]bool{}
+	live := map[string]bool{} // instances with a live message seen
+	judged := map[string]bool{}
 	for i := range rep.Messages {
 		m := &rep.Messages[i]
 		if m.InstanceID == "" {
@@ -670,11 +674,6 @@ func checkPool(ctx context.Context, st Store, rep *Report) error {
 			rep.Stale++
 			continue
 		}
-		if seen[m.InstanceID] {
-			rep.Duplicates++
-			continue
-		}
-		seen[m.InstanceID] = true
 		id := m.InstanceID
 		rec, ok := rep.Records[id]
 		if !ok {
@@ -688,32 +687,62 @@ func checkPool(ctx context.Context, st Store, rep *Report) error {
 			}
 			rec = r
 		}
-		if (rec.State != store.StateIdle && rec.State != store.StateReady) || rec.RunID != "" {
-			m.Stale, rep.Stale = fmt.Sprintf("record %s run %q", rec.State, rec.RunID), rep.Stale+1
+		if m.Stale = staleness(rec, m.PooledAt); m.Stale != "" {
+			rep.Stale++
 			continue
 		}
-		if rec.PooledAt.IsZero() {
-			// A message of an earlier pooling: claims require the control plane's pool mark
-			// (store.ClaimPooled), so none can act on it.
-			m.Stale, rep.Stale = fmt.Sprintf("record %s not marked pooled", rec.State), rep.Stale+1
+		if live[id] {
+			rep.Duplicates++
 			continue
 		}
-		sig, err := st.LastSignal(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			rep.add(RulePool, id, "pooled %s with no signal from its agent", rec.State)
-			continue
-		case err != nil:
-			return fmt.Errorf("invariant: reading the signal of pooled %s: %w", id, err)
+		live[id] = true
+		if !judged[id] {
+			judged[id] = true
+			if err := checkPooledClean(ctx, st, rep, rec); err != nil {
+				return err
+			}
 		}
-		clean := sig.Signal == store.SignalReleased || (rec.State == store.StateReady && sig.Signal == store.SignalPreRunnerOK)
-		if !clean {
-			rep.add(RulePool, id, "pooled %s, but the agent's last signal is %s (run %q): not confirmed clean", rec.State, sig.Signal, sig.RunID)
-			continue
-		}
-		if r, ok := rep.Runners[id]; ok {
-			rep.add(RulePool, id, "pooled, but runner %s is still registered (labels %v)", r.Name, r.Labels)
-		}
+	}
+	return nil
+}
+
+// staleness says why no claim can act on a message announcing the pooling at pooledAt of the
+// instance whose record is rec ("" when one could).
+func staleness(rec store.Instance, pooledAt time.Time) string {
+	switch {
+	case (rec.State != store.StateIdle && rec.State != store.StateReady) || rec.RunID != "":
+		return fmt.Sprintf("record %s run %q", rec.State, rec.RunID)
+	case rec.PooledAt.IsZero():
+		// A message of an earlier pooling: claims require the control plane's pool mark
+		// (store.ClaimPooled), so none can act on it.
+		return fmt.Sprintf("record %s not marked pooled", rec.State)
+	case !pooledAt.IsZero() && pooledAt.UnixMilli() != rec.PooledAt.UnixMilli():
+		// Claims require the mark the message announces (store.ClaimPooledAt).
+		return fmt.Sprintf("a message of the pooling at %s; the record was pooled again at %s",
+			pooledAt.UTC().Format(time.RFC3339Nano), rec.PooledAt.UTC().Format(time.RFC3339Nano))
+	}
+	return ""
+}
+
+// checkPooledClean: a pooled instance a claim could take is clean: its agent confirmed the
+// deregistration (or, hot, the warm-up) and GitHub lists no runner for it.
+func checkPooledClean(ctx context.Context, st Store, rep *Report, rec store.Instance) error {
+	id := rec.ID
+	sig, err := st.LastSignal(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		rep.add(RulePool, id, "pooled %s with no signal from its agent", rec.State)
+		return nil
+	case err != nil:
+		return fmt.Errorf("invariant: reading the signal of pooled %s: %w", id, err)
+	}
+	clean := sig.Signal == store.SignalReleased || (rec.State == store.StateReady && sig.Signal == store.SignalPreRunnerOK)
+	if !clean {
+		rep.add(RulePool, id, "pooled %s, but the agent's last signal is %s (run %q): not confirmed clean", rec.State, sig.Signal, sig.RunID)
+		return nil
+	}
+	if r, ok := rep.Runners[id]; ok {
+		rep.add(RulePool, id, "pooled, but runner %s is still registered (labels %v)", r.Name, r.Labels)
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func (w *world) signal(id string, sig store.Signal, run string, at time.Time) {
 func (w *world) put(rec store.Instance) {
 	w.t.Helper()
 	msg := pool.Message{InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
-		MemoryMiB: rec.MemoryMiB, RunnerClass: rec.RunnerClass, Scope: rec.Scope, Threshold: time.Now().Add(time.Hour)}
+		MemoryMiB: rec.MemoryMiB, RunnerClass: rec.RunnerClass, Scope: rec.Scope, Threshold: time.Now().Add(time.Hour), PooledAt: rec.PooledAt}
 	if err := w.queue.Put(w.t.Context(), msg, 0); err != nil {
 		w.t.Fatal(err)
 	}
@@ -283,6 +283,28 @@ func TestCheck(t *testing.T) {
 		},
 		want:  []string{invariant.RulePooled},
 		dupes: 1,
+	}, {
+		// A claim through the second look leaves the message; the run's release pools the instance
+		// again with its own. No claim can act on the first (it requires the mark the message
+		// announces): stale, not a second live message.
+		name: "pooled: a message of an earlier pooling beside the current one",
+		setup: func(w *world) invariant.Options {
+			id := w.pooled()
+			rec, err := w.st.Get(w.t.Context(), id)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if _, err := w.st.ClaimPooledAt(w.t.Context(), id, "4242:130:1", rec.PooledAt, time.Now().Add(time.Minute)); err != nil {
+				w.t.Fatal(err)
+			}
+			none := ""
+			w.move(id, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: "4242:130:1"})
+			w.move(id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "4242:130:1", SetRunID: &none, Threshold: time.Now().Add(time.Hour)})
+			w.signal(id, store.SignalReleased, "4242:130:1", time.Time{})
+			w.put(w.markPooled(id))
+			return invariant.Options{Pooled: true}
+		},
+		stale: 1,
 	}, {
 		name: "pooled: an idle instance its agent has not confirmed clean stays out of the pool",
 		setup: func(w *world) invariant.Options {

@@ -25,6 +25,18 @@ type Message struct {
 	Scope         string    `json:"scope,omitempty"` // repository or owner the instance may serve
 	Zone          string    `json:"zone,omitempty"`
 	Threshold     time.Time `json:"threshold"` // the idle deadline: past it the message is dead
+	// PooledAt is the control plane's pool mark this message announces (store.Instance.PooledAt,
+	// millisecond precision): every pooling of an instance writes a new mark, so a message left
+	// from an earlier pooling (a claim through the second look cannot delete the message it did
+	// not receive) is told from the current one, and a claim of it fails. Zero: a message of a
+	// version before the mark was carried, which any pooling of its instance honours.
+	PooledAt time.Time `json:"pooledAt,omitzero"`
+}
+
+// Announces reports whether the message may stand for the pooling marked at pooledAt: it carries
+// that mark, or none (an older message, judged by the record alone).
+func (m Message) Announces(pooledAt time.Time) bool {
+	return m.PooledAt.IsZero() || m.PooledAt.UnixMilli() == pooledAt.UnixMilli()
 }
 
 // ErrBadMessage marks a queue message that cannot be decoded or fails validation. Such a message is

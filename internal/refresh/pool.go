@@ -142,9 +142,11 @@ func (r *Refresher) fullCheckDue(url string, now time.Time) bool {
 // is how many distinct messages a whole walk must have seen.
 func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStart int) (complete bool) {
 	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
-	seen := map[string]bool{}         // message ids received and judged
-	dead := map[string]bool{}         // of those, the ones judged dead (a failed delete leaves them)
-	liveInstance := map[string]bool{} // instances with a live message (a second one is a duplicate)
+	seen := map[string]bool{} // message ids received and judged
+	dead := map[string]bool{} // of those, the ones judged dead (a failed delete leaves them)
+	// liveInstance: instances with a live message, and the pooling it announces (a second message
+	// of that pooling is a duplicate; one of a later pooling is not).
+	liveInstance := map[string]int64{}
 	defer func() {
 		p.update(func(rep *Report) { rep.Pool.Kept += len(liveInstance) })
 		if complete {
@@ -200,7 +202,7 @@ func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStar
 }
 
 // judgeBatch judges fresh messages, deletes the dead ones and returns the receipts of the live ones.
-func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh []received, liveInstance, dead map[string]bool) (live []string) {
+func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh []received, liveInstance map[string]int64, dead map[string]bool) (live []string) {
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -208,8 +210,11 @@ func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh [
 	var drop []received
 	for i, m := range fresh {
 		v := verdicts[i]
-		if v.live && !liveInstance[v.instance] {
-			liveInstance[v.instance] = true
+		// Only a second message of the same pooling is a duplicate. The message kept earlier in the
+		// walk is visible again and may be gone since (claimed), its instance pooled again with a
+		// new message: that one is the instance's only message, never a duplicate.
+		if prev, ok := liveInstance[v.instance]; v.live && (!ok || prev != v.pooledAt) {
+			liveInstance[v.instance] = max(prev, v.pooledAt)
 			live = append(live, m.receipt)
 			continue
 		}
@@ -227,6 +232,7 @@ func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh [
 type verdict struct {
 	live     bool
 	instance string
+	pooledAt int64 // the pooling the message announces (Unix ms; 0: it names none)
 	why      string
 }
 
@@ -244,7 +250,10 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 			out[i] = verdict{why: err.Error()}
 			return
 		}
-		v := verdict{instance: msg.InstanceID}
+		v := verdict{instance: msg.InstanceID, pooledAt: msg.PooledAt.UnixMilli()}
+		if msg.PooledAt.IsZero() {
+			v.pooledAt = 0
+		}
 		if !p.now.Before(msg.Threshold) {
 			v.why = "the message's threshold passed"
 			out[i] = v
@@ -253,7 +262,7 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 		// A message the pass's listing shows live is kept without a read: if the listing lags, the
 		// message lives one more pass and a pickup's conditional claim rejects it. A drop is only
 		// ever decided on a consistent read.
-		if rec, ok := p.live[msg.InstanceID]; ok && poolable(rec, p.now) {
+		if rec, ok := p.live[msg.InstanceID]; ok && poolable(rec, p.now) && msg.Announces(rec.PooledAt) {
 			v.live = true
 			out[i] = v
 			return
@@ -266,8 +275,10 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 			// Cannot judge: keep it. Pickup re-checks the record before any claim.
 			p.fail(PhasePool, fmt.Errorf("reading the record of pooled %s (message kept): %w", msg.InstanceID, err))
 			v.live = true
-		case poolable(rec, p.now):
+		case poolable(rec, p.now) && msg.Announces(rec.PooledAt):
 			v.live = true
+		case poolable(rec, p.now):
+			v.why = "a message of an earlier pooling (the instance was pooled again, with a message of its own)"
 		case (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "" && !rec.Expired(p.now):
 			v.why = "the record is " + string(rec.State) + " but not marked pooled (a message of an earlier pooling)"
 		case (rec.State == store.StateIdle || rec.State == store.StateReady) && rec.RunID == "":
@@ -317,13 +328,13 @@ func (r *Refresher) release(ctx context.Context, url string, receipts []string) 
 
 // unpooled lists the records the pass's listing shows poolable in this queue's runner class that
 // have no live message among those the check kept.
-func (r *Refresher) unpooled(p *pass, url string, live map[string]bool) []store.Instance {
+func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store.Instance {
 	if r.resolver == nil {
 		return nil
 	}
 	var out []store.Instance
 	for id, rec := range p.live {
-		if live[id] || rec.State != store.StateIdle || !poolable(rec, p.now) {
+		if _, ok := live[id]; ok || rec.State != store.StateIdle || !poolable(rec, p.now) {
 			continue
 		}
 		if q, err := r.resolver.Queue(rec.RunnerClass); err == nil && q.URL() == url {
@@ -336,7 +347,7 @@ func (r *Refresher) unpooled(p *pass, url string, live map[string]bool) []store.
 
 // repool puts a message for every idle instance of this queue that has none, once a consistent
 // read shows it still idle and unchanged for RepoolGrace, and its agent confirmed it clean.
-func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[string]bool) {
+func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[string]int64) {
 	if ctx.Err() != nil || r.resolver == nil {
 		return
 	}
@@ -368,7 +379,7 @@ func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[st
 		m := pool.Message{
 			InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
 			MemoryMiB: rec.MemoryMiB, ResourceClass: rec.ResourceClass, RunnerClass: rec.RunnerClass,
-			Scope: rec.Scope, Zone: rec.Zone, Threshold: rec.Threshold,
+			Scope: rec.Scope, Zone: rec.Zone, Threshold: rec.Threshold, PooledAt: rec.PooledAt,
 		}
 		if err := q.Put(ctx, m, 0); err != nil {
 			p.fail(PhasePool, fmt.Errorf("pooling idle %s again: %w", rec.ID, err))

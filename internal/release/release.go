@@ -342,7 +342,8 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
 	// still idle, ours to pool and within its threshold. The mark is the control plane's own record
 	// that the hand-back was verified; selection's second look and refresh act on it alone.
-	if _, err := r.st.MarkPooled(ctx, id); err != nil {
+	marked, err := r.st.MarkPooled(ctx, id)
+	if err != nil {
 		var ce *store.ConflictError
 		switch {
 		case errors.As(err, &ce) && ce.Current == store.StateIdle && ce.RunID == "":
@@ -355,7 +356,10 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		}
 		return res
 	}
-	msg.Threshold = idle.Threshold
+	// The message announces this pooling (its mark): a message the instance's earlier pooling left
+	// behind (a claim through the second look cannot delete it) is stale from now on, and no claim
+	// or refresh takes it for this one.
+	msg.Threshold, msg.PooledAt = idle.Threshold, marked.PooledAt
 	if err := q.Put(ctx, msg, 0); err != nil {
 		return r.expire(ctx, res, "", "the pool did not take it: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
 	}

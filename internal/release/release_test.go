@@ -243,9 +243,15 @@ func TestReleasePoolsConfirmedInstances(t *testing.T) {
 	threshold := e.now.Add(idleTime)
 	var wantMsgs []pool.Message
 	for _, id := range ids {
+		rec, err := e.st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each message announces the pooling its release marked.
 		wantMsgs = append(wantMsgs, pool.Message{
 			InstanceID: id, UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096,
 			ResourceClass: "large", RunnerClass: runnerClass, Scope: scope, Zone: "us-east-1a", Threshold: threshold,
+			PooledAt: rec.PooledAt,
 		})
 	}
 	if diff := cmp.Diff(wantMsgs, e.messages(t)); diff != "" {

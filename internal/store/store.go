@@ -140,6 +140,9 @@ type Change struct {
 	// the second look, a delete lost in a crash) must not hand over an instance whose release the
 	// control plane has not verified yet.
 	RequirePooled bool
+	// PooledAt, with RequirePooled, requires that very mark (ClaimPooledAt): the claim of a message
+	// that announces one pooling fails against a later pooling of the same instance.
+	PooledAt time.Time
 }
 
 // Transition applies a conditional state change and returns the record as written.
@@ -221,9 +224,13 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold passed"
 	}
-	if c.RequirePooled {
+	if c.RequirePooled && c.PooledAt.IsZero() {
 		cond = append(cond, "attribute_exists("+attrPooledAt+")")
 		want += ", marked pooled"
+	}
+	if c.RequirePooled && !c.PooledAt.IsZero() {
+		cond = append(cond, attrPooledAt+" = "+u.value(ms(c.PooledAt)))
+		want += ", marked pooled at " + c.PooledAt.UTC().Format(time.RFC3339Nano)
 	}
 	if !c.LiveAt.IsZero() {
 		cond = append(cond, "#threshold > "+u.value(ms(c.LiveAt)))
@@ -237,7 +244,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 // (idle when none is given), has no run id and has not expired, and sets the run id and the claim
 // deadline.
 func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
-	return s.claim(ctx, id, runID, threshold, false, from)
+	return s.claim(ctx, id, runID, threshold, false, time.Time{}, from)
 }
 
 // ClaimPooled is Claim of an instance the control plane put in the pool itself: the record must also
@@ -245,10 +252,17 @@ func (s *Store) Claim(ctx context.Context, id, runID string, threshold time.Time
 // whose message may be stale: a record idle again after a later run, but whose release has not been
 // verified yet, is refused.
 func (s *Store) ClaimPooled(ctx context.Context, id, runID string, threshold time.Time, from ...State) (Instance, error) {
-	return s.claim(ctx, id, runID, threshold, true, from)
+	return s.claim(ctx, id, runID, threshold, true, time.Time{}, from)
 }
 
-func (s *Store) claim(ctx context.Context, id, runID string, threshold time.Time, pooled bool, from []State) (Instance, error) {
+// ClaimPooledAt is ClaimPooled of the pooling marked at pooledAt (a pool message's
+// pool.Message.PooledAt): a message left from an earlier pooling of the instance, now pooled
+// again, is refused with a *ConflictError showing the record idle (zero pooledAt: any mark).
+func (s *Store) ClaimPooledAt(ctx context.Context, id, runID string, pooledAt, threshold time.Time, from ...State) (Instance, error) {
+	return s.claim(ctx, id, runID, threshold, true, pooledAt, from)
+}
+
+func (s *Store) claim(ctx context.Context, id, runID string, threshold time.Time, pooled bool, pooledAt time.Time, from []State) (Instance, error) {
 	if runID == "" {
 		return Instance{}, fmt.Errorf("claiming instance %s: empty run id: %w", id, ErrInvalid)
 	}
@@ -256,7 +270,7 @@ func (s *Store) claim(ctx context.Context, id, runID string, threshold time.Time
 		from = []State{StateIdle}
 	}
 	return s.Transition(ctx, id, Change{
-		From: from, To: StateClaimed, RequireNoRun: true, RequirePooled: pooled, SetRunID: &runID, LiveAt: s.now(),
+		From: from, To: StateClaimed, RequireNoRun: true, RequirePooled: pooled, PooledAt: pooledAt, SetRunID: &runID, LiveAt: s.now(),
 		Threshold: threshold, Reason: "claimed by run " + runID,
 	})
 }

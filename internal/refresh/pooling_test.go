@@ -1,0 +1,165 @@
+package refresh_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// pooledIdle makes id an idle instance its release verified (signal, mark) and announces the
+// pooling in the queue.
+func (e *env) pooledIdle(t *testing.T, id string, threshold time.Time) store.Instance {
+	t.Helper()
+	e.record(t, id, store.StateIdle, threshold)
+	return e.repool(t, id)
+}
+
+// repool marks the idle id pooled (a new pooling, one clock tick later) and puts its message.
+func (e *env) repool(t *testing.T, id string) store.Instance {
+	t.Helper()
+	ctx := t.Context()
+	e.clock.Advance(time.Second)
+	if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: "77"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.MarkPooled(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Put(ctx, claim.MessageOf(rec), 0); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// serveAndRelease is a run that claims id through its record (the second look: the message
+// stays in the queue), runs and is released, verified, into the pool again.
+func (e *env) serveAndRelease(t *testing.T, id string, pooled store.Instance) store.Instance {
+	t.Helper()
+	ctx := t.Context()
+	future := e.clock.Now().Add(time.Hour)
+	if _, err := e.st.ClaimPooledAt(ctx, id, "run-2", pooled.PooledAt, future); err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	for _, c := range []store.Change{
+		{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: "run-2", Threshold: future},
+		{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "run-2", SetRunID: &empty, Threshold: future},
+	} {
+		if _, err := e.st.Transition(ctx, id, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e.repool(t, id)
+}
+
+// pooledAt lists the pooling each message of the queue announces, by instance.
+func (e *env) pooledAt(t *testing.T) map[string][]time.Time {
+	t.Helper()
+	out := map[string][]time.Time{}
+	for {
+		got, err := e.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue.URL()), MaxNumberOfMessages: 10, VisibilityTimeout: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Messages) == 0 {
+			return out
+		}
+		for _, m := range got.Messages {
+			msg, err := pool.Decode(aws.ToString(m.Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[msg.InstanceID] = append(out[msg.InstanceID], msg.PooledAt.UTC())
+		}
+	}
+}
+
+// A claim through the second look cannot delete the message it did not receive; the instance's
+// next release puts a message of its own. Both name a live idle instance, but only the release's
+// announces its current pooling: the check drops the other, whichever the queue returns first
+// (it used to keep the first and drop the second as a duplicate, here the current one).
+func TestRefreshDropsTheMessageOfAnEarlierPooling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	id := e.launch(t, 1, deployment)[0]
+	first := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
+	current := e.serveAndRelease(t, id, first)
+
+	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	rep, err := r.Run(ctx)
+	if err != nil || rep.Pool.Dropped != 1 || rep.Pool.Kept != 1 {
+		t.Fatalf("pass: %+v, %v; want the earlier pooling's message dropped, the current one kept", rep.Pool, err)
+	}
+	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
+		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
+	}
+}
+
+// The check keeps a message live, visible again, and walks on. Meanwhile a provision claims the
+// instance through it (deleting it) and the run releases it again with a new message: that
+// message is the instance's only one, not a duplicate of the one kept earlier in the walk. (The
+// check used to drop it, leaving an idle pooled instance with no message: invisible to every
+// pickup until a walk pools it again, up to ten minutes later.)
+func TestRefreshKeepsTheMessageOfALaterPooling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	id := e.launch(t, 1, deployment)[0]
+	first := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
+
+	var current store.Instance
+	var served bool
+	hs := &hookSQS{SQSAPI: e.sqs}
+	hs.onReceive = func(n int) {
+		if n != 2 || served {
+			return
+		}
+		served = true
+		// A pickup takes the message the walk judged and handed back, and claims through it.
+		pk := pool.NewPickup(e.queue, pool.Filter{}, pool.PickupOptions{})
+		m, err := pk.Next(ctx)
+		if err != nil {
+			t.Errorf("pickup during the walk: %v", err)
+			return
+		}
+		if _, err := e.st.ClaimPooledAt(ctx, m.InstanceID, "run-2", m.PooledAt, e.clock.Now().Add(time.Hour)); err != nil {
+			t.Errorf("claim during the walk: %v", err)
+			return
+		}
+		pk.Claimed(ctx, m)
+		_ = pk.Close(ctx)
+		empty := ""
+		for _, c := range []store.Change{
+			{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: "run-2"},
+			{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: "run-2", SetRunID: &empty, Threshold: first.Threshold},
+		} {
+			if _, err := e.st.Transition(ctx, id, c); err != nil {
+				t.Errorf("run during the walk: %v", err)
+				return
+			}
+		}
+		current = e.repool(t, id)
+	}
+	e.opts.SQS = hs
+	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	rep, err := r.Run(ctx)
+	if err != nil || !served {
+		t.Fatalf("pass: %+v, %v (served during the walk: %v)", rep.Pool, err, served)
+	}
+	if rep.Pool.Dropped != 0 {
+		t.Errorf("pass dropped %d messages; want none (the instance's only message is live)", rep.Pool.Dropped)
+	}
+	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
+		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
+	}
+}
