@@ -163,3 +163,32 @@ func TestRefreshKeepsTheMessageOfALaterPooling(t *testing.T) {
 		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
 	}
 }
+
+// A pickup holds an instance's message while it decides (a claim write, a misfit's hand-back):
+// the walk does not see it, but the queue's counts do. The check does not pool the instance again
+// (it used to, and the instance had two messages once the pickup handed its candidate back).
+func TestRefreshDoesNotPoolAgainWhatAPickupHolds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	id := e.launch(t, 1, deployment)[0]
+	rec := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
+	e.clock.Advance(time.Minute) // idle past RepoolGrace
+
+	pk := pool.NewPickup(e.queue, pool.Filter{}, pool.PickupOptions{VisibilityTimeout: time.Minute})
+	m, err := pk.Next(ctx)
+	if err != nil || m.InstanceID != id {
+		t.Fatalf("pickup: %+v, %v", m, err)
+	}
+	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	rep, err := r.Run(ctx)
+	if err != nil || len(rep.Pool.Repooled) != 0 {
+		t.Errorf("pass: %+v, %v; want nothing pooled again", rep.Pool, err)
+	}
+	if err := pk.Return(ctx, m); err != nil { // the pickup's claim failed for a reason of its own
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]time.Time{id: {rec.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
+		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
+	}
+}
