@@ -194,6 +194,25 @@ data "aws_iam_policy_document" "reconciler" {
     resources = [for q in runnerpool_pool_queue.class : q.arn]
   }
 
+  # A runner class's pool keeps a queue per repository or owner beside its class queue, named
+  # <class queue>-s-<8 hex>: the reconciler creates one on the first release into that scope (with the
+  # class queue's attributes), and refresh deletes one that stayed empty for a day.
+  statement {
+    sid = "PoolScopeQueues"
+    actions = [
+      "sqs:CreateQueue", "sqs:DeleteQueue", "sqs:GetQueueAttributes",
+      "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+    ]
+    resources = [for q in runnerpool_pool_queue.class : "${trimsuffix(q.arn, ".fifo")}-s-*"]
+  }
+
+  # ListQueues is authorised on no queue: refresh lists the scope queues by name prefix.
+  statement {
+    sid       = "ListPoolQueues"
+    actions   = ["sqs:ListQueues"]
+    resources = ["*"]
+  }
+
   statement {
     sid = "Describe"
     actions = [

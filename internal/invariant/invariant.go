@@ -161,7 +161,8 @@ type Options struct {
 	// DeploymentID is the value of the deployment tag: only instances carrying it are checked.
 	// Required.
 	DeploymentID string
-	// Queues are the pool queue URLs to read with SQS.
+	// Queues are the pool queue URLs to read with SQS: each with its scope queues (pool/scope.go)
+	// when SQS can list them (it implements pool.ListQueuesAPI).
 	Queues []string
 	SQS    SQSAPI
 	// GitHub and Scopes, when set, add the runner checks.
@@ -360,9 +361,13 @@ func check(ctx context.Context, st Store, ec2c EC2API, o Options) (Report, error
 			}
 		}
 	}
+	queues, err := withScopeQueues(ctx, o.SQS, o.Queues)
+	if err != nil {
+		return rep, fmt.Errorf("invariant: %w", err)
+	}
 	read := func(wait int32) error {
 		rep.Messages = nil
-		for _, q := range o.Queues {
+		for _, q := range queues {
 			msgs, err := readQueue(ctx, o.SQS, q, o.VisibilityTimeout, wait)
 			if err != nil {
 				return fmt.Errorf("invariant: reading pool %s: %w", q, err)
@@ -460,6 +465,23 @@ func tagValue(ts []ec2types.Tag, key string) string {
 		}
 	}
 	return ""
+}
+
+// withScopeQueues adds to each pool queue its scope queues, when api can list them.
+func withScopeQueues(ctx context.Context, api SQSAPI, queues []string) ([]string, error) {
+	lister, ok := api.(pool.ListQueuesAPI)
+	if !ok {
+		return queues, nil
+	}
+	out := slices.Clone(queues)
+	for _, q := range queues {
+		scoped, err := pool.ListScopeQueues(ctx, lister, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scoped...)
+	}
+	return out, nil
 }
 
 // readQueue receives every visible message (holding them for vis) and makes them visible again.

@@ -1,6 +1,7 @@
 // The pickup manager: one per provision request, shared by that request's claim workers. It
-// short-polls the pool queue and keeps every idle instance visible to every other request for as long
-// as it can:
+// short-polls the pool queue (with scope queues: the queues of the scopes that cover the request,
+// the repository's first, then its owner's; each until it answers empty or shows only misfits) and
+// keeps every idle instance visible to every other request for as long as it can:
 //
 //   - a receive hides its messages only for a short visibility timeout (VisibilityTimeout), never
 //     deletes them on receive;
@@ -38,10 +39,11 @@ type ExhaustReason string
 
 const (
 	// ExhaustedGlobal: EmptyReceives receives in a row returned no message (the queue is empty, or
-	// holds only messages other requests hold for the moment, or SQS's sampling answered empty).
+	// holds only messages other requests hold for the moment, or SQS's sampling answered empty);
+	// with scope queues, from the last queue read (or it does not exist).
 	ExhaustedGlobal ExhaustReason = "global"
-	// ExhaustedLocal: the same instance came round MaxSeen times: the queue holds only misfits
-	// for this request.
+	// ExhaustedLocal: the same instance came round MaxSeen times: the queue (the last one read)
+	// holds only misfits for this request.
 	ExhaustedLocal ExhaustReason = "local"
 	// ExhaustedClosed: Close was called.
 	ExhaustedClosed ExhaustReason = "closed"
@@ -81,6 +83,7 @@ type PickupOptions struct {
 	// one round trip and spares most requests the caller's second look (claim.Request.SecondLook,
 	// a read of the table's idle index), which covers the rest.
 	EmptyReceives int
+	// The options above count per queue read: a request reads its scope queues one after another.
 	// OnDrop, when set, is called once for every message dropped, with its reason (DropMalformed,
 	// DropExpired, DropDead): the reconciler counts them in its metrics.
 	OnDrop func(reason string)
@@ -109,9 +112,10 @@ type PickupStats struct {
 // Dropped is the number of messages deliberately removed from the pool (expired, bad or dead).
 func (s PickupStats) Dropped() int { return s.DroppedExpired + s.DroppedBad + s.DroppedDead }
 
-// held is a received message this pickup keeps hidden.
+// held is a received message this pickup keeps hidden, and the queue it came from.
 type held struct {
-	id, receipt string
+	id, receipt, url string
+	src              int // index of the queue in Pickup.srcs
 }
 
 // Pickup hands the candidates of one provision request to its claim workers. It is safe for
@@ -122,13 +126,15 @@ type Pickup struct {
 	opts PickupOptions
 	log  *slog.Logger
 	vis  int32
+	srcs []string // the queues read, in order
 
 	mu        sync.Mutex
+	src       int             // the queue being read (index in srcs)
 	ready     []Message       // matches received, not yet handed out
 	holding   map[string]held // instance id -> the message held for it (ready or handed out)
 	seen      map[string]int  // instance id -> times received
-	empties   int             // consecutive empty receives
-	empty     bool            // EmptyReceives reached; exhausted once no receive is in flight
+	empties   int             // consecutive empty receives of the queue being read
+	empty     bool            // EmptyReceives reached on the last queue; exhausted once no receive is in flight
 	filling   int             // receives in flight (and their messages being sorted)
 	asked     int             // matches those receives may produce for waiting callers
 	waiting   int             // callers inside Next
@@ -158,13 +164,15 @@ func NewPickup(q *Queue, f Filter, opts PickupOptions) *Pickup {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	srcs := q.readURLs(f.Scope)
 	return &Pickup{
-		q: q, f: f, opts: opts,
+		q: q, f: f, opts: opts, srcs: srcs,
 		log:     opts.Logger.With("queue", q.URL()),
 		vis:     int32(min(max(math.Ceil(opts.VisibilityTimeout.Seconds()), 1), 43200)),
 		holding: map[string]held{},
 		seen:    map[string]int{},
 		changed: make(chan struct{}),
+		empty:   len(srcs) == 0, // every queue it would read is missing
 	}
 }
 
@@ -213,17 +221,13 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 		}
 		p.asked += need
 		p.filling++
+		src := p.src
 		p.mu.Unlock()
-		got, err := p.fill(ctx, need)
+		got, missing, err := p.fill(ctx, src, need)
 		p.mu.Lock()
 		p.asked -= need
 		p.filling--
-		if got > 0 {
-			p.empties, p.empty = 0, false
-		} else if err == nil {
-			p.empties++
-			p.empty = p.empties >= p.opts.EmptyReceives
-		}
+		p.received(src, got, missing, err)
 		close(p.changed)
 		p.changed = make(chan struct{})
 		if err != nil {
@@ -232,29 +236,64 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 	}
 }
 
-// fill receives one batch and sorts it: up to want matches to ready, everything else handed back
-// or dropped. It returns how many messages the receive returned.
-func (p *Pickup) fill(ctx context.Context, want int) (int, error) {
+// received notes what a receive of queue src brought (p.mu is held): messages keep the pickup on
+// that queue; EmptyReceives empty answers in a row, or a missing queue, move it to the next queue,
+// and past the last one make it empty. A receive of a queue the pickup already left counts for
+// nothing.
+func (p *Pickup) received(src, got int, missing bool, err error) {
+	switch {
+	case src != p.src:
+	case got > 0:
+		p.empties, p.empty = 0, false
+	case missing:
+		p.nextSource()
+	case err == nil:
+		if p.empties++; p.empties >= p.opts.EmptyReceives {
+			p.nextSource()
+		}
+	}
+}
+
+// nextSource moves the pickup to the next queue it reads, or makes it empty after the last one.
+// p.mu is held.
+func (p *Pickup) nextSource() {
+	if p.src+1 < len(p.srcs) {
+		p.src++
+		p.empties = 0
+		return
+	}
+	p.empty = true
+}
+
+// fill receives one batch from queue src and sorts it: up to want matches to ready, everything
+// else handed back or dropped. It returns how many messages the receive returned, or that the
+// queue does not exist (a scope queue nothing was released into yet, or that refresh deleted).
+func (p *Pickup) fill(ctx context.Context, src, want int) (int, bool, error) {
+	url := p.srcs[src]
 	out, err := p.q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:            aws.String(p.q.url),
+		QueueUrl:            aws.String(url),
 		MaxNumberOfMessages: int32(p.opts.MaxMessages),
 		VisibilityTimeout:   p.vis,
 		WaitTimeSeconds:     0, // short poll: an empty pool must send the request on at once
 	})
 	p.count(func(s *PickupStats) { s.Receives++ })
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("receiving from pool %s: %w", p.q.url, err)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return 0, false, ctx.Err()
+	case url != p.q.url && IsQueueMissing(err):
+		p.q.scopes.markAbsent(url)
+		return 0, true, nil
+	default:
+		return 0, false, fmt.Errorf("receiving from pool %s: %w", url, err)
 	}
 	// What this receive hides must be handed back or dropped even if the caller gives up now.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pickupOpTimeout)
 	defer cancel()
 	var back, drop []held
 	for _, msg := range out.Messages {
-		h := held{id: aws.ToString(msg.MessageId), receipt: aws.ToString(msg.ReceiptHandle)}
-		switch p.sort(msg, &want) {
+		h := held{id: aws.ToString(msg.MessageId), receipt: aws.ToString(msg.ReceiptHandle), url: url, src: src}
+		switch p.sort(msg, h, &want) {
 		case fateBack:
 			back = append(back, h)
 		case fateDrop:
@@ -265,7 +304,7 @@ func (p *Pickup) fill(ctx context.Context, want int) (int, error) {
 	for _, h := range drop {
 		p.delete(dctx, h)
 	}
-	return len(out.Messages), nil
+	return len(out.Messages), false, nil
 }
 
 type fate int
@@ -276,9 +315,9 @@ const (
 	fateDrop             // deleted for good
 )
 
-// sort decides one received message's fate; a kept match goes to ready and is held.
-func (p *Pickup) sort(msg types.Message, want *int) fate {
-	body, id := aws.ToString(msg.Body), aws.ToString(msg.MessageId)
+// sort decides one received message's fate; a kept match goes to ready and is held as h.
+func (p *Pickup) sort(msg types.Message, h held, want *int) fate {
+	body, id := aws.ToString(msg.Body), h.id
 	p.count(func(s *PickupStats) { s.Received++ })
 	m, err := Decode(body)
 	if err != nil {
@@ -301,7 +340,7 @@ func (p *Pickup) sort(msg types.Message, want *int) fate {
 	if dup || !match {
 		// Only what this request cannot use counts towards local exhaustion: a match handed back
 		// as surplus may rightly come round again.
-		p.sawUnusable(m.InstanceID)
+		p.sawUnusable(m.InstanceID, h.src)
 	}
 	switch {
 	case dup:
@@ -318,16 +357,21 @@ func (p *Pickup) sort(msg types.Message, want *int) fate {
 		return fateBack
 	}
 	*want--
-	p.holding[m.InstanceID] = held{id: id, receipt: aws.ToString(msg.ReceiptHandle)}
+	p.holding[m.InstanceID] = h
 	p.ready = append(p.ready, m)
 	return fateKeep
 }
 
-// sawUnusable counts one sighting of an instance this request cannot use; MaxSeen of them make the
-// pool locally exhausted. p.mu is held.
-func (p *Pickup) sawUnusable(instanceID string) {
+// sawUnusable counts one sighting, in queue src, of an instance this request cannot use; MaxSeen
+// of them move the pickup to the next queue, or make the pool locally exhausted after the last
+// one. p.mu is held.
+func (p *Pickup) sawUnusable(instanceID string, src int) {
 	p.seen[instanceID]++
-	if p.seen[instanceID] >= p.opts.MaxSeen && p.exhausted == "" {
+	switch {
+	case p.seen[instanceID] < p.opts.MaxSeen || p.exhausted != "" || src != p.src:
+	case p.src+1 < len(p.srcs):
+		p.nextSource()
+	default:
 		p.exhausted = ExhaustedLocal
 		p.stats.Exhausted = ExhaustedLocal
 	}
@@ -340,7 +384,10 @@ func (p *Pickup) sawUnusable(instanceID string) {
 func (p *Pickup) Skip(ctx context.Context, m Message) {
 	h, ok := p.release(m.InstanceID)
 	p.mu.Lock()
-	p.sawUnusable(m.InstanceID)
+	if !ok {
+		h.src = p.src
+	}
+	p.sawUnusable(m.InstanceID, h.src)
 	p.stats.Duplicates++
 	p.mu.Unlock()
 	if !ok {
@@ -414,7 +461,7 @@ func (p *Pickup) Return(ctx context.Context, m Message) error {
 		return nil
 	}
 	if err := p.q.Put(dctx, m, 0); err != nil {
-		return fmt.Errorf("returning %s to pool %s: %w", m.InstanceID, p.q.url, err)
+		return fmt.Errorf("returning %s to pool %s: %w", m.InstanceID, p.q.URLFor(m.Scope), err)
 	}
 	p.count(func(s *PickupStats) { s.Returned++ })
 	return nil
@@ -460,7 +507,7 @@ func (p *Pickup) dropped(reason string) {
 // its visibility timeout: nothing is lost, and whoever sees it next judges it again.
 func (p *Pickup) delete(ctx context.Context, h held) bool {
 	if _, err := p.q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{
-		QueueUrl: aws.String(p.q.url), ReceiptHandle: aws.String(h.receipt),
+		QueueUrl: aws.String(h.url), ReceiptHandle: aws.String(h.receipt),
 	}); err != nil {
 		p.log.Warn("pool message not deleted; it reappears after its visibility timeout", "message_id", h.id, "err", err)
 		p.count(func(s *PickupStats) { s.DeleteFailed++ })
@@ -469,17 +516,19 @@ func (p *Pickup) delete(ctx context.Context, h held) bool {
 	return true
 }
 
-// handBack makes held messages visible again at once (ChangeMessageVisibility 0), ten per call. A
-// failure only delays them: they reappear when their visibility timeout ends.
+// handBack makes held messages visible again at once (ChangeMessageVisibility 0), ten per call
+// and queue. A failure only delays them: they reappear when their visibility timeout ends.
 func (p *Pickup) handBack(ctx context.Context, hs []held) {
-	receipts := make([]string, len(hs))
-	for i, h := range hs {
-		receipts[i] = h.receipt
+	byURL := map[string][]string{}
+	for _, h := range hs {
+		byURL[h.url] = append(byURL[h.url], h.receipt)
 	}
-	res := SetVisibilityBatch(ctx, p.q.api, p.q.url, receipts, 0)
-	if res.Failed > 0 {
-		p.log.Warn("pool messages not handed back at once; they reappear after their visibility timeout", "failed", res.Failed, "err", res.Err())
-		p.count(func(s *PickupStats) { s.HandBackFailed += res.Failed })
+	for url, receipts := range byURL {
+		res := SetVisibilityBatch(ctx, p.q.api, url, receipts, 0)
+		if res.Failed > 0 {
+			p.log.Warn("pool messages not handed back at once; they reappear after their visibility timeout", "pool", url, "failed", res.Failed, "err", res.Err())
+			p.count(func(s *PickupStats) { s.HandBackFailed += res.Failed })
+		}
 	}
 }
 

@@ -49,10 +49,19 @@ import (
 const maxReceivesPerQueue = 1000
 
 func (r *Refresher) pool(ctx context.Context, p *pass) {
-	qs := r.queues()
-	p.update(func(rep *Report) { rep.Pool.Queues = len(qs) })
-	for _, q := range qs {
-		r.checkQueue(ctx, p, q.URL())
+	for _, q := range r.queues() {
+		urls := []string{q.URL()}
+		if q.Scoped() {
+			scoped, err := r.scopeQueues(ctx, p, q)
+			if err != nil {
+				p.fail(PhasePool, err)
+			}
+			urls = append(urls, scoped...)
+		}
+		p.update(func(rep *Report) { rep.Pool.Queues += len(urls) })
+		for _, url := range urls {
+			r.checkQueue(ctx, p, q, url)
+		}
 	}
 }
 
@@ -60,19 +69,28 @@ type received struct {
 	id, receipt, body string
 }
 
-// checkQueue compares the queue's count with its pooled records and walks it when they differ or a
-// full check is due.
-func (r *Refresher) checkQueue(ctx context.Context, p *pass, url string) {
+// checkQueue compares the count of q's queue at url (the class queue, or one of its scope queues)
+// with its pooled records and walks it when they differ or a full check is due.
+func (r *Refresher) checkQueue(ctx context.Context, p *pass, q *pool.Queue, url string) {
 	counts, err := r.counts(ctx, url)
-	if err != nil {
+	switch {
+	case pool.IsQueueMissing(err):
+		// A scope queue its pooled records expect, deleted or never created: nothing to walk, and
+		// what lost its message is pooled again (which creates it).
+		r.repool(ctx, p, url, nil)
+		return
+	case err != nil:
 		// Unknown: walk, as before the counts existed.
 		r.log.WarnContext(ctx, "refresh: pool queue attributes not read; walking the queue", "queue", url, "error", err)
 		counts.visible = -1
-	} else if counts.total() == len(r.pooledIn(p, url)) && !r.fullCheckDue(url, p.now) {
+	case r.emptyFor(p, q, url, counts) >= r.opts.EmptyScopeQueueAge:
+		r.deleteQueue(ctx, p, q, url)
+		return
+	case counts.total() == len(r.pooledIn(p, url)) && !r.fullCheckDue(url, p.now):
 		p.update(func(rep *Report) { rep.Pool.Matched++ })
 		return
 	}
-	if r.walk(ctx, p, url, counts.visible) {
+	if r.walk(ctx, p, q, url, counts.visible) {
 		r.mu.Lock()
 		if r.walked == nil {
 			r.walked = map[string]time.Time{}
@@ -122,11 +140,21 @@ func (r *Refresher) pooledIn(p *pass, url string) []store.Instance {
 		if !poolable(rec, p.now) {
 			continue
 		}
-		if q, err := r.resolver.Queue(rec.RunnerClass); err == nil && q.URL() == url {
+		if r.target(rec) == url {
 			out = append(out, rec)
 		}
 	}
 	return out
+}
+
+// target is the URL of the queue the record's pool message belongs in: its runner class's queue
+// for its scope ("" when the class has no queue).
+func (r *Refresher) target(rec store.Instance) string {
+	q, err := r.resolver.Queue(rec.RunnerClass)
+	if err != nil {
+		return ""
+	}
+	return q.URLFor(rec.Scope)
 }
 
 // fullCheckDue reports whether the queue was last walked to its end FullCheckEvery ago or more.
@@ -140,7 +168,7 @@ func (r *Refresher) fullCheckDue(url string, now time.Time) bool {
 // walk judges every message of the queue, one batch at a time, and reports whether it read the
 // whole queue (then it also pooled again what lost its message). visibleAtStart, when known (>= 0),
 // is how many distinct messages a whole walk must have seen.
-func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStart int) (complete bool) {
+func (r *Refresher) walk(ctx context.Context, p *pass, q *pool.Queue, url string, visibleAtStart int) (complete bool) {
 	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
 	seen := map[string]bool{} // message ids received and judged
 	dead := map[string]bool{} // of those, the ones judged dead (a failed delete leaves them)
@@ -178,7 +206,7 @@ func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStar
 			seen[id] = true
 			fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
 		}
-		live := r.judgeBatch(ctx, p, url, fresh, liveInstance, dead)
+		live := r.judgeBatch(ctx, p, q, url, fresh, liveInstance, dead)
 		r.release(ctx, url, append(again, live...))
 		p.update(func(rep *Report) { rep.Pool.Checked += len(fresh) })
 		// A short poll samples a subset of SQS's servers and may come back empty while messages
@@ -201,15 +229,21 @@ func (r *Refresher) walk(ctx context.Context, p *pass, url string, visibleAtStar
 	return false
 }
 
-// judgeBatch judges fresh messages, deletes the dead ones and returns the receipts of the live ones.
-func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh []received, liveInstance map[string]int64, dead map[string]bool) (live []string) {
+// judgeBatch judges fresh messages, deletes the dead ones, moves the live ones that belong in
+// another of q's queues and returns the receipts of the live ones that stay.
+func (r *Refresher) judgeBatch(ctx context.Context, p *pass, q *pool.Queue, url string, fresh []received, liveInstance map[string]int64, dead map[string]bool) (live []string) {
 	if len(fresh) == 0 {
 		return nil
 	}
 	verdicts := r.judge(ctx, p, fresh)
-	var drop []received
+	var drop, moved []received
 	for i, m := range fresh {
 		v := verdicts[i]
+		if v.live && q.URLFor(v.msg.Scope) != url && r.move(ctx, q, url, v.msg) {
+			dead[m.id] = true // gone from here: never released or judged again
+			moved = append(moved, m)
+			continue
+		}
 		// Only a second message of the same pooling is a duplicate. The message kept earlier in the
 		// walk is visible again and may be gone since (claimed), its instance pooled again with a
 		// new message: that one is the instance's only message, never a duplicate.
@@ -225,7 +259,8 @@ func (r *Refresher) judgeBatch(ctx context.Context, p *pass, url string, fresh [
 		dead[m.id] = true
 		drop = append(drop, m)
 	}
-	r.deleteMessages(ctx, p, url, drop)
+	p.update(func(rep *Report) { rep.Pool.Dropped += r.deleteMessages(ctx, p, url, drop) })
+	p.update(func(rep *Report) { rep.Pool.Moved += r.deleteMessages(ctx, p, url, moved) })
 	return live
 }
 
@@ -234,6 +269,7 @@ type verdict struct {
 	instance string
 	pooledAt int64 // the pooling the message announces (Unix ms; 0: it names none)
 	why      string
+	msg      pool.Message // decoded (zero when it is not)
 }
 
 // judge decides for each message whether it stands for a live idle instance: from the pass's
@@ -250,7 +286,7 @@ func (r *Refresher) judge(ctx context.Context, p *pass, msgs []received) []verdi
 			out[i] = verdict{why: err.Error()}
 			return
 		}
-		v := verdict{instance: msg.InstanceID, pooledAt: msg.PooledAt.UnixMilli()}
+		v := verdict{instance: msg.InstanceID, pooledAt: msg.PooledAt.UnixMilli(), msg: msg}
 		if msg.PooledAt.IsZero() {
 			v.pooledAt = 0
 		}
@@ -300,16 +336,20 @@ func poolable(rec store.Instance, now time.Time) bool {
 		!rec.PooledAt.IsZero()
 }
 
-func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) {
+// deleteMessages deletes msgs from the queue at url and returns how many it deleted.
+func (r *Refresher) deleteMessages(ctx context.Context, p *pass, url string, msgs []received) int {
+	if len(msgs) == 0 {
+		return 0
+	}
 	receipts := make([]string, len(msgs))
 	for i, m := range msgs {
 		receipts[i] = m.receipt
 	}
 	res := pool.DeleteBatch(ctx, r.opts.SQS, url, receipts)
 	for _, err := range res.Errs {
-		p.fail(PhasePool, fmt.Errorf("deleting dead messages from %s (they return; next pass): %w", url, err))
+		p.fail(PhasePool, fmt.Errorf("deleting messages from %s (they return; next pass): %w", url, err))
 	}
-	p.update(func(rep *Report) { rep.Pool.Dropped += res.Succeeded })
+	return res.Succeeded
 }
 
 // release makes received live messages visible again. It runs even when ctx is done: held
@@ -337,7 +377,7 @@ func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store
 		if _, ok := live[id]; ok || rec.State != store.StateIdle || !poolable(rec, p.now) {
 			continue
 		}
-		if q, err := r.resolver.Queue(rec.RunnerClass); err == nil && q.URL() == url {
+		if r.target(rec) == url {
 			out = append(out, rec)
 		}
 	}

@@ -54,6 +54,9 @@ type SQSAPI interface {
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	// The scope queues of a pool (scopequeues.go).
+	ListQueues(ctx context.Context, in *sqs.ListQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error)
+	DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, opts ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
 }
 
 // QueueLister is implemented by a pool.Resolver that can list every pool queue; refresh checks
@@ -67,10 +70,11 @@ const (
 	DefaultOrphanGrace = 2 * time.Minute
 	DefaultBatchSize   = 50
 	// MaxBatchSize is EC2's limit on instance ids per TerminateInstances call.
-	MaxBatchSize             = terminate.MaxBatch
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultRepoolGrace       = 30 * time.Second
-	DefaultFullCheckEvery    = 10 * time.Minute
+	MaxBatchSize              = terminate.MaxBatch
+	DefaultVisibilityTimeout  = 30 * time.Second
+	DefaultRepoolGrace        = 30 * time.Second
+	DefaultFullCheckEvery     = 10 * time.Minute
+	DefaultEmptyScopeQueueAge = 24 * time.Hour
 )
 
 // Options configure a Refresher.
@@ -102,6 +106,9 @@ type Options struct {
 	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
 	// its own message well within that.
 	RepoolGrace time.Duration
+	// EmptyScopeQueueAge is how long a pool's scope queue must have been seen empty, with no
+	// pooled record expecting it, before the pool check deletes it (default a day).
+	EmptyScopeQueueAge time.Duration
 	// AgentSweepInterval is the pace of phase 6, a Scan of the table (default 10 min).
 	AgentSweepInterval time.Duration
 	// Concurrency bounds parallel store writes and reads within a phase (default 8).
@@ -126,6 +133,9 @@ type Refresher struct {
 	terminated map[string]bool
 	// walked is when the pool check last read each queue to its end (pool.go).
 	walked map[string]time.Time
+	// emptySince is when the pool check first saw each scope queue empty and unexpected, since it
+	// last saw it otherwise (scopequeues.go).
+	emptySince map[string]time.Time
 }
 
 // New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every
@@ -151,6 +161,9 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	}
 	if opts.RepoolGrace <= 0 {
 		opts.RepoolGrace = DefaultRepoolGrace
+	}
+	if opts.EmptyScopeQueueAge <= 0 {
+		opts.EmptyScopeQueueAge = DefaultEmptyScopeQueueAge
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -221,12 +234,14 @@ func (r *Refresher) check() error {
 	return nil
 }
 
-// queues lists the pool queues to check, each URL once.
+// queues lists the pool queues to check, each URL once: the resolver's first (its queues are
+// those releases put into, with their scope queues).
 func (r *Refresher) queues() []*pool.Queue {
-	all := append([]*pool.Queue(nil), r.opts.Queues...)
+	var all []*pool.Queue
 	if l, ok := r.resolver.(QueueLister); ok {
 		all = append(all, l.Queues()...)
 	}
+	all = append(all, r.opts.Queues...)
 	seen := map[string]bool{}
 	var out []*pool.Queue
 	for _, q := range all {

@@ -77,6 +77,10 @@ type PoolReport struct {
 	Matched int `json:"matched"`
 	// Repooled lists the idle instances that had no message and were pooled again.
 	Repooled []string `json:"repooled,omitempty"`
+	// Moved counts live messages moved to the scope queue they belong in.
+	Moved int `json:"moved,omitempty"`
+	// DeletedQueues lists the scope queues deleted for staying empty.
+	DeletedQueues []string `json:"deletedQueues,omitempty"`
 }
 
 // PhaseError is one error of a phase.
@@ -110,7 +114,7 @@ func (r Report) Err() error {
 }
 
 func (r *Report) sort() {
-	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Agents.Foreign} {
+	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Pool.DeletedQueues, r.Agents.Foreign} {
 		slices.Sort(l)
 	}
 }
@@ -119,7 +123,7 @@ func (r *Report) sort() {
 func (r Report) Changed() bool {
 	return r.Expiry.Marked > 0 || len(r.Expiry.Terminated) > 0 || len(r.Orphans.Terminated) > 0 ||
 		len(r.Runners.Deleted) > 0 || r.Pool.Dropped > 0 || len(r.Pool.Repooled) > 0 ||
-		r.Agents.Unowned > 0 || len(r.Agents.Foreign) > 0
+		r.Pool.Moved > 0 || len(r.Pool.DeletedQueues) > 0 || r.Agents.Unowned > 0 || len(r.Agents.Foreign) > 0
 }
 
 // pass is the state of one running pass: its clock reading and the report, which phases update

@@ -566,3 +566,38 @@ func TestSignedReleaseSpendsNoListing(t *testing.T) {
 		})
 	}
 }
+
+// With a queue per scope, a release puts each instance's message in the queue of the scope it
+// narrowed the instance to, created on the way; the class queue stays empty.
+func TestReleaseIntoScopeQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	const runID = "7891"
+	scoped := pool.NewScopedQueue(e.sqs, e.queue.URL(), pool.ScopeOptions{})
+	t.Cleanup(func() {
+		_, _ = e.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(scoped.URLFor(scope))})
+	})
+	e.classes = pool.StaticResolver{runnerClass: scoped}
+	ids := e.launch(t, 2)
+	for _, id := range ids {
+		e.record(t, id, runID, store.StateRunning)
+	}
+	agent := releasetest.Start(ctx, e.st, runID, ids, releasetest.Deregister)
+	defer agent.Stop()
+	rep, err := e.releaser(nil).Release(ctx, runID, idleTime)
+	if err != nil || rep.Count(release.Pooled) != len(ids) {
+		t.Fatalf("Release = %+v, %v; want both pooled", rep, err)
+	}
+	if got := e.messages(t); len(got) != 0 {
+		t.Errorf("class queue holds %d messages, want none", len(got))
+	}
+	e.queue = pool.NewQueue(e.sqs, scoped.URLFor(scope))
+	var got []string
+	for _, m := range e.messages(t) {
+		got = append(got, m.InstanceID)
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("messages of %s's queue (-want +got):\n%s", scope, diff)
+	}
+}

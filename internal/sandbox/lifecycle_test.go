@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
@@ -88,18 +89,25 @@ func ec2State(sb *sandbox.Sandbox, id string) string {
 
 func gone(state string) bool { return state == "shutting-down" || state == "terminated" }
 
+// poolMessages counts the messages of the sandbox's pool: its class queue and its scope queues.
 func poolMessages(t *testing.T, sb *sandbox.Sandbox) int {
 	t.Helper()
-	out, err := sb.Stack.SQS().GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(sb.Queue.URL()), AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible"},
-	})
+	scoped, err := pool.ListScopeQueues(t.Context(), sb.Stack.SQS(), sb.Queue.URL())
 	if err != nil {
-		t.Fatalf("queue attributes: %v", err)
+		t.Fatal(err)
 	}
 	total := 0
-	for _, v := range out.Attributes {
-		n, _ := strconv.Atoi(v)
-		total += n
+	for _, url := range append([]string{sb.Queue.URL()}, scoped...) {
+		out, err := sb.Stack.SQS().GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesDelayed", "ApproximateNumberOfMessagesNotVisible"},
+		})
+		if err != nil {
+			t.Fatalf("queue attributes: %v", err)
+		}
+		for _, v := range out.Attributes {
+			n, _ := strconv.Atoi(v)
+			total += n
+		}
 	}
 	return total
 }

@@ -192,7 +192,8 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: creating the pool queue: %w", err)
 	}
-	sb.Queue = pool.NewQueue(stk.SQS(), aws.ToString(q.QueueUrl))
+	// A queue per scope beside the class queue, as the reconciler keeps (pool/scope.go).
+	sb.Queue = pool.NewScopedQueue(stk.SQS(), aws.ToString(q.QueueUrl), pool.ScopeOptions{Logger: sb.Log})
 
 	lt, err := sb.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String("runnerpool-sandbox"),

@@ -20,9 +20,10 @@ import (
 )
 
 // BriefAttributes are the fields a brief record carries: ID, State, RunID, Threshold, Pool,
-// RunnerClass, SpecHash, CreatedAt, Version, PooledAt and AgentKey.
+// RunnerClass, Scope (refresh's pool check: which scope queue a pooled record's message is in),
+// SpecHash, CreatedAt, Version, PooledAt and AgentKey.
 var BriefAttributes = []string{
-	attrPK, attrID, "state", "run_id", attrThreshold, "pool", "runner_class", "spec_hash", "created_at", "version",
+	attrPK, attrID, "state", "run_id", attrThreshold, "pool", "runner_class", "scope", "spec_hash", "created_at", "version",
 	attrPooledAt, attrAgentKey,
 }
 

@@ -770,15 +770,21 @@ func phaseIdle(ctx context.Context, h *harness, res *Result) error {
 	return nil
 }
 
+// resolver finds the pool of the sandbox's runner class and of the reuse scenarios' classes, each
+// with its scope queues, as the reconciler keeps them.
+func (h *harness) resolver() pool.StaticResolver {
+	resolver := pool.StaticResolver{sandbox.RunnerClass: h.sb.Queue}
+	for class, url := range h.reuseQueues {
+		resolver[class] = pool.NewScopedQueue(h.sb.Stack.SQS(), url, pool.ScopeOptions{Logger: h.o.Logger})
+	}
+	return resolver
+}
+
 // phaseAudit runs a refresh pass and the invariant checker over the whole deployment.
 func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 	// The refresh pass covers the reuse scenarios' queues too: it drops the messages a claim through
 	// the idle index left behind and pools again what lost its message.
-	resolver := pool.StaticResolver{sandbox.RunnerClass: h.sb.Queue}
-	for class, url := range h.reuseQueues {
-		resolver[class] = pool.NewQueue(h.sb.Stack.SQS(), url)
-	}
-	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, resolver, refresh.Options{
+	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, h.resolver(), refresh.Options{
 		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
 	})
 	refreshedAt := time.Now()

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -137,11 +136,7 @@ func (h *harness) pooledIdle(ctx context.Context) ([]string, error) {
 // repooled runs refresh passes until every idle instance not past its threshold is pooled, and
 // returns how long that took from since (at most two minutes).
 func (h *harness) repooled(ctx context.Context, since time.Time) (time.Duration, error) {
-	resolver := pool.StaticResolver{sandbox.RunnerClass: h.sb.Queue}
-	for class, url := range h.reuseQueues {
-		resolver[class] = pool.NewQueue(h.sb.Stack.SQS(), url)
-	}
-	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, resolver, refresh.Options{
+	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, h.resolver(), refresh.Options{
 		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
 	})
 	for deadline := since.Add(2 * time.Minute); ; {

@@ -84,7 +84,7 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 		return fmt.Errorf("creating the warm class's queue: %w", err)
 	}
 	h.extraQueues = append(h.extraQueues, aws.ToString(qo.QueueUrl))
-	q := pool.NewQueue(sqsc, aws.ToString(qo.QueueUrl))
+	q := pool.NewScopedQueue(sqsc, aws.ToString(qo.QueueUrl), pool.ScopeOptions{Logger: h.o.Logger})
 	launch := fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))}
 	fl := fleet.New(ec2c, fleet.Options{Logger: h.o.Logger})
 	spec := warmpool.PoolSpec{

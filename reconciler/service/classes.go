@@ -83,8 +83,7 @@ type newProvisioner func(classes map[string]provision.RunnerClass, resources map
 // setupClasses builds s.classes: from the runner classes file when one is configured (checked now:
 // a bad file stops the start), else over the state table's configuration items (read now if the
 // table answers; an empty or unreadable table is not fatal, provisions read it again).
-func (s *Service) setupClasses(ctx context.Context, cfg config.Config, sqsc *sqs.Client, newProv newProvisioner) error {
-	queue := func(url string) *pool.Queue { return pool.NewQueue(sqsc, url) }
+func (s *Service) setupClasses(ctx context.Context, cfg config.Config, queue func(url string) *pool.Queue, newProv newProvisioner) error {
 	if cfg.ClassesFile != "" {
 		classes := map[string]provision.RunnerClass{}
 		for name, rc := range cfg.Classes.RunnerClasses {
@@ -256,6 +255,30 @@ func (c *classSource) queueFor(url string) *pool.Queue {
 	}
 	q := c.queue(url)
 	c.queueOf[url] = q
+	return q
+}
+
+// poolQueues hands out one *pool.Queue per class queue URL, with a queue per scope (pool/scope.go),
+// to the runner classes (provisions, releases, refresh) and the warm pools alike: the replica
+// creates and remembers each scope queue once.
+type poolQueues struct {
+	sqs   *sqs.Client
+	opts  pool.ScopeOptions
+	mu    sync.Mutex
+	byURL map[string]*pool.Queue
+}
+
+func (p *poolQueues) get(url string) *pool.Queue {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q, ok := p.byURL[url]; ok {
+		return q
+	}
+	if p.byURL == nil {
+		p.byURL = map[string]*pool.Queue{}
+	}
+	q := pool.NewScopedQueue(p.sqs, url, p.opts)
+	p.byURL[url] = q
 	return q
 }
 

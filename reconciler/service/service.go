@@ -101,6 +101,7 @@ type Service struct {
 	refresher Refresher
 	converger Converger
 	classes   *classSource
+	pools     *poolQueues // classes.go
 	versions  *launchtemplate.Versions
 	quotas    *quotas // quota.go
 
@@ -194,7 +195,8 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		// stopped ones (starter), then create the rest.
 		starter = claim.NewStarter(s.store, ec2c, reg, copts)
 	}
-	if err := s.setupClasses(ctx, cfg, sqsc, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
+	s.pools = &poolQueues{sqs: sqsc, opts: pool.ScopeOptions{Now: o.Now, Logger: log}}
+	if err := s.setupClasses(ctx, cfg, s.pools.get, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
 		return provision.New(s.store, claimer, reg, fl, ec2c, provision.Config{
 			ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
 			DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,

@@ -21,7 +21,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
@@ -45,7 +44,7 @@ type warmDeps struct {
 // webhook handler.
 func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	targets := warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
-		Queue: func(url string) *pool.Queue { return pool.NewQueue(d.sqs, url) }, Scope: cfg.WarmPoolScope,
+		Queue: s.pools.get, Scope: cfg.WarmPoolScope,
 		ResourceClasses: warmSizes(cfg), Versions: s.versions,
 	})
 	catalog := warmpool.NewCatalog(targets, cfg.ConfigCacheTTL, s.o.Now)

@@ -439,7 +439,8 @@ func (e *Env) Claims(runID string, extra map[string]any) map[string]any {
 func (e *Env) Fill(t testing.TB, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	q := pool.NewQueue(e.SQS, e.QueueURL)
+	// The pool as the reconciler keeps it: the message goes to the queue of the instance's scope.
+	q := pool.NewScopedQueue(e.SQS, e.QueueURL, pool.ScopeOptions{})
 	ro, err := e.EC2Client().RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: ec2types.InstanceType(InstanceType), SubnetId: aws.String("subnet-a"),
 		MinCount: aws.Int32(int32(n)), MaxCount: aws.Int32(int32(n)),
