@@ -292,11 +292,8 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// optInPhases run only when named in Options.Phases. The many repos phase is one of them: the
-// audit after it finds idle instances with two live pool messages in the class queue shared by 20
-// repositories (a claim through the second look leaves its message behind, the release adds one,
-// and the refresh pass's walk of a queue of some 460 messages does not see all of them), which the
-// pool queue per class and scope (docs/reconciler.md) is to remove.
+// optInPhases run only when named in Options.Phases. The many repos phase is one of them, for its
+// length (its audit used to find idle instances with two pool messages or none: docs/scaling.md).
 var optInPhases = []string{"many repos"}
 
 // harness is the running system and its meters.
