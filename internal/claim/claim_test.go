@@ -5,6 +5,7 @@ package claim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -319,6 +320,58 @@ func TestClaimNSecondLook(t *testing.T) {
 	}
 	if rec := e.record(t, ins[1].ID); rec.RunID == res.Claimed[0].Instance.RunID {
 		t.Errorf("the other run's instance was claimed: %+v", rec)
+	}
+}
+
+// TestClaimNSecondLookListsAgain: in a burst the second look's first listing goes stale while the
+// other requests claim its records: after three claims lost in a row the candidates are listed
+// again, and the idle instance the new listing shows is claimed before the stale ones are all
+// tried.
+func TestClaimNSecondLookListsAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ins := e.idle(t, 7, nil)
+	e.agents(t, nil, ins, claimtest.Behaviour{})
+	c, _ := e.claimer(testOptions())
+	// Every message is gone (the second look's case), and six of the seven instances are claimed
+	// by other runs after the first listing showed them idle.
+	p := pool.NewPickup(e.q, pool.Filter{}, pool.PickupOptions{})
+	for range len(ins) {
+		m, err := p.Next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Claimed(t.Context(), m)
+	}
+	stale, free := ins[:6], ins[6]
+	for i, in := range stale {
+		if _, err := e.st.Claim(t.Context(), in.ID, runID(fmt.Sprintf("other-%d", i)), time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	looked := 0
+	res, err := c.ClaimN(t.Context(), claim.Request{
+		RunID: runID("late"), Scope: "acme/api", Count: 1, Queue: e.q,
+		SecondLook: func(context.Context) ([]pool.Message, error) {
+			looked++
+			if looked == 1 { // the stale listing: the free instance last
+				var out []pool.Message
+				for _, in := range append(slices.Clone(stale), free) {
+					out = append(out, claim.MessageOf(in))
+				}
+				return out, nil
+			}
+			return []pool.Message{claim.MessageOf(free)}, nil // what is still idle now
+		},
+	})
+	if err != nil {
+		t.Fatalf("ClaimN: %v", err)
+	}
+	if got := ids(res.Claimed); !slices.Equal(got, []string{free.ID}) {
+		t.Errorf("claimed %v, want %s", got, free.ID)
+	}
+	if looked != 2 || res.Lost != 3 || res.Indexed != 1 {
+		t.Errorf("listings %d, result %+v; want a second listing after 3 lost claims, not 6", looked, res)
 	}
 }
 

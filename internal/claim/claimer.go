@@ -194,7 +194,18 @@ type collector struct {
 	secondErr  error
 	cands      []pool.Message // the second look's candidates not yet tried
 	looked     int
+	lostRun    int // second-look claims lost in a row since the last listing
+	relists    int // listings after the first
 }
+
+// The second look lists its candidates once, when the queue has nothing more for the request. In
+// a burst, the other requests' pickups claim many of those records meanwhile: after relistAfter
+// claims lost in a row the candidates are listed again (at most maxRelists times), so that a late
+// request tries what is still idle rather than losing a conditional write per request ahead of it.
+const (
+	relistAfter = 3
+	maxRelists  = 2
+)
 
 // nextIndexed returns a candidate of the second look (listing it on first use), or false when
 // there is none left.
@@ -202,10 +213,17 @@ func (col *collector) nextIndexed(ctx context.Context) (pool.Message, bool, erro
 	if col.second == nil {
 		return pool.Message{}, false, nil
 	}
-	col.secondOnce.Do(func() {
-		cands, err := col.second(ctx)
-		col.lock(func() { col.cands, col.secondErr, col.looked = cands, err, len(cands) })
+	col.secondOnce.Do(func() { col.list(ctx) })
+	relist := false
+	col.lock(func() {
+		if relist = col.secondErr == nil && col.lostRun >= relistAfter && col.relists < maxRelists; relist {
+			col.relists++
+			col.lostRun = 0
+		}
 	})
+	if relist {
+		col.list(ctx)
+	}
 	var m pool.Message
 	var ok bool
 	var err error
@@ -218,6 +236,26 @@ func (col *collector) nextIndexed(ctx context.Context) (pool.Message, bool, erro
 		}
 	})
 	return m, ok, err
+}
+
+// list runs the second look and makes its candidates the ones left to try.
+func (col *collector) list(ctx context.Context) {
+	cands, err := col.second(ctx)
+	col.lock(func() {
+		col.cands, col.secondErr = cands, err
+		col.looked += len(cands)
+	})
+}
+
+// indexedOutcome counts a second-look claim lost or won, for relisting.
+func (col *collector) indexedOutcome(lost bool) {
+	col.lock(func() {
+		if lost {
+			col.lostRun++
+		} else {
+			col.lostRun = 0
+		}
+	})
 }
 
 func (col *collector) lock(f func()) {
@@ -343,8 +381,14 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		if in.ID == "" {
 			col.lock(func() { col.res.Lost++ })
 			col.settleDead(m)
+			if indexed {
+				col.indexedOutcome(true)
+			}
 			return false, nil
 		}
+	}
+	if indexed {
+		col.indexedOutcome(false)
 	}
 	// The record is the run's now: the message has done its job, and any other message of the
 	// instance is stale.

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -84,6 +85,10 @@ type PickupOptions struct {
 	// a read of the table's idle index), which covers the rest.
 	EmptyReceives int
 	// The options above count per queue read: a request reads its scope queues one after another.
+	// EmptyPause is the wait between two receives of a queue after an empty one, jittered up to
+	// twice (default 20 ms; negative: none): long enough for what another request received and
+	// does not need to be handed back, short enough not to delay a request the pool cannot serve.
+	EmptyPause time.Duration
 	// OnDrop, when set, is called once for every message dropped, with its reason (DropMalformed,
 	// DropExpired, DropDead): the reconciler counts them in its metrics.
 	OnDrop func(reason string)
@@ -155,6 +160,9 @@ func NewPickup(q *Queue, f Filter, opts PickupOptions) *Pickup {
 		opts.MaxMessages = 10
 	}
 	opts.MaxMessages = min(max(opts.MaxMessages, 1), 10)
+	if opts.EmptyPause == 0 {
+		opts.EmptyPause = 20 * time.Millisecond
+	}
 	if opts.EmptyReceives <= 0 {
 		opts.EmptyReceives = 2
 	}
@@ -228,6 +236,13 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 		p.asked -= need
 		p.filling--
 		p.received(src, got, missing, err)
+		if got == 0 && err == nil && !missing && !p.empty && p.src == src {
+			// Another request's receive may hold this queue's messages for one round trip before
+			// handing back what it does not need: ask again once that trip is likely over.
+			p.mu.Unlock()
+			pause(ctx, p.opts.EmptyPause)
+			p.mu.Lock()
+		}
 		close(p.changed)
 		p.changed = make(chan struct{})
 		if err != nil {
@@ -272,7 +287,7 @@ func (p *Pickup) fill(ctx context.Context, src, want int) (int, bool, error) {
 	url := p.srcs[src]
 	out, err := p.q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:            aws.String(url),
-		MaxNumberOfMessages: int32(p.opts.MaxMessages),
+		MaxNumberOfMessages: int32(batchFor(want, p.opts.MaxMessages)),
 		VisibilityTimeout:   p.vis,
 		WaitTimeSeconds:     0, // short poll: an empty pool must send the request on at once
 	})
@@ -305,6 +320,15 @@ func (p *Pickup) fill(ctx context.Context, src, want int) (int, bool, error) {
 		p.delete(dctx, h)
 	}
 	return len(out.Messages), false, nil
+}
+
+// batchFor is how many messages a receive for want matches asks for: a few more than it needs, so
+// that misfits do not cost a receive each, but not a whole batch of 10 for a request of 1 or 2. In a
+// burst every message a receive takes is hidden from the other requests for a round trip; 30
+// requests of 2 each taking 10 hide a pool of 60 from one another, answer each other empty, and
+// send most of the burst to the second look, where they race for the same records.
+func batchFor(want, most int) int {
+	return min(most, max(2*want, 4))
 }
 
 type fate int
@@ -537,4 +561,18 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// pause waits d to 2d (jittered, so the requests of a burst do not ask again together), or until
+// ctx ends; nothing for d <= 0.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d + rand.N(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
