@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
@@ -103,7 +104,13 @@ func TestProvisionReleaseRoundTrip(t *testing.T) {
 	if len(live) != 3 {
 		t.Errorf("live instances after the round trip: %d, want 3 idle", len(live))
 	}
+	// The replica's first election may still be under way on a loaded machine (the lease is 2 s):
+	// wait for it, then read every other line from the same scrape.
 	m := scrapeMetrics(t, r.URL)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(m, `runnerpool_leader{replica="a"} 1`) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		m = scrapeMetrics(t, r.URL)
+	}
 	for _, want := range []string{
 		`runnerpool_pool_instances{pool="",replica="a",runner_class="linux",state="idle"} 3`,
 		`runnerpool_provisioned_runners_total{replica="a",source="reused"} 2`,
