@@ -1,6 +1,7 @@
 package refresh_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -189,6 +190,71 @@ func TestRefreshDoesNotPoolAgainWhatAPickupHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(map[string][]time.Time{id: {rec.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
+		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
+	}
+}
+
+// oneAtATime receives one message per call, so that a test decides which walk meets which message.
+type oneAtATime struct{ refresh.SQSAPI }
+
+func (o oneAtATime) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	cp := *in
+	cp.MaxNumberOfMessages = 1
+	return o.SQSAPI.ReceiveMessage(ctx, &cp, opts...)
+}
+
+// Two passes walk the queue at once (a replica took the lease over while the old leader's pass
+// still runs): the first meets the message an earlier pooling left, the second the release's. Each
+// used to keep the one it met first and drop the other as a duplicate, leaving the idle pooled
+// instance with no message at all. The earlier pooling's message is dropped, the current one kept.
+func TestRefreshPassesWalkingAtOnceKeepTheCurrentMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	id := e.launch(t, 1, deployment)[0]
+	first := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
+	current := e.serveAndRelease(t, id, first)
+
+	firstMet, secondMet := make(chan struct{}), make(chan struct{})
+	walker := func(onSecond func()) *refresh.Refresher {
+		hs := &hookSQS{SQSAPI: oneAtATime{e.sqs}}
+		hs.onReceive = func(n int) {
+			if n == 2 {
+				onSecond()
+			}
+		}
+		opts := e.opts
+		opts.SQS = hs
+		return refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, opts)
+	}
+	// The first walk judges the queue's first message, then waits for the second walk to judge
+	// the next one.
+	one := walker(func() {
+		close(firstMet)
+		select {
+		case <-secondMet:
+		case <-time.After(30 * time.Second):
+			t.Error("the second walk never met its first message")
+		}
+	})
+	two := walker(func() { close(secondMet) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := one.Run(ctx)
+		done <- err
+	}()
+	select {
+	case <-firstMet:
+	case err := <-done:
+		t.Fatalf("the first pass ended before its second receive: %v", err)
+	}
+	if _, err := two.Run(ctx); err != nil {
+		t.Errorf("second pass: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("first pass: %v", err)
+	}
+	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
 		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
 	}
 }
