@@ -1,12 +1,13 @@
 // The many repos phase: one deployment serving an organisation. ManyRepos repositories share one
-// runner class (one pool queue); each has ManyReposIdle idle runners narrowed to it by its own
-// releases. Two bursts, all repositories at once:
+// runner class (whose pool keeps a queue per repository beside the class queue, pool/scope.go);
+// each has ManyReposIdle idle runners narrowed to it by its own releases. Two bursts, all
+// repositories at once:
 //
 //   - served: ManyReposIdle workflows of one runner per repository (demand equals supply): the
 //     calls per reused runner and the provisions' p99, against the single-repository figures;
 //   - oversubscribed: ManyReposWorkflows workflows per repository: the reuse ratio, reused ÷
-//     min(demand, supply). A provision must reuse what its own repository left, past the
-//     other repositories' messages in the shared queue.
+//     min(demand, supply). A provision must reuse what its own repository left, and nothing
+//     of the other repositories' is in its way.
 package bench
 
 import (
