@@ -248,7 +248,7 @@ func (r *Refresher) judgeBatch(ctx context.Context, p *pass, q *pool.Queue, url 
 		// walk is visible again and may be gone since (claimed), its instance pooled again with a
 		// new message: that one is the instance's only message, never a duplicate.
 		if prev, ok := liveInstance[v.instance]; v.live && (!ok || prev != v.pooledAt) {
-			liveInstance[v.instance] = max(prev, v.pooledAt)
+			liveInstance[v.instance] = v.pooledAt // the pooling judged last is the current one
 			live = append(live, m.receipt)
 			continue
 		}
