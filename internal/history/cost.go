@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Pricer returns the hourly USD price of an instance type in a usage class (and zone), and where
@@ -139,12 +141,13 @@ func Compute(ctx context.Context, r Reader, price Pricer, from, to time.Time) (R
 	if !from.Before(to) {
 		return Report{}, fmt.Errorf("cost window %s to %s: empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	runs, err := r.RecentRuns(ctx, from, to, 0)
-	if err != nil {
-		return Report{}, err
-	}
-	samples, err := r.Samples(ctx, from, to)
-	if err != nil {
+	// The runs and the samples are independent reads: at once.
+	var runs []Run
+	var samples []Sample
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { runs, err = r.RecentRuns(gctx, from, to, 0); return err })
+	g.Go(func() (err error) { samples, err = r.Samples(gctx, from, to); return err })
+	if err := g.Wait(); err != nil {
 		return Report{}, err
 	}
 	return Build(ctx, runs, samples, r.SampleInterval(), price, from, to), nil

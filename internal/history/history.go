@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
 )
@@ -333,47 +335,89 @@ func (s *Store) GetRun(ctx context.Context, key string, startedAt time.Time) (Ru
 	return decodeRun(out.Item)
 }
 
+// maxDaysAtOnce bounds the day partitions a window's read queries at once.
+const maxDaysAtOnce = 4
+
 // RecentRuns lists up to limit entries started in [from, to), newest first: one Query per UTC day
-// (newest day first), stopping as soon as limit entries are read.
+// (newest day first), stopping as soon as limit entries are read. Without a limit (the cost
+// report's whole window) the days are read at once, each independent of the others.
 func (s *Store) RecentRuns(ctx context.Context, from, to time.Time, limit int) ([]Run, error) {
-	var out []Run
+	var days []time.Time
 	for d := to.UTC().Truncate(24 * time.Hour); !d.Before(from.UTC().Truncate(24 * time.Hour)); d = d.Add(-24 * time.Hour) {
-		in := &dynamodb.QueryInput{
-			TableName:              &s.table,
-			KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk": sv(prefixRuns + day(d)),
-				":a":  sv(fmt.Sprintf("%013d#", from.UnixMilli())),
-				":b":  sv(fmt.Sprintf("%013d#", to.UnixMilli())),
-			},
-			ScanIndexForward: aws.Bool(false),
+		days = append(days, d)
+	}
+	if limit <= 0 {
+		return eachDay(ctx, days, func(ctx context.Context, d time.Time) ([]Run, error) { return s.runsOfDay(ctx, d, from, to, 0) })
+	}
+	var out []Run
+	for _, d := range days {
+		got, err := s.runsOfDay(ctx, d, from, to, limit-len(out))
+		if err != nil {
+			return nil, err
 		}
-		// Not a QueryPaginator: it fixes Limit when it is made, and each request must ask for
-		// what is still missing (without a Limit, a page of 100 runs read the day's first MB).
-		for {
-			if limit > 0 {
-				in.Limit = aws.Int32(int32(min(limit-len(out), 1000)))
-			}
-			page, err := s.db.Query(ctx, in)
-			if err != nil {
-				return nil, fmt.Errorf("history: listing runs of %s: %w", day(d), err)
-			}
-			for _, it := range page.Items {
-				r, err := decodeRun(it)
-				if err != nil {
-					return nil, fmt.Errorf("history: %w", err)
-				}
-				out = append(out, r)
-			}
-			if limit > 0 && len(out) >= limit {
-				return out[:limit], nil
-			}
-			if in.ExclusiveStartKey = page.LastEvaluatedKey; in.ExclusiveStartKey == nil {
-				break
-			}
+		if out = append(out, got...); len(out) >= limit {
+			return out[:limit], nil
 		}
 	}
 	return out, nil
+}
+
+// eachDay reads the days at once (at most maxDaysAtOnce) and returns what each read, in the
+// days' order.
+func eachDay[T any](ctx context.Context, days []time.Time, read func(context.Context, time.Time) ([]T, error)) ([]T, error) {
+	per := make([][]T, len(days))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxDaysAtOnce)
+	for i, d := range days {
+		g.Go(func() (err error) {
+			per[i], err = read(gctx, d)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(per...), nil
+}
+
+// runsOfDay lists up to limit (0: all) entries of day d's partition started in [from, to), newest
+// first.
+func (s *Store) runsOfDay(ctx context.Context, d, from, to time.Time, limit int) ([]Run, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              &s.table,
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": sv(prefixRuns + day(d)),
+			":a":  sv(fmt.Sprintf("%013d#", from.UnixMilli())),
+			":b":  sv(fmt.Sprintf("%013d#", to.UnixMilli())),
+		},
+		ScanIndexForward: aws.Bool(false),
+	}
+	var out []Run
+	// Not a QueryPaginator: it fixes Limit when it is made, and each request must ask for what is
+	// still missing (without a Limit, a page of 100 runs read the day's first MB).
+	for {
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(min(limit-len(out), 1000)))
+		}
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("history: listing runs of %s: %w", day(d), err)
+		}
+		for _, it := range page.Items {
+			r, err := decodeRun(it)
+			if err != nil {
+				return nil, fmt.Errorf("history: %w", err)
+			}
+			out = append(out, r)
+		}
+		if limit > 0 && len(out) >= limit {
+			return out[:limit], nil
+		}
+		if in.ExclusiveStartKey = page.LastEvaluatedKey; in.ExclusiveStartKey == nil {
+			return out, nil
+		}
+	}
 }
 
 // RecordSample writes a pool sample for the sampling interval that contains at. Only the first
@@ -420,31 +464,39 @@ func (s *Store) HasSample(ctx context.Context, at time.Time) (bool, error) {
 	return len(out.Item) > 0, nil
 }
 
-// Samples lists the pool samples taken in [from, to), oldest first: one Query per UTC day.
+// Samples lists the pool samples taken in [from, to), oldest first: one Query per UTC day, the
+// days read at once.
 func (s *Store) Samples(ctx context.Context, from, to time.Time) ([]Sample, error) {
-	var out []Sample
+	var days []time.Time
 	for d := from.UTC().Truncate(24 * time.Hour); d.Before(to); d = d.Add(24 * time.Hour) {
-		p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-			TableName:              &s.table,
-			KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk": sv(prefixPools + day(d)),
-				":a":  sv(fmt.Sprintf("%013d", from.UnixMilli())),
-				":b":  sv(fmt.Sprintf("%013d", to.UnixMilli()-1)),
-			},
-		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
+		days = append(days, d)
+	}
+	return eachDay(ctx, days, func(ctx context.Context, d time.Time) ([]Sample, error) { return s.samplesOfDay(ctx, d, from, to) })
+}
+
+// samplesOfDay lists day d's pool samples taken in [from, to), oldest first.
+func (s *Store) samplesOfDay(ctx context.Context, d, from, to time.Time) ([]Sample, error) {
+	var out []Sample
+	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:              &s.table,
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :a AND :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": sv(prefixPools + day(d)),
+			":a":  sv(fmt.Sprintf("%013d", from.UnixMilli())),
+			":b":  sv(fmt.Sprintf("%013d", to.UnixMilli()-1)),
+		},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("history: listing pool samples of %s: %w", day(d), err)
+		}
+		for _, it := range page.Items {
+			smp, err := decodeSample(it)
 			if err != nil {
-				return nil, fmt.Errorf("history: listing pool samples of %s: %w", day(d), err)
+				return nil, err
 			}
-			for _, it := range page.Items {
-				smp, err := decodeSample(it)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, smp)
-			}
+			out = append(out, smp)
 		}
 	}
 	return out, nil

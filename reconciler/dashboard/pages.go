@@ -406,8 +406,8 @@ type instancesPage struct {
 	States []string
 	State  string
 	Total  int
-	// Page is the page's number and Last the number of pages, both from the counts (Last is 0
-	// when the counts are unknown); Next is the next page's link, "" on the last page.
+	// Page is the page's number (its link carries it), Last the number of pages the counts make
+	// (0 when the counts are unknown); Next is the next page's link, "" on the last page.
 	Page, Last  int
 	Next, First string
 	// SampledAt is the time of the pool sample the counts come from (zero: no sample in the last
