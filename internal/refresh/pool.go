@@ -49,19 +49,20 @@ import (
 const maxReceivesPerQueue = 1000
 
 func (r *Refresher) pool(ctx context.Context, p *pass) {
+	r.indexPooled(p)
 	for _, q := range r.queues() {
-		urls := []string{q.URL()}
-		if q.Scoped() {
-			scoped, err := r.scopeQueues(ctx, p, q)
-			if err != nil {
-				p.fail(PhasePool, err)
-			}
-			urls = append(urls, scoped...)
+		p.update(func(rep *Report) { rep.Pool.Queues++ })
+		// The class queue first: what it moves to a scope queue is checked there in this pass.
+		r.checkQueue(ctx, p, q, q.URL())
+		if !q.Scoped() {
+			continue
 		}
-		p.update(func(rep *Report) { rep.Pool.Queues += len(urls) })
-		for _, url := range urls {
-			r.checkQueue(ctx, p, q, url)
+		scoped, err := r.scopeQueues(ctx, p, q)
+		if err != nil {
+			p.fail(PhasePool, err)
 		}
+		p.update(func(rep *Report) { rep.Pool.Queues += len(scoped) })
+		forEach(r.opts.Concurrency, scoped, func(url string) { r.checkQueue(ctx, p, q, url) })
 	}
 }
 
@@ -130,21 +131,23 @@ func (r *Refresher) counts(ctx context.Context, url string) (queueCounts, error)
 }
 
 // pooledIn lists the records the pass's listing shows poolable (idle or ready, marked pooled) whose
-// runner class this queue serves.
-func (r *Refresher) pooledIn(p *pass, url string) []store.Instance {
+// message belongs in the queue at url (target).
+func (r *Refresher) pooledIn(p *pass, url string) []store.Instance { return p.pooled[url] }
+
+// indexPooled sorts the pass's poolable records by the queue their message belongs in, once per
+// pass: a pool with a queue per scope has as many queues as scopes.
+func (r *Refresher) indexPooled(p *pass) {
+	p.pooled = map[string][]store.Instance{}
 	if r.resolver == nil {
-		return nil
+		return
 	}
-	var out []store.Instance
 	for _, rec := range p.live {
-		if !poolable(rec, p.now) {
-			continue
-		}
-		if r.target(rec) == url {
-			out = append(out, rec)
+		if poolable(rec, p.now) {
+			if url := r.target(rec); url != "" {
+				p.pooled[url] = append(p.pooled[url], rec)
+			}
 		}
 	}
-	return out
 }
 
 // target is the URL of the queue the record's pool message belongs in: its runner class's queue
@@ -373,11 +376,8 @@ func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store
 		return nil
 	}
 	var out []store.Instance
-	for id, rec := range p.live {
-		if _, ok := live[id]; ok || rec.State != store.StateIdle || !poolable(rec, p.now) {
-			continue
-		}
-		if r.target(rec) == url {
+	for _, rec := range r.pooledIn(p, url) {
+		if _, ok := live[rec.ID]; !ok && rec.State == store.StateIdle {
 			out = append(out, rec)
 		}
 	}

@@ -133,8 +133,11 @@ type pass struct {
 	// live is the listing of live records the orphan sweep read (nil when it did not): the pool
 	// check trusts it to keep a message, never to drop one.
 	live map[string]store.Instance
-	mu   sync.Mutex
-	rep  Report
+	// pooled are live's poolable records by the URL of the queue their message belongs in
+	// (pool.go, indexPooled).
+	pooled map[string][]store.Instance
+	mu     sync.Mutex
+	rep    Report
 }
 
 // fail records an error of a phase.

@@ -34,12 +34,8 @@ func (r *Refresher) scopeQueues(ctx context.Context, p *pass, q *pool.Queue) ([]
 	for _, url := range listed {
 		add(url)
 	}
-	for _, rec := range p.live {
-		if poolable(rec, p.now) {
-			if qq, qerr := r.resolver.Queue(rec.RunnerClass); qerr == nil && qq.URL() == q.URL() {
-				add(q.URLFor(rec.Scope))
-			}
-		}
+	for url := range p.pooled {
+		add(url)
 	}
 	slices.Sort(out)
 	return out, err
