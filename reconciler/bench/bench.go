@@ -292,9 +292,9 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// optInPhases run only when named in Options.Phases. The many repos phase is one of them, for its
-// length (its audit used to find idle instances with two pool messages or none: docs/scaling.md).
-var optInPhases = []string{"many repos"}
+// optInPhases run only when named in Options.Phases (none today: the many repos phase, once opt-in
+// for its audit's findings, runs by default since they were fixed).
+var optInPhases = []string{}
 
 // harness is the running system and its meters.
 type harness struct {
@@ -433,9 +433,11 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 		"RUNNERPOOL_GITHUB_API_URL":       h.sb.Stack.Endpoints.GitHubAPI,
 		"RUNNERPOOL_GITHUB_TOKEN":         h.sb.Stack.GitHub.PAT(),
 		"RUNNERPOOL_RUNNER_CLASSES_FILE":  classesFile,
-		"RUNNERPOOL_LEASE_TTL":            "5s",
-		"RUNNERPOOL_DRAIN_TIMEOUT":        "2s",
-		"RUNNERPOOL_DYNAMODB_SKIP_CRC32":  "true",
+		// Long enough that a loaded machine does not make the replica lose and retake its lease,
+		// each retaking running a refresh pass inside a measured phase.
+		"RUNNERPOOL_LEASE_TTL":           "15s",
+		"RUNNERPOOL_DRAIN_TIMEOUT":       "2s",
+		"RUNNERPOOL_DYNAMODB_SKIP_CRC32": "true",
 		// The local stack has no STS to find the account for instance ARNs.
 		"RUNNERPOOL_INSTANCE_KEYS": "id",
 		// Refresh and convergence stay out of the measured phases; the audit runs its own pass.

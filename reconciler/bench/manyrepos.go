@@ -7,7 +7,11 @@
 //     calls per reused runner and the provisions' p99, against the single-repository figures;
 //   - oversubscribed: ManyReposWorkflows workflows per repository: the reuse ratio, reused ÷
 //     min(demand, supply). A provision must reuse what its own repository left, and nothing
-//     of the other repositories' is in its way.
+//     of the other repositories' is in its way;
+//   - the same-size baseline: one repository holding as many idle runners as all of them, and a
+//     burst of as many provisions of one, in the same run: what a burst of that size costs this
+//     machine (its agents, emulators and replica share two cores) when nothing is shared, so that
+//     the served burst's p99 can be read against it as well as against the 30-provision burst.
 package bench
 
 import (
@@ -21,6 +25,9 @@ import (
 
 const reuseManyRepos = "reuse-many-repos"
 
+// soloRepo is the same-size baseline's repository.
+const soloRepo, soloRepoID = "acme/solo", "7999"
+
 func manyRepo(i int) (repo, id string) {
 	return fmt.Sprintf("acme/repo-%02d", i), strconv.Itoa(7000 + i)
 }
@@ -28,10 +35,15 @@ func manyRepo(i int) (repo, id string) {
 // burstOf runs per repository n provisions of one runner, all at once, and measures them as burst
 // does, with the reconciler's calls while they ran.
 func (h *harness) burstOf(ctx context.Context, repos, n int) (burstOutcome, map[string]int, error) {
+	return h.burstIn(ctx, repos, n, manyRepo)
+}
+
+// burstIn is burstOf with the repositories named by repoOf.
+func (h *harness) burstIn(ctx context.Context, repos, n int, repoOf func(int) (string, string)) (burstOutcome, map[string]int, error) {
 	var reqs []apiv1.ProvisionRequest
 	var wfs []*workflow
 	for r := range repos {
-		repo, id := manyRepo(r)
+		repo, id := repoOf(r)
 		for range n {
 			wf, err := h.newWorkflowOf(h.svc.URL(), repo, id)
 			if err != nil {
@@ -76,6 +88,16 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 		How: fmt.Sprintf("%d repositories sharing one runner class, %d idle runners each; %d concurrent provisions of 1 per repository (demand = supply): the reconciler's AWS and GitHub requests while they ran, per runner reused (%d reused; goal ≤ 1.2× api_calls_per_reused_runner)", repos, idle, idle, served.reused)})
 	res.add(Figure{Name: "provision_p99_ms_many_repos", Value: Percentile(lat, 99), Unit: "ms",
 		How: "the same burst's provisions as the workflows see them, 99th percentile (goal within 2× of homogeneous_burst_p99_ms)"})
+	if err := h.fillOf(ctx, soloRepo, soloRepoID, reuseManyRepos, "small", repos*idle); err != nil {
+		return err
+	}
+	solo, _, err := h.burstIn(ctx, 1, repos*idle, func(int) (string, string) { return soloRepo, soloRepoID })
+	if err != nil {
+		res.note("many repos, same-size baseline: %v", err)
+	}
+	soloLat := slices.Sorted(slices.Values(solo.lat))
+	res.add(Figure{Name: "provision_p99_ms_same_size_one_repo", Value: Percentile(soloLat, 99), Unit: "ms",
+		How: fmt.Sprintf("the baseline of provision_p99_ms_many_repos: one repository with %d idle runners in the same class, %d concurrent provisions of 1 (%d reused), same run: a burst of that size on this machine with no repository sharing anything; provision_p99_ms_many_repos is %.2fx it", repos*idle, repos*idle, solo.reused, Percentile(lat, 99)/max(Percentile(soloLat, 99), 1))})
 	over, _, err := h.burstOf(ctx, repos, wf)
 	if err != nil {
 		res.note("many repos, oversubscribed burst: %v", err)
@@ -83,7 +105,7 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 	supply, demand := repos*idle, repos*wf
 	res.add(Figure{Name: "reuse_ratio_many_repos", Value: float64(over.reused) / float64(min(supply, demand)), Unit: "",
 		How: fmt.Sprintf("%d repositories, %d idle runners each in one class, %d concurrent workflows of 1 runner per repository: runners reused ÷ min(demand %d, supply %d) (%d reused; goal ≥ 0.95)", repos, idle, wf, demand, supply, over.reused)})
-	h.say("  many repos: served burst %d reused, p99 %.0f ms, %.1f calls per reused runner; oversubscribed %d of %d reused",
-		served.reused, Percentile(lat, 99), float64(calls)/float64(max(served.reused, 1)), over.reused, min(supply, demand))
+	h.say("  many repos: served burst %d reused, p99 %.0f ms, %.1f calls per reused runner; same-size one-repository burst p99 %.0f ms; oversubscribed %d of %d reused",
+		served.reused, Percentile(lat, 99), float64(calls)/float64(max(served.reused, 1)), Percentile(soloLat, 99), over.reused, min(supply, demand))
 	return nil
 }

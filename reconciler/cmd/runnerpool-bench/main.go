@@ -37,7 +37,7 @@ func main() {
 	flag.IntVar(&o.DashboardInstances, "dashboard-instances", 0, "live records of the dashboard phase (default 20000)")
 	flag.IntVar(&o.DashboardRuns, "dashboard-runs", 0, "history entries of the dashboard phase (default 10000)")
 	flag.StringVar(&o.ScreenshotDir, "screenshots", "", "directory for the dashboard phase's page screenshots (docs/images makes the README's; empty: none)")
-	phases := flag.String("phases", "", "comma-separated phases to run (cold, warm, throughput, replicas, idle, reuse, warm pools, convergence 20000, refresh 20000, dashboard, scale sets, quota, launch, docker, fault_storm, foreign items, many repos; default all but many repos; the audit always runs)")
+	phases := flag.String("phases", "", "comma-separated phases to run (cold, warm, throughput, replicas, idle, reuse, warm pools, convergence 20000, refresh 20000, dashboard, scale sets, quota, launch, docker, fault_storm, foreign items, many repos; default all; the audit always runs)")
 	soak := flag.Duration("soak", 0, "run the soak instead: two replicas under mixed load for this long")
 	verbose := flag.Bool("v", false, "also print the components' logs (JSON) to stderr")
 	var level slog.Level
