@@ -214,6 +214,9 @@ type sideOptions struct {
 	// sampling puts the SQS sampling proxy (stack.Sampler) between the replica and fauxqs: a short
 	// poll comes back empty with this probability, as on real SQS with few messages.
 	sampling float64
+	// scopeQueues keeps a queue per scope beside the class queue (pool.NewScopedQueue), as the
+	// reconciler does, and no second look: what the side reuses came through its pickup.
+	scopeQueues bool
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -277,6 +280,12 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 	}
 	if o.warm {
 		popts.Starter = claim.NewStarter(s.st, s.ec2, s.reg, copts)
+	}
+	if o.scopeQueues {
+		rc := s.cfg.RunnerClasses[runnerClass]
+		rc.Queue = pool.NewScopedQueue(s.sqs, e.queue, pool.ScopeOptions{Logger: quiet})
+		s.cfg.RunnerClasses[runnerClass] = rc
+		popts.NoSecondLook = true
 	}
 	s.p = provision.New(s.st, s.cl, s.reg, s.fl, s.ec2, s.cfg, popts)
 	return s

@@ -17,8 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -681,5 +683,38 @@ func TestStartedInstancesUndoneOnFailure(t *testing.T) {
 	}
 	if rec := e.get(t, stopped[0].ID); rec.State != store.StateTerminated {
 		t.Errorf("started instance record %s, want terminated", rec.State)
+	}
+}
+
+// With a queue per scope, a hot warm-pool instance of the owner, announced in the owner's queue,
+// serves a provision of one of the owner's repositories through the pickup (the side has no
+// second look): the repository's own queue does not exist, so the pickup goes on to the owner's.
+func TestOwnerHotInstanceScopeQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := t.Context()
+	s := e.side(t, sideOptions{warm: true, scopeQueues: true})
+	q := s.cfg.RunnerClasses[runnerClass].Queue
+	if !q.Scoped() {
+		t.Fatalf("the pool at %s keeps no scope queues: its name is too long", q.URL())
+	}
+	t.Cleanup(func() {
+		_, _ = e.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(q.URLFor("acme"))})
+	})
+	hot := e.warm(t, 1, store.StateReady)
+	e.drain(t, 200*time.Millisecond) // warm announced it in the class queue; the reconciler puts it in its owner's
+	if err := q.Put(ctx, claim.MessageOf(hot[0]), 0); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAgents(t, hot)
+
+	req := request("8010", 1)
+	req.ResourceClass, req.CPU, req.MemoryMiB = "", 2, 4096 // warm instances have no resource class
+	res, err := s.p.Provision(ctx, req)
+	if err != nil {
+		t.Fatalf("Provision: %v (%+v)", err, res)
+	}
+	if len(res.Runners) != 1 || res.Runners[0].Source != provision.SourceReused || res.Runners[0].InstanceID != hot[0].ID {
+		t.Fatalf("runners %+v: want the owner's hot instance %s reused", res.Runners, hot[0].ID)
 	}
 }
