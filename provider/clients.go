@@ -48,6 +48,8 @@ type sqsAPI interface {
 	TagQueue(ctx context.Context, in *sqs.TagQueueInput, opts ...func(*sqs.Options)) (*sqs.TagQueueOutput, error)
 	UntagQueue(ctx context.Context, in *sqs.UntagQueueInput, opts ...func(*sqs.Options)) (*sqs.UntagQueueOutput, error)
 	DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, opts ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
+	// ListQueues finds a pool queue's scope queues (pool.ListScopeQueues), deleted with it.
+	ListQueues(ctx context.Context, in *sqs.ListQueuesInput, opts ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error)
 }
 
 // clients is the provider data handed to resources and data sources.

@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 )
 
@@ -499,9 +500,18 @@ func (r *PoolQueueResource) Delete(ctx context.Context, req resource.DeleteReque
 		return
 	}
 	u := state.ID.ValueString()
-	_, err := r.c.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-	if err != nil && !queueMissing(err) {
-		addError(&resp.Diagnostics, "Cannot delete the pool queue", fmt.Sprintf("DeleteQueue %s failed.", u), err)
+	// The reconciler keeps a queue per repository or owner beside the class queue (pool/scope.go),
+	// which Terraform does not know: they go with it.
+	scoped, err := pool.ListScopeQueues(ctx, r.c.sqs, u)
+	if err != nil {
+		addError(&resp.Diagnostics, "Cannot list the pool queue's scope queues", fmt.Sprintf("ListQueues for %s failed.", u), err)
+		return
+	}
+	for _, q := range append(scoped, u) {
+		_, err := r.c.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q)})
+		if err != nil && !queueMissing(err) {
+			addError(&resp.Diagnostics, "Cannot delete the pool queue", fmt.Sprintf("DeleteQueue %s failed.", q), err)
+		}
 	}
 }
 

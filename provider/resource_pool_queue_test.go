@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 )
@@ -39,6 +41,10 @@ func TestAccPoolQueue(t *testing.T) {
 		CheckDestroy: func(*terraform.State) error {
 			if _, err := q.GetQueueUrl(t.Context(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)}); !queueMissing(err) {
 				return fmt.Errorf("queue %s still exists after destroy (GetQueueUrl: %v)", name, err)
+			}
+			// The scope queue the reconciler made (last step) goes with it.
+			if left, err := pool.ListScopeQueues(t.Context(), q, url); err != nil || len(left) != 0 {
+				return fmt.Errorf("scope queues after destroy: %v, %v; want none", left, err)
 			}
 			return nil
 		},
@@ -122,6 +128,19 @@ func TestAccPoolQueue(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate),
 				}},
+				// A release into a repository makes its scope queue, as the reconciler does.
+				Check: func(s *terraform.State) error {
+					url = s.RootModule().Resources[addr].Primary.ID
+					scoped := pool.NewScopedQueue(q, url, pool.ScopeOptions{})
+					if err := scoped.Put(t.Context(), pool.Message{InstanceID: "i-0123456789abcdef0", UsageClass: "on-demand", InstanceType: "c6i.large",
+						Scope: "acme/api", Threshold: time.Now().Add(time.Hour)}, 0); err != nil {
+						return err
+					}
+					if made, err := pool.ListScopeQueues(t.Context(), q, url); err != nil || len(made) != 1 {
+						return fmt.Errorf("scope queues = %v, %v; want acme/api's", made, err)
+					}
+					return nil
+				},
 			},
 		},
 	})
