@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -239,26 +240,30 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
 		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser, JobAccess: o.JobAccess,
-	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, RootlessDocker: o.RootlessDocker, NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
-		r, err := fakerunner.New(fakerunner.Options{
-			BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
-			PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
-		})
-		if err != nil {
-			return nil, err
-		}
-		var rr runner.Runner = r
-		if o.RegistrationDelay > 0 {
-			rr = &slowRunner{Runner: rr, delay: o.RegistrationDelay}
-		}
-		if o.FailRegistration != nil {
-			rr = &failingRunner{Runner: rr, fail: func() bool { return o.FailRegistration(inst.ID) }}
-		}
-		if o.WrapRunner != nil {
-			rr = o.WrapRunner(inst.ID, rr)
-		}
-		return rr, nil
-	}})
+	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, RootlessDocker: o.RootlessDocker,
+		// Each agent reaches its instance's IMDS in process: hundreds of agents polling their claim
+		// notice every 50 ms over loopback TCP would cost this machine what on EC2 costs nothing.
+		HTTPClient: &http.Client{Transport: stk.EC2.IMDSTransport(nil)},
+		NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
+			r, err := fakerunner.New(fakerunner.Options{
+				BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
+				PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
+			})
+			if err != nil {
+				return nil, err
+			}
+			var rr runner.Runner = r
+			if o.RegistrationDelay > 0 {
+				rr = &slowRunner{Runner: rr, delay: o.RegistrationDelay}
+			}
+			if o.FailRegistration != nil {
+				rr = &failingRunner{Runner: rr, fail: func() bool { return o.FailRegistration(inst.ID) }}
+			}
+			if o.WrapRunner != nil {
+				rr = o.WrapRunner(inst.ID, rr)
+			}
+			return rr, nil
+		}})
 	return sb, nil
 }
 

@@ -47,11 +47,16 @@ func (s *Server) startIMDSLocked(id string) (*imdsServer, error) {
 		defer s.wg.Done()
 		_ = m.srv.Serve(ln)
 	}()
+	if s.imdsHosts == nil {
+		s.imdsHosts = map[string]*instance{}
+	}
+	s.imdsHosts[m.endpoint] = s.instances[id]
 	return m, nil
 }
 
 func (s *Server) closeIMDSLocked(in *instance) {
 	if in.imds != nil {
+		s.imdsHosts[in.imds.endpoint] = nil // known, and refused from now on
 		in.imds.close()
 		in.imds = nil
 	}

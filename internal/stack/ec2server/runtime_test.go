@@ -5,6 +5,7 @@ package ec2server
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -292,3 +293,54 @@ func TestExecRuntime(t *testing.T) {
 	}
 	waitFor("restarted", func(s string) bool { return strings.Count(s, "started") == 2 })
 }
+
+// TestIMDSTransport: the in-process way to an instance's IMDS answers as its listener does (IMDSv2
+// token, instance id), passes other hosts to its base, and refuses once the IMDS is closed.
+func TestIMDSTransport(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	endpoints := make(chan string, 1)
+	s, c, _ := newTestServer(t, Options{Runtime: func(rctx context.Context, inst RuntimeInstance) {
+		endpoints <- inst.IMDSEndpoint
+	}})
+	id := aws.ToString(runOne(t, ctx, c, nil).InstanceId)
+	var endpoint string
+	select {
+	case endpoint = <-endpoints:
+	case <-time.After(5 * time.Second):
+		t.Fatal("runtime did not run")
+	}
+	otherHost := false
+	tr := s.IMDSTransport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+		otherHost = true
+		return nil, errors.New("base reached")
+	}))
+	cl := imds.New(imds.Options{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}})
+	out, err := cl.GetMetadata(ctx, &imds.GetMetadataInput{Path: "instance-id"})
+	if err != nil {
+		t.Fatalf("instance-id through the transport: %v", err)
+	}
+	b, _ := io.ReadAll(out.Content)
+	if string(b) != id {
+		t.Errorf("instance-id = %q, want %s", b, id)
+	}
+	if otherHost {
+		t.Error("an IMDS request went to the base transport")
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/other", nil)
+	if _, err := tr.RoundTrip(req); err == nil || !otherHost {
+		t.Errorf("another host: err %v, base reached %v; want the base transport's answer", err, otherHost)
+	}
+	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // closes every IMDS
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/latest/meta-data/instance-id", nil)
+	if _, err := tr.RoundTrip(req); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("after its IMDS closed: %v, want connection refused", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -105,7 +105,8 @@ type Server struct {
 	mu            sync.Mutex
 	closed        bool
 	instances     map[string]*instance
-	seq           uint64 // launch order, for stable listings and page tokens
+	imdsHosts     map[string]*instance // IMDS endpoint -> its instance (nil once closed): IMDSTransport
+	seq           uint64               // launch order, for stable listings and page tokens
 	ipSeq         uint32
 	templates     map[string]*launchTemplate // by id
 	templateNames map[string]string          // name -> id
