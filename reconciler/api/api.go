@@ -52,7 +52,9 @@ type Store interface {
 	GetRun(ctx context.Context, key string) (store.Run, error)
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
 	Get(ctx context.Context, id string) (store.Instance, error)
-	Live(ctx context.Context) ([]store.Instance, error)
+	// LiveBrief lists the live records with the attributes store.BriefAttributes names (the pools
+	// endpoint counts class, pool, state and run).
+	LiveBrief(ctx context.Context) ([]store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
 }
 

@@ -127,7 +127,7 @@ func (s *fakeStore) Get(_ context.Context, id string) (store.Instance, error) {
 	return in, nil
 }
 
-func (s *fakeStore) Live(context.Context) ([]store.Instance, error) {
+func (s *fakeStore) LiveBrief(context.Context) ([]store.Instance, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {

@@ -180,7 +180,7 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	live, err := a.o.Store.Live(r.Context())
+	live, err := a.o.Store.LiveBrief(r.Context())
 	if err != nil {
 		a.writeStoreError(w, r, err)
 		return
