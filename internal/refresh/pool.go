@@ -385,27 +385,19 @@ func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store
 	return out
 }
 
-// countsShort reports whether the queue, after the walk, still holds fewer messages (visible, in
-// flight, delayed) than the pass's pooled records: only then is a message missing. A walk ends
-// without seeing what a pickup holds while it decides (a claim write, a misfit's hand-back), and
-// pooling such an instance again would give it a second message once the pickup hands its own
-// back. When the counts cannot be read, the walk's word stands.
-func (r *Refresher) countsShort(ctx context.Context, p *pass, url string) bool {
-	c, err := r.counts(ctx, url)
-	if err != nil {
-		return true
-	}
-	return c.total() < len(r.pooledIn(p, url))
-}
-
 // repool puts a message for every idle instance of this queue that has none, once a consistent
 // read shows it still idle and unchanged for RepoolGrace, and its agent confirmed it clean.
 func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[string]int64) {
 	if ctx.Err() != nil || r.resolver == nil {
 		return
 	}
+	// The walk does not see a message a pickup holds while it decides, nor one a crashed replica
+	// received, hidden until its visibility timeout ends: such an instance is pooled again all the
+	// same. Its second message is of the same pooling, and the next walk drops it as a duplicate;
+	// waiting instead (pooling again only when the queue's counts fell short) left an instance
+	// with no message when another instance's message in flight made up the count.
 	cands := r.unpooled(p, url, live)
-	if len(cands) == 0 || !r.countsShort(ctx, p, url) {
+	if len(cands) == 0 {
 		return
 	}
 	forEach(r.opts.Concurrency, cands, func(listed store.Instance) {

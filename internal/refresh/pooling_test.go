@@ -165,10 +165,12 @@ func TestRefreshKeepsTheMessageOfALaterPooling(t *testing.T) {
 	}
 }
 
-// A pickup holds an instance's message while it decides (a claim write, a misfit's hand-back):
-// the walk does not see it, but the queue's counts do. The check does not pool the instance again
-// (it used to, and the instance had two messages once the pickup handed its candidate back).
-func TestRefreshDoesNotPoolAgainWhatAPickupHolds(t *testing.T) {
+// A pickup holds an instance's message while it decides (a claim write, a misfit's hand-back), or
+// a crashed replica received it and it stays hidden until its visibility timeout: the walk does not
+// see it. The check pools the instance again (a missing message would hide the instance from every
+// pickup), and once the held message is back the next walk keeps one of the two messages of that
+// pooling and drops the other as a duplicate.
+func TestRefreshPoolsAgainWhatAPickupHoldsThenDropsTheDuplicate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
@@ -183,11 +185,15 @@ func TestRefreshDoesNotPoolAgainWhatAPickupHolds(t *testing.T) {
 	}
 	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
 	rep, err := r.Run(ctx)
-	if err != nil || len(rep.Pool.Repooled) != 0 {
-		t.Errorf("pass: %+v, %v; want nothing pooled again", rep.Pool, err)
+	if err != nil || len(rep.Pool.Repooled) != 1 {
+		t.Fatalf("pass: %+v, %v; want the unseen instance pooled again", rep.Pool, err)
 	}
 	if err := pk.Return(ctx, m); err != nil { // the pickup's claim failed for a reason of its own
 		t.Fatal(err)
+	}
+	rep, err = r.Run(ctx)
+	if err != nil || rep.Pool.Dropped != 1 {
+		t.Fatalf("second pass: %+v, %v; want the duplicate dropped", rep.Pool, err)
 	}
 	if diff := cmp.Diff(map[string][]time.Time{id: {rec.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
 		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
