@@ -10,7 +10,7 @@
 // registering its runner and connecting it, which also shows offline).
 //
 // The phase is also the after-the-fact check of releases that spent no listing: a release pools an
-// instance on its agent's signed word that the runner was removed (release.mustConfirm). A runner
+// instance on its agent's signed word that the runner was removed (release.Releaser's reuse and signature checks). A runner
 // still registered, in any status, for an instance that was pooled well before the listing began
 // breaks that word: it is deleted (whatever process holds its credentials can take no further
 // job), reported in OfPooled and logged. The margin (PooledCheckMargin) covers clock skew between

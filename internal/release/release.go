@@ -316,27 +316,27 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	// can read the removal credential, deregister the runner itself and write "released" before the
 	// agent cleaned up. Once the agent's key is pinned (its first registration), only a signal
 	// signed by it pools the instance (store/attribution.go).
-	if rec.AgentKey != "" && !sig.SignedBy(id, rec.AgentKey) {
+	signed := rec.AgentKey != "" && sig.SignedBy(id, rec.AgentKey)
+	if rec.AgentKey != "" && !signed {
 		ghaccess.LeaveShared(ctx)
 		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)
+	}
+	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
+	refused, acrossRepositories := r.reuseRefused(rec.RunnerClass, scope)
+	if refused != "" {
+		ghaccess.LeaveShared(ctx)
+		return r.expire(ctx, res, "", "deregistered, not pooled: "+refused, nil)
 	}
 	// An unsigned signal is the word of anything on the instance, and a class that is not reused
 	// across repositories may run root jobs, which can read the agent's key: then GitHub must
 	// confirm the runner is gone before the pool hands the instance on. A signature by the pinned
-	// key of an instance whose jobs never had root is the agent's own word that config.sh remove
-	// succeeded, and refresh's runner phase checks it after the fact at one listing per scope and
-	// pass (refresh/runners.go): the release spends no GitHub call.
-	if r.mustConfirm(rec, *sig) {
-		if err := r.checkDeregistered(ctx, id, scope); err != nil {
-			return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
-		}
-	} else {
+	// key of an instance whose jobs never had root (config.CheckPosture) is the agent's own word
+	// that config.sh remove succeeded, and refresh's runner phase checks it after the fact at one
+	// listing per scope and pass (refresh/runners.go): the release spends no GitHub call.
+	if signed && acrossRepositories {
 		ghaccess.LeaveShared(ctx)
-	}
-
-	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
-	if reason := r.reuseRefused(rec.RunnerClass, scope); reason != "" {
-		return r.expire(ctx, res, "", "deregistered, not pooled: "+reason, nil)
+	} else if err := r.checkDeregistered(ctx, id, scope); err != nil {
+		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
 	}
 
 	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
@@ -368,26 +368,27 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 }
 
 // reuseRefused says why the runner class's reuse rule keeps the instance, released by a run of
-// scope, out of the pool ("" when it may be pooled). The pool hands an instance only to runs its
-// scope covers (pool.ScopeCovers), so an instance pooled with a repository's scope serves that
-// repository alone; a restricted class needs exactly that, never an owner's scope, which covers
-// every repository of the owner.
-func (r *Releaser) reuseRefused(runnerClass, scope string) string {
+// scope, out of the pool ("" when it may be pooled), and whether the class reuses instances across
+// repositories (its rule is any-repository or unset; false without a Reuse function). The pool
+// hands an instance only to runs its scope covers (pool.ScopeCovers), so an instance pooled with a
+// repository's scope serves that repository alone; a restricted class needs exactly that, never an
+// owner's scope, which covers every repository of the owner.
+func (r *Releaser) reuseRefused(runnerClass, scope string) (refused string, acrossRepositories bool) {
 	if r.opts.Reuse == nil {
-		return ""
+		return "", false
 	}
 	reuse, err := r.opts.Reuse(runnerClass)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("runner class %q: its reuse rule is unknown: %v", runnerClass, err)
+		return fmt.Sprintf("runner class %q: its reuse rule is unknown: %v", runnerClass, err), false
 	case reuse == config.ReuseNever:
-		return fmt.Sprintf("runner class %q does not reuse instances (reuse = %q)", runnerClass, config.ReuseNever)
+		return fmt.Sprintf("runner class %q does not reuse instances (reuse = %q)", runnerClass, config.ReuseNever), false
 	case reuse == config.ReuseSameRepository && !strings.Contains(scope, "/"):
-		return fmt.Sprintf("runner class %q reuses instances for the same repository only, and the run's scope %q is not a repository", runnerClass, scope)
+		return fmt.Sprintf("runner class %q reuses instances for the same repository only, and the run's scope %q is not a repository", runnerClass, scope), false
 	case reuse != "" && reuse != config.ReuseAny && reuse != config.ReuseSameRepository:
-		return fmt.Sprintf("runner class %q: unknown reuse rule %q", runnerClass, reuse)
+		return fmt.Sprintf("runner class %q: unknown reuse rule %q", runnerClass, reuse), false
 	}
-	return ""
+	return "", reuse != config.ReuseSameRepository
 }
 
 // errScope marks a run whose scope the control plane cannot vouch for: the instance is expired.
@@ -413,17 +414,6 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 		return "", fmt.Errorf("%w: the instance's scope %q does not cover the run's repository %q", errScope, rec.Scope, run.Repository)
 	}
 	return strings.ToLower(run.Repository), nil
-}
-
-// mustConfirm says whether the release confirms the deregistration with a listing: unless the
-// signal is signed by the instance's pinned agent key and its class reuses instances across
-// repositories (such a class never gives a job root, config.CheckPosture).
-func (r *Releaser) mustConfirm(rec store.Instance, sig store.SignalRecord) bool {
-	if rec.AgentKey == "" || !sig.SignedBy(rec.ID, rec.AgentKey) || r.opts.Reuse == nil {
-		return true
-	}
-	reuse, err := r.opts.Reuse(rec.RunnerClass)
-	return err != nil || (reuse != "" && reuse != config.ReuseAny)
 }
 
 // checkDeregistered confirms with GitHub that the instance's runner is no longer registered in

@@ -31,12 +31,12 @@ func TestReuseRefused(t *testing.T) {
 		{"odd", "acme/app", "unknown reuse rule"},
 		{"gone", "acme/app", "reuse rule is unknown"},
 	} {
-		got := r.reuseRefused(tc.class, tc.scope)
+		got, _ := r.reuseRefused(tc.class, tc.scope)
 		if (got == "") != (tc.refused == "") || !strings.Contains(got, tc.refused) {
 			t.Errorf("class %s, scope %s: %q, want %q", tc.class, tc.scope, got, tc.refused)
 		}
 	}
-	if got := (&Releaser{}).reuseRefused("any", "acme"); got != "" {
+	if got, _ := (&Releaser{}).reuseRefused("any", "acme"); got != "" {
 		t.Errorf("without a Reuse function: %q, want every class pooled", got)
 	}
 }
