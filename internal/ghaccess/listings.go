@@ -65,7 +65,7 @@ func (l *listings) get(ctx context.Context, scope string) ([]Runner, error) {
 	case st.cur == nil:
 		f = &listFlight{done: make(chan struct{})}
 		st.cur = f
-		go l.run(key, scope, st, f)
+		go l.run(scope, st, f)
 	case !st.cur.began:
 		f = st.cur // still waiting out the interval: it starts after this call
 	case st.next == nil:
@@ -86,7 +86,7 @@ func (l *listings) get(ctx context.Context, scope string) ([]Runner, error) {
 // run makes one listing, no sooner than the interval after the scope's last one started, then
 // starts the one its waiters queued meanwhile. A listing runs on its own deadline (callers are
 // bounded by theirs while they wait), so that one caller giving up does not fail the others.
-func (l *listings) run(key, scope string, st *listState, f *listFlight) {
+func (l *listings) run(scope string, st *listState, f *listFlight) {
 	if wait := time.Until(st.started.Add(l.interval)); wait > 0 {
 		time.Sleep(wait)
 	}
@@ -97,21 +97,11 @@ func (l *listings) run(key, scope string, st *listState, f *listFlight) {
 	f.runners, f.err = l.c.listRunners(ctx, scope)
 	cancel()
 	l.mu.Lock()
+	// The scope's state stays (its start time spaces the next listing): one small entry per scope
+	// of the deployment's allow-list.
 	st.cur, st.next = st.next, nil
-	switch {
-	case st.cur != nil:
-		go l.run(key, scope, st, st.cur)
-	case l.interval == 0:
-		delete(l.m, key)
-	default:
-		// Kept for its start time; dropped once the interval has passed (idle scopes do not pile up).
-		time.AfterFunc(time.Until(st.started.Add(l.interval)), func() {
-			l.mu.Lock()
-			if l.m[key] == st && st.cur == nil {
-				delete(l.m, key)
-			}
-			l.mu.Unlock()
-		})
+	if st.cur != nil {
+		go l.run(scope, st, st.cur)
 	}
 	l.mu.Unlock()
 	close(f.done)
