@@ -79,6 +79,9 @@ func (r *Refresher) runners(ctx context.Context, p *pass, orphans map[string]boo
 			}
 			return
 		}
+		if !dead && !pooledBefore(p.live[c.instance], c.listed) {
+			return // a live runner of an instance not in the pool: its run's (no read per runner)
+		}
 		rec, err := r.st.Get(ctx, c.instance)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -89,8 +92,7 @@ func (r *Refresher) runners(ctx context.Context, p *pass, orphans map[string]boo
 			if dead {
 				r.deleteRunner(ctx, p, c, false)
 			}
-		case rec.State == store.StateIdle && rec.RunID == "" && !rec.PooledAt.IsZero() &&
-			rec.PooledAt.Add(PooledCheckMargin).Before(c.listed):
+		case pooledBefore(rec, c.listed):
 			r.log.WarnContext(ctx, "refresh: a pooled instance's runner is still registered; deleting it",
 				"instance", c.instance, "scope", c.scope, "runner", c.runner.Name, "runner_id", c.runner.ID,
 				"status", c.runner.Status, "busy", c.runner.Busy, "pooled_at", rec.PooledAt)
@@ -110,8 +112,7 @@ func (r *Refresher) scopesToCheck(p *pass) []string {
 	var pooled []string
 	for _, rec := range p.live {
 		sc := strings.ToLower(rec.Scope)
-		if sc == "" || seen[sc] || rec.State != store.StateIdle || rec.PooledAt.IsZero() ||
-			!rec.PooledAt.Add(PooledCheckMargin).Before(p.now) {
+		if sc == "" || seen[sc] || !pooledBefore(rec, p.now) {
 			continue
 		}
 		seen[sc] = true
@@ -119,6 +120,11 @@ func (r *Refresher) scopesToCheck(p *pass) []string {
 	}
 	rand.Shuffle(len(pooled), func(i, j int) { pooled[i], pooled[j] = pooled[j], pooled[i] })
 	return append(slices.Clone(r.opts.Scopes), pooled[:min(len(pooled), PooledScopesPerPass)]...)
+}
+
+// pooledBefore reports whether rec is idle in the pool since more than PooledCheckMargin before t.
+func pooledBefore(rec store.Instance, t time.Time) bool {
+	return rec.State == store.StateIdle && rec.RunID == "" && !rec.PooledAt.IsZero() && rec.PooledAt.Add(PooledCheckMargin).Before(t)
 }
 
 // deleteRunner deletes the runner at GitHub and reports it (ofPooled: a pooled instance's).
