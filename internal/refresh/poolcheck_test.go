@@ -69,7 +69,7 @@ func TestRefreshPoolCheckNeverHidesThePool(t *testing.T) {
 	hs := &hookSQS{SQSAPI: e.sqs}
 	e.opts.SQS = hs
 	e.opts.FullCheckEvery = time.Hour
-	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	r := e.poolRefresher()
 
 	// The first pass reads the whole queue once (a full check is due); the next trusts the counts.
 	rep, err := r.Run(ctx)

@@ -62,6 +62,19 @@ func (e *env) serveAndRelease(t *testing.T, id string, pooled store.Instance) st
 	return e.repool(t, id)
 }
 
+// poolRefresher is a refresher whose pool check covers the env's queue as the class "default"'s.
+func (e *env) poolRefresher() *refresh.Refresher {
+	return refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+}
+
+// wantOnlyMessage fails unless the queue holds exactly one message, of id's pooling at pooledAt.
+func (e *env) wantOnlyMessage(t *testing.T, id string, pooledAt time.Time) {
+	t.Helper()
+	if diff := cmp.Diff(map[string][]time.Time{id: {pooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
+		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
+	}
+}
+
 // pooledAt lists the pooling each message of the queue announces, by instance.
 func (e *env) pooledAt(t *testing.T) map[string][]time.Time {
 	t.Helper()
@@ -96,14 +109,12 @@ func TestRefreshDropsTheMessageOfAnEarlierPooling(t *testing.T) {
 	first := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
 	current := e.serveAndRelease(t, id, first)
 
-	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	r := e.poolRefresher()
 	rep, err := r.Run(ctx)
 	if err != nil || rep.Pool.Dropped != 1 || rep.Pool.Kept != 1 {
 		t.Fatalf("pass: %+v, %v; want the earlier pooling's message dropped, the current one kept", rep.Pool, err)
 	}
-	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
-		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
-	}
+	e.wantOnlyMessage(t, id, current.PooledAt)
 }
 
 // The check keeps a message live, visible again, and walks on. Meanwhile a provision claims the
@@ -152,7 +163,7 @@ func TestRefreshKeepsTheMessageOfALaterPooling(t *testing.T) {
 		current = e.repool(t, id)
 	}
 	e.opts.SQS = hs
-	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	r := e.poolRefresher()
 	rep, err := r.Run(ctx)
 	if err != nil || !served {
 		t.Fatalf("pass: %+v, %v (served during the walk: %v)", rep.Pool, err, served)
@@ -160,9 +171,7 @@ func TestRefreshKeepsTheMessageOfALaterPooling(t *testing.T) {
 	if rep.Pool.Dropped != 0 {
 		t.Errorf("pass dropped %d messages; want none (the instance's only message is live)", rep.Pool.Dropped)
 	}
-	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
-		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
-	}
+	e.wantOnlyMessage(t, id, current.PooledAt)
 }
 
 // A pickup holds an instance's message while it decides (a claim write, a misfit's hand-back), or
@@ -183,7 +192,7 @@ func TestRefreshPoolsAgainWhatAPickupHoldsThenDropsTheDuplicate(t *testing.T) {
 	if err != nil || m.InstanceID != id {
 		t.Fatalf("pickup: %+v, %v", m, err)
 	}
-	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	r := e.poolRefresher()
 	rep, err := r.Run(ctx)
 	if err != nil || len(rep.Pool.Repooled) != 1 {
 		t.Fatalf("pass: %+v, %v; want the unseen instance pooled again", rep.Pool, err)
@@ -195,9 +204,7 @@ func TestRefreshPoolsAgainWhatAPickupHoldsThenDropsTheDuplicate(t *testing.T) {
 	if err != nil || rep.Pool.Dropped != 1 {
 		t.Fatalf("second pass: %+v, %v; want the duplicate dropped", rep.Pool, err)
 	}
-	if diff := cmp.Diff(map[string][]time.Time{id: {rec.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
-		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
-	}
+	e.wantOnlyMessage(t, id, rec.PooledAt)
 }
 
 // oneAtATime receives one message per call, so that a test decides which walk meets which message.
@@ -260,7 +267,5 @@ func TestRefreshPassesWalkingAtOnceKeepTheCurrentMessage(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("first pass: %v", err)
 	}
-	if diff := cmp.Diff(map[string][]time.Time{id: {current.PooledAt.UTC()}}, e.pooledAt(t)); diff != "" {
-		t.Errorf("messages by instance and pooling (-want +got):\n%s", diff)
-	}
+	e.wantOnlyMessage(t, id, current.PooledAt)
 }

@@ -705,7 +705,7 @@ func TestRefreshPoolsLostMessagesAgain(t *testing.T) {
 	signal(fresh, store.SignalReleased)
 	mark(fresh)
 
-	r := refresh.New(e.st, e.ec2, e.gh, pool.StaticResolver{"default": e.queue}, e.opts)
+	r := e.poolRefresher()
 	rep, err := r.Run(ctx)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
