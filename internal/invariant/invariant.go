@@ -808,8 +808,12 @@ func checkPooled(rep *Report, refreshedAt time.Time, strict bool) {
 		if rec.PooledAt.IsZero() || (!refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt)) {
 			continue // not in the pool, or marked after the refresh pass began: the next one pools it
 		}
-		if n := live[id]; n != 1 {
-			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want exactly one)", n)
+		// A second live message is of the same pooling (earlier poolings' are stale): refresh pools
+		// again what its walk did not see (a message a pickup or a crashed walk held), and its next
+		// walk drops the duplicate; a claim through either takes the instance once
+		// (store.ClaimPooledAt). No message hides the instance from every pickup: that is the fault.
+		if n := live[id]; n == 0 {
+			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want at least one)", n)
 		}
 	}
 }

@@ -271,7 +271,9 @@ func TestCheck(t *testing.T) {
 		},
 		want: []string{invariant.RulePooled},
 	}, {
-		name: "pooled: two live messages of one idle instance",
+		// Refresh pools again what its walk did not see, and its next walk drops the duplicate:
+		// two messages of one pooling are harmless (one claim takes the instance), none is the fault.
+		name: "pooled: two live messages of one pooling are a duplicate, not a violation",
 		setup: func(w *world) invariant.Options {
 			id := w.pooled()
 			rec, err := w.st.Get(w.t.Context(), id)
@@ -281,7 +283,7 @@ func TestCheck(t *testing.T) {
 			w.put(rec)
 			return invariant.Options{Pooled: true}
 		},
-		want:  []string{invariant.RulePooled},
+		want:  nil,
 		dupes: 1,
 	}, {
 		// A claim through the second look leaves the message; the run's release pools the instance
