@@ -123,11 +123,16 @@ func (c *child) waitReady(ctx context.Context, timeout time.Duration, extraOut i
 				return refused
 			}
 			// On a free port the answer may come from another process that took the port between
-			// our probe and the child's bind: then the child is about to exit with a bind error, and
-			// the restart below moves it to another port.
+			// freePort and the child's bind: then the child exits with a bind error once it gets as
+			// far as binding, and the restart below moves it to another port. On a loaded machine a
+			// child can take seconds to get there (node importing fauxqs, a JVM starting), so wait
+			// for it up to the start's deadline; a child that is up and refuses the probe itself
+			// fails the same way, only later.
 			select {
 			case <-c.exited:
-			case <-time.After(3 * time.Second):
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s: %w (%w)", c.spec.name, ctx.Err(), refused)
+			case <-time.After(time.Until(deadline)):
 				return refused
 			}
 		}
