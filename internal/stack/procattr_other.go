@@ -4,9 +4,18 @@
 // group only (there is no parent-death signal), so a killed parent can leave them behind.
 package stack
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+	"time"
+)
 
 // sysProcAttr puts a child in its own process group, which Close signals.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// processCPU is not read on this system.
+func processCPU(int) (time.Duration, error) {
+	return 0, errors.New("the CPU time of a child is read from /proc, on Linux only")
 }

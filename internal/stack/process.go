@@ -193,6 +193,24 @@ func (c *child) tailSuffix() string {
 	return "; last output of " + c.spec.name + ":\n" + t
 }
 
+// ChildCPU is the user + system CPU time each emulator process (DynamoDB Local, fauxqs) has used
+// since it started, by name: with the caller's own rusage, what a measured phase cost this
+// machine's cores. Children restarted after losing their port count from their restart.
+func (s *Stack) ChildCPU() (map[string]time.Duration, error) {
+	out := make(map[string]time.Duration, len(s.children))
+	for _, c := range s.children {
+		if c.cmd == nil || c.cmd.Process == nil {
+			continue
+		}
+		d, err := processCPU(c.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.spec.name, err)
+		}
+		out[c.spec.name] += d
+	}
+	return out, nil
+}
+
 // waitReady waits for every child at once.
 func (s *Stack) waitReady(ctx context.Context, timeout time.Duration, extraOut io.Writer) error {
 	began := time.Now()

@@ -205,6 +205,15 @@ func TestStartAndClose(t *testing.T) {
 		t.Errorf("DescribeInstances on the EC2 server: %v", err)
 	}
 
+	// Both emulators booted (a JVM and node): each has used CPU, and the figure only grows.
+	cpu, err := st.ChildCPU()
+	if err != nil || cpu["DynamoDB Local"] <= 0 || cpu["fauxqs"] <= 0 || len(cpu) != 2 {
+		t.Errorf("ChildCPU = %v, %v; want DynamoDB Local and fauxqs, each above zero", cpu, err)
+	}
+	if again, err := st.ChildCPU(); err != nil || again["DynamoDB Local"] < cpu["DynamoDB Local"] {
+		t.Errorf("ChildCPU again = %v, %v; want no less than %v", again, err, cpu)
+	}
+
 	if err := st.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

@@ -77,7 +77,9 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 		}
 	}
 	h.say("  %d repositories with %d idle runners each in one class", repos, idle)
+	stop := h.profile("manyrepos")
 	served, byOp, err := h.burstOf(ctx, repos, idle)
+	stop()
 	if err != nil {
 		res.note("many repos, served burst: %v", err)
 	}
@@ -88,6 +90,8 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 		How: fmt.Sprintf("%d repositories sharing one runner class, %d idle runners each; %d concurrent provisions of 1 per repository (demand = supply): the reconciler's AWS and GitHub requests while they ran, per runner reused (%d reused; goal ≤ 1.2× api_calls_per_reused_runner)", repos, idle, idle, served.reused)})
 	res.add(Figure{Name: "provision_p99_ms_many_repos", Value: Percentile(lat, 99), Unit: "ms",
 		How: "the same burst's provisions as the workflows see them, 99th percentile (goal within 2× of homogeneous_burst_p99_ms)"})
+	res.add(Figure{Name: "burst_cpu_ms_per_runner_many_repos", Value: ms(served.cpu.total()) / float64(max(served.reused, 1)), Unit: "ms",
+		How: "the many repos served burst: " + served.cpu.describe(served.reused, served.wall)})
 	if err := h.fillOf(ctx, soloRepo, soloRepoID, reuseManyRepos, "small", repos*idle); err != nil {
 		return err
 	}

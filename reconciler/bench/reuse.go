@@ -16,7 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +114,59 @@ type burstOutcome struct {
 	reused              int
 	reads, readRequests int
 	callsAfter          map[string]int // the reconciler's calls when the provisions ended
+	// wall is from the burst's start to its last provision's answer; cpu is the CPU time every
+	// process of this machine's stack spent in it (burstCPU).
+	wall time.Duration
+	cpu  burstCPU
+}
+
+// burstCPU is the user + system CPU time spent during a burst by the bench process (the replica,
+// and beside it the simulated agents, the GitHub fake, the EC2 server and the driver) and by each
+// emulator process. On a machine of a few cores, a burst of n provisions cannot end before
+// n × (CPU per provision) ÷ cores: with the emulators in the count, this says how much of a
+// burst's p99 the machine alone explains.
+type burstCPU struct {
+	bench    time.Duration
+	children map[string]time.Duration
+}
+
+func (c burstCPU) total() time.Duration {
+	t := c.bench
+	for _, d := range c.children {
+		t += d
+	}
+	return t
+}
+
+// cpuNow reads the bench process's and the emulators' CPU time so far (emulators omitted when it
+// cannot be read: a system without /proc).
+func (h *harness) cpuNow() burstCPU {
+	c := burstCPU{bench: processCPU()}
+	if m, err := h.sb.Stack.ChildCPU(); err == nil {
+		c.children = m
+	}
+	return c
+}
+
+func (c burstCPU) since(before burstCPU) burstCPU {
+	out := burstCPU{bench: c.bench - before.bench, children: map[string]time.Duration{}}
+	for k, v := range c.children {
+		out.children[k] = v - before.children[k]
+	}
+	return out
+}
+
+// describe says per runner how the CPU time split, and the floor it puts under the burst on this
+// machine's cores.
+func (c burstCPU) describe(runners int, wall time.Duration) string {
+	per := func(d time.Duration) float64 { return ms(d) / float64(max(runners, 1)) }
+	parts := []string{fmt.Sprintf("bench process (replica, simulated agents, GitHub fake, EC2 server) %.1f", per(c.bench))}
+	for _, k := range slices.Sorted(maps.Keys(c.children)) {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, per(c.children[k])))
+	}
+	return fmt.Sprintf("%.1f ms CPU per runner (%s), %s CPU in a %s burst on %d cores: the cores alone keep the burst from ending before %.0f ms",
+		per(c.total()), strings.Join(parts, ", "), c.total().Round(time.Millisecond), wall.Round(time.Millisecond), runtime.NumCPU(),
+		ms(c.total())/float64(runtime.NumCPU()))
 }
 
 // burst runs the requests at once and measures them. Every provision is released afterwards.
@@ -150,9 +206,11 @@ func (h *harness) burstWith(ctx context.Context, wfs []*workflow, reqs []apiv1.P
 			timing[i] = resp.Timing
 		})
 	}
-	before, keysBefore := h.calls(), h.keys.count()
+	before, keysBefore, cpu0 := h.calls(), h.keys.count(), h.cpuNow()
+	began := time.Now()
 	close(start)
 	wg.Wait()
+	out.wall, out.cpu = time.Since(began), h.cpuNow().since(cpu0)
 	after := h.calls()
 	out.callsAfter = after
 	for _, op := range []string{"DynamoDB.GetItem", "DynamoDB.Query", "DynamoDB.Scan", "DynamoDB.BatchGetItem"} {
@@ -246,6 +304,8 @@ func phaseReuse(ctx context.Context, h *harness, res *Result) error {
 	hom, mix := slices.Sorted(slices.Values(homLat)), slices.Sorted(slices.Values(mixLat))
 	res.add(Figure{Name: "homogeneous_burst_p99_ms", Value: Percentile(hom, 99), Unit: "ms",
 		How: "the homogeneous burst's provisions as the workflows see them (simulated registration included), 99th percentile"})
+	res.add(Figure{Name: "burst_cpu_ms_per_runner_homogeneous", Value: ms(hb.cpu.total()) / float64(max(homReused, 1)), Unit: "ms",
+		How: "the homogeneous burst: " + hb.cpu.describe(homReused, hb.wall)})
 	res.add(Figure{Name: "mixed_burst_p99_ms", Value: Percentile(mix, 99), Unit: "ms",
 		How: "the mixed burst's provisions, 99th percentile (goal: within 2× of homogeneous_burst_p99_ms)"})
 
