@@ -111,6 +111,12 @@ type agent struct {
 	deadline time.Time       // threshold + grace of the last record
 	resumed  bool            // the restart checks ran
 	regGiven map[string]bool // runs registration was abandoned for (signalled UD_REG_FAILED)
+	// regReady is the run whose registration passed its checks (taint, installation, Docker) and
+	// waits for its credential: the control plane writes it once GitHub mints the token, which a
+	// GitHub outage or rate limit delays past CredentialWait. Later steps look again (credLate)
+	// without repeating the checks.
+	regReady string
+	credLate int             // consecutive looks that found regReady's credential missing (back-off)
 	relGiven map[string]bool // runs release was abandoned for (signalled UD_REMOVE_REG_FAILED)
 	last     store.SignalRecord
 	key      ed25519.PrivateKey // the instance's signing key (signingKey)
@@ -199,6 +205,9 @@ func (a *agent) saveMarker(m marker) error {
 	a.marker = m
 	return nil
 }
+
+// maxCredentialLook caps the back-off between looks for a late registration credential.
+const maxCredentialLook = 5 * time.Second
 
 func (a *agent) run(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -428,6 +437,7 @@ func (a *agent) step(ctx context.Context) bool {
 			a.register(ctx, rec.RunID)
 		}
 	case store.StateIdle, store.StateReady:
+		a.regReady, a.credLate = "", 0 // handed back: a later claim checks again
 		if rec.RunID == "" && a.marker.RunID != "" && !a.relGiven[a.marker.RunID] {
 			a.release(ctx, a.marker.RunID)
 		}
@@ -460,6 +470,11 @@ func (a *agent) resume(ctx context.Context, rec store.Instance) {
 // register takes the run's registration credential, registers the runner and starts it.
 func (a *agent) register(ctx context.Context, runID string) {
 	log := a.log.With("run", runID)
+	if a.regReady == runID {
+		a.registerWith(ctx, runID, log)
+		return
+	}
+	a.regReady, a.credLate = "", 0
 	if reason := a.tainted(); reason != "" {
 		// A release that could not deregister or clean up leaves whatever the last job left: this
 		// instance serves no other run, whatever the record (or a forged signal that pooled it) says.
@@ -487,15 +502,45 @@ func (a *agent) register(ctx context.Context, runID string) {
 			return
 		}
 	}
-	cred, err := a.takeCredential(ctx, store.CredentialRegistration, runID)
+	a.regReady = runID
+	a.registerWith(ctx, runID, log)
+}
+
+// registerWith takes the registration credential of runID (its checks passed) and registers. A
+// credential not written yet, for a run the agent never registered for, is late, not missing: the
+// control plane writes it once GitHub mints the token, so the agent looks again at a later step
+// (back-off up to maxCredentialLook) for as long as its record is claimed or created for the run.
+// The control plane's registration wait, and the record's threshold, bound the wait; failing the
+// run after CredentialWait instead turned every GitHub outage longer than it into provisions
+// failed and healthy instances terminated.
+func (a *agent) registerWith(ctx context.Context, runID string, log *slog.Logger) {
+	wait := a.cfg.CredentialWait
+	if a.credLate > 0 {
+		wait = 0 // a later look: one read, then back to the step loop (spot notices, deadlines)
+	}
+	cred, err := a.takeCredentialWithin(ctx, store.CredentialRegistration, runID, wait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
+		reregistering := a.last.Signal == store.SignalRegistered && a.last.RunID == runID
+		if errors.Is(err, store.ErrNotFound) && !reregistering {
+			a.credLate++
+			next := min(a.cfg.RetryInterval<<min(a.credLate, 6), maxCredentialLook)
+			if a.credLate == 1 {
+				log.Warn("agent: registration credential not written yet; looking again while the record names the run", "next", next)
+			}
+			a.retryAt = a.cfg.Now().Add(next)
+			return
+		}
+		// Already registered for the run once (a runner whose registration is gone): the credential
+		// was used and withdrawn, and no new one comes.
+		a.regReady, a.credLate = "", 0
 		log.Error("agent: no registration credential", "err", err)
 		a.giveUpRegistration(ctx, runID, "no registration credential: "+err.Error())
 		return
 	}
+	a.regReady, a.credLate = "", 0
 	if err := a.saveMarker(marker{RunID: runID}); err != nil {
 		a.giveUpRegistration(ctx, runID, err.Error())
 		return
@@ -528,7 +573,12 @@ func (a *agent) giveUpRegistration(ctx context.Context, runID, detail string) {
 // never read it. The agent cannot delete the credential; the control plane withdraws it once the
 // agent reported on the run.
 func (a *agent) takeCredential(ctx context.Context, kind store.CredentialKind, runID string) (store.Credential, error) {
-	deadline := time.Now().Add(a.cfg.CredentialWait)
+	return a.takeCredentialWithin(ctx, kind, runID, a.cfg.CredentialWait)
+}
+
+// takeCredentialWithin is takeCredential waiting up to wait (0: one look).
+func (a *agent) takeCredentialWithin(ctx context.Context, kind store.CredentialKind, runID string, wait time.Duration) (store.Credential, error) {
+	deadline := time.Now().Add(wait)
 	for {
 		if err := a.cfg.Store.PutAck(ctx, a.id, store.Ack{Kind: kind, RunID: runID}); err == nil {
 			break

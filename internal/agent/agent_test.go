@@ -189,6 +189,24 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestLateRegistrationCredential: the control plane writes a created instance's registration
+// credential only once GitHub mints the token, which a GitHub outage delays past CredentialWait (2 s
+// here). The agent keeps looking while its record names the run, and registers once it comes: the
+// run is not failed, nor the instance replaced, because GitHub was down.
+func TestLateRegistrationCredential(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.launch()
+	e.create(id, "run-1")
+	time.Sleep(3 * time.Second) // past CredentialWait with no credential
+	if sig, err := e.store.LastSignal(t.Context(), id); err == nil && sig.Signal == store.SignalRegistrationFailed {
+		t.Fatalf("agent gave up before the credential came: %+v", sig)
+	}
+	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
+	e.waitSignal(id, store.SignalRegistered, "run-1")
+	e.waitRunner(id, "run-1")
+}
+
 // TestOrphanTerminates: an instance whose record never appears terminates itself after the grace.
 func TestOrphanTerminates(t *testing.T) {
 	t.Parallel()

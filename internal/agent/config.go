@@ -154,7 +154,9 @@ type Config struct {
 	// OrphanGrace is how long after boot the agent waits for its record to exist before it terminates
 	// its instance as an orphan; 2 min.
 	OrphanGrace time.Duration
-	// CredentialWait is how long the agent waits for a credential to appear in its item; 10 s.
+	// CredentialWait is how long one look waits for a credential to appear in its item; 10 s. A
+	// registration credential still missing then is looked for again, with back-off, for as long
+	// as the record names the run (the control plane writes it once GitHub mints the token).
 	CredentialWait time.Duration
 	// RetryInterval is the pause between retries of failed reads and credential look-ups; 250 ms.
 	RetryInterval time.Duration

@@ -81,7 +81,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.DurationVar(&o.Heartbeat, "heartbeat", 5*time.Minute, "heartbeat interval (a trace for operators: the control plane judges liveness by the claim's acknowledgement)")
 	fs.DurationVar(&o.Grace, "grace", 2*time.Minute, "time past the record's threshold before the instance terminates itself")
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 2*time.Minute, "time after boot without a record before the instance terminates itself")
-	fs.DurationVar(&o.CredentialWait, "credential-wait", 10*time.Second, "how long to wait for a registration or removal credential")
+	fs.DurationVar(&o.CredentialWait, "credential-wait", 10*time.Second, "how long one look waits for a registration or removal credential (a registration credential still missing after it is looked for again, with back-off, while the record names the run: GitHub may be slow to mint it)")
 	fs.StringVar(&o.PreRunnerScript, "pre-runner-script", "", "script run once at first boot (none when empty)")
 	names := []string{"actions"}
 	checks := map[string]func() error{}
