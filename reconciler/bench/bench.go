@@ -458,24 +458,27 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 	}
 	awsCfg.APIOptions = append(awsCfg.APIOptions, h.cp.AddMiddleware, h.keys.AddMiddleware)
 	refreshed := make(chan struct{}, 1)
-	svc, err := service.New(ctx, cfg, service.Options{
-		AWS: &awsCfg, Logger: h.o.Logger,
-		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh},
-		OnJob: func(job string, _ error) {
-			if job == service.JobRefresh {
-				select {
-				case refreshed <- struct{}{}:
-				default:
+	var svc *service.Service
+	asReplica(ctx, id, func(ctx context.Context) {
+		svc, err = service.New(ctx, cfg, service.Options{
+			AWS: &awsCfg, Logger: h.o.Logger,
+			HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh},
+			OnJob: func(job string, _ error) {
+				if job == service.JobRefresh {
+					select {
+					case refreshed <- struct{}{}:
+					default:
+					}
 				}
-			}
-		},
+			},
+		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the reconciler: %w", err)
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.Run(rctx) }()
+	go asReplica(rctx, id, func(ctx context.Context) { done <- svc.Run(ctx) })
 	stop := func() {
 		cancel()
 		if err := <-done; err != nil {
