@@ -35,11 +35,12 @@ func manyRepo(i int) (repo, id string) {
 // burstOf runs per repository n provisions of one runner, all at once, and measures them as burst
 // does, with the reconciler's calls while they ran.
 func (h *harness) burstOf(ctx context.Context, repos, n int) (burstOutcome, map[string]int, error) {
-	return h.burstIn(ctx, repos, n, manyRepo)
+	return h.burstIn(ctx, repos, n, manyRepo, "")
 }
 
-// burstIn is burstOf with the repositories named by repoOf.
-func (h *harness) burstIn(ctx context.Context, repos, n int, repoOf func(int) (string, string)) (burstOutcome, map[string]int, error) {
+// burstIn is burstOf with the repositories named by repoOf, its CPU profile kept as profileName
+// (with -profile; empty: not kept).
+func (h *harness) burstIn(ctx context.Context, repos, n int, repoOf func(int) (string, string), profileName string) (burstOutcome, map[string]int, error) {
 	var reqs []apiv1.ProvisionRequest
 	var wfs []*workflow
 	for r := range repos {
@@ -54,7 +55,7 @@ func (h *harness) burstIn(ctx context.Context, repos, n int, repoOf func(int) (s
 		}
 	}
 	before := h.calls()
-	out, err := h.burstWith(ctx, wfs, reqs)
+	out, err := h.burstWith(ctx, wfs, reqs, profileName)
 	return out, diff(before, out.callsAfter), err
 }
 
@@ -77,9 +78,7 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 		}
 	}
 	h.say("  %d repositories with %d idle runners each in one class", repos, idle)
-	stop := h.profile("manyrepos")
-	served, byOp, err := h.burstOf(ctx, repos, idle)
-	stop()
+	served, byOp, err := h.burstIn(ctx, repos, idle, manyRepo, "manyrepos")
 	if err != nil {
 		res.note("many repos, served burst: %v", err)
 	}
@@ -95,7 +94,7 @@ func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
 	if err := h.fillOf(ctx, soloRepo, soloRepoID, reuseManyRepos, "small", repos*idle); err != nil {
 		return err
 	}
-	solo, _, err := h.burstIn(ctx, 1, repos*idle, func(int) (string, string) { return soloRepo, soloRepoID })
+	solo, _, err := h.burstIn(ctx, 1, repos*idle, func(int) (string, string) { return soloRepo, soloRepoID }, "")
 	if err != nil {
 		res.note("many repos, same-size baseline: %v", err)
 	}

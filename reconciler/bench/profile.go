@@ -26,3 +26,11 @@ func (h *harness) profile(name string) func() {
 		_ = f.Close()
 	}
 }
+
+// profilePath is where a profile named name goes: empty when ProfileDir or name is.
+func (h *harness) profilePath(name string) string {
+	if h.o.ProfileDir == "" || name == "" {
+		return ""
+	}
+	return filepath.Join(h.o.ProfileDir, name+".pprof")
+}

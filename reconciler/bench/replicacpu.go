@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"time"
@@ -28,6 +29,11 @@ func asReplica(ctx context.Context, id string, f func(context.Context)) {
 // of replica CPU holds some hundreds of samples. Background garbage collection is no goroutine's;
 // the allocating goroutines' GC assists are theirs.
 func replicaCPU(f func()) (replica, all time.Duration, err error) {
+	return replicaCPUSaved(f, "")
+}
+
+// replicaCPUSaved is replicaCPU that also writes the profile to save (when not empty).
+func replicaCPUSaved(f func(), save string) (replica, all time.Duration, err error) {
 	var buf bytes.Buffer
 	if err := pprof.StartCPUProfile(&buf); err != nil {
 		f()
@@ -35,6 +41,11 @@ func replicaCPU(f func()) (replica, all time.Duration, err error) {
 	}
 	f()
 	pprof.StopCPUProfile()
+	if save != "" {
+		if err := os.WriteFile(save, buf.Bytes(), 0o644); err != nil {
+			return 0, 0, fmt.Errorf("saving the profile: %w", err)
+		}
+	}
 	p, err := profile.Parse(&buf)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the replicas' profile: %w", err)

@@ -127,6 +127,7 @@ type burstOutcome struct {
 // burst's p99 the machine alone explains.
 type burstCPU struct {
 	bench    time.Duration
+	replica  time.Duration // of bench: the replica's own goroutines (replicaCPU); 0 when not profiled
 	children map[string]time.Duration
 }
 
@@ -161,6 +162,9 @@ func (c burstCPU) since(before burstCPU) burstCPU {
 func (c burstCPU) describe(runners int, wall time.Duration) string {
 	per := func(d time.Duration) float64 { return ms(d) / float64(max(runners, 1)) }
 	parts := []string{fmt.Sprintf("bench process (replica, simulated agents, GitHub fake, EC2 server) %.1f", per(c.bench))}
+	if c.replica > 0 {
+		parts[0] += fmt.Sprintf(" of which the replica's own goroutines %.1f (profiled)", per(c.replica))
+	}
 	for _, k := range slices.Sorted(maps.Keys(c.children)) {
 		parts = append(parts, fmt.Sprintf("%s %.1f", k, per(c.children[k])))
 	}
@@ -179,11 +183,11 @@ func (h *harness) burst(ctx context.Context, reqs []apiv1.ProvisionRequest) (bur
 		}
 		wfs[i] = wf
 	}
-	return h.burstWith(ctx, wfs, reqs)
+	return h.burstWith(ctx, wfs, reqs, "")
 }
 
 // burstWith is burst with the workflows given (wfs[i] asks reqs[i]).
-func (h *harness) burstWith(ctx context.Context, wfs []*workflow, reqs []apiv1.ProvisionRequest) (burstOutcome, error) {
+func (h *harness) burstWith(ctx context.Context, wfs []*workflow, reqs []apiv1.ProvisionRequest, profileName string) (burstOutcome, error) {
 	var out burstOutcome
 	lat := make([]float64, len(reqs))
 	timing := make([]apiv1.Timing, len(reqs))
@@ -208,9 +212,14 @@ func (h *harness) burstWith(ctx context.Context, wfs []*workflow, reqs []apiv1.P
 	}
 	before, keysBefore, cpu0 := h.calls(), h.keys.count(), h.cpuNow()
 	began := time.Now()
-	close(start)
-	wg.Wait()
-	out.wall, out.cpu = time.Since(began), h.cpuNow().since(cpu0)
+	replica, _, perr := replicaCPUSaved(func() {
+		close(start)
+		wg.Wait()
+		out.wall, out.cpu = time.Since(began), h.cpuNow().since(cpu0) // before the profile is read
+	}, h.profilePath(profileName))
+	if perr == nil {
+		out.cpu.replica = replica
+	}
 	after := h.calls()
 	out.callsAfter = after
 	for _, op := range []string{"DynamoDB.GetItem", "DynamoDB.Query", "DynamoDB.Scan", "DynamoDB.BatchGetItem"} {

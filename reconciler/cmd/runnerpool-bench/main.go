@@ -22,7 +22,7 @@ import (
 func main() {
 	var o bench.Options
 	flag.Float64Var(&o.Factor, "factor", 0.05, "time factor applied to the anchors (cold boot 25 s, stopped start 12 s, registration 2 s)")
-	flag.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of the 20,000-record passes and the many repos burst (convergence.pprof, refresh.pprof, manyrepos.pprof; empty: none)")
+	flag.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of the 20,000-record passes and the many repos served burst (convergence.pprof, refresh.pprof, manyrepos.pprof; empty: none)")
 	flag.StringVar(&o.ReportDir, "report", "bench", "directory for report.md and latency.png (empty: none)")
 	flag.DurationVar(&o.IdleWindow, "idle-window", 0, "how long idle agents' requests are counted (default 60s)")
 	flag.IntVar(&o.WarmCycles, "warm-cycles", 0, "provision/release cycles served from the pool (default 40)")
