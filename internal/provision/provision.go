@@ -126,6 +126,9 @@ type Result struct {
 	// class's labels.
 	Labels []string `json:"labels,omitempty"`
 	Timing Timing   `json:"timing"`
+	// StartedAt is when the run's record was created (its first request): the history entry's
+	// start, known without reading the record again. Zero in results stored before it existed.
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // Options tune a Provisioner.
@@ -240,7 +243,8 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 		log.Info("provisioning again: the run's last provision was rolled back")
 	}
 	res, cause := p.provision(ctx, req, key, fleetToken(run), log)
-	res.RunKey, res.Label = key, req.RunID
+	// The record keeps milliseconds: the same start as a later read of it gives.
+	res.RunKey, res.Label, res.StartedAt = key, req.RunID, run.CreatedAt.Truncate(time.Millisecond)
 	if serr := p.storeResult(ctx, run, res); serr != nil {
 		// The instances are in their final states; only the answer to a repeated request is lost
 		// (it will report the provision as still in progress).
@@ -342,6 +346,9 @@ func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, erro
 	var res Result
 	if err := json.Unmarshal(run.Result, &res); err != nil {
 		return Result{}, fmt.Errorf("run %s: stored result: %w", run.Key, err)
+	}
+	if res.StartedAt.IsZero() {
+		res.StartedAt = run.CreatedAt // stored before results carried it
 	}
 	if res.Status != StatusSucceeded {
 		return res, fmt.Errorf("%w: run %s: %s", ErrFailed, run.Key, res.Error)

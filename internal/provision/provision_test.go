@@ -454,6 +454,13 @@ func TestIdempotent(t *testing.T) {
 	if len(recs) != 2 {
 		t.Errorf("run %s has %d records, want 2: no second set", r1.RunKey, len(recs))
 	}
+	// Every answer names the run's start (its record's creation), the repeated one's included:
+	// the history entry takes it without reading the record again.
+	if run, err := e.st.GetRun(ctx, r1.RunKey); err != nil {
+		t.Fatal(err)
+	} else if !r1.StartedAt.Equal(run.CreatedAt) || !r2.StartedAt.Equal(run.CreatedAt) || !r3.StartedAt.Equal(run.CreatedAt) {
+		t.Errorf("StartedAt %v, %v, %v; want the run's creation %v in every answer", r1.StartedAt, r2.StartedAt, r3.StartedAt, run.CreatedAt)
+	}
 	// A new attempt is a new provision.
 	req.Attempt = 2
 	r4, err := b.p.Provision(ctx, req)

@@ -148,14 +148,19 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 func (r *recorder) provisioned(ctx context.Context, req provision.Request, res provision.Result) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	run, err := r.runs.GetRun(ctx, res.RunKey)
-	if err != nil {
-		r.log.Warn("history: provision not recorded", "run", res.RunKey, "error", err)
-		return
+	started := res.StartedAt
+	if started.IsZero() {
+		// A result stored before results carried their start: the run record has it.
+		run, err := r.runs.GetRun(ctx, res.RunKey)
+		if err != nil {
+			r.log.Warn("history: provision not recorded", "run", res.RunKey, "error", err)
+			return
+		}
+		started = run.CreatedAt
 	}
 	p := history.Provision{
 		RunKey: res.RunKey, Repository: req.Repository, RunID: req.RunID, Attempt: req.Attempt, RunnerClass: req.RunnerClass,
-		StartedAt: run.CreatedAt, FinishedAt: r.now(), Status: res.Status, Outcome: res.Outcome, Error: res.Error,
+		StartedAt: started, FinishedAt: r.now(), Status: res.Status, Outcome: res.Outcome, Error: res.Error,
 		Steps: history.Steps{
 			Select: res.Timing.Select, Start: res.Timing.Start, Create: res.Timing.Create, Register: res.Timing.Validate,
 			Post: res.Timing.Post, Total: res.Timing.Total,
