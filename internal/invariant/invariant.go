@@ -945,9 +945,24 @@ func checkProvisioning(ctx context.Context, st Store, rep *Report, o Options) {
 		case err != nil:
 			rep.add(RuleUnreadable, "", "run record %s: %v", key, err)
 		case run.Status == statusProvisioning && rep.At.Sub(run.UpdatedAt) > o.ProvisionDeadline:
-			rep.add(RuleStuckRun, "", "run %s: provisioning since %s, past its deadline of %s: nobody runs its provision", key, run.UpdatedAt.Format(time.RFC3339), o.ProvisionDeadline)
+			rep.add(RuleStuckRun, "", "run %s: provisioning since %s, past its deadline of %s: nobody runs its provision%s", key, run.UpdatedAt.Format(time.RFC3339), o.ProvisionDeadline, namedBy(rep, key))
 		}
 	}
+}
+
+// namedBy lists the live records of run key, for a violation's detail: ", held by i-1 (created,
+// threshold ..., reason ...)".
+func namedBy(rep *Report, key string) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
+		if rec := rep.Records[id]; rec.RunID == key {
+			parts = append(parts, fmt.Sprintf("%s (%s v%d, threshold %s, reason %q)", id, rec.State, rec.Version, rec.Threshold.Format(time.RFC3339), rec.Reason))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; its live records: " + strings.Join(parts, ", ")
 }
 
 // checkTerminations: the healthy instances are alive and within their thresholds; every
