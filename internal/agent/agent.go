@@ -474,7 +474,6 @@ func (a *agent) register(ctx context.Context, runID string) {
 		a.registerWith(ctx, runID, log)
 		return
 	}
-	a.regReady, a.credLate = "", 0
 	if reason := a.tainted(); reason != "" {
 		// A release that could not deregister or clean up leaves whatever the last job left: this
 		// instance serves no other run, whatever the record (or a forged signal that pooled it) says.
@@ -502,7 +501,7 @@ func (a *agent) register(ctx context.Context, runID string) {
 			return
 		}
 	}
-	a.regReady = runID
+	a.regReady, a.credLate = runID, 0
 	a.registerWith(ctx, runID, log)
 }
 

@@ -10,10 +10,11 @@
 // registering its runner and connecting it, which also shows offline).
 //
 // The phase is also the after-the-fact check of releases that spent no listing: a release pools an
-// instance on its agent's signed word that the runner was removed (release.Releaser's reuse and signature checks). A runner
-// still registered, in any status, for an instance that was pooled well before the listing began
-// breaks that word: it is deleted (whatever process holds its credentials can take no further
-// job), reported in OfPooled and logged. The margin (PooledCheckMargin) covers clock skew between
+// instance on its agent's signed word that the runner was removed (release.Releaser, for a class
+// reused across repositories and a signal signed by the pinned key). A runner still registered,
+// in any status, for an instance that was pooled well before the listing began breaks that word:
+// it is deleted (whatever process holds its credentials can take no further job), reported in
+// OfPooled and logged. The margin (PooledCheckMargin) covers clock skew between
 // replicas and GitHub's listing catching up with a removal.
 
 package refresh

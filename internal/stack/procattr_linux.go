@@ -19,22 +19,31 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
-// processCPU is the user + system CPU time pid has used, from /proc/PID/stat (fields 14 and 15,
-// in clock ticks; USER_HZ is 100 on every Linux architecture Go supports).
-func processCPU(pid int) (time.Duration, error) {
+// ProcStat is /proc/PID/stat after the command name, split: [0] is field 3 (the state: R, S, Z,
+// X...), [11] and [12] fields 14 and 15 (utime, stime in clock ticks). The command name (field 2)
+// is in parentheses and may hold spaces and parentheses itself, so the fields are counted from the
+// last ')'.
+func ProcStat(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, fmt.Errorf("reading CPU time of pid %d: %w", pid, err)
+		return nil, fmt.Errorf("reading /proc stat of pid %d: %w", pid, err)
 	}
-	// The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("reading CPU time of pid %d: malformed /proc stat %q", pid, b)
+		return nil, fmt.Errorf("malformed /proc stat of pid %d: %q", pid, b)
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): utime is field 14, stime 15.
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// processCPU is the user + system CPU time pid has used (USER_HZ is 100 on every Linux
+// architecture Go supports).
+func processCPU(pid int) (time.Duration, error) {
+	f, err := ProcStat(pid)
+	if err != nil {
+		return 0, err
+	}
 	if len(f) < 13 {
-		return 0, fmt.Errorf("reading CPU time of pid %d: short /proc stat %q", pid, b)
+		return 0, fmt.Errorf("short /proc stat of pid %d: %q", pid, f)
 	}
 	var ticks int64
 	for _, s := range f[11:13] {

@@ -15,7 +15,11 @@ func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
+// errNoProc: /proc is read on Linux only.
+var errNoProc = errors.New("/proc is read on Linux only")
+
+// ProcStat is not read on this system.
+func ProcStat(int) ([]string, error) { return nil, errNoProc }
+
 // processCPU is not read on this system.
-func processCPU(int) (time.Duration, error) {
-	return 0, errors.New("the CPU time of a child is read from /proc, on Linux only")
-}
+func processCPU(int) (time.Duration, error) { return 0, errNoProc }

@@ -13,7 +13,7 @@ func (h *harness) profile(name string) func() {
 	if h.o.ProfileDir == "" {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(h.o.ProfileDir, name+".pprof"))
+	f, err := os.Create(h.profilePath(name))
 	if err == nil {
 		err = pprof.StartCPUProfile(f)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
 )
 
 // EmulatorProcesses lists the live DynamoDB Local processes listening on dynamoDBPort and fauxqs
@@ -34,7 +36,7 @@ func EmulatorProcesses(dynamoDBPort, sqsPort int) []string {
 		match := (dynamoDBPort != 0 && slices.ContainsFunc(args, func(a string) bool { return strings.HasSuffix(a, "DynamoDBLocal.jar") }) &&
 			follows(args, "-port", strconv.Itoa(dynamoDBPort))) ||
 			(sqsPort != 0 && follows(args, "runnerpool-fauxqs", strconv.Itoa(sqsPort)))
-		if !match || zombie(dir) {
+		if !match || zombie(pid) {
 			continue
 		}
 		found = append(found, strconv.Itoa(pid)+" "+summary(args))
@@ -52,15 +54,11 @@ func follows(args []string, a, b string) bool {
 	return false
 }
 
-// zombie reports whether the process has exited but not been reaped (state Z in /proc/PID/stat).
-func zombie(dir string) bool {
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-	if err != nil {
-		return true // gone
-	}
-	// pid (comm) state ...: comm may hold spaces and parentheses, so look after the last ")".
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X'
+// zombie reports whether the process has exited but not been reaped (state Z or X in
+// /proc/PID/stat), or is gone.
+func zombie(pid int) bool {
+	f, err := stack.ProcStat(pid)
+	return err != nil || len(f) == 0 || f[0] == "Z" || f[0] == "X"
 }
 
 func summary(args []string) string {
