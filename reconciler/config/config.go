@@ -577,6 +577,33 @@ func checkSchedule(v string) error {
 	return err
 }
 
+// usage is the setting's --help text. Go's flag package takes the first backquoted word of a usage
+// text as the flag's argument name, so the documentation's backquotes (Markdown code in
+// docs/reconciler.md) become plain quotes here, and the argument name is given on purpose: the kind
+// of value, as Go prints it for its own flag types (duration, int, bool; string otherwise).
+func (s setting) usage() string {
+	help := strings.ReplaceAll(s.doc, "`", "'") + " [" + s.env + "]"
+	if kind := s.kind(); kind != "string" {
+		help += " (`" + kind + "`)"
+	}
+	return help
+}
+
+// kind is the kind of value the setting takes, read from its default: "duration", "int", "bool" or
+// "string" (also for settings without a default).
+func (s setting) kind() string {
+	if _, err := strconv.Atoi(s.def); err == nil {
+		return "int"
+	}
+	if _, err := strconv.ParseBool(s.def); err == nil {
+		return "bool"
+	}
+	if _, err := time.ParseDuration(s.def); err == nil {
+		return "duration"
+	}
+	return "string"
+}
+
 // ErrUsage marks a command line the flag parser refused (flag.ErrHelp for -h is wrapped too).
 var ErrUsage = errors.New("usage")
 
@@ -588,8 +615,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs.SetOutput(usage)
 	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
-		help := s.doc + " [" + s.env + "]"
-		vals[s.flag] = fs.String(s.flag, s.def, help)
+		vals[s.flag] = fs.String(s.flag, s.def, s.usage())
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(usage, "Usage: runnerpool serve [flags]\n\nEvery flag can also be set with the environment variable in brackets; a flag wins.")
