@@ -85,10 +85,12 @@ data "aws_iam_policy_document" "runner" {
       variable = "aws:SourceVpc"
       values   = ["$${aws:EC2InstanceSourceVPC}"]
     }
+    # IAM substitutes policy variables only under string and ARN operators (never under IpAddress),
+    # so the comparison names the credential's address as the key and the request's as the variable.
     condition {
-      test     = "IpAddress"
-      variable = "aws:VpcSourceIp"
-      values   = ["$${aws:EC2InstanceSourcePrivateIPv4}"]
+      test     = "StringEquals"
+      variable = "aws:EC2InstanceSourcePrivateIPv4"
+      values   = ["$${aws:VpcSourceIp}"]
     }
   }
 
@@ -125,27 +127,29 @@ data "aws_iam_policy_document" "runner" {
       variable = "aws:SourceVpc"
       values   = ["$${aws:EC2InstanceSourceVPC}"]
     }
+    # IAM substitutes policy variables only under string and ARN operators (never under IpAddress),
+    # so the comparison names the credential's address as the key and the request's as the variable.
     condition {
-      test     = "IpAddress"
-      variable = "aws:VpcSourceIp"
-      values   = ["$${aws:EC2InstanceSourcePrivateIPv4}"]
+      test     = "StringEquals"
+      variable = "aws:EC2InstanceSourcePrivateIPv4"
+      values   = ["$${aws:VpcSourceIp}"]
     }
   }
 
   # Self-termination past the instance's deadline: only the instance the credentials belong to, and
-  # only if it carries this deployment's tag. The pattern is AWS's own, from the AWS managed policy
-  # AWSThinkboxDeadlineSpotEventPluginWorkerPolicy (AWS Managed Policy Reference), which lets a
-  # worker instance terminate itself: ec2:TerminateInstances on instance/* with the condition
-  # StringEquals "aws:ARN" = "${ec2:SourceInstanceARN}" (aws:ARN is the ARN of the instance acted on).
+  # only if it carries this deployment's tag. Documented keys only (the Service Authorization
+  # Reference's EC2 keys): ec2:SourceInstanceARN is the instance the credentials were issued to,
+  # ec2:InstanceID the instance acted on, so the ARN built from the latter must equal the former.
+  # (aws:ARN, used by some AWS managed policies for this, is not a published condition key.)
   statement {
     sid       = "TerminateSelf"
     actions   = ["ec2:TerminateInstances"]
     resources = [local.instances]
 
     condition {
-      test     = "StringEquals"
-      variable = "aws:ARN"
-      values   = ["$${ec2:SourceInstanceARN}"]
+      test     = "ArnEquals"
+      variable = "ec2:SourceInstanceARN"
+      values   = ["arn:${local.partition}:ec2:${local.region}:${local.account}:instance/$${ec2:InstanceID}"]
     }
     condition {
       test     = "StringEquals"

@@ -6,6 +6,7 @@ package agent_test
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/hcl/v2"
@@ -55,11 +56,16 @@ func literalStrings(v cty.Value) []string {
 }
 
 // Every EC2 action of the instance role is ec2:TerminateInstances, allowed only on the instance that
-// signs the request (aws:ARN equals ec2:SourceInstanceARN) and only when it carries this deployment's
+// signs the request (the ARN of the instance acted on, built from ec2:InstanceID, equals
+// ec2:SourceInstanceARN: documented keys only) and only when it carries this deployment's
 // tag: a job that reached the role cannot stop, terminate or tag another instance.
 func TestExampleRunnerCanTerminateOnlyItself(t *testing.T) {
 	t.Parallel()
 	body := parseExample(t, "iam.tf")
+	src, err := os.ReadFile("../../examples/complete/iam.tf")
+	if err != nil {
+		t.Fatal(err)
+	}
 	terminate := 0
 	for _, b := range body.Blocks {
 		if b.Type != "data" || !slices.Equal(b.Labels, []string{"aws_iam_policy_document", "runner"}) {
@@ -93,19 +99,21 @@ func TestExampleRunnerCanTerminateOnlyItself(t *testing.T) {
 					continue
 				}
 				terminate++
-				conds := map[string][]string{}
+				// Condition values as written in iam.tf (they name locals, so they are source text).
+				conds := map[string]string{}
 				for _, c := range st.Body.Blocks {
 					if c.Type != "condition" {
 						continue
 					}
 					test, variable := literal(c.Body.Attributes, "test"), literal(c.Body.Attributes, "variable")
-					if test == cty.NilVal || variable == cty.NilVal {
+					values, ok := c.Body.Attributes["values"]
+					if test == cty.NilVal || variable == cty.NilVal || !ok {
 						continue
 					}
-					conds[test.AsString()+" "+variable.AsString()] = literalStrings(literal(c.Body.Attributes, "values"))
+					conds[test.AsString()+" "+variable.AsString()] = string(values.Expr.Range().SliceBytes(src))
 				}
-				if got := conds["StringEquals aws:ARN"]; !slices.Equal(got, []string{"${ec2:SourceInstanceARN}"}) {
-					t.Errorf("statement %s: ec2:TerminateInstances without StringEquals aws:ARN = ${ec2:SourceInstanceARN} (conditions %v)", sid, conds)
+				if got := conds["ArnEquals ec2:SourceInstanceARN"]; !strings.HasSuffix(got, `:instance/$${ec2:InstanceID}"]`) {
+					t.Errorf("statement %s: ec2:TerminateInstances without ArnEquals ec2:SourceInstanceARN = arn:...:instance/${ec2:InstanceID} (conditions %v)", sid, conds)
 				}
 				if _, ok := conds["StringEquals aws:ResourceTag/runnerpool:deployment"]; !ok {
 					t.Errorf("statement %s: ec2:TerminateInstances without the deployment tag condition (conditions %v)", sid, conds)

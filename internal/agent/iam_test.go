@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -178,40 +180,96 @@ func (p runnerPolicy) allows(r request) (string, bool, error) {
 	return allowed, allowed != "", nil
 }
 
-// holds evaluates one condition against a request, as IAM does for the keys this test models.
-func (c policyCondition) holds(r request) (bool, error) {
-	resolve := strings.NewReplacer("${ec2:SourceInstanceARN}", r.sourceARN,
-		"${aws:EC2InstanceSourceVPC}", r.credVPC, "${aws:EC2InstanceSourcePrivateIPv4}", r.credIP)
-	values := make([]string, len(c.values))
-	for i, v := range c.values {
-		values[i] = resolve.Replace(v)
+// context is the request's condition keys as IAM sees them: a key absent from the map is absent
+// from the request (aws:SourceVpc and aws:VpcSourceIp off the gateway endpoint, ReturnValues not asked).
+func (r request) context() map[string][]string {
+	ctx := map[string][]string{
+		"ec2:SourceInstanceARN":            {r.sourceARN},
+		"aws:EC2InstanceSourceVPC":         {r.credVPC},
+		"aws:EC2InstanceSourcePrivateIPv4": {r.credIP},
 	}
-	switch key := c.test + " " + c.variable; key {
-	case "ForAllValues:StringEquals dynamodb:LeadingKeys":
-		// Every request this test models names one partition; none (a scan) matches nothing here.
-		return r.pk != "" && slices.Contains(values, r.pk), nil
-	case "ForAllValues:StringEquals dynamodb:Attributes":
-		for _, a := range r.attributes {
-			if !slices.Contains(values, a) {
-				return false, nil
-			}
+	for key, v := range map[string]string{"dynamodb:LeadingKeys": r.pk, "dynamodb:ReturnValues": r.returnValues,
+		"aws:SourceVpc": r.sourceVPC, "aws:VpcSourceIp": r.sourceIP} {
+		if v != "" {
+			ctx[key] = []string{v}
 		}
-		return true, nil
-	case "StringEqualsIfExists dynamodb:ReturnValues":
-		return r.returnValues == "" || slices.Contains(values, r.returnValues), nil
-	case "ArnLike ec2:SourceInstanceARN":
-		for _, v := range values {
-			if ok, _ := path.Match(v, r.sourceARN); ok {
-				return true, nil
+	}
+	if len(r.attributes) > 0 {
+		ctx["dynamodb:Attributes"] = r.attributes
+	}
+	return ctx
+}
+
+// policyVariable is a ${key} reference in a condition value.
+var policyVariable = regexp.MustCompile(`\$\{([^}]+)\}`)
+
+// holds evaluates one condition against a request as IAM's documented rules say: a set operator
+// (ForAllValues, ForAnyValue) over multi-valued keys, IfExists, and policy variables substituted only
+// under the string and ARN operators ("You can use policy variables with ... string and ARN condition
+// operators", IAM User Guide, "IAM policy elements: Variables and tags"); under IpAddress a ${...}
+// stays the literal text, which is no address. An operator it does not model is an error.
+func (c policyCondition) holds(r request) (bool, error) {
+	ctx := r.context()
+	op, forAll, forAny := c.test, false, false
+	if rest, ok := strings.CutPrefix(op, "ForAllValues:"); ok {
+		op, forAll = rest, true
+	} else if rest, ok := strings.CutPrefix(op, "ForAnyValue:"); ok {
+		op, forAny = rest, true
+	}
+	op, ifExists := strings.CutSuffix(op, "IfExists")
+	var match func(pattern, value string) bool
+	switch op {
+	case "StringEquals", "ArnEquals":
+		match = func(p, v string) bool { return p == v }
+	case "StringLike", "ArnLike":
+		match = func(p, v string) bool { ok, _ := path.Match(p, v); return ok }
+	case "IpAddress":
+		match = func(p, v string) bool {
+			prefix, err := netip.ParsePrefix(p)
+			if err != nil {
+				a, aerr := netip.ParseAddr(p)
+				if aerr != nil {
+					return false // a ${...} left as it is: no address, no match
+				}
+				prefix = netip.PrefixFrom(a, a.BitLen())
 			}
+			ip, err := netip.ParseAddr(v)
+			return err == nil && prefix.Contains(ip)
 		}
-		return false, nil
-	case "StringEquals aws:SourceVpc":
-		return r.sourceVPC != "" && slices.Contains(values, r.sourceVPC), nil
-	case "IpAddress aws:VpcSourceIp":
-		return r.sourceIP != "" && slices.Contains(values, r.sourceIP), nil
 	default:
-		return false, fmt.Errorf("condition %q is not modelled", key)
+		return false, fmt.Errorf("condition operator %q is not modelled", c.test)
+	}
+	values := c.values
+	if op != "IpAddress" {
+		values = make([]string, len(c.values))
+		for i, v := range c.values {
+			unresolved := false
+			values[i] = policyVariable.ReplaceAllStringFunc(v, func(ref string) string {
+				got := ctx[policyVariable.FindStringSubmatch(ref)[1]]
+				if len(got) != 1 {
+					unresolved = true
+					return ref
+				}
+				return got[0]
+			})
+			if unresolved {
+				values[i] = "" // a variable whose key is absent matches nothing
+			}
+		}
+	}
+	anyMatches := func(v string) bool {
+		return slices.ContainsFunc(values, func(p string) bool { return p != "" && match(p, v) })
+	}
+	got, present := ctx[c.variable]
+	switch {
+	case forAll: // true when the key is absent or every value matches
+		return !slices.ContainsFunc(got, func(v string) bool { return !anyMatches(v) }), nil
+	case forAny:
+		return slices.ContainsFunc(got, anyMatches), nil
+	case !present:
+		return ifExists, nil
+	default:
+		return anyMatches(got[0]), nil
 	}
 }
 
@@ -427,9 +485,45 @@ func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
 			continue
 		}
 		for _, v := range []string{"aws:SourceVpc", "aws:VpcSourceIp"} {
-			if !slices.ContainsFunc(st.conditions, func(c policyCondition) bool { return c.variable == v }) {
-				t.Errorf("statement %s has no %s condition", st.sid, v)
+			if !slices.ContainsFunc(st.conditions, func(c policyCondition) bool {
+				return c.variable == v || slices.Contains(c.values, "${"+v+"}")
+			}) {
+				t.Errorf("statement %s has no condition on %s", st.sid, v)
 			}
+		}
+	}
+}
+
+// TestIAMEvaluatorSubstitutesVariablesOnlyUnderStringAndARNOperators: the evaluator above follows
+// IAM's rule that policy variables are substituted only under string and ARN operators, so the
+// IpAddress form the example once used (aws:VpcSourceIp = ${aws:EC2InstanceSourcePrivateIPv4})
+// matches nothing, and the string form matches the instance's own address only.
+func TestIAMEvaluatorSubstitutesVariablesOnlyUnderStringAndARNOperators(t *testing.T) {
+	t.Parallel()
+	arn := store.InstanceARNPrefix("us-east-1", "123456789012") + "i-0abc"
+	own := onInstance("dynamodb:GetItem", "INSTANCE#"+arn, arn)
+	other := own
+	other.sourceIP = "10.0.1.99"
+	tests := []struct {
+		name    string
+		c       policyCondition
+		r       request
+		want    bool
+		wantErr bool
+	}{
+		{"IpAddress never substitutes", policyCondition{"IpAddress", "aws:VpcSourceIp", []string{"${aws:EC2InstanceSourcePrivateIPv4}"}}, own, false, false},
+		{"IpAddress with a literal block", policyCondition{"IpAddress", "aws:VpcSourceIp", []string{"10.0.0.0/16"}}, own, true, false},
+		{"StringEquals substitutes", policyCondition{"StringEquals", "aws:EC2InstanceSourcePrivateIPv4", []string{"${aws:VpcSourceIp}"}}, own, true, false},
+		{"StringEquals from another address", policyCondition{"StringEquals", "aws:EC2InstanceSourcePrivateIPv4", []string{"${aws:VpcSourceIp}"}}, other, false, false},
+		{"ArnEquals substitutes", policyCondition{"ArnEquals", "ec2:SourceInstanceARN", []string{arn[:strings.LastIndex(arn, "/")+1] + "i-0abc"}}, own, true, false},
+		{"a variable of an absent key matches nothing", policyCondition{"StringEquals", "aws:EC2InstanceSourceVPC", []string{"${aws:SourceVpc}"}}, func() request { r := own; r.sourceVPC = ""; return r }(), false, false},
+		{"ForAllValues on an absent key holds", policyCondition{"ForAllValues:StringEquals", "dynamodb:Attributes", []string{"pk"}}, own, true, false},
+		{"NumericEquals is not modelled", policyCondition{"NumericEquals", "aws:MultiFactorAuthAge", []string{"1"}}, own, false, true},
+	}
+	for _, tc := range tests {
+		got, err := tc.c.holds(tc.r)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("%s: holds = %v, %v; want %v (error %v)", tc.name, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
