@@ -132,7 +132,7 @@ type data struct {
 	Arches                                                                 []archData
 	PreRunnerB64                                                           string
 	AgentArgs                                                              string
-	JobAccessApt, JobAccessDNF                                             string // packages the class's job access needs
+	JobAccessApt, JobAccessDNF, JobAccessCmds                              string // packages the class's job access needs, and the commands they bring
 	ParamsLine                                                             string // base64 JSON of Params without the pre-runner script
 	BlockJobMetadata                                                       bool
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
@@ -182,7 +182,7 @@ func Render(p Params) (string, error) {
 	}
 	if p.JobAccess != "" && p.JobAccess != config.JobAccessUser {
 		args = append(args, "-job-access", p.JobAccess)
-		d.JobAccessApt, d.JobAccessDNF = jobAccessPackages(p.JobAccess)
+		d.JobAccessApt, d.JobAccessDNF, d.JobAccessCmds = jobAccessPackages(p.JobAccess)
 	}
 	d.AgentArgs = strings.Join(args, " ") // every element is from a validated, space-free character set
 
@@ -204,15 +204,16 @@ var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| ba
 
 // jobAccessPackages are the Debian/Ubuntu and Fedora/Amazon Linux packages a job access needs: rootful
 // Docker and sudo for root; for docker, Docker with rootlesskit, slirp4netns and newuidmap (the
-// rootless daemon the agent runs as the runner user).
-func jobAccessPackages(access string) (apt, dnf string) {
+// rootless daemon the agent runs as the runner user), and the commands that show them installed (a
+// prepared image has them all, and the user data then installs nothing).
+func jobAccessPackages(access string) (apt, dnf, cmds string) {
 	switch access {
 	case config.JobAccessRoot:
-		return "docker.io sudo", "docker sudo"
+		return "docker.io sudo", "docker sudo", "dockerd sudo"
 	case config.JobAccessDocker:
-		return "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils"
+		return "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils", "dockerd rootlesskit slirp4netns newuidmap"
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // Class is what a runner class adds to the user data it launches with.

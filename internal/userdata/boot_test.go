@@ -1,0 +1,80 @@
+package userdata
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestRenderPackageStep: every variant refreshes the package lists before any install, installs in
+// one apt step that waits for the package locks, never runs the runner's installdependencies.sh
+// (which exits 1 on Amazon Linux 2023) and installs the runner's dependencies with dnf there. The
+// script runs on the real Debian system in TestUserDataOnDebian (os_test.go).
+func TestRenderPackageStep(t *testing.T) {
+	t.Parallel()
+	aptInstall := regexp.MustCompile(`apt(-get|_get) install`)
+	for _, tc := range append(goldenCases, struct {
+		name string
+		p    func(*Params)
+	}{"job-access-docker", func(p *Params) { p.JobAccess = "docker" }}, struct {
+		name string
+		p    func(*Params)
+	}{"job-access-root", func(p *Params) { p.JobAccess = "root" }}) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			script := render(t, tc.p)
+			installs := aptInstall.FindAllStringIndex(script, -1)
+			if len(installs) != 1 {
+				t.Fatalf("%d apt installs in the script, want one package step", len(installs))
+			}
+			if update := strings.Index(script, "apt_get update"); update < 0 || update > installs[0][0] {
+				t.Errorf("apt-get update (at %d) does not come before the install (at %d)", update, installs[0][0])
+			}
+			for _, want := range []string{
+				"-o DPkg::Lock::Timeout=600",                                                // the install waits for the dpkg lock
+				"until DEBIAN_FRONTEND=noninteractive apt-get",                              // a held lists lock is retried
+				"want '' 'lttng-ust openssl-libs krb5-libs zlib libicu'",                    // AL2023: the runner's dependencies with dnf
+				`dnf install -y "${dnf_pkgs[@]}"`,                                           // in one dnf step
+				"FAILED (exit $1) at line $2",                                               // a failure names its step
+				`echo "${RUNNER_VERSION} ${runner_sha256}" > "${STATE_DIR}/runner.release"`, // what a prepared runner is checked by
+			} {
+				if !strings.Contains(script, want) {
+					t.Errorf("script lacks %q", want)
+				}
+			}
+			if strings.Contains(script, "installdependencies.sh\"") || strings.Contains(script, "bin/installdependencies.sh\n") {
+				t.Errorf("script runs the runner's installdependencies.sh")
+			}
+		})
+	}
+}
+
+// TestRenderSkipsPreparedRunner: the runner download, its extraction and the dependency install all
+// sit behind the check of an installed runner (runner.release and its manifest), and the agent download
+// behind the check of the installed agent's SHA-256.
+func TestRenderSkipsPreparedRunner(t *testing.T) {
+	t.Parallel()
+	script := render(t, func(p *Params) { p.Arch = ArchX64 })
+	guard := strings.Index(script, "if ! $runner_ok; then\n  fetch ")
+	download := strings.Index(script, "actions-runner-linux-${arch}-${RUNNER_VERSION}.tar.gz")
+	if guard < 0 || download < guard {
+		t.Errorf("the runner download is not behind the prepared-runner check")
+	}
+	if agentGuard, fetch := strings.Index(script, "if agent_ready; then"), strings.Index(script, `fetch "${agent_url}"`); agentGuard < 0 || fetch < agentGuard {
+		t.Errorf("the agent download is not behind the installed-agent check")
+	}
+	for _, want := range []string{
+		`sha256sum --check --quiet --strict "${STATE_DIR}/runner.sha256"`,
+		`echo "${agent_sha256}  ${AGENT_PATH}" | sha256sum --check --status --strict -`,
+		`if ! $runner_ok || [ "${#apt_pkgs[@]}" -gt 0 ]; then`, // nothing to install, no apt-get update
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script lacks %q", want)
+		}
+	}
+	// Bake mode stops before anything of an instance: the metadata call, the units.
+	bake, imds := strings.Index(script, `if [ "${MODE}" = bake ]; then`), strings.Index(script, "instance_id=$(imds instance-id)")
+	if bake < 0 || imds < bake || strings.Index(script, "systemctl enable") < bake {
+		t.Errorf("bake mode does not stop before the instance's own steps")
+	}
+}
