@@ -1,4 +1,4 @@
-// Table tests of runner class and warm pool validation, strict decoding and the spec hash.
+// Table tests of runner class and warm pool validation, decoding and the spec hash.
 package config
 
 import (
@@ -159,9 +159,11 @@ func TestDecode(t *testing.T) {
 	cases := []struct {
 		name, kind, item, spec, want string
 	}{
-		{"unknown field", "class", "small", `{"name":"small","gpu":1}`, `runner class "small": decoding its spec: json: unknown field "gpu"`},
-		{"unknown nested field", "pool", "p", `{"name":"p","runner_class":"c","timezone":"UTC","schedules":[{"name":"d","hot":1,"warm":2}]}`,
-			`warm pool "p": decoding its spec: json: unknown field "warm"`},
+		{"required unknown field", "class", "small", `{"name":"small","gpu":1,"requires":["gpu"]}`,
+			`runner class "small": decoding its spec: the spec requires fields this reconciler does not know: ["gpu"]`},
+		{"required unknown nested field", "pool", "p", `{"name":"p","runner_class":"c","timezone":"UTC","schedules":[{"name":"d","hot":1,"warm":2}],"requires":["schedules.warm","schedules.hot"]}`,
+			`warm pool "p": decoding its spec: the spec requires fields this reconciler does not know: ["schedules.warm"]`},
+		{"bad requires", "pool", "p", `{"name":"p","runner_class":"c","timezone":"UTC","schedules":[],"requires":"timezone"}`, `warm pool "p": decoding its spec: requires:`},
 		{"name mismatch", "pool", "p", `{"name":"q","runner_class":"c","timezone":"UTC","schedules":[]}`, `warm pool "p": its spec names "q"`},
 		{"trailing data", "pool", "p", `{"name":"p","runner_class":"c","timezone":"UTC","schedules":[]} {}`, `warm pool "p": decoding its spec: unexpected data`},
 		{"bad duration", "class", "small", `{"name":"small","max_runtime":"six hours"}`, `runner class "small": decoding its spec: duration "six hours"`},

@@ -128,10 +128,10 @@ func TestLoadReportsBadItemsAndKeepsTheRest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw(store.ConfigRunnerClass, "gpu", `{"name":"gpu","gpus":1}`)
+	raw(store.ConfigRunnerClass, "gpu", `{"name":"gpu","gpus":1,"requires":["gpus"]}`)
 	raw(store.ConfigWarmPool, "orphan", `{"name":"orphan","runner_class":"gone","timezone":"UTC","schedules":[{"name":"default","hot":1,"stopped":0}]}`)
 	raw(store.ConfigWarmPool, "gpu-pool", `{"name":"gpu-pool","runner_class":"gpu","timezone":"UTC","schedules":[]}`)
-	raw(store.ConfigWarmPool, "newer", `{"name":"newer","runner_class":"small-x64","timezone":"UTC","schedules":[],"spot_hot":true}`)
+	raw(store.ConfigWarmPool, "newer", `{"name":"newer","runner_class":"small-x64","timezone":"UTC","schedules":[],"spot_hot":true,"requires":["spot_hot"]}`)
 
 	snap, err := repo.Load(ctx)
 	if err != nil {
@@ -141,9 +141,9 @@ func TestLoadReportsBadItemsAndKeepsTheRest(t *testing.T) {
 		t.Fatalf("valid items not loaded: %+v", snap)
 	}
 	want := []string{
-		`runner class "gpu": decoding its spec: json: unknown field "gpus"`,
+		`runner class "gpu": decoding its spec: the spec requires fields this reconciler does not know: ["gpus"] (upgrade the reconciler)`,
 		`warm pool "gpu-pool": its runner class "gpu" is invalid`,
-		`warm pool "newer": decoding its spec: json: unknown field "spot_hot"`,
+		`warm pool "newer": decoding its spec: the spec requires fields this reconciler does not know: ["spot_hot"] (upgrade the reconciler)`,
 		`warm pool "orphan": runner class "gone": unknown runner class`,
 	}
 	if len(snap.Problems) != len(want) {

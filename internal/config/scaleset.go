@@ -88,7 +88,7 @@ func (s ScaleSet) Group() string {
 // DecodeScaleSet decodes and validates the stored spec of the scale set named name.
 func DecodeScaleSet(name string, spec []byte) (ScaleSet, error) {
 	var s ScaleSet
-	if err := decodeStrict(spec, &s); err != nil {
+	if err := decodeSpec(spec, &s); err != nil {
 		return ScaleSet{}, fmt.Errorf("scale set %q: decoding its spec: %w", name, err)
 	}
 	if s.Name != name {

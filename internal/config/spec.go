@@ -1,16 +1,18 @@
-// The stored form of runner classes and warm pools: strict JSON (an unknown field is an error naming
-// the item, so a spec written by a newer provider is never half-read), and the spec hash that tags
+// The stored form of runner classes and warm pools: JSON read tolerantly (a field this reader does not
+// know is ignored, unless the spec lists it as required; see decodeSpec), and the spec hash that tags
 // warm-pool instances for rollouts.
 package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -54,23 +56,70 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Std is the duration as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 
-// decodeStrict decodes exactly one JSON value, refusing unknown fields and trailing data.
-func decodeStrict(data []byte, v any) error {
+// decodeSpec decodes exactly one JSON value into v (a pointer to a struct), tolerating fields it
+// does not know: a spec written by a newer provider, with a field this reader predates, is read for
+// what this reader knows, so the provider and the reconciler can be upgraded in any order
+// (docs/upgrading.md). A field whose meaning must not be missed (one that restricts what instances
+// may do, say) is named by the writer in the spec's "requires" list, as a JSON path of field names
+// ("reuse", "schedules.warm"); a reader that does not know a field listed there refuses the whole
+// spec, so the item is left out as it was under strict decoding. Trailing data is refused.
+func decodeSpec(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("unexpected data after the spec")
 	}
+	var req struct {
+		Requires []string `json:"requires"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return fmt.Errorf("requires: %w", err)
+	}
+	var unknown []string
+	for _, p := range req.Requires {
+		if !knowsField(reflect.TypeOf(v), strings.Split(p, ".")) {
+			unknown = append(unknown, p)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("the spec requires fields this reconciler does not know: %q (upgrade the reconciler)", unknown)
+	}
 	return nil
+}
+
+// knowsField reports whether the JSON path of field names exists in t (through pointers, slices,
+// arrays and maps to structs).
+func knowsField(t reflect.Type, path []string) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if len(path) == 0 {
+		return true
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	if path[0] == "requires" && len(path) == 1 {
+		return true
+	}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && knowsField(f.Type, path) {
+			return true // an embedded struct's fields are the outer object's
+		}
+		if f.IsExported() && name != "-" && cmp.Or(name, f.Name) == path[0] {
+			return knowsField(f.Type, path[1:])
+		}
+	}
+	return false
 }
 
 // DecodeRunnerClass decodes and validates the stored spec of the runner class named name.
 func DecodeRunnerClass(name string, spec []byte) (RunnerClass, error) {
 	var rc RunnerClass
-	if err := decodeStrict(spec, &rc); err != nil {
+	if err := decodeSpec(spec, &rc); err != nil {
 		return RunnerClass{}, fmt.Errorf("runner class %q: decoding its spec: %w", name, err)
 	}
 	if rc.Name != name {
@@ -85,7 +134,7 @@ func DecodeRunnerClass(name string, spec []byte) (RunnerClass, error) {
 // DecodeWarmPool decodes and validates the stored spec of the warm pool named name.
 func DecodeWarmPool(name string, spec []byte) (WarmPool, error) {
 	var p WarmPool
-	if err := decodeStrict(spec, &p); err != nil {
+	if err := decodeSpec(spec, &p); err != nil {
 		return WarmPool{}, fmt.Errorf("warm pool %q: decoding its spec: %w", name, err)
 	}
 	if p.Name != name {
