@@ -9,14 +9,17 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 )
 
@@ -50,6 +53,8 @@ type userDataModel struct {
 	Rendered        types.String   `tfsdk:"rendered"`
 	RenderedBase64  types.String   `tfsdk:"rendered_base64"`
 	RunnerVersion   types.String   `tfsdk:"runner_version"`
+	RunnerSHA256X64 types.String   `tfsdk:"runner_sha256_x64"`
+	RunnerSHA256ARM types.String   `tfsdk:"runner_sha256_arm64"`
 }
 
 var sha256RE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
@@ -157,10 +162,64 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 				Computed:            true,
 			},
 			"runner_version": schema.StringAttribute{
-				MarkdownDescription: "The GitHub Actions runner version the script installs.",
-				Computed:            true,
+				MarkdownDescription: fmt.Sprintf("The GitHub Actions runner version the script installs. Unset, it is the release this "+
+					"provider was built with (%s); the reconciler renders the current release it reads from GitHub into each class's "+
+					"launch template version anyway. Set, it pins a version (give `runner_sha256_x64` and/or `runner_sha256_arm64`, "+
+					"as the architectures need, from the release notes). GitHub refuses to configure or register a runner below %s, "+
+					"so an older version is refused at plan time.", userdata.RunnerVersion, runnerversion.Floor),
+				Optional:   true,
+				Computed:   true,
+				Validators: []validator.String{check("runner version", "a runner version of "+runnerversion.Floor+" or later", checkRunnerVersion)},
 			},
+			"runner_sha256_x64":   runnerChecksum("x64"),
+			"runner_sha256_arm64": runnerChecksum("arm64"),
 		},
+	}
+}
+
+// checkRunnerVersion refuses a runner version GitHub would not register.
+func checkRunnerVersion(s string) error {
+	_, err := runnerversion.CheckFloor(s)
+	return err
+}
+
+// runnerChecksum is the attribute of a pinned runner's checksum for arch.
+func runnerChecksum(arch string) schema.StringAttribute {
+	return schema.StringAttribute{
+		MarkdownDescription: fmt.Sprintf("SHA-256 of `actions-runner-linux-%s-<runner_version>.tar.gz`, from the release notes. "+
+			"Required with `runner_version` unless `arch` excludes %s.", arch, arch),
+		Optional:   true,
+		Validators: []validator.String{check("runner checksum", "64 hexadecimal digits", sha256Hex)},
+	}
+}
+
+func sha256Hex(s string) error {
+	if !sha256RE.MatchString(s) {
+		return fmt.Errorf("%q: want 64 hexadecimal digits", s)
+	}
+	return nil
+}
+
+// validateRunnerPin requires the checksums a pinned runner version needs for the chosen architecture.
+func validateRunnerPin(m userDataModel, diags *diag.Diagnostics) {
+	if m.RunnerVersion.IsUnknown() {
+		return
+	}
+	if m.RunnerVersion.IsNull() {
+		if !m.RunnerSHA256X64.IsNull() || !m.RunnerSHA256ARM.IsNull() {
+			diags.AddAttributeError(path.Root("runner_version"), "Runner checksum without a version",
+				"runner_sha256_x64 and runner_sha256_arm64 are the checksums of a pinned runner_version: set it, or remove them.")
+		}
+		return
+	}
+	arch := m.Arch.ValueString()
+	if arch != string(userdata.ArchARM64) && m.RunnerSHA256X64.IsNull() {
+		diags.AddAttributeError(path.Root("runner_sha256_x64"), "Missing runner checksum",
+			"runner_sha256_x64 is required with runner_version unless arch = \"arm64\".")
+	}
+	if arch != string(userdata.ArchX64) && m.RunnerSHA256ARM.IsNull() {
+		diags.AddAttributeError(path.Root("runner_sha256_arm64"), "Missing runner checksum",
+			"runner_sha256_arm64 is required with runner_version unless arch = \"x64\".")
 	}
 }
 
@@ -180,6 +239,7 @@ func (d *UserDataDataSource) ValidateConfig(ctx context.Context, req datasource.
 		resp.Diagnostics.AddAttributeError(path.Root("agent_arm64"), "Missing agent binary",
 			"agent_arm64 is required unless arch = \"x64\".")
 	}
+	validateRunnerPin(m, &resp.Diagnostics)
 }
 
 func (d *UserDataDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
@@ -206,6 +266,10 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 	if a := m.AgentARM64; a != nil {
 		p.AgentARM64 = userdata.Artifact{URL: a.URL.ValueString(), SHA256: a.SHA256.ValueString()}
 	}
+	if !m.RunnerVersion.IsNull() {
+		p.Runner = &userdata.RunnerPin{Version: m.RunnerVersion.ValueString(),
+			SHA256X64: strings.ToLower(m.RunnerSHA256X64.ValueString()), SHA256ARM64: strings.ToLower(m.RunnerSHA256ARM.ValueString())}
+	}
 	script, err := userdata.Render(p)
 	if err != nil {
 		addError(&resp.Diagnostics, "Cannot render the user data", "The parameters were refused by the renderer.", err)
@@ -213,6 +277,7 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 	}
 	m.Rendered = types.StringValue(script)
 	m.RenderedBase64 = types.StringValue(base64.StdEncoding.EncodeToString([]byte(script)))
-	m.RunnerVersion = types.StringValue(userdata.RunnerVersion)
+	pin, _ := userdata.RunnerOf(script)
+	m.RunnerVersion = types.StringValue(pin.Version)
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }

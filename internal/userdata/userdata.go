@@ -30,19 +30,14 @@ import (
 	"text/template"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
 
-// RunnerVersion is the GitHub Actions runner version every instance installs. It is pinned (and the
-// runner started with --disableupdate) so all instances of a pool run the same, verified runner.
-// GitHub stops sending jobs to runners that fall too far behind the latest release: bump it (with both
-// checksums, from the release notes) as part of the regular dependency updates.
-const RunnerVersion = "2.319.0"
-
-// runnerSHA256 are the SHA-256 checksums of actions-runner-linux-<arch>-<RunnerVersion>.tar.gz.
-var runnerSHA256 = map[Arch]string{
-	ArchX64:   "52b8f9c5abb1a47cc506185a1a20ecea19daf0d94bbf4ddde7e617e7be109b14",
-	ArchARM64: "524e75dc384ba8289fcea4914eb210f10c8c4e143213cef7d28f0c84dd2d017c",
-}
+// RunnerVersion is the GitHub Actions runner version instances install unless Params.Runner pins
+// another: the release compiled in (runnerversion.Default). The runner is started with
+// --disableupdate, so the reconciler renders the current release it reads from GitHub into each
+// class's launch template version (WithRunner), and idle instances left behind are upgraded or retired.
+var RunnerVersion = runnerversion.Default.Version
 
 // DefaultRunnerBaseURL is where runner releases are downloaded from.
 const DefaultRunnerBaseURL = "https://github.com/actions/runner/releases/download"
@@ -110,6 +105,30 @@ type Params struct {
 	// installs what the grant needs and passes it to the agent (-job-access), which applies it at its
 	// first start. The reconciler sets it in the class's launch template version (WithClass).
 	JobAccess string `json:",omitempty"` // omitted when empty: user data rendered before it existed re-renders the same
+	// Runner pins the Actions runner release to install (version and SHA-256 per architecture); the
+	// compiled-in runnerversion.Default when nil. A version below runnerversion.Floor is refused.
+	Runner *RunnerPin `json:",omitempty"`
+}
+
+// RunnerPin is a runner release the user data installs: its version and the SHA-256 of
+// actions-runner-linux-<arch>-<version>.tar.gz for each architecture the script supports.
+type RunnerPin struct {
+	Version     string
+	SHA256X64   string `json:",omitempty"`
+	SHA256ARM64 string `json:",omitempty"`
+}
+
+// PinOf is the pin of a release.
+func PinOf(r runnerversion.Release) RunnerPin {
+	return RunnerPin{Version: r.Version, SHA256X64: r.Linux[runnerversion.ArchX64].SHA256, SHA256ARM64: r.Linux[runnerversion.ArchARM64].SHA256}
+}
+
+// runner is the pin the script installs.
+func (p Params) runner() RunnerPin {
+	if p.Runner != nil {
+		return *p.Runner
+	}
+	return PinOf(runnerversion.Default)
 }
 
 //go:embed userdata.sh.tmpl
@@ -154,15 +173,15 @@ func Render(p Params) (string, error) {
 	}
 	p.RunnerBaseURL = strings.TrimRight(p.RunnerBaseURL, "/")
 	d := data{
-		Params: p, RunnerVersion: RunnerVersion,
+		Params: p, RunnerVersion: p.runner().Version,
 		AgentPath: AgentPath, RunnerDir: RunnerDir, RunnerUser: RunnerUser, StateDir: StateDir,
 		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName, BlockJobMetadata: !p.AllowJobMetadata,
 	}
 	if p.Arch != ArchARM64 {
-		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), runnerSHA256[ArchX64]})
+		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), strings.ToLower(p.runner().SHA256X64)})
 	}
 	if p.Arch != ArchX64 {
-		d.Arches = append(d.Arches, archData{ArchARM64, "aarch64|arm64", p.AgentARM64.URL, strings.ToLower(p.AgentARM64.SHA256), runnerSHA256[ArchARM64]})
+		d.Arches = append(d.Arches, archData{ArchARM64, "aarch64|arm64", p.AgentARM64.URL, strings.ToLower(p.AgentARM64.SHA256), strings.ToLower(p.runner().SHA256ARM64)})
 	}
 	if p.PreRunnerScript != "" {
 		d.PreRunnerB64 = base64.StdEncoding.EncodeToString([]byte(p.PreRunnerScript))
@@ -349,6 +368,7 @@ func (p Params) Validate() error {
 	if err := config.ValidateJobAccess(p.JobAccess); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, p.checkRunner()...)
 	if strings.ContainsRune(p.PreRunnerScript, 0) {
 		errs = append(errs, errors.New("pre-runner script contains a NUL byte"))
 	}
@@ -356,6 +376,51 @@ func (p Params) Validate() error {
 		return fmt.Errorf("user data parameters: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkRunner checks the pinned runner: a version GitHub registers, and a checksum for each
+// architecture the script supports.
+func (p Params) checkRunner() []error {
+	if p.Runner == nil {
+		return nil
+	}
+	var errs []error
+	if _, err := runnerversion.CheckFloor(p.Runner.Version); err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range []struct {
+		arch Arch
+		sum  string
+	}{{ArchX64, p.Runner.SHA256X64}, {ArchARM64, p.Runner.SHA256ARM64}} {
+		if (p.Arch == ArchAny || p.Arch == c.arch) && !sha256Re.MatchString(c.sum) {
+			errs = append(errs, fmt.Errorf("runner %s SHA-256 (%s) %q: want 64 hexadecimal digits", p.Runner.Version, c.arch, c.sum))
+		}
+	}
+	return errs
+}
+
+// WithRunner re-renders user data that Render produced with the runner release pin, every other
+// parameter as it was rendered. It is how the current release the reconciler reads from GitHub reaches
+// a class's instances: the result goes into the class's launch template version.
+func WithRunner(userData string, pin RunnerPin) (string, error) {
+	p, err := paramsOf(userData)
+	if err != nil {
+		return "", err
+	}
+	if p.PreRunnerScript, err = PreRunnerScriptOf(userData); err != nil {
+		return "", err
+	}
+	p.Runner = &pin
+	return Render(p)
+}
+
+// RunnerOf returns the runner release rendered into user data (ok false when not runnerpool's).
+func RunnerOf(userData string) (pin RunnerPin, ok bool) {
+	p, err := paramsOf(userData)
+	if err != nil {
+		return RunnerPin{}, false
+	}
+	return p.runner(), true
 }
 
 func checkArtifact(what string, a Artifact) []error {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -137,7 +139,7 @@ func TestRenderContent(t *testing.T) {
 		"sha256sum --check",
 		"actions-runner-linux-${arch}-${RUNNER_VERSION}.tar.gz",
 		"readonly RUNNER_VERSION='" + RunnerVersion + "'",
-		runnerSHA256[ArchX64], runnerSHA256[ArchARM64],
+		PinOf(runnerversion.Default).SHA256X64, PinOf(runnerversion.Default).SHA256ARM64,
 		"useradd", "systemctl enable --now " + ServiceName,
 		"-table runnerpool-prod -region eu-central-1 -notice imds-tags -runner actions",
 		"-pre-runner-script " + PreRunnerPath,
@@ -161,7 +163,7 @@ func TestRenderContent(t *testing.T) {
 	if idKeys := render(t, func(p *Params) { p.InstanceKeys = KeysID }); !strings.Contains(idKeys, " -instance-keys id") {
 		t.Errorf("instance keys id not passed to the agent")
 	}
-	if strings.Contains(without, "pre-runner") || strings.Contains(without, runnerSHA256[ArchARM64]) {
+	if strings.Contains(without, "pre-runner") || strings.Contains(without, PinOf(runnerversion.Default).SHA256ARM64) {
 		t.Errorf("x64 script without pre-runner mentions a pre-runner or the arm64 runner")
 	}
 	if strings.Contains(withPre, "169.254.169.254/latest/meta-data") && !strings.Contains(withPre, "X-aws-ec2-metadata-token: ${token}") {
