@@ -36,17 +36,42 @@ func (durationByValue) PlanModifyString(_ context.Context, req planmodifier.Stri
 	}
 }
 
-// sameValues reports whether two models (structs of attr.Value fields) hold equal values.
-func sameValues[M any](a, b M) bool {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	for i := range va.NumField() {
-		x, ok1 := va.Field(i).Interface().(attr.Value)
-		y, ok2 := vb.Field(i).Interface().(attr.Value)
-		if !ok1 || !ok2 || !x.Equal(y) {
+// sameValuesExcept reports whether two models hold equal values in every field but the one named
+// skip: attr.Value fields compare by value, nested blocks (structs and slices of them) field by field.
+func sameValuesExcept[M any](a, b M, skip string) bool {
+	return sameValue(reflect.ValueOf(a), reflect.ValueOf(b), skip)
+}
+
+func sameValue(a, b reflect.Value, skip string) bool {
+	if x, ok := a.Interface().(attr.Value); ok {
+		y, ok := b.Interface().(attr.Value)
+		return ok && x.Equal(y)
+	}
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if a.Type().Field(i).Name != skip && !sameValue(a.Field(i), b.Field(i), "") {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice:
+		if a.Len() != b.Len() {
 			return false
 		}
+		for i := range a.Len() {
+			if !sameValue(a.Index(i), b.Index(i), "") {
+				return false
+			}
+		}
+		return true
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return sameValue(a.Elem(), b.Elem(), "")
 	}
-	return true
+	return false
 }
 
 // Phrases markReplacement appends to attribute descriptions.

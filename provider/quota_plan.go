@@ -61,6 +61,7 @@ func (r *RunnerClassResource) ModifyPlan(ctx context.Context, req resource.Modif
 // ModifyPlan refuses schedules that would keep more instances than the pool's runner class caps,
 // with the class's other warm pools in the table.
 func (r *WarmPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	r.keepStoredVersion(ctx, req, resp)
 	if req.Plan.Raw.IsNull() || r.c == nil {
 		return
 	}

@@ -6,9 +6,7 @@ package provider
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -21,12 +19,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
 var (
@@ -36,10 +32,16 @@ var (
 )
 
 // NewRunnerClassResource returns the runnerpool_runner_class resource.
-func NewRunnerClassResource() resource.Resource { return &RunnerClassResource{} }
+func NewRunnerClassResource() resource.Resource {
+	return &RunnerClassResource{configItemResource[runnerClassModel, config.RunnerClass, *runnerClassModel]{kind: itemKind[config.RunnerClass]{
+		what: "runner class", get: (*config.Repository).GetRunnerClass, put: (*config.Repository).PutRunnerClass, del: (*config.Repository).DeleteRunnerClass,
+	}}}
+}
 
 // RunnerClassResource manages a runner class.
-type RunnerClassResource struct{ c *clients }
+type RunnerClassResource struct {
+	configItemResource[runnerClassModel, config.RunnerClass, *runnerClassModel]
+}
 
 type runnerClassModel struct {
 	ID               types.String `tfsdk:"id"`
@@ -332,9 +334,8 @@ func (r *RunnerClassResource) ValidateConfig(ctx context.Context, req resource.V
 	}
 }
 
-func (r *RunnerClassResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = providerData(req.ProviderData, &resp.Diagnostics)
-}
+func (m *runnerClassModel) key() (string, string)      { return keyOf(m.Table, m.Name) }
+func (m *runnerClassModel) storedVersion() types.Int64 { return m.Version }
 
 // toConfig converts the plan into the domain model.
 func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, diag.Diagnostics) {
@@ -413,144 +414,6 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 		}())
 	}
 	m.Version = types.Int64Value(version)
-}
-
-func (r *RunnerClassResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan runnerClassModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// Version 0: the item must not exist yet.
-	r.write(ctx, plan, 0, &resp.State, &resp.Diagnostics)
-}
-
-func (r *RunnerClassResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state runnerClassModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	rc, version, err := r.c.repo(table).GetRunnerClass(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		// Deleted out of band (or its table is gone): forget it, so the next plan re-creates it.
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addError(&resp.Diagnostics, "Cannot read the runner class",
-			fmt.Sprintf("Reading runner class %q from table %s failed. If the stored item is invalid, fix or delete it in the table.", name, table), err)
-		return
-	}
-	state.fromConfig(table, rc, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
-}
-
-func (r *RunnerClassResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state runnerClassModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// The stored version must still be the one in state: a concurrent change is a conflict, not
-	// silently overwritten.
-	r.write(ctx, plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
-}
-
-// write stores the planned runner class if its stored version is expectVersion, and sets the state.
-func (r *RunnerClassResource) write(ctx context.Context, plan runnerClassModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
-	rc, d := plan.toConfig(ctx)
-	diags.Append(d...)
-	if diags.HasError() {
-		return
-	}
-	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutRunnerClass(ctx, rc, expectVersion)
-	if err != nil {
-		configWriteError(diags, "runner class", table, rc.Name, err)
-		return
-	}
-	plan.fromConfig(table, rc, version)
-	diags.Append(state.Set(ctx, plan)...)
-}
-
-func (r *RunnerClassResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state runnerClassModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	err := r.c.repo(table).DeleteRunnerClass(ctx, name)
-	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
-	case errors.Is(err, config.ErrInUse):
-		addError(&resp.Diagnostics, "Runner class is in use",
-			fmt.Sprintf("Runner class %q in table %s is used by warm pools; destroy or move them first.", name, table), err)
-	default:
-		addError(&resp.Diagnostics, "Cannot delete the runner class", fmt.Sprintf("Deleting runner class %q from table %s failed.", name, table), err)
-	}
-}
-
-// ImportState imports "<table>/<name>".
-func (r *RunnerClassResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importTableItem(ctx, req, resp)
-}
-
-var importIDRE = regexp.MustCompile(`^([A-Za-z0-9_.-]{3,255})/([a-z0-9][a-z0-9_-]{0,62})$`)
-
-// importTableItem sets table and name from an import id "<table>/<name>".
-func importTableItem(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	m := importIDRE.FindStringSubmatch(req.ID)
-	if m == nil {
-		resp.Diagnostics.AddError("Invalid import id",
-			fmt.Sprintf("Import a configuration item as <table>/<name>, for example runnerpool-prod/small-x64; got %q.", req.ID))
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("table"), m[1])...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), m[2])...)
-}
-
-// configWriteError explains a failed configuration write.
-func configWriteError(diags *diag.Diagnostics, kind, table, name string, err error) {
-	switch {
-	case errors.Is(err, store.ErrNoTable):
-		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
-	case errors.Is(err, config.ErrUnknownRunnerClass):
-		diags.AddAttributeError(path.Root("runner_class"), "Unknown runner class",
-			fmt.Sprintf("The %s %q names a runner class that is not in table %s. Create it first (reference runnerpool_runner_class.<name>.name so Terraform orders the two).\n\nOriginal Error: %s",
-				kind, name, table, err))
-	case errors.Is(err, store.ErrConflict):
-		addError(diags, "Configuration item changed concurrently",
-			fmt.Sprintf("The %s %q in table %s exists already, or was changed since Terraform last read it. Run terraform apply -refresh-only "+
-				"(or import it, if Terraform does not manage it yet) and apply again.", kind, name, table), err)
-	case errors.Is(err, store.ErrNotFound):
-		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
-	default:
-		addError(diags, "Cannot write the "+kind, fmt.Sprintf("Writing %s %q to table %s failed.", kind, name, table), err)
-	}
-}
-
-// keepStoredVersion keeps the stored version when nothing else changes (part of ModifyPlan). Terraform marks the computed
-// version unknown as soon as the configuration differs from the state, before durationByValue
-// finds that "90m" is the state's "1h30m": without this, a spelling would plan an update.
-func (r *RunnerClassResource) keepStoredVersion(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
-		return
-	}
-	var state, plan runnerClassModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || !plan.Version.IsUnknown() {
-		return
-	}
-	plan.Version = state.Version
-	if sameValues(plan, state) {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("version"), state.Version)...)
-	}
 }
 
 // storedJobAccess stores "user" as the default (empty), so the spec hash of a class written before

@@ -5,22 +5,18 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
 var (
@@ -29,10 +25,19 @@ var (
 )
 
 // NewScaleSetResource returns the runnerpool_scale_set resource.
-func NewScaleSetResource() resource.Resource { return &ScaleSetResource{} }
+func NewScaleSetResource() resource.Resource {
+	return &ScaleSetResource{configItemResource[scaleSetModel, config.ScaleSet, *scaleSetModel]{kind: itemKind[config.ScaleSet]{
+		what: "scale set", get: (*config.Repository).GetScaleSet, put: (*config.Repository).PutScaleSet, del: (*config.Repository).DeleteScaleSet,
+	}}}
+}
 
-// ScaleSetResource manages a scale set item.
-type ScaleSetResource struct{ c *clients }
+// ScaleSetResource manages a scale set item. Deleting it removes the item: the listener lets go of
+// the session on its next resync, and the reconciler deletes the scale set at GitHub once no
+// instance of the deployment still runs one of its jobs (reconciler/scalesets' registry), whichever
+// replica notices first.
+type ScaleSetResource struct {
+	configItemResource[scaleSetModel, config.ScaleSet, *scaleSetModel]
+}
 
 type scaleSetModel struct {
 	ID          types.String `tfsdk:"id"`
@@ -107,19 +112,15 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 	}
 }
 
-func (r *ScaleSetResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = providerData(req.ProviderData, &resp.Diagnostics)
-}
+func (m *scaleSetModel) key() (string, string)      { return keyOf(m.Table, m.Name) }
+func (m *scaleSetModel) storedVersion() types.Int64 { return m.Version }
 
-func (m scaleSetModel) toConfig(ctx context.Context) (config.ScaleSet, error) {
+func (m scaleSetModel) toConfig(ctx context.Context) (config.ScaleSet, diag.Diagnostics) {
 	labels, diags := stringList(ctx, m.Labels)
-	if diags.HasError() {
-		return config.ScaleSet{}, errors.New("labels are not a list of strings")
-	}
 	return config.ScaleSet{
 		Name: m.Name.ValueString(), WarmPool: m.WarmPool.ValueString(), Scope: m.Scope.ValueString(),
 		RunnerGroup: m.RunnerGroup.ValueString(), Labels: labels, MaxRunners: int(m.MaxRunners.ValueInt64()),
-	}, nil
+	}, diags
 }
 
 func (m *scaleSetModel) fromConfig(table string, s config.ScaleSet, version int64) {
@@ -132,84 +133,4 @@ func (m *scaleSetModel) fromConfig(table string, s config.ScaleSet, version int6
 	m.Labels = listValue(s.Labels, m.Labels)
 	m.MaxRunners = types.Int64Value(int64(s.MaxRunners))
 	m.Version = types.Int64Value(version)
-}
-
-func (r *ScaleSetResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan scaleSetModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if !resp.Diagnostics.HasError() {
-		r.write(ctx, &plan, 0, &resp.State, &resp.Diagnostics)
-	}
-}
-
-// write stores the planned scale set if its stored version is expectVersion.
-func (r *ScaleSetResource) write(ctx context.Context, plan *scaleSetModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
-	s, err := plan.toConfig(ctx)
-	table := plan.Table.ValueString()
-	if err != nil {
-		diags.AddError("Invalid scale set", err.Error())
-		return
-	}
-	version, err := r.c.repo(table).PutScaleSet(ctx, s, expectVersion)
-	switch {
-	case errors.Is(err, config.ErrUnknownWarmPool):
-		diags.AddAttributeError(path.Root("warm_pool"), "Unknown warm pool",
-			fmt.Sprintf("The scale set %q names a warm pool that is not in table %s. Create it first (reference runnerpool_warm_pool.<name>.name so Terraform orders the two).\n\nOriginal Error: %s", s.Name, table, err))
-		return
-	case err != nil:
-		configWriteError(diags, "scale set", table, s.Name, err)
-		return
-	}
-	plan.fromConfig(table, s, version)
-	diags.Append(state.Set(ctx, plan)...)
-}
-
-func (r *ScaleSetResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state scaleSetModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	s, version, err := r.c.repo(table).GetScaleSet(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addError(&resp.Diagnostics, "Cannot read the scale set",
-			fmt.Sprintf("Reading scale set %q from table %s failed. If the stored item is invalid, fix or delete it in the table.", name, table), err)
-		return
-	}
-	state.fromConfig(table, s, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
-}
-
-func (r *ScaleSetResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state scaleSetModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if !resp.Diagnostics.HasError() {
-		r.write(ctx, &plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
-	}
-}
-
-// Delete removes the item: the listener lets go of the session on its next resync, and the
-// reconciler deletes the scale set at GitHub once no instance of the deployment still runs one of
-// its jobs (reconciler/scalesets' registry), whichever replica notices first.
-func (r *ScaleSetResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state scaleSetModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	if err := r.c.repo(table).DeleteScaleSet(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		addError(&resp.Diagnostics, "Cannot delete the scale set", fmt.Sprintf("Deleting scale set %q from table %s failed.", name, table), err)
-	}
-}
-
-// ImportState imports "<table>/<name>".
-func (r *ScaleSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importTableItem(ctx, req, resp)
 }

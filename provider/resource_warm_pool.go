@@ -16,12 +16,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
 var (
@@ -31,10 +29,16 @@ var (
 )
 
 // NewWarmPoolResource returns the runnerpool_warm_pool resource.
-func NewWarmPoolResource() resource.Resource { return &WarmPoolResource{} }
+func NewWarmPoolResource() resource.Resource {
+	return &WarmPoolResource{configItemResource[warmPoolModel, config.WarmPool, *warmPoolModel]{kind: itemKind[config.WarmPool]{
+		what: "warm pool", get: (*config.Repository).GetWarmPool, put: (*config.Repository).PutWarmPool, del: (*config.Repository).DeleteWarmPool,
+	}}}
+}
 
 // WarmPoolResource manages a warm pool.
-type WarmPoolResource struct{ c *clients }
+type WarmPoolResource struct {
+	configItemResource[warmPoolModel, config.WarmPool, *warmPoolModel]
+}
 
 type warmPoolModel struct {
 	ID          types.String    `tfsdk:"id"`
@@ -288,9 +292,8 @@ func (m warmPoolModel) scheduleSpec(ctx context.Context) (spec schedule.Spec, kn
 	return spec, true, diags
 }
 
-func (r *WarmPoolResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.c = providerData(req.ProviderData, &resp.Diagnostics)
-}
+func (m *warmPoolModel) key() (string, string)      { return keyOf(m.Table, m.Name) }
+func (m *warmPoolModel) storedVersion() types.Int64 { return m.Version }
 
 func (m warmPoolModel) toConfig(ctx context.Context) (config.WarmPool, diag.Diagnostics) {
 	spec, _, diags := m.scheduleSpec(ctx)
@@ -333,83 +336,4 @@ func (m *warmPoolModel) fromConfig(table string, p config.WarmPool, version int6
 		m.Schedules = append(m.Schedules, sm)
 	}
 	m.Version = types.Int64Value(version)
-}
-
-func (r *WarmPoolResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan warmPoolModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// Version 0: the item must not exist yet.
-	r.write(ctx, plan, 0, &resp.State, &resp.Diagnostics)
-}
-
-func (r *WarmPoolResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	var state warmPoolModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	p, version, err := r.c.repo(table).GetWarmPool(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		// Deleted out of band (or its table is gone): forget it, so the next plan re-creates it.
-		resp.State.RemoveResource(ctx)
-		return
-	}
-	if err != nil {
-		addError(&resp.Diagnostics, "Cannot read the warm pool",
-			fmt.Sprintf("Reading warm pool %q from table %s failed. If the stored item is invalid, fix or delete it in the table.", name, table), err)
-		return
-	}
-	state.fromConfig(table, p, version)
-	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
-}
-
-func (r *WarmPoolResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state warmPoolModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	// The stored version must still be the one in state: a concurrent change is a conflict, not
-	// silently overwritten.
-	r.write(ctx, plan, state.Version.ValueInt64(), &resp.State, &resp.Diagnostics)
-}
-
-// write stores the planned warm pool if its stored version is expectVersion, and sets the state.
-func (r *WarmPoolResource) write(ctx context.Context, plan warmPoolModel, expectVersion int64, state *tfsdk.State, diags *diag.Diagnostics) {
-	p, d := plan.toConfig(ctx)
-	diags.Append(d...)
-	if diags.HasError() {
-		return
-	}
-	table := plan.Table.ValueString()
-	version, err := r.c.repo(table).PutWarmPool(ctx, p, expectVersion)
-	if err != nil {
-		configWriteError(diags, "warm pool", table, p.Name, err)
-		return
-	}
-	plan.fromConfig(table, p, version)
-	diags.Append(state.Set(ctx, plan)...)
-}
-
-// Delete removes the pool's configuration; the reconciler's next cycle scales its instances to zero.
-func (r *WarmPoolResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state warmPoolModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	table, name := state.Table.ValueString(), state.Name.ValueString()
-	if err := r.c.repo(table).DeleteWarmPool(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		addError(&resp.Diagnostics, "Cannot delete the warm pool", fmt.Sprintf("Deleting warm pool %q from table %s failed.", name, table), err)
-	}
-}
-
-// ImportState imports "<table>/<name>".
-func (r *WarmPoolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importTableItem(ctx, req, resp)
 }
