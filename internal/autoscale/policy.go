@@ -1,0 +1,181 @@
+// The decision of one convergence pass: hot and stopped targets from the week plan, the live
+// signals, the start times and prices, the bounds and the budget, with the reasons.
+package autoscale
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Starts are the measured times from a job's arrival to its runner picking it up, by where the
+// instance comes from.
+type Starts struct {
+	Hot, Stopped, Cold time.Duration
+}
+
+// Prices are hourly prices in USD: a running instance, and a stopped one (its volume).
+type Prices struct {
+	HotPerHour, StoppedPerHour float64
+}
+
+// Bounds are the schedule window's limits on the targets. Max values of 0 mean no limit.
+type Bounds struct {
+	MinHot, MaxHot, MinStopped, MaxStopped int
+}
+
+// Live is what the reconciler sees now.
+type Live struct {
+	// Arrived is how many jobs arrived for the pool since the previous decision.
+	Arrived int
+	// Waiting is how many jobs wait without a runner: queued webhooks not yet served plus the
+	// scale sets' totalAssignedJobs beyond the runners serving them.
+	Waiting int
+	// InFlight is how many instances are being started or created for waiting jobs.
+	InFlight int
+}
+
+// State is what a decision carries to the next one (hysteresis).
+type State struct {
+	Hot, Stopped int
+	// LowFor is how long the wanted targets have stayed below Hot/Stopped.
+	LowFor time.Duration
+}
+
+// Input is everything a decision depends on. The caller measures; Decide only computes.
+type Input struct {
+	Slot     int           // slot of the week now (SlotOf)
+	Into     time.Duration // time since the slot began
+	Plan     *WeekPlan
+	Profile  *Profile
+	Live     Live
+	Prev     State
+	Starts   Starts
+	Prices   Prices
+	Bounds   Bounds
+	Goal     time.Duration // the queue-time goal (p95)
+	Budget   float64       // most USD per hour of idle capacity; 0: none
+	Interval time.Duration // time between decisions
+	Cooldown time.Duration // how long wanted targets stay lower before the pool shrinks
+}
+
+// Decision is a pass's targets and why.
+type Decision struct {
+	Hot, Stopped int
+	// Forecast is the mean arrivals per minute expected in the slot; Level the hot level the
+	// week plan gives the next lead time (the forecast's spread: bursts included).
+	Forecast float64
+	Level    int
+	Reasons  []string
+	// Conflict, when set, says why the goal cannot be met (budget or bounds).
+	Conflict string
+	Next     State
+}
+
+// Decide is one pass's decision.
+func Decide(in Input) Decision {
+	d := Decision{}
+	lead := in.Starts.Cold + in.Interval // a hot instance asked for now is ready this much later
+	slot, next := in.Slot%SlotsPerWeek, (in.Slot+1)%SlotsPerWeek
+	if in.Profile != nil {
+		d.Forecast = in.Profile.Slots[slot].Mean()
+	}
+	level, peak := 0, 0
+	if in.Plan != nil {
+		level, peak = in.Plan.Level[slot], in.Plan.Peak[slot]
+		if in.Into+lead >= SlotLength && in.Plan.Level[next] > level {
+			level, peak = in.Plan.Level[next], max(peak, in.Plan.Peak[next])
+			d.Reasons = append(d.Reasons, fmt.Sprintf("next quarter-hour needs %d hot: ready before it begins", level))
+		}
+	}
+	d.Level = level
+	hot := level
+	if reactive := in.Live.Arrived + max(0, in.Live.Waiting-in.Live.InFlight); reactive > hot {
+		hot = reactive
+		d.Reasons = append(d.Reasons, fmt.Sprintf("live demand %d above the forecast level %d", reactive, level))
+	}
+	hot, stopped := mix(in, hot, peak, &d)
+	hot, stopped = hysteresis(in, hot, stopped, &d)
+	hot, stopped = bound(in, hot, stopped, &d)
+	hot, stopped = budget(in, hot, stopped, &d)
+	d.Hot, d.Stopped = hot, stopped
+	d.Next.Hot, d.Next.Stopped = hot, stopped
+	return d
+}
+
+// mix splits the need between hot and stopped instances by their start times and prices.
+func mix(in Input, hot, peak int, d *Decision) (int, int) {
+	s, p := in.Starts, in.Prices
+	cheaper := p.StoppedPerHour < p.HotPerHour
+	switch {
+	case cheaper && s.Stopped <= in.Goal && hot > 0:
+		// A stopped instance meets the goal too: keep hot only what the mean minute takes.
+		base := min(hot, int(math.Ceil(d.Forecast)))
+		d.Reasons = append(d.Reasons, fmt.Sprintf("stopped start %s within the goal %s: %d of %d as stopped", s.Stopped, in.Goal, hot-base, hot))
+		return base, hot - base
+	case cheaper && s.Stopped < s.Cold && peak > hot:
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%d stopped as the tail's buffer (start %s against cold %s)", peak-hot, s.Stopped, s.Cold))
+		return hot, peak - hot
+	}
+	return hot, 0
+}
+
+// hysteresis grows at once and shrinks only once the lower wish has held for the cooldown.
+func hysteresis(in Input, hot, stopped int, d *Decision) (int, int) {
+	prev := in.Prev
+	if hot >= prev.Hot && stopped >= prev.Stopped {
+		d.Next.LowFor = 0
+		return hot, stopped
+	}
+	d.Next.LowFor = prev.LowFor + in.Interval
+	if d.Next.LowFor < in.Cooldown {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("holding %d hot, %d stopped: lower for %s of the %s cooldown", prev.Hot, prev.Stopped, d.Next.LowFor, in.Cooldown))
+		return max(hot, prev.Hot), max(stopped, prev.Stopped)
+	}
+	d.Next.LowFor = 0
+	d.Reasons = append(d.Reasons, fmt.Sprintf("scaling down after %s below the targets", in.Cooldown))
+	return hot, stopped
+}
+
+// bound clamps the targets to the schedule window's bounds.
+func bound(in Input, hot, stopped int, d *Decision) (int, int) {
+	b := in.Bounds
+	if b.MaxHot > 0 && hot > b.MaxHot {
+		d.Conflict = fmt.Sprintf("the goal needs %d hot; the schedule's max is %d", hot, b.MaxHot)
+		hot = b.MaxHot
+	}
+	if b.MaxStopped > 0 && stopped > b.MaxStopped {
+		stopped = b.MaxStopped
+		d.Reasons = append(d.Reasons, fmt.Sprintf("stopped held to the schedule's max %d", b.MaxStopped))
+	}
+	if hot < b.MinHot || stopped < b.MinStopped {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("the schedule's minimum: %d hot, %d stopped", b.MinHot, b.MinStopped))
+	}
+	return max(hot, b.MinHot), max(stopped, b.MinStopped)
+}
+
+// budget caps the idle spend: stopped instances give way first, then hot ones, and a goal the
+// budget cannot pay for is reported.
+func budget(in Input, hot, stopped int, d *Decision) (int, int) {
+	p := in.Prices
+	if in.Budget <= 0 {
+		return hot, stopped
+	}
+	spend := func(h, s int) float64 { return float64(h)*p.HotPerHour + float64(s)*p.StoppedPerHour }
+	if spend(hot, stopped) <= in.Budget {
+		return hot, stopped
+	}
+	want := hot
+	for stopped > in.Bounds.MinStopped && spend(hot, stopped) > in.Budget {
+		stopped--
+	}
+	for hot > in.Bounds.MinHot && spend(hot, stopped) > in.Budget {
+		hot--
+	}
+	if hot < want {
+		d.Conflict = fmt.Sprintf("the goal needs %d hot ($%.2f/h idle); the budget $%.2f/h pays for %d", want, spend(want, 0), in.Budget, hot)
+	} else {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("stopped cut to %d by the budget $%.2f/h", stopped, in.Budget))
+	}
+	return hot, stopped
+}
