@@ -183,11 +183,13 @@ resource "aws_iam_role" "reconciler" {
 }
 
 data "aws_iam_policy_document" "reconciler" {
+  # A transaction (TransactWriteItems) is authorised item by item, by the action of each: there is no
+  # action of its own for it.
   statement {
     sid = "StateTable"
     actions = [
       "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
-      "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem", "dynamodb:TransactWriteItems", "dynamodb:ConditionCheckItem",
+      "dynamodb:Query", "dynamodb:Scan", "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem",
     ]
     resources = [runnerpool_state_table.main.arn, "${runnerpool_state_table.main.arn}/index/*"]
   }

@@ -359,24 +359,15 @@ func TestAgentCallsAllowedByIAMPolicy(t *testing.T) {
 	if len(calls) == 0 {
 		t.Fatal("the agent made no DynamoDB call")
 	}
-	var actions []string
+	var cases []policyCase
 	for _, c := range calls {
 		r := onInstance(c.action, c.pk, arn)
 		if c.attributes != "" {
 			r.attributes = strings.Split(c.attributes, ",")
 		}
 		r.returnValues = c.returnValues
-		sid, ok, err := pol.allows(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			t.Errorf("the agent calls %s on %q writing [%s], which the runner role does not allow", c.action, c.pk, c.attributes)
-			continue
-		}
-		actions = append(actions, fmt.Sprintf("%s %s [%s] (%s)", c.action, c.pk, c.attributes, sid))
+		cases = append(cases, policyCase{fmt.Sprintf("the agent calls %s on %q writing [%s]", c.action, c.pk, c.attributes), r, true})
 	}
-	t.Logf("agent calls: %v", actions)
 	// The lifecycle exercised both partitions: reads of the record and credentials, writes of reports.
 	for _, want := range []struct{ action, pk string }{
 		{"dynamodb:GetItem", e.store.InstanceKey(id)},
@@ -386,42 +377,59 @@ func TestAgentCallsAllowedByIAMPolicy(t *testing.T) {
 			t.Errorf("the lifecycle made no %s on %s; calls %v", want.action, want.pk, calls)
 		}
 	}
-	checkPolicyRefuses(t, pol, arn, e.store.InstanceKey(id), e.store.AgentKey(id), e.store.InstanceKey("i-0other"), e.store.AgentKey("i-0other"))
+	cases = append(cases, policyRefusals(arn, e.store.InstanceKey(id), e.store.AgentKey(id), e.store.InstanceKey("i-0other"), e.store.AgentKey("i-0other"))...)
+	checkCases(t, pol, cases)
 }
 
-// checkPolicyRefuses checks what the runner role must never allow the instance whose ARN is arn:
-// writing its control-plane items, any item of runs, configuration, leases or another instance,
-// queries and scans.
-func checkPolicyRefuses(t *testing.T, pol runnerPolicy, arn, ownRecord, ownReports, otherRecord, otherReports string) {
+// policyCase is one request to the runner role and whether it must be allowed.
+type policyCase struct {
+	name string
+	r    request
+	want bool
+}
+
+// checkCases checks each case with this file's evaluator and with the independent IAM simulator on
+// the runner role's policies of examples/complete (iam_sim_test.go): both must agree with the case.
+func checkCases(t *testing.T, pol runnerPolicy, cases []policyCase) {
 	t.Helper()
-	allows := func(r request) (string, bool) {
-		sid, ok, err := pol.allows(r)
+	var allowed []string
+	for _, tc := range cases {
+		sid, got, err := pol.allows(tc.r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sid, ok
+		if got != tc.want {
+			t.Errorf("%s: allowed %v (statement %q), want %v", tc.name, got, sid, tc.want)
+		}
+		if got {
+			allowed = append(allowed, fmt.Sprintf("%s (%s)", tc.name, sid))
+		}
 	}
-	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:TransactWriteItems"}
+	t.Logf("allowed: %v", allowed)
+	simulateCases(t, cases)
+}
+
+// policyRefusals are what the runner role must never allow the instance whose ARN is arn: writing
+// its control-plane items, any item of runs, configuration, leases or another instance, reading
+// another instance's items, queries and scans; and the agent's own report it must allow.
+func policyRefusals(arn, ownRecord, ownReports, otherRecord, otherReports string) []policyCase {
+	var cases []policyCase
+	writes := []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 	for _, action := range writes {
 		// The control plane's items of this very instance: state, scope, run, credentials.
-		if sid, ok := allows(onInstance(action, ownRecord, arn, "pk", "sk")); ok {
-			t.Errorf("statement %s lets the instance %s its control-plane items (%s)", sid, action, ownRecord)
-		}
+		cases = append(cases, policyCase{action + " of its own control-plane items", onInstance(action, ownRecord, arn, "pk", "sk"), false})
 		// Runs, configuration, leases and any other instance.
 		for _, pk := range []string{"RUN#1:2:1", "CONFIG#runner_class#default", "LEASE#leader", otherRecord, otherReports} {
-			if sid, ok := allows(onInstance(action, pk, arn, "pk", "sk")); ok {
-				t.Errorf("statement %s lets the instance %s %s", sid, action, pk)
-			}
+			cases = append(cases, policyCase{action + " of " + pk, onInstance(action, pk, arn, "pk", "sk"), false})
 		}
+	}
+	for _, pk := range []string{otherRecord, otherReports} {
+		cases = append(cases, policyCase{"GetItem of another instance's " + pk, onInstance("dynamodb:GetItem", pk, arn), false})
 	}
 	for _, action := range []string{"dynamodb:Query", "dynamodb:Scan"} {
-		if sid, ok := allows(onInstance(action, "", arn)); ok {
-			t.Errorf("statement %s lets the instance %s", sid, action)
-		}
+		cases = append(cases, policyCase{action, onInstance(action, "", arn), false})
 	}
-	if _, ok := allows(onInstance("dynamodb:PutItem", ownReports, arn, "pk", "sk", "signal", "at", "ttl")); !ok {
-		t.Error("the policy refuses the agent's own report")
-	}
+	return append(cases, policyCase{"the agent's own report", onInstance("dynamodb:PutItem", ownReports, arn, "pk", "sk", "signal", "at", "ttl"), true})
 }
 
 // TestIAMPolicyRefusesIndexKeysAndCopiedCredentials: the runner role lets the instance write its
@@ -436,11 +444,7 @@ func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
 	st := store.New(nil, "t", store.WithInstanceKeyPrefix(store.InstanceARNPrefix("us-east-1", "123456789012")))
 	reports, record := st.AgentKey("i-0abc"), st.InstanceKey("i-0abc")
 	report := []string{"pk", "sk", "signal", "at", "ttl", "run_id", "detail", "key", "sig"}
-	tests := []struct {
-		name string
-		r    request
-		want bool
-	}{
+	tests := []policyCase{
 		{"the agent's signal", onInstance("dynamodb:PutItem", reports, arn, report...), true},
 		{"the agent reads its record", onInstance("dynamodb:GetItem", record, arn), true},
 		{"the agent reads its last signal", onInstance("dynamodb:GetItem", reports, arn), true},
@@ -470,15 +474,7 @@ func TestIAMPolicyRefusesIndexKeysAndCopiedCredentials(t *testing.T) {
 			return r
 		}(), false},
 	}
-	for _, tc := range tests {
-		sid, got, err := pol.allows(tc.r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != tc.want {
-			t.Errorf("%s: allowed %v (statement %q), want %v", tc.name, got, sid, tc.want)
-		}
-	}
+	checkCases(t, pol, tests)
 	// Every DynamoDB statement ties the request to the instance's network path.
 	for _, st := range pol {
 		if !slices.ContainsFunc(st.actions, func(a string) bool { return strings.HasPrefix(a, "dynamodb:") }) {

@@ -3,7 +3,8 @@
 # hold: the npm packages of internal/stack/node from the committed lock file (npm ci), and a Java
 # runtime for DynamoDB Local from Debian (openjdk-17-jre-headless) when java is missing or older
 # than 17. `make deps` runs it (the demo, the stack, the bench and the fault matrix need no more).
-# With --test it also installs what only the tests use: shellcheck and iptables (the user-data tests),
+# With --test it also installs what only the tests use: the IAM policy simulator's npm package
+# (internal/stack/iamsim), shellcheck and iptables (the user-data tests),
 # chromium (the dashboard's browser test), and Docker for the "docker" job access tests (Debian's
 # docker.io with rootlesskit, slirp4netns and uidmap, and busybox-static for the image they import);
 # `make test` runs it so. Idempotent, and silent when
@@ -98,6 +99,17 @@ apt_install() {
 }
 
 $for_tests || exit 0
+
+# --- the IAM simulator ------------------------------------------------------------------------
+# The IAM tests check examples/complete's policies with @cloud-copilot/iam-simulate (AGPL: test-only,
+# in a folder of its own, internal/stack/iamsim), from its committed lock file like the stack's.
+sim_dir="$here/iamsim"
+sim_stamp="$sim_dir/node_modules/.package-lock.json"
+if [[ ! -f "$sim_stamp" || "$sim_dir/package-lock.json" -nt "$sim_stamp" ]]; then
+	say "npm ci in ${sim_dir#"$PWD/"} (the IAM policy simulator)"
+	(cd "$sim_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+		die "npm ci failed in $sim_dir"
+fi
 
 # --- shellcheck -------------------------------------------------------------------------------
 # The user-data tests run shellcheck on every rendered bootstrap script.
