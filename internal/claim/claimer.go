@@ -516,15 +516,16 @@ func (c *Claimer) Promote(ctx context.Context, cl Claimed, threshold time.Time) 
 	return in, nil
 }
 
-// Unclaim returns a claimed instance of cl's run to the pool: claimed -> idle (run id cleared, idle
-// threshold set; the record must still belong to the run), its registration credential withdrawn
-// if the agent has not taken it, its message put back with the new threshold, and the agent woken.
-// idleThreshold zero keeps the message's original idle deadline. Retrying after a partial failure
-// is safe: a record already idle has its message put back again (a duplicate message is harmless:
-// the second claim of it loses and drops it; a missing one would waste the instance).
-//
-// Note that an agent that already registered for the run has a runner registered at GitHub: it must
-// deregister when it sees its record idle again.
+// Unclaim gives back a claimed instance of cl's run that the run does not keep. An instance whose
+// agent never acknowledged the run's registration credential (or had none written) has no runner of
+// the run: it goes straight back to the pool as it came, claimed -> idle (run id cleared, idle
+// threshold set; the record must still belong to the run), its message put back and the agent
+// woken. One whose agent acknowledged it may have registered a runner that ran a job: its hand-back
+// is a release (Options.HandBack), with the release's scope, reuse rule, signature and GitHub
+// checks, or it is discarded. idleThreshold zero keeps the message's original idle deadline.
+// Retrying after a partial failure is safe: a record already idle has its message put back again
+// (a duplicate message is harmless: the second claim of it loses and drops it; a missing one would
+// waste the instance).
 //
 // Unclaims of several instances at once (a rollback) share their GitHub checks when ctx comes from
 // ShareListings: one runner listing per scope for all of them.
@@ -553,43 +554,16 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	// Withdraw the registration credential, then decide from the agent's acknowledgement for the
 	// run whether it may have registered: the agent acknowledges in its own partition before it
 	// reads the credential, so without an acknowledgement for this run no runner of the run exists
-	// and the instance can go straight back. If it acknowledged, a runner may be registered: the
-	// instance enters the pool only after the agent confirms deregistration and cleanup, exactly as
-	// in a release (DESIGN rule 3). A credential found missing proves nothing (a mint that failed
-	// before it was written, its TTL, a retry of this Unclaim), so it never decides.
+	// and the instance can go straight back. A credential found missing proves nothing (a mint that
+	// failed before it was written, its TTL, a retry of this Unclaim), so it never decides.
 	_, err := c.st.TakeCredential(ctx, id, store.CredentialRegistration, runID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("unclaiming %s: withdrawing the registration credential: %w", id, err)
 	}
-	var handshake bool
-	ack, aerr := c.st.LastAck(ctx, id, store.CredentialRegistration)
-	switch {
-	case cl.NotIssued:
-		// Nothing to register with was ever written: whatever the agent acknowledged, it has no runner.
-	case aerr == nil:
-		handshake = ack.RunID == runID
-	case !errors.Is(aerr, store.ErrNotFound):
-		// Cannot tell: take the safe way, the agent's confirmed release.
-		handshake = true
+	if c.acknowledged(ctx, cl) {
+		return c.release(ctx, cl, idleThreshold)
 	}
-	var before store.SignalRecord
-	if !handshake {
-		listing.Leave() // no GitHub check to share
-	}
-	if handshake {
-		if before, err = c.st.LastSignal(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("unclaiming %s: %w", id, err)
-		}
-		tok, err := c.reg.gh.RemoveToken(ctx, cl.regScope())
-		if err != nil {
-			return fmt.Errorf("unclaiming %s: remove token: %w", id, err)
-		}
-		if err := c.st.PutCredential(ctx, id, store.Credential{
-			Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
-		}); err != nil {
-			return fmt.Errorf("unclaiming %s: %w", id, err)
-		}
-	}
+	listing.Leave() // no GitHub check to share
 	empty, reason := "", "returned to the pool by run "+runID
 	in, err := c.st.Transition(ctx, id, store.Change{
 		From: []store.State{store.StateClaimed}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
@@ -609,38 +583,14 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 			return fmt.Errorf("unclaiming %s: %w", id, err)
 		}
 		in = store.Instance{}
-		// The agent may have confirmed during the first attempt: any release signal for the run
-		// counts, not only one written from now on.
-		before = store.SignalRecord{}
 	}
 	if in.ID != "" {
 		if err := wake.Notify(ctx, c.reg.ec2, id); err != nil {
 			c.log.Warn("release notice not delivered", "instance", id, "err", err)
 		}
 	}
-	if handshake {
-		err := c.waitReleased(ctx, id, runID, before)
-		// The agent only reads its credentials: withdraw the removal credential whatever it said.
-		if _, werr := c.st.TakeCredential(ctx, id, store.CredentialRemoval, runID); werr != nil &&
-			!errors.Is(werr, store.ErrNotFound) && !errors.Is(werr, store.ErrConflict) {
-			c.log.Warn("removal credential not withdrawn", "instance", id, "run", runID, "err", werr)
-		}
-		if err == nil {
-			// The signal is the agent's word, which anything on the instance can write: GitHub must
-			// confirm the runner is gone before the instance goes back to the pool.
-			err = c.deregistered(ctx, id, cl.regScope())
-		}
-		listing.Leave()
-		if err != nil {
-			// Never pooled: the instance is terminated now rather than left to its idle threshold.
-			if derr := c.reg.Discard(ctx, id, "", "not confirmed clean after run "+runID+": "+err.Error()); derr != nil {
-				return errors.Join(err, derr)
-			}
-			return fmt.Errorf("unclaiming %s: discarded: %w", id, err)
-		}
-	}
 	// The control plane's own mark that the hand-back holds (the agent never took the claim's
-	// credential, or it confirmed and GitHub agrees): what the second look and refresh act on.
+	// credential): what the second look and refresh act on.
 	marked, err := c.st.MarkPooled(ctx, id)
 	if err != nil {
 		return fmt.Errorf("unclaiming %s: instance idle but not marked pooled (refresh terminates it at its idle threshold): %w", id, err)
@@ -652,51 +602,49 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	return nil
 }
 
+// acknowledged says whether the agent of cl may hold a runner of its run: it acknowledged the
+// run's registration credential, or whether it did cannot be read (then the safe way is taken).
+func (c *Claimer) acknowledged(ctx context.Context, cl Claimed) bool {
+	if cl.NotIssued {
+		return false // nothing to register with was ever written
+	}
+	ack, err := c.st.LastAck(ctx, cl.Instance.ID, store.CredentialRegistration)
+	switch {
+	case err == nil:
+		return ack.RunID == cl.Instance.RunID
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	}
+	return true
+}
+
+// release hands back an instance whose agent may hold a runner of the run: a release of it
+// (Options.HandBack), or, when that does not pool it (or no HandBack is set), a discard. A record
+// another writer moved on is left to it.
+func (c *Claimer) release(ctx context.Context, cl Claimed, idleUntil time.Time) error {
+	id, runID := cl.Instance.ID, cl.Instance.RunID
+	err := fmt.Errorf("no release for hand-backs: %w", store.ErrInvalid)
+	if c.opts.HandBack != nil {
+		err = c.opts.HandBack(ctx, runID, cl.Scope, cl.Instance, idleUntil)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("unclaiming %s: %w", id, err)
+	}
+	// Never pooled: the instance is terminated now rather than left to its threshold.
+	if derr := c.reg.Discard(ctx, id, "", "not released after run "+runID+": "+err.Error()); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return fmt.Errorf("unclaiming %s: discarded: %w", id, err)
+}
+
 // ShareListings returns ctx for the Unclaims of n instances at once (first: as many as start
 // together), so that their GitHub checks share one runner listing per scope; each must be called
 // with it (ghaccess.ShareListings).
 func (c *Claimer) ShareListings(ctx context.Context, first int) context.Context {
 	return ghaccess.ShareListings(ctx, c.reg.gh, first)
-}
-
-// deregistered checks with GitHub that the instance's runner is no longer registered in scope, from
-// the listing ctx's batch shares, if any.
-func (c *Claimer) deregistered(ctx context.Context, id, scope string) error {
-	runners, err := ghaccess.ListRunnersShared(ctx, c.reg.gh, scope)
-	if err != nil {
-		return fmt.Errorf("listing the runners of %s: %w", scope, err)
-	}
-	for _, rn := range runners {
-		if rn.Name == "runnerpool-"+id { // agent.RunnerName
-			return fmt.Errorf("the release signal does not hold: runner %s is still registered in %s", rn.Name, scope)
-		}
-	}
-	return nil
-}
-
-// waitReleased waits for the agent's signal that it deregistered the run's runner and cleaned up:
-// a release signal for runID written after before (the signal read before the record went idle).
-func (c *Claimer) waitReleased(ctx context.Context, id, runID string, before store.SignalRecord) error {
-	deadline := c.opts.Now().Add(c.opts.ReleaseWait)
-	t := time.NewTicker(c.opts.PollInterval)
-	defer t.Stop()
-	for {
-		sig, err := c.st.LastSignal(ctx, id)
-		fresh := err == nil && sig.RunID == runID && !sig.At.Equal(before.At)
-		switch {
-		case fresh && sig.Signal == store.SignalReleased:
-			return nil
-		case fresh && sig.Signal == store.SignalReleaseFailed:
-			return fmt.Errorf("agent could not deregister: %s", sig.Detail)
-		case !c.opts.Now().Before(deadline):
-			return fmt.Errorf("no deregistration signal within %s", c.opts.ReleaseWait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // MessageOf is the pool message of an instance record (Threshold and PooledAt: the record's).

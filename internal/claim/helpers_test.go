@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
@@ -37,7 +38,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // testOptions are claim options scaled down for tests.
 func testOptions() claim.Options {
 	return claim.Options{
-		RegistrationWait: 5 * time.Second, PollInterval: 50 * time.Millisecond, ReleaseWait: 3 * time.Second,
+		RegistrationWait: 5 * time.Second, PollInterval: 50 * time.Millisecond,
 		HeartbeatMaxAge: 15 * time.Second, Logger: quiet,
 	}
 }
@@ -97,7 +98,18 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
+// releaseWait bounds the hand-back's wait for the agent's deregistration in these tests.
+const releaseWait = 3 * time.Second
+
+// claimer returns a Claimer whose hand-backs are releases (release.Releaser.HandBack) into e.q,
+// unless opts sets its own HandBack.
 func (e *env) claimer(opts claim.Options) (*claim.Claimer, *claim.Registrar) {
+	if opts.HandBack == nil {
+		rel := release.New(e.st, pool.StaticResolver{"linux": e.q}, e.gh, e.ec2, release.Options{
+			SignalWait: releaseWait, PollInterval: 50 * time.Millisecond, Logger: quiet,
+		})
+		opts.HandBack = rel.HandBack
+	}
 	reg := claim.NewRegistrar(e.st, e.gh, e.ec2, opts)
 	return claim.NewClaimer(e.st, reg, opts), reg
 }

@@ -91,12 +91,16 @@ type Options struct {
 	// PollInterval, batched with every other wait of the replica (watch.go); default 50 ms
 	// (reads at 50, 125, 237, 406, 659 ms, then every 250 ms: about ten for a 2 s registration).
 	ClaimPollInterval time.Duration
-	ReleaseWait       time.Duration // wait for the agent's deregistration when unclaiming; default 120 s
 	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
 	// again before it is given up; default 60 s.
 	StartWait time.Duration
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// HandBack releases a claimed instance whose agent acknowledged the run's registration
+	// credential (so a runner of the run may have registered and run a job), when the run does not
+	// keep it: the release's own steps (release.Releaser.HandBack) decide whether it may be pooled
+	// and under which scope, and return nil once it is. Nil: such instances are discarded.
+	HandBack func(ctx context.Context, runID, scope string, rec store.Instance, idleUntil time.Time) error
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -110,7 +114,6 @@ func (o Options) withDefaults() Options {
 	def(&o.RegistrationWait, 10*time.Second)
 	def(&o.PollInterval, 250*time.Millisecond)
 	def(&o.ClaimPollInterval, 50*time.Millisecond)
-	def(&o.ReleaseWait, 120*time.Second)
 	def(&o.StartWait, 60*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now

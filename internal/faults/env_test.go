@@ -190,7 +190,9 @@ func (e *env) replica(o replicaOptions) *replica {
 		e.t.Fatalf("ghaccess: %v", err)
 	}
 	r.gh = gh
-	copts := claim.Options{RegistrationWait: registrationWait, PollInterval: pollInterval, ReleaseWait: releaseWait,
+	resolver := pool.StaticResolver{sandbox.RunnerClass: r.queue, isolatedClass: isolated, warmClass: pool.NewQueue(r.sqs, e.warmQueue)}
+	r.rel = release.New(r.st, resolver, gh, r.ec2, release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log})
+	copts := claim.Options{RegistrationWait: registrationWait, PollInterval: pollInterval, HandBack: r.rel.HandBack,
 		HeartbeatMaxAge: heartbeatMaxAge, Now: now, Logger: e.log}
 	r.reg = claim.NewRegistrar(r.st, gh, r.ec2, copts)
 	r.cl = claim.NewClaimer(r.st, r.reg, copts)
@@ -215,8 +217,6 @@ func (e *env) replica(o replicaOptions) *replica {
 	}
 	r.prov = provision.New(r.st, r.cl, r.reg, fleet.New(r.ec2, fleet.Options{Now: now, Logger: e.log}), r.ec2, cfgp,
 		provision.Options{PollInterval: pollInterval, RollbackTimeout: 20 * time.Second, Now: now, Logger: e.log})
-	resolver := pool.StaticResolver{sandbox.RunnerClass: r.queue, isolatedClass: isolated, warmClass: pool.NewQueue(r.sqs, e.warmQueue)}
-	r.rel = release.New(r.st, resolver, gh, r.ec2, release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log})
 	r.ref = refresh.New(r.st, r.ec2, gh, resolver, refresh.Options{
 		DeploymentID: sandbox.DeploymentID, OrphanGrace: time.Millisecond, Scopes: []string{sandbox.Scope},
 		SQS: r.sqs, VisibilityTimeout: 2 * time.Second, Now: now, Logger: e.log,

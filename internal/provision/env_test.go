@@ -5,6 +5,7 @@ package provision_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http/httptest"
@@ -27,6 +28,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
@@ -199,6 +201,7 @@ type side struct {
 	fl  *fleet.Fleet
 	p   *provision.Provisioner
 	cfg provision.Config
+	rel *release.Releaser // the hand-backs of the side's rollbacks (claim.Options.HandBack)
 }
 
 type sideOptions struct {
@@ -217,6 +220,9 @@ type sideOptions struct {
 	// scopeQueues keeps a queue per scope beside the class queue (pool.NewScopedQueue), as the
 	// reconciler does, and no second look: what the side reuses came through its pickup.
 	scopeQueues bool
+	// reuse is runnerClass's reuse rule (config.Reuse*; "" any repository), which the side's
+	// hand-backs apply as its release does.
+	reuse string
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -257,7 +263,10 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 	if err != nil {
 		t.Fatalf("ghaccess.New: %v", err)
 	}
-	copts := claim.Options{RegistrationWait: o.claimWait, PollInterval: o.claimPoll, HeartbeatMaxAge: 15 * time.Second, Logger: quiet}
+	copts := claim.Options{RegistrationWait: o.claimWait, PollInterval: o.claimPoll, HeartbeatMaxAge: 15 * time.Second, Logger: quiet,
+		HandBack: func(ctx context.Context, runID, scope string, rec store.Instance, idleUntil time.Time) error {
+			return s.rel.HandBack(ctx, runID, scope, rec, idleUntil)
+		}}
 	s.reg = claim.NewRegistrar(s.st, gh, s.ec2, copts)
 	s.cl = claim.NewClaimer(s.st, s.reg, copts)
 	var fapi fleet.EC2API = s.ec2
@@ -288,6 +297,15 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 		popts.NoSecondLook = true
 	}
 	s.p = provision.New(s.st, s.cl, s.reg, s.fl, s.ec2, s.cfg, popts)
+	s.rel = release.New(s.st, pool.StaticResolver{runnerClass: s.cfg.RunnerClasses[runnerClass].Queue}, gh, s.ec2, release.Options{
+		SignalWait: 5 * time.Second, PollInterval: 50 * time.Millisecond, Logger: quiet,
+		Reuse: func(class string) (string, error) {
+			if class != runnerClass {
+				return "", fmt.Errorf("no runner class %q", class)
+			}
+			return o.reuse, nil
+		},
+	})
 	return s
 }
 

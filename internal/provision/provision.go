@@ -136,7 +136,8 @@ type Options struct {
 	// PollInterval is how often a repeated request re-reads the run record (default 250 ms).
 	PollInterval time.Duration
 	// RollbackTimeout bounds undoing a provision after its context ended (default 3 min: longer than
-	// the claim's release wait, so the fallback after that wait still runs on a live context).
+	// a hand-back's wait for the agent's deregistration (claim.Options.HandBack, a release), so the
+	// discard after that wait still runs on a live context).
 	RollbackTimeout time.Duration
 	// Concurrency bounds parallel record writes, registrations and undos (default 16).
 	Concurrency int

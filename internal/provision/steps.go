@@ -459,7 +459,8 @@ func (p *Provisioner) runningThreshold(rc RunnerClass) time.Duration {
 }
 
 // unsuccessful undoes a provision that could not be completed: selected instances go back to the
-// pool (terminated if that fails), started and created ones are terminated (a started warm instance
+// pool (terminated if that fails; one whose agent took the run's credential only through a release
+// of it, claim.Claimer.Unclaim), started and created ones are terminated (a started warm instance
 // cannot go back to stopped; its pool's convergence replaces it).
 func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) error {
 	t := time.Now()

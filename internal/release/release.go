@@ -126,6 +126,7 @@ func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Dura
 	slices.SortFunc(recs, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
 
 	rep.Instances = make([]InstanceResult, len(recs))
+	idleUntil := r.opts.Now().Add(idleTime)
 	tokens := &tokenCache{gh: r.gh, entries: map[string]*tokenEntry{}}
 	// The instances that start together share their GitHub listings: their participants join
 	// before any of them can ask.
@@ -153,7 +154,7 @@ func (r *Releaser) Release(ctx context.Context, runID string, idleTime time.Dura
 				}
 				rec = cur
 			}
-			rep.Instances[i] = r.releaseOne(ctx, runID, idleTime, rec, tokens)
+			rep.Instances[i] = r.releaseOne(ctx, runID, handover{from: store.StateRunning, idleUntil: idleUntil}, rec, tokens)
 			return nil
 		})
 	}
@@ -199,10 +200,59 @@ func unexpected(listed, cur store.Instance, err error, runID string) InstanceRes
 	return res
 }
 
-// releaseOne takes one running instance through the release. It never leaves the instance in a
-// state nobody will act on: before the transition a failure leaves it running (a retried release,
-// or its running threshold, deals with it); after the transition it ends pooled or expired.
-func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.Duration, rec store.Instance, tokens *tokenCache) InstanceResult {
+// handover is where a release takes an instance from (running for a release, claimed for a
+// hand-back) and the idle threshold it gets.
+type handover struct {
+	from      store.State
+	idleUntil time.Time
+}
+
+// releasedBy is the reason of a record a release of runID made idle.
+func releasedBy(runID string) string { return "released by run " + runID }
+
+// HandBack releases one instance that runID claimed and does not keep: a rolled-back provision's,
+// whose agent acknowledged the registration credential, so a runner of the run may have registered
+// and run a job. It is a release of that instance, from claimed instead of running: the same steps
+// (releaseOne), so the scope narrowed to the run's repository, the runner class's reuse rule, the
+// pinned key's signature and the GitHub listing where a release needs one all apply. scope is the
+// claim's (the run's repository), taken when the run has no run record. The instance is pooled
+// with idleUntil as its idle threshold, or left expired for refresh (and itself) to terminate.
+// The error is nil once it is pooled; it wraps store.ErrConflict when the record is no longer the
+// run's claim (another writer moved it; it is left as that writer left it).
+func (r *Releaser) HandBack(ctx context.Context, runID, scope string, rec store.Instance, idleUntil time.Time) error {
+	// The record now: the claim's verification may have pinned the agent's key since it was read.
+	cur, err := r.st.Get(ctx, rec.ID)
+	switch {
+	case err != nil:
+		return fmt.Errorf("handing back %s: %w", rec.ID, err)
+	case cur.State == store.StateIdle && cur.RunID == "" && cur.Reason == releasedBy(runID) && !cur.PooledAt.IsZero():
+		return nil // pooled by an earlier call for the run: a retry
+	case cur.State != store.StateClaimed || cur.RunID != runID:
+		return fmt.Errorf("handing back %s: now %s for run %q, not claimed by run %s: %w", rec.ID, cur.State, cur.RunID, runID, store.ErrConflict)
+	}
+	if scope != "" {
+		cur.Scope = scope
+	}
+	tokens := &tokenCache{gh: r.gh, entries: map[string]*tokenEntry{}}
+	res := r.releaseOne(ctx, runID, handover{from: store.StateClaimed, idleUntil: idleUntil}, cur, tokens)
+	r.log.InfoContext(ctx, "hand-back", "run", runID, "instance", res.ID, "outcome", res.Outcome, "reason", res.Reason)
+	switch res.Outcome {
+	case Pooled:
+		return nil
+	case AlreadyReleased, SkippedUnexpectedState:
+		return fmt.Errorf("handing back %s: %s: %w", rec.ID, res.Reason, store.ErrConflict)
+	}
+	if res.Err != nil {
+		return fmt.Errorf("handing back %s: %s: %w", rec.ID, res.Reason, res.Err)
+	}
+	return fmt.Errorf("handing back %s: not pooled: %s", rec.ID, res.Reason)
+}
+
+// releaseOne takes one running (or, handed back, claimed) instance through the release. It never
+// leaves the instance in a state nobody will act on: before the transition a failure leaves it as
+// it was (a retried release, or its threshold, deals with it); after the transition it ends pooled
+// or expired.
+func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec store.Instance, tokens *tokenCache) InstanceResult {
 	id := rec.ID
 	res := InstanceResult{ID: id, State: rec.State}
 	failed := func(err error, left string) InstanceResult {
@@ -215,7 +265,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 	// control plane's own record of the run: the repository the provision was authenticated for.
 	scope, err := r.runScope(ctx, runID, rec)
 	if err != nil && !errors.Is(err, errScope) {
-		return failed(err, "left running for the run")
+		return failed(err, "left "+string(h.from)+" for the run")
 	}
 	// An instance that can never be pooled (no queue for its class, a record the pool message
 	// cannot describe, no scope to deregister from) is expired right away, still for its run.
@@ -231,13 +281,13 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 
 	tok, err := tokens.get(ctx, scope)
 	if err != nil {
-		return failed(fmt.Errorf("remove token for %s: %w", scope, err), "left running for the run")
+		return failed(fmt.Errorf("remove token for %s: %w", scope, err), "left "+string(h.from)+" for the run")
 	}
 	// The signal item before the transition: only a signal written after it counts, so a stale
 	// release signal of an earlier attempt of the same run is never taken for this one.
 	baseline, err := r.st.LastSignal(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return failed(err, "left running for the run")
+		return failed(err, "left "+string(h.from)+" for the run")
 	}
 	if err == nil && rec.SpotReclaimed(baseline) {
 		// EC2 announced the reclaim before the release: its agent serves no further run and the
@@ -250,13 +300,13 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, idleTime time.D
 		Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
 	})
 	if err != nil {
-		return failed(err, "left running for the run")
+		return failed(err, "left "+string(h.from)+" for the run")
 	}
 
 	empty := ""
 	idle, err := r.st.Transition(ctx, id, store.Change{
-		From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
-		Threshold: r.opts.Now().Add(idleTime), Reason: "released by run " + runID, SetScope: scope, RunnerClass: rec.RunnerClass,
+		From: []store.State{h.from}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
+		Threshold: h.idleUntil, Reason: releasedBy(runID), SetScope: scope, RunnerClass: rec.RunnerClass,
 	})
 	var ce *store.ConflictError
 	switch {

@@ -389,8 +389,17 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 	if o.GitHub != nil {
 		gh = o.GitHub
 	}
-	copts := claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval, ReleaseWait: o.ReleaseWait, Logger: s.Log}
 	c := &Components{}
+	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{
+		SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log, OnSpotInterruption: o.OnSpotInterruption,
+		Reuse: func(runnerClass string) (string, error) {
+			if runnerClass != RunnerClass {
+				return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)
+			}
+			return s.opts.Reuse, nil
+		},
+	})
+	copts := claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval, HandBack: c.Releaser.HandBack, Logger: s.Log}
 	c.Registrar = claim.NewRegistrar(s.Store, gh, s.EC2, copts)
 	c.Claimer = claim.NewClaimer(s.Store, c.Registrar, copts)
 	c.Fleet = fleet.New(s.EC2, fleet.Options{Logger: s.Log})
@@ -405,15 +414,6 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
 	}
 	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
-	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{
-		SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log, OnSpotInterruption: o.OnSpotInterruption,
-		Reuse: func(runnerClass string) (string, error) {
-			if runnerClass != RunnerClass {
-				return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)
-			}
-			return s.opts.Reuse, nil
-		},
-	})
 	c.Refresher = refresh.New(s.Store, s.EC2, gh, s.Resolver(), refresh.Options{
 		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,
 	})

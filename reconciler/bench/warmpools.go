@@ -137,7 +137,8 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	copts := claim.Options{Logger: h.o.Logger}
+	rel := release.New(st, pool.StaticResolver{warmClass: q}, gh, ec2c, release.Options{Logger: h.o.Logger})
+	copts := claim.Options{HandBack: rel.HandBack, Logger: h.o.Logger}
 	reg := claim.NewRegistrar(st, gh, ec2c, copts)
 	pcfg := provision.Config{
 		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
@@ -187,7 +188,6 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 			n, started, took.Round(time.Millisecond), h.o.scaled(AnchorStoppedStart), h.o.scaled(AnchorRegistration))})
 	h.say("  %d started in %s with %d StartInstances calls", started, took.Round(time.Millisecond), calls["EC2.StartInstances"])
 
-	rel := release.New(st, pool.StaticResolver{warmClass: q}, gh, ec2c, release.Options{Logger: h.o.Logger})
 	if _, err := rel.Release(ctx, pres.RunKey, 10*time.Minute); err != nil {
 		return fmt.Errorf("releasing the started runners: %w", err)
 	}

@@ -180,8 +180,13 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 
 	copts := claim.Options{
 		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
-		ReleaseWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval,
-		Now: o.Now, Logger: log,
+		PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval, Now: o.Now, Logger: log,
+	}
+	// A rolled-back provision's hand-back of an instance that may hold a runner of the run is a
+	// release of it (release.Releaser.HandBack); the releaser needs the runner classes, read below.
+	var rel *release.Releaser
+	copts.HandBack = func(ctx context.Context, runID, scope string, rec store.Instance, idleUntil time.Time) error {
+		return rel.HandBack(ctx, runID, scope, rec, idleUntil)
 	}
 	s.quotas = newQuotas(cfg, db, s.store, func(class string) int { return s.classes.classMax(class) }, o.Now, log)
 	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
@@ -205,7 +210,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	}); err != nil {
 		return nil, err
 	}
-	rel := release.New(s.store, s.classes, gh, ec2c, release.Options{
+	rel = release.New(s.store, s.classes, gh, ec2c, release.Options{
 		SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
 		OnSpotInterruption: s.metrics.SpotInterruption, Reuse: s.classes.Reuse,
 	})
