@@ -85,6 +85,7 @@ func (m *Metrics) GitHubTransport(base http.RoundTripper) http.RoundTripper {
 		status := "error"
 		if err == nil {
 			status = strconv.Itoa(resp.StatusCode/100) + "xx"
+			m.githubBudget.observe(r, resp)
 		}
 		m.githubCalls.WithLabelValues(r.Method, GitHubRoute(r.URL.Path), status).Inc()
 		return resp, err

@@ -81,6 +81,7 @@ type Metrics struct {
 	foreignItems      *prometheus.CounterVec
 	spotInterruptions prometheus.Counter
 	quotaRefusals     *prometheus.CounterVec // quota.go
+	githubBudget      githubBudget           // github_budget.go
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -166,6 +167,10 @@ func New(o Options) *Metrics {
 		Help: "Instances a release found reclaimed by EC2 (a spot interruption notice signed by the agent); each is terminated, never pooled.",
 	})
 	m.quotaRefusals = newQuotaRefusals()
+	m.githubBudget = newGitHubBudget()
+	for _, c := range m.githubBudget.collectors() {
+		f(c)
+	}
 	for _, c := range []prometheus.Collector{
 		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,

@@ -1,0 +1,63 @@
+package metrics_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+)
+
+// TestGitHubBudget: the x-ratelimit headers of each answer become the budget of the owner the
+// request was about; an answer without them changes nothing.
+func TestGitHubBudget(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/quiet/") {
+			return
+		}
+		w.Header().Set("X-RateLimit-Limit", "5000")
+		w.Header().Set("X-RateLimit-Remaining", map[bool]string{true: "120", false: "4990"}[strings.Contains(r.URL.Path, "/acme/")])
+		w.Header().Set("X-RateLimit-Resource", "core")
+	}))
+	defer srv.Close()
+	m := metrics.New(metrics.Options{})
+	hc := &http.Client{Transport: m.GitHubTransport(nil)}
+	for _, p := range []string{"/orgs/acme/actions/runners", "/repos/other/b/actions/runners", "/app/installations", "/repos/quiet/b/actions/runners"} {
+		resp, err := hc.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	body := scrape(t, m)
+	for _, want := range []string{
+		`runnerpool_github_rate_limit_remaining{owner="acme",resource="core"} 120`,
+		`runnerpool_github_rate_limit_remaining{owner="other",resource="core"} 4990`,
+		`runnerpool_github_rate_limit_remaining{owner="app",resource="core"} 4990`,
+		`runnerpool_github_rate_limit{owner="acme",resource="core"} 5000`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, `owner="quiet"`) {
+		t.Error("an answer without budget headers was recorded")
+	}
+}
+
+func TestGitHubOwner(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/repos/acme/api/actions/runners":     "acme",
+		"/api/v3/orgs/acme/actions/runners/7": "acme",
+		"/users/octo/installation":            "octo",
+		"/app/installations/12/access_tokens": "app",
+		"/rate_limit":                         "other",
+	} {
+		if got := metrics.GitHubOwner(path); got != want {
+			t.Errorf("GitHubOwner(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
