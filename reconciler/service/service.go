@@ -96,6 +96,7 @@ type Service struct {
 	elector *leader.Elector
 	cron    *cron.Cron
 	jobs    map[string]cron.Job // wrapped with the chain (SkipIfStillRunning, Recover)
+	ghCheck permissionChecker   // the GitHub client, for the start-up check (ghcheck.go)
 	kicked  sync.WaitGroup      // job runs started on gaining the lease
 
 	refresher Refresher
@@ -177,6 +178,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
+	s.ghCheck = gh
 
 	copts := claim.Options{
 		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
@@ -338,6 +340,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.cron.Start()
 	s.startWorker()
 	s.startScaleSets()
+	go s.checkGitHubPermissions(leadCtx, s.ghCheck) // ghcheck.go
 	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
 
 	var runErr error

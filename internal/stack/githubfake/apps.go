@@ -85,16 +85,6 @@ type installationJSON struct {
 	SuspendedAt    *time.Time   `json:"suspended_at"`
 }
 
-// installationPermissions are the permissions runnerpool's App asks for.
-func installationPermissions() map[string]string {
-	return map[string]string{
-		"actions":                          "write",
-		"administration":                   "write",
-		"metadata":                         "read",
-		"organization_self_hosted_runners": "write",
-	}
-}
-
 func (s *Server) installationJSON(r *http.Request, in *installationRec) installationJSON {
 	base := apiBase(r)
 	return installationJSON{
@@ -104,7 +94,7 @@ func (s *Server) installationJSON(r *http.Request, in *installationRec) installa
 		RepositoriesURL:     base + "/installation/repositories",
 		HTMLURL:             fmt.Sprintf("https://github.com/organizations/%s/settings/installations/%d", in.owner.login, in.id),
 		RepositorySelection: "all",
-		Permissions:         installationPermissions(),
+		Permissions:         in.permissions(),
 		Events:              []string{"workflow_job"},
 		CreatedAt:           in.created, UpdatedAt: in.created,
 	}
@@ -230,7 +220,7 @@ func (s *Server) createInstallationToken(w http.ResponseWriter, r *http.Request,
 	}
 	token := "ghs_" + randomString(36, alnum)
 	s.instTokens[token] = t
-	perms := installationPermissions()
+	perms := in.permissions()
 	if len(req.Permissions) > 0 {
 		perms = req.Permissions
 	}

@@ -49,8 +49,10 @@ type Server struct {
 	keyPEM []byte
 	pub    *rsa.PublicKey
 	pat    string
-	mux    *http.ServeMux
-	hooks  *webhookQueue // nil without Options.Webhook
+	// patScopes are the classic scopes of the PAT (X-OAuth-Scopes); nil: defaultPATScopes.
+	patScopes []string
+	mux       *http.ServeMux
+	hooks     *webhookQueue // nil without Options.Webhook
 
 	mu          sync.Mutex
 	closed      bool
@@ -316,6 +318,9 @@ func (s *Server) handle(pattern string, kind authKind, h handlerFunc) {
 			}
 			if !c.allowed(r.PathValue("owner")+r.PathValue("org"), r.PathValue("repo")) {
 				writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+				return
+			}
+			if s.refusedPermission(w, r, c) { // permissions.go
 				return
 			}
 		}

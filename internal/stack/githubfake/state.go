@@ -27,6 +27,7 @@ type installationRec struct {
 	id      int64
 	owner   *ownerRec
 	created time.Time
+	perms   map[string]string // nil: installationPermissions() (permissions.go)
 }
 
 type installationToken struct {
