@@ -31,7 +31,9 @@ func newGitHubBudget() githubBudget {
 	}
 }
 
-func (b githubBudget) collectors() []prometheus.Collector { return []prometheus.Collector{b.limit, b.remaining} }
+func (b githubBudget) collectors() []prometheus.Collector {
+	return []prometheus.Collector{b.limit, b.remaining}
+}
 
 // observe records the budget headers of one answer; an answer without them changes nothing.
 func (b githubBudget) observe(r *http.Request, resp *http.Response) {
