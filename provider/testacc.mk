@@ -7,13 +7,14 @@
 #   make docs-check         fails when `make docs` would change docs/
 #   make examples-check     fails when an example is not `terraform fmt`-formatted
 #   make release-check      goreleaser check on .goreleaser.yml
+#   make workflows-check    actionlint (pinned in tools/actionlint/go.mod) on .github/workflows
 #
 # The tools cache is ${RUNNERPOOL_TOOLS_CACHE:-~/.cache/runnerpool-tools}: keep it in CI's cache so a
 # fresh clone does not rebuild the CLIs (several minutes).
 
 ENSURE_TF := tools/tf/ensure-terraform.sh
 
-.PHONY: testacc testacc-terraform testacc-opentofu docs-check examples-check release-check
+.PHONY: testacc testacc-terraform testacc-opentofu docs-check examples-check release-check workflows-check
 
 testacc: testacc-terraform testacc-opentofu
 
@@ -34,3 +35,9 @@ examples-check:
 
 release-check:
 	tools/release-check.sh
+
+# actionlint also runs shellcheck on the workflows' run scripts when shellcheck is on PATH (make
+# test-deps installs it).
+workflows-check:
+	cd tools/actionlint && $(GO) build -o ../../$(BIN)/actionlint github.com/rhysd/actionlint/cmd/actionlint
+	$(BIN)/actionlint .github/workflows/*.yml
