@@ -4,7 +4,7 @@
 # runtime for DynamoDB Local from Debian (openjdk-17-jre-headless) when java is missing or older
 # than 17. `make deps` runs it (the demo, the stack, the bench and the fault matrix need no more).
 # With --test it also installs what only the tests use: the IAM policy simulator's npm package
-# (internal/stack/iamsim), shellcheck and iptables (the user-data tests),
+# (internal/stack/iamsim), shellcheck, iptables and debootstrap (the user-data tests),
 # chromium (the dashboard's browser test), and Docker for the "docker" job access tests (Debian's
 # docker.io with rootlesskit, slirp4netns and uidmap, and busybox-static for the image they import);
 # `make test` runs it so. Idempotent, and silent when
@@ -124,6 +124,14 @@ fi
 if ! command -v iptables >/dev/null 2>&1 || ! command -v ip6tables-save >/dev/null 2>&1; then
 	say "iptables not found: installing it (the user-data tests run the metadata block rules)"
 	apt_install iptables
+fi
+
+# --- debootstrap ------------------------------------------------------------------------------
+# The user-data OS test (make userdata-os-test) boots the rendered user data on a Debian root file
+# system it makes with debootstrap; slirp4netns (below) gives that system its network.
+if ! command -v debootstrap >/dev/null 2>&1 && ! [[ -x /usr/sbin/debootstrap ]]; then
+	say "debootstrap not found: installing it (the user-data OS test)"
+	apt_install debootstrap
 fi
 
 # --- chromium ---------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ func TestRenderContent(t *testing.T) {
 		"actions-runner-linux-${arch}-${RUNNER_VERSION}.tar.gz",
 		"readonly RUNNER_VERSION='" + RunnerVersion + "'",
 		PinOf(runnerversion.Default).SHA256X64, PinOf(runnerversion.Default).SHA256ARM64,
-		"useradd", "systemctl enable --now " + ServiceName,
+		"useradd", "systemctl enable " + ServiceName + "\nsystemctl start " + ServiceName,
 		"-table runnerpool-prod -region eu-central-1 -notice imds-tags -runner actions",
 		"-pre-runner-script " + PreRunnerPath,
 		"-state-dir " + StateDir + " -instance-keys arn", // the default: the reconciler's default
@@ -184,7 +184,7 @@ func TestRenderJobMetadata(t *testing.T) {
 		`-N DOCKER-USER`, `-I DOCKER-USER 1 -d "${addr}" -j REJECT`, `-I FORWARD 1 -j DOCKER-USER`,
 		"block iptables 169.254.169.254", "block ip6tables fd00:ec2::254",
 		"Before=docker.service " + ServiceName,
-		"systemctl enable --now runnerpool-block-job-metadata.service",
+		"systemctl enable runnerpool-block-job-metadata.service\nsystemctl start runnerpool-block-job-metadata.service",
 		"Requires=runnerpool-block-job-metadata.service",
 	} {
 		if !strings.Contains(blocked, want) {
@@ -197,7 +197,7 @@ func TestRenderJobMetadata(t *testing.T) {
 		}
 	}
 	// The systemd unit must start the block before the agent: the agent's unit orders itself after it.
-	if i, j := strings.Index(blocked, "runnerpool-block-job-metadata.service <<"), strings.Index(blocked, "systemctl enable --now "+ServiceName); i < 0 || j < i {
+	if i, j := strings.Index(blocked, "runnerpool-block-job-metadata.service <<"), strings.Index(blocked, "systemctl start "+ServiceName); i < 0 || j < i {
 		t.Errorf("the block unit is not installed before the agent starts")
 	}
 }
