@@ -301,8 +301,8 @@ func debianRootfs(t *testing.T) string {
 // osRun is what a boot left behind, read inside the namespace before it ended.
 type osRun struct {
 	log, iptables, packages, passwd, wants, unit, release, tree, requests string
-	ranInstallDeps                                                      bool
-	bootLog                                                             string // the boot's own part of the log (after a bake)
+	ranInstallDeps                                                        bool
+	bootLog                                                               string // the boot's own part of the log (after a bake)
 }
 
 // runOnDebian boots the rendered user data for c on a copy-on-write view of rootfs.
