@@ -313,12 +313,11 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	p.AgentX64 = Artifact{URL: srv.files.URL + "/runnerpool_linux_amd64", SHA256: srv.agentSHA}
 	p.AgentX64.URL = strings.Replace(p.AgentX64.URL, "127.0.0.1", slirpHost, 1)
 	p.RunnerBaseURL = strings.Replace(srv.files.URL, "127.0.0.1", slirpHost, 1)
+	p.Runner = &RunnerPin{Version: RunnerVersion, SHA256X64: srv.runnerSHA} // the fake tarball, at the default version
 	script, err := Render(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The runner is the fake tarball: its checksum replaces the release's.
-	script = strings.Replace(script, runnerSHA256[ArchX64], srv.runnerSHA, 1)
 
 	work := t.TempDir()
 	for name, body := range map[string][]byte{"userdata.sh": []byte(script), "ca.crt": srv.caPEM, "inner.sh": []byte(innerScript)} {
