@@ -238,7 +238,7 @@ func TestForJobAccess(t *testing.T) {
 	if got := userdata.JobAccessOf(string(raw)); got != config.JobAccessRoot {
 		t.Errorf("job access in the version's user data = %q, want root", got)
 	}
-	for _, want := range []string{" -job-access root", "want 'docker.io sudo' 'docker sudo'"} {
+	for _, want := range []string{" -job-access root", "job_access='root'"} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("the root class's user data lacks %q", want)
 		}

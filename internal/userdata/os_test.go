@@ -410,7 +410,7 @@ install -m 0700 "${WORK}/userdata.sh" "${root}/root/userdata.sh"
 # chroot it recognises (it cannot here where /proc/1/root is unreadable, as in some VMs).
 run() { chroot "${root}" /usr/bin/env -i SYSTEMD_OFFLINE=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /root/userdata.sh "$@"; }
 if [ "${BAKE}" = 1 ]; then
-  run bake
+  run bake docker
   cp "${root}/var/log/runnerpool-bootstrap.log" "${WORK}/out/bake.log"
   : > "${root}/var/log/runnerpool-bootstrap.log"
 fi

@@ -151,8 +151,8 @@ type data struct {
 	Arches                                                                 []archData
 	PreRunnerB64                                                           string
 	AgentArgs                                                              string
-	JobAccessApt, JobAccessDNF, JobAccessCmds                              string // packages the class's job access needs, and the commands they bring
-	ParamsLine                                                             string // base64 JSON of Params without the pre-runner script
+	Accesses                                                               []accessPackages // what each job access but user needs
+	ParamsLine                                                             string           // base64 JSON of Params without the pre-runner script
 	BlockJobMetadata                                                       bool
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
 }
@@ -176,6 +176,7 @@ func Render(p Params) (string, error) {
 		Params: p, RunnerVersion: p.runner().Version,
 		AgentPath: AgentPath, RunnerDir: RunnerDir, RunnerUser: RunnerUser, StateDir: StateDir,
 		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName, BlockJobMetadata: !p.AllowJobMetadata,
+		Accesses: jobAccessPackages,
 	}
 	if p.Arch != ArchARM64 {
 		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), strings.ToLower(p.runner().SHA256X64)})
@@ -201,7 +202,6 @@ func Render(p Params) (string, error) {
 	}
 	if p.JobAccess != "" && p.JobAccess != config.JobAccessUser {
 		args = append(args, "-job-access", p.JobAccess)
-		d.JobAccessApt, d.JobAccessDNF, d.JobAccessCmds = jobAccessPackages(p.JobAccess)
 	}
 	d.AgentArgs = strings.Join(args, " ") // every element is from a validated, space-free character set
 
@@ -221,18 +221,16 @@ const paramsMarker = "# runnerpool:params "
 // single-quoted, to PreRunnerPath).
 var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| base64 -d > '` + regexp.QuoteMeta(PreRunnerPath) + `'$`)
 
-// jobAccessPackages are the Debian/Ubuntu and Fedora/Amazon Linux packages a job access needs: rootful
-// Docker and sudo for root; for docker, Docker with rootlesskit, slirp4netns and newuidmap (the
-// rootless daemon the agent runs as the runner user), and the commands that show them installed (a
-// prepared image has them all, and the user data then installs nothing).
-func jobAccessPackages(access string) (apt, dnf, cmds string) {
-	switch access {
-	case config.JobAccessRoot:
-		return "docker.io sudo", "docker sudo", "dockerd sudo"
-	case config.JobAccessDocker:
-		return "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils", "dockerd rootlesskit slirp4netns newuidmap"
-	}
-	return "", "", ""
+// accessPackages are the Debian/Ubuntu and Fedora/Amazon Linux packages a job access needs, and the
+// commands that show them installed (a prepared image has them all, and the user data then installs
+// nothing): rootful Docker and sudo for root; for docker, Docker with rootlesskit, slirp4netns and
+// newuidmap (the rootless daemon the agent runs as the runner user). Every script carries them all, so
+// that `bake ACCESS` can prepare an image for any class.
+type accessPackages struct{ Name, Cmds, Apt, DNF string }
+
+var jobAccessPackages = []accessPackages{
+	{config.JobAccessRoot, "dockerd sudo", "docker.io sudo", "docker sudo"},
+	{config.JobAccessDocker, "dockerd rootlesskit slirp4netns newuidmap", "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils"},
 }
 
 // Class is what a runner class adds to the user data it launches with.
