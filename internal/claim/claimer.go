@@ -593,11 +593,11 @@ func (c *Claimer) Unclaim(ctx context.Context, cl Claimed, idleThreshold time.Ti
 	// credential): what the second look and refresh act on.
 	marked, err := c.st.MarkPooled(ctx, id)
 	if err != nil {
-		return fmt.Errorf("unclaiming %s: instance idle but not marked pooled (refresh terminates it at its idle threshold): %w", id, err)
+		return c.notPooled(ctx, id, runID, fmt.Errorf("instance idle but not marked pooled: %w", err))
 	}
 	msg.PooledAt = marked.PooledAt // this pooling's: an earlier message of the instance is stale now
 	if err := q.Put(ctx, msg, 0); err != nil {
-		return fmt.Errorf("unclaiming %s: instance idle but not in the pool (refresh pools it again): %w", id, err)
+		return c.notPooled(ctx, id, runID, fmt.Errorf("instance idle but its pool message not sent: %w", err))
 	}
 	return nil
 }
@@ -638,6 +638,25 @@ func (c *Claimer) release(ctx context.Context, cl Claimed, idleUntil time.Time) 
 		return errors.Join(err, derr)
 	}
 	return fmt.Errorf("unclaiming %s: discarded: %w", id, err)
+}
+
+// notPooled ends a hand-back that cleared the record's run id but could not pool the instance: the
+// caller's Discard of the run can no longer expire a record that names no run, so it is discarded
+// here, on condition that it still names none (store.ExpireNoRun: a run that claimed it meanwhile
+// keeps it). An idle record left behind would be out of the pool, or announced by no message,
+// until refresh noticed.
+func (c *Claimer) notPooled(ctx context.Context, id, runID string, cause error) error {
+	reason := "returned by run " + runID + " but not pooled: " + cause.Error()
+	if _, err := c.st.ExpireNoRun(ctx, id, reason); err != nil {
+		if ce := (*store.ConflictError)(nil); !errors.As(err, &ce) || ce.Current != store.StateTerminated {
+			return errors.Join(fmt.Errorf("unclaiming %s: %w", id, cause), fmt.Errorf("expiring %s: %w", id, err))
+		}
+	}
+	// Expired: no claim can take it now, so whatever run the record names it is ours to end.
+	if err := c.reg.Discard(ctx, id, "", reason); err != nil {
+		return errors.Join(fmt.Errorf("unclaiming %s: %w", id, cause), err)
+	}
+	return fmt.Errorf("unclaiming %s: discarded: %w", id, cause)
 }
 
 // ShareListings returns ctx for the Unclaims of n instances at once (first: as many as start

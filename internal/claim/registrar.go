@@ -30,6 +30,7 @@ type Store interface {
 	ClaimPooledAt(ctx context.Context, id, runID string, pooledAt, threshold time.Time, from ...store.State) (store.Instance, error)
 	Transition(ctx context.Context, id string, c store.Change) (store.Instance, error)
 	Expire(ctx context.Context, id, runID, reason string) (store.Instance, error)
+	ExpireNoRun(ctx context.Context, id, reason string) (store.Instance, error)
 	MarkPooled(ctx context.Context, id string) (store.Instance, error)
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)

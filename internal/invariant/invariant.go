@@ -22,11 +22,14 @@
 //     messages (the second claim loses).
 //   - threshold: no live record is past its threshold plus a grace period (Options.Thresholds:
 //     ask after a refresh pass, which enforces them).
-//   - pooled: every idle record (not past its threshold) that the control plane marked pooled
-//     (store.Instance.PooledAt, written once it verified the hand-back) has exactly one live pool
-//     message (Options.Pooled: ask after a refresh pass, which pools a lost one again and drops
-//     duplicates). Before calling a message missing, the check reads the queues again with long
-//     polls, which ask every SQS server.
+//   - pooled: every poolable record (idle, or ready in a warm pool with a queue; not past its
+//     threshold) that the control plane marked pooled (store.Instance.PooledAt, written once it
+//     verified the hand-back or the warm-up) has exactly one live pool message, its announcement:
+//     none hides it from every pickup, two make every walker's and pickup's work double
+//     (Options.Pooled: ask after the refresh passes that follow a fault, which pool a lost one
+//     again and drop duplicates; Report.AnnouncementsMissing and AnnouncementsDuplicate count
+//     them). Before calling a message missing, the check reads the queues again with long polls,
+//     which ask every SQS server.
 //   - foreign: no item of an agent partition carries an index key (idx_state, idx_run, idx_pool).
 //     The agent never writes one, and the instance role's attribute condition refuses it; such an
 //     item is a job that reached the role in a deployment without the condition, or a bug.
@@ -250,7 +253,10 @@ type Report struct {
 	// Stale counts the stale pool messages, Duplicates the messages beyond the first of one
 	// instance: garbage refresh deletes, not violations.
 	Stale, Duplicates int
-	Violations        []Violation
+	// AnnouncementsMissing and AnnouncementsDuplicate count the poolable instances with no live
+	// pool message and with more than one (the pooled rule, with Options.Pooled).
+	AnnouncementsMissing, AnnouncementsDuplicate int
+	Violations                                   []Violation
 }
 
 // OK reports whether no rule is broken.
@@ -292,8 +298,8 @@ func (r Report) Summary() string {
 	if len(parts) == 0 {
 		parts = append(parts, "violations=0")
 	}
-	return fmt.Sprintf("instances=%d records=%d messages=%d stale=%d runners=%d %s",
-		len(r.Instances), len(r.Records), len(r.Messages), r.Stale, len(r.Runners), strings.Join(parts, " "))
+	return fmt.Sprintf("instances=%d records=%d messages=%d stale=%d runners=%d announcements_missing=%d announcements_duplicate=%d %s",
+		len(r.Instances), len(r.Records), len(r.Messages), r.Stale, len(r.Runners), r.AnnouncementsMissing, r.AnnouncementsDuplicate, strings.Join(parts, " "))
 }
 
 func (r *Report) add(rule, instance, format string, args ...any) {
@@ -769,7 +775,8 @@ func checkPooledClean(ctx context.Context, st Store, rep *Report, rec store.Inst
 	return nil
 }
 
-// unpooledIdle lists the idle records (threshold ahead) with no message read.
+// unpooledIdle lists the idle records, and the ready ones marked pooled (threshold ahead), with no
+// message read.
 func unpooledIdle(rep *Report) []string {
 	have := map[string]bool{}
 	for _, m := range rep.Messages {
@@ -778,15 +785,22 @@ func unpooledIdle(rep *Report) []string {
 	var out []string
 	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
 		rec := rep.Records[id]
-		if rec.State == store.StateIdle && rec.RunID == "" && !rec.Expired(rep.At) && !have[id] {
+		if (rec.State == store.StateIdle || poolableReady(rec)) && rec.RunID == "" && !rec.Expired(rep.At) && !have[id] {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-// checkPooled: after refresh, every idle record confirmed clean has exactly one live message, and
-// one not confirmed clean has none (rule 3 keeps it out of the pool; its threshold ends it).
+// poolableReady reports whether rec is a hot warm-pool instance announced in a pool queue (its
+// warm-up marked it pooled; a pool without a queue serves pool jobs only, and marks none).
+func poolableReady(rec store.Instance) bool {
+	return rec.State == store.StateReady && !rec.PooledAt.IsZero()
+}
+
+// checkPooled: after refresh, every idle record confirmed clean, and every ready one marked pooled,
+// has exactly one live message; an idle one not confirmed clean has none (rule 3 keeps it out of
+// the pool; its threshold ends it).
 func checkPooled(rep *Report, refreshedAt time.Time, strict bool) {
 	live := map[string]int{}
 	for _, m := range rep.Messages {
@@ -796,7 +810,7 @@ func checkPooled(rep *Report, refreshedAt time.Time, strict bool) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(rep.Records)) {
 		rec := rep.Records[id]
-		if rec.State != store.StateIdle || rec.RunID != "" || rec.Expired(rep.At) {
+		if (rec.State != store.StateIdle && !poolableReady(rec)) || rec.RunID != "" || rec.Expired(rep.At) {
 			continue
 		}
 		// Confirmed clean is the control plane's own mark, written once it verified the hand-back;
@@ -808,12 +822,17 @@ func checkPooled(rep *Report, refreshedAt time.Time, strict bool) {
 		if rec.PooledAt.IsZero() || (!refreshedAt.IsZero() && rec.PooledAt.After(refreshedAt)) {
 			continue // not in the pool, or marked after the refresh pass began: the next one pools it
 		}
-		// A second live message is of the same pooling (earlier poolings' are stale): refresh pools
-		// again what its walk did not see (a message a pickup or a crashed walk held), and its next
-		// walk drops the duplicate; a claim through either takes the instance once
-		// (store.ClaimPooledAt). No message hides the instance from every pickup: that is the fault.
-		if n := live[id]; n == 0 {
-			rep.add(RulePooled, id, "idle and confirmed clean, with %d live pool messages (want at least one)", n)
+		// No message hides the instance from every pickup. A second live message is of the same
+		// pooling (earlier poolings' are stale): every walk keeps the lowest message id and drops
+		// the other, and refresh pools again only what two walks missed, so none is left after the
+		// passes that follow a fault.
+		switch n := live[id]; {
+		case n == 0:
+			rep.AnnouncementsMissing++
+			rep.add(RulePooled, id, "%s and marked pooled at %s, with no live pool message (want exactly one)", rec.State, rec.PooledAt.UTC().Format(time.RFC3339Nano))
+		case n > 1:
+			rep.AnnouncementsDuplicate++
+			rep.add(RulePooled, id, "%s and marked pooled at %s, with %d live pool messages (want exactly one)", rec.State, rec.PooledAt.UTC().Format(time.RFC3339Nano), n)
 		}
 	}
 }

@@ -271,9 +271,10 @@ func TestCheck(t *testing.T) {
 		},
 		want: []string{invariant.RulePooled},
 	}, {
-		// Refresh pools again what its walk did not see, and its next walk drops the duplicate:
-		// two messages of one pooling are harmless (one claim takes the instance), none is the fault.
-		name: "pooled: two live messages of one pooling are a duplicate, not a violation",
+		// Refresh pools again only what two walks missed, and every walk drops the same copy of a
+		// duplicate: after the passes that follow a fault, two messages of one pooling are drift
+		// (they used to be accepted, and hid a missing one in the counts).
+		name: "pooled: two live messages of one pooling are a duplicate announcement",
 		setup: func(w *world) invariant.Options {
 			id := w.pooled()
 			rec, err := w.st.Get(w.t.Context(), id)
@@ -283,8 +284,22 @@ func TestCheck(t *testing.T) {
 			w.put(rec)
 			return invariant.Options{Pooled: true}
 		},
-		want:  nil,
+		want:  []string{invariant.RulePooled},
 		dupes: 1,
+	}, {
+		// A hot instance whose warm-up marked it pooled must be announced too: convergence's failed
+		// Put used to leave it out of every pickup until replaced, unseen by this rule.
+		name: "pooled: a ready instance marked pooled without a message",
+		setup: func(w *world) invariant.Options {
+			id := w.launch(true)
+			if _, err := w.st.Create(w.t.Context(), store.Instance{ID: id, State: store.StateWarming, Pool: "hot", Threshold: time.Now().Add(time.Hour),
+				UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "default", Scope: "acme"}); err != nil {
+				w.t.Fatal(err)
+			}
+			w.move(id, store.Change{From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true, Threshold: time.Now().Add(time.Hour), MarkPooled: true})
+			return invariant.Options{Pooled: true}
+		},
+		want: []string{invariant.RulePooled},
 	}, {
 		// A claim through the second look leaves the message; the run's release pools the instance
 		// again with its own. No claim can act on the first (it requires the mark the message

@@ -1,28 +1,40 @@
 // Phase 5: the pool check. A pool message must stand for an idle instance the control plane marked
 // pooled (DESIGN rule 3); one whose record is gone, no longer idle, not marked, past its threshold,
-// malformed or a duplicate is dead and is deleted, so pickups stop paying for it.
+// malformed or a duplicate is dead and is deleted, so pickups stop paying for it. And every
+// poolable instance (idle, or ready in a warm pool with a queue, marked pooled) has exactly one
+// live message: its announcement.
 //
-// The check never hides the pool from provisions. It compares first: the queue's messages
-// (GetQueueAttributes: visible, in flight and delayed) against the pooled records of the pass's
-// listing whose runner class the queue serves. Equal counts need no walk, and nothing is received.
-// A queue whose counts differ, and every queue at least every FullCheckEvery (a dead message and a
-// lost one cancel out in the counts), is walked. SQS cannot be read without taking messages, so the
-// walk receives a batch (held for VisibilityTimeout at most), judges each message against its
+// The check never hides the pool from provisions. SQS cannot be read without taking messages, so
+// the walk receives a batch (held for VisibilityTimeout at most), judges each message against its
 // record, deletes the dead ones and makes the batch's live ones visible again at once
 // (ChangeMessageVisibility 0), before it receives the next: a live message is away for the
 // milliseconds its batch is judged, not for the walk, and a pickup meanwhile finds the rest. A
 // message received again is not judged again; the walk ends after receives that bring nothing new.
-// A live message is never deleted: when its record cannot be read it is kept, and if making it
-// visible fails it reappears by itself when the visibility timeout ends.
+// A live message is never deleted unless another live message of the same pooling is kept: when
+// its record cannot be read it is kept, and if making it visible fails it reappears by itself when
+// the visibility timeout ends.
 //
-// Nothing is lost on a crash: an idle instance whose message is gone (a crash between an instance
-// going idle and its message being put, or a message taken by hand) is pooled again, once a walk
-// read the whole queue (at least the messages it counted visible when it began). Before it
-// decides that a message is missing, the check confirms with a long poll (a short poll samples a
-// subset of SQS's servers and may miss the last messages of a queue); it then re-reads the record
-// and pools the instance only if it is still idle and unchanged, has been so for RepoolGrace (the
-// release or unclaim that made it idle puts its own message within that time), and its agent's last
-// word is the clean deregistration (DESIGN rule 3: never pool what the agent has not confirmed).
+// Every queue is walked every pass. The queue's message count is never taken as proof of
+// anything: a stale message (left by a claim through the idle index) and a missing one cancel
+// out in a count, and so do a duplicate and a missing one.
+//
+// Duplicates (two live messages of one pooling) are resolved the same way by every walker: the
+// message of the latest pooling is kept, and among those of one pooling the lowest message id. Two
+// walks that overlap, each holding one copy while the other sees the other, therefore delete the
+// same copy, never both. A kept message that a lower-id copy supersedes later in the walk is
+// deleted when it comes round again (or by the next walk).
+//
+// Nothing is lost on a crash: an instance whose message is gone (a crash between its pool mark and
+// its message, a failed send, a scope queue deleted while another replica sent to it, a message
+// taken by hand) is pooled again. A walk does not see a message another reader holds (a pickup
+// deciding about it, a crashed replica's receive until its visibility timeout ends), so one walk
+// that misses a message proves nothing: the instance is pooled again only when two complete walks,
+// further apart than the longest visibility timeout of any reader (LongestVisibility), both missed
+// it. The first miss is recorded in the table (store.MissedSince), so the two walks may be of
+// different replicas. Before it decides that a message is missing, a walk also confirms with a long
+// poll (a short poll samples a subset of SQS's servers and may miss the last messages of a queue);
+// the instance is pooled again only if a consistent read shows it still poolable and unchanged,
+// for RepoolGrace at least.
 
 package refresh
 
@@ -70,14 +82,16 @@ type received struct {
 	id, receipt, body string
 }
 
-// checkQueue compares the count of q's queue at url (the class queue, or one of its scope queues)
-// with its pooled records and walks it when they differ or a full check is due.
+// checkQueue walks q's queue at url (the class queue, or one of its scope queues). Its counts only
+// say how many visible messages a whole walk must have seen, and whether an unexpected scope queue
+// stayed empty long enough to be deleted.
 func (r *Refresher) checkQueue(ctx context.Context, p *pass, q *pool.Queue, url string) {
 	counts, err := r.counts(ctx, url)
 	switch {
 	case pool.IsQueueMissing(err):
 		// A scope queue its pooled records expect, deleted or never created: nothing to walk, and
-		// what lost its message is pooled again (which creates it).
+		// what lost its message is pooled again (which creates it). A missing queue is a complete
+		// walk that saw nothing.
 		r.repool(ctx, p, url, nil)
 		return
 	case err != nil:
@@ -87,18 +101,8 @@ func (r *Refresher) checkQueue(ctx context.Context, p *pass, q *pool.Queue, url 
 	case r.emptyFor(p, q, url, counts) >= r.opts.EmptyScopeQueueAge:
 		r.deleteQueue(ctx, p, q, url)
 		return
-	case counts.total() == len(r.pooledIn(p, url)) && !r.fullCheckDue(url, p.now):
-		p.update(func(rep *Report) { rep.Pool.Matched++ })
-		return
 	}
-	if r.walk(ctx, p, q, url, counts.visible) {
-		r.mu.Lock()
-		if r.walked == nil {
-			r.walked = map[string]time.Time{}
-		}
-		r.walked[url] = p.now
-		r.mu.Unlock()
-	}
+	r.walk(ctx, p, q, url, counts.visible)
 }
 
 // queueCounts are SQS's approximate message counts of a queue.
@@ -160,12 +164,30 @@ func (r *Refresher) target(rec store.Instance) string {
 	return q.URLFor(rec.Scope)
 }
 
-// fullCheckDue reports whether the queue was last walked to its end FullCheckEvery ago or more.
-func (r *Refresher) fullCheckDue(url string, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	last, ok := r.walked[url]
-	return !ok || !now.Before(last.Add(r.opts.FullCheckEvery))
+// announcement is the live message kept for an instance: its id and the pooling it announces.
+type announcement struct {
+	id       string
+	pooledAt int64 // Unix ms; 0: the message names none
+}
+
+// supersedes reports whether a is kept rather than b, two live messages of one instance: the
+// later pooling's, and of one pooling the lowest message id. Every walker decides alike, so two
+// overlapping walks delete the same copy of a duplicate, never both.
+func (a announcement) supersedes(b announcement) bool {
+	if a.pooledAt != b.pooledAt {
+		return a.pooledAt > b.pooledAt
+	}
+	return a.id < b.id
+}
+
+// walkState is what one walk of a queue learnt so far.
+type walkState struct {
+	seen map[string]bool // message ids received and judged
+	dead map[string]bool // of those, the ones judged dead or moved (a failed delete leaves them)
+	// kept: the announcement kept for each instance with a live message; instanceOf: the instance
+	// of every message judged live (a superseded one is deleted when it comes round again).
+	kept       map[string]announcement
+	instanceOf map[string]string
 }
 
 // walk judges every message of the queue, one batch at a time, and reports whether it read the
@@ -173,15 +195,11 @@ func (r *Refresher) fullCheckDue(url string, now time.Time) bool {
 // is how many distinct messages a whole walk must have seen.
 func (r *Refresher) walk(ctx context.Context, p *pass, q *pool.Queue, url string, visibleAtStart int) (complete bool) {
 	vis := int32(min(max(math.Ceil(r.opts.VisibilityTimeout.Seconds()), 1), 43200))
-	seen := map[string]bool{} // message ids received and judged
-	dead := map[string]bool{} // of those, the ones judged dead (a failed delete leaves them)
-	// liveInstance: instances with a live message, and the pooling it announces (a second message
-	// of that pooling is a duplicate; one of a later pooling is not).
-	liveInstance := map[string]int64{}
+	w := &walkState{seen: map[string]bool{}, dead: map[string]bool{}, kept: map[string]announcement{}, instanceOf: map[string]string{}}
 	defer func() {
-		p.update(func(rep *Report) { rep.Pool.Kept += len(liveInstance) })
+		p.update(func(rep *Report) { rep.Pool.Kept += len(w.kept) })
 		if complete {
-			r.repool(ctx, p, url, liveInstance)
+			r.repool(ctx, p, url, w.kept)
 		}
 	}()
 	idle, wait := 0, int32(0)
@@ -196,22 +214,14 @@ func (r *Refresher) walk(ctx context.Context, p *pass, q *pool.Queue, url string
 			p.fail(PhasePool, fmt.Errorf("receiving from %s: %w", url, err))
 			return false
 		}
-		var fresh []received
-		var again []string // receipts of messages judged before: visible again at once
-		for _, m := range out.Messages {
-			id, receipt := aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle)
-			if seen[id] {
-				if !dead[id] {
-					again = append(again, receipt)
-				}
-				continue
-			}
-			seen[id] = true
-			fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
-		}
-		live := r.judgeBatch(ctx, p, q, url, fresh, liveInstance, dead)
+		fresh, again, superseded := w.sort(out.Messages)
+		live := r.judgeBatch(ctx, p, q, url, fresh, w)
 		r.release(ctx, url, append(again, live...))
-		p.update(func(rep *Report) { rep.Pool.Checked += len(fresh) })
+		// Counted outside the report's lock: a failed delete reports its error under it.
+		deleted := r.deleteMessages(ctx, p, url, superseded)
+		p.update(func(rep *Report) {
+			rep.Pool.Checked, rep.Pool.Dropped = rep.Pool.Checked+len(fresh), rep.Pool.Dropped+deleted
+		})
 		// A short poll samples a subset of SQS's servers and may come back empty while messages
 		// remain, and messages made visible again come back: stop after two receives in a row with
 		// nothing new. What is missed is checked by a later pass (and pickups re-check every record
@@ -223,18 +233,39 @@ func (r *Refresher) walk(ctx context.Context, p *pass, q *pool.Queue, url string
 		if idle++; idle < 2 {
 			continue
 		}
-		if wait == 0 && len(r.unpooled(p, url, liveInstance)) > 0 {
+		if wait == 0 && len(r.unpooled(p, url, w.kept)) > 0 {
 			wait = 1
 			continue
 		}
-		return visibleAtStart < 0 || len(seen) >= visibleAtStart
+		return visibleAtStart < 0 || len(w.seen) >= visibleAtStart
 	}
 	return false
 }
 
-// judgeBatch judges fresh messages, deletes the dead ones, moves the live ones that belong in
-// another of q's queues and returns the receipts of the live ones that stay.
-func (r *Refresher) judgeBatch(ctx context.Context, p *pass, q *pool.Queue, url string, fresh []received, liveInstance map[string]int64, dead map[string]bool) (live []string) {
+// sort splits received messages into fresh ones (to judge), receipts of live ones judged before
+// (visible again at once) and live ones judged before that a lower-id copy superseded since (to
+// delete). Dead ones judged before are left alone: their delete failed, and they return.
+func (w *walkState) sort(msgs []types.Message) (fresh []received, again []string, superseded []received) {
+	for _, m := range msgs {
+		id, receipt := aws.ToString(m.MessageId), aws.ToString(m.ReceiptHandle)
+		switch inst, live := w.instanceOf[id]; {
+		case !w.seen[id]:
+			w.seen[id] = true
+			fresh = append(fresh, received{id: id, receipt: receipt, body: aws.ToString(m.Body)})
+		case w.dead[id]:
+		case live && w.kept[inst].id != id:
+			w.dead[id] = true
+			superseded = append(superseded, received{id: id, receipt: receipt})
+		default:
+			again = append(again, receipt)
+		}
+	}
+	return fresh, again, superseded
+}
+
+// judgeBatch judges fresh messages, deletes the dead ones and the duplicates, moves the live ones
+// that belong in another of q's queues and returns the receipts of the live ones that stay.
+func (r *Refresher) judgeBatch(ctx context.Context, p *pass, q *pool.Queue, url string, fresh []received, w *walkState) (live []string) {
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -243,27 +274,29 @@ func (r *Refresher) judgeBatch(ctx context.Context, p *pass, q *pool.Queue, url 
 	for i, m := range fresh {
 		v := verdicts[i]
 		if v.live && q.URLFor(v.msg.Scope) != url && r.move(ctx, q, url, v.msg) {
-			dead[m.id] = true // gone from here: never released or judged again
+			w.dead[m.id] = true // gone from here: never released or judged again
 			moved = append(moved, m)
 			continue
 		}
-		// Only a second message of the same pooling is a duplicate. The message kept earlier in the
-		// walk is visible again and may be gone since (claimed), its instance pooled again with a
-		// new message: that one is the instance's only message, never a duplicate.
-		if prev, ok := liveInstance[v.instance]; v.live && (!ok || prev != v.pooledAt) {
-			liveInstance[v.instance] = v.pooledAt // the pooling judged last is the current one
-			live = append(live, m.receipt)
-			continue
-		}
 		if v.live {
-			v.why = "duplicate message of " + v.instance
+			a := announcement{id: m.id, pooledAt: v.pooledAt}
+			prev, ok := w.kept[v.instance]
+			if !ok || a.supersedes(prev) {
+				// Kept; a copy kept before is deleted when it comes round again.
+				w.kept[v.instance] = a
+				w.instanceOf[m.id] = v.instance
+				live = append(live, m.receipt)
+				continue
+			}
+			v.why = "duplicate message of " + v.instance + " (message " + prev.id + " is kept)"
 		}
 		r.log.InfoContext(ctx, "refresh: dropping pool message", "queue", url, "message", m.id, "reason", v.why)
-		dead[m.id] = true
+		w.dead[m.id] = true
 		drop = append(drop, m)
 	}
-	p.update(func(rep *Report) { rep.Pool.Dropped += r.deleteMessages(ctx, p, url, drop) })
-	p.update(func(rep *Report) { rep.Pool.Moved += r.deleteMessages(ctx, p, url, moved) })
+	// Counted outside the report's lock: a failed delete reports its error under it.
+	dropped, movedN := r.deleteMessages(ctx, p, url, drop), r.deleteMessages(ctx, p, url, moved)
+	p.update(func(rep *Report) { rep.Pool.Dropped, rep.Pool.Moved = rep.Pool.Dropped+dropped, rep.Pool.Moved+movedN })
 	return live
 }
 
@@ -369,15 +402,15 @@ func (r *Refresher) release(ctx context.Context, url string, receipts []string) 
 	}
 }
 
-// unpooled lists the records the pass's listing shows poolable in this queue's runner class that
-// have no live message among those the check kept.
-func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store.Instance {
+// unpooled lists the records the pass's listing shows poolable in this queue's runner class (idle,
+// or ready in a warm pool) that have no live message among those the check kept.
+func (r *Refresher) unpooled(p *pass, url string, kept map[string]announcement) []store.Instance {
 	if r.resolver == nil {
 		return nil
 	}
 	var out []store.Instance
 	for _, rec := range r.pooledIn(p, url) {
-		if _, ok := live[rec.ID]; !ok && rec.State == store.StateIdle {
+		if _, ok := kept[rec.ID]; !ok {
 			out = append(out, rec)
 		}
 	}
@@ -385,18 +418,16 @@ func (r *Refresher) unpooled(p *pass, url string, live map[string]int64) []store
 	return out
 }
 
-// repool puts a message for every idle instance of this queue that has none, once a consistent
-// read shows it still idle and unchanged for RepoolGrace, and its agent confirmed it clean.
-func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[string]int64) {
+// repool follows a complete walk: it pools again every poolable instance of this queue that has no
+// message, once two complete walks further apart than LongestVisibility both missed it and a
+// consistent read shows it still poolable and unchanged for RepoolGrace. It forgets the misses of
+// instances whose message this walk saw.
+func (r *Refresher) repool(ctx context.Context, p *pass, url string, kept map[string]announcement) {
 	if ctx.Err() != nil || r.resolver == nil {
 		return
 	}
-	// The walk does not see a message a pickup holds while it decides, nor one a crashed replica
-	// received, hidden until its visibility timeout ends: such an instance is pooled again all the
-	// same. Its second message is of the same pooling, and the next walk drops it as a duplicate;
-	// waiting instead (pooling again only when the queue's counts fell short) left an instance
-	// with no message when another instance's message in flight made up the count.
-	cands := r.unpooled(p, url, live)
+	r.forgetMisses(ctx, p, kept)
+	cands := r.unpooled(p, url, kept)
 	if len(cands) == 0 {
 		return
 	}
@@ -405,35 +436,92 @@ func (r *Refresher) repool(ctx context.Context, p *pass, url string, live map[st
 		switch {
 		case err != nil:
 			if !errors.Is(err, store.ErrNotFound) {
-				p.fail(PhasePool, fmt.Errorf("reading unpooled idle %s: %w", listed.ID, err))
+				p.fail(PhasePool, fmt.Errorf("reading unpooled %s: %w", listed.ID, err))
 			}
 			return
-		case rec.Version != listed.Version || rec.State != store.StateIdle || !poolable(rec, p.now):
+		case rec.Version != listed.Version || !poolable(rec, p.now):
 			return // changed since the listing: whoever changed it decides
 		case p.now.Sub(rec.UpdatedAt) < r.opts.RepoolGrace:
 			return // its release or unclaim may still be putting its message
 		}
-		if rec.PooledAt.IsZero() {
-			// Never pooled by the control plane (its release or unclaim did not verify the hand-back,
-			// whatever the agent wrote): never pooled here either; its idle threshold ends it.
-			r.log.InfoContext(ctx, "refresh: idle instance without a pool message was never marked pooled; left to its threshold",
-				"instance", rec.ID)
+		if proven, err := r.missedTwice(ctx, rec, p.now); err != nil || !proven {
+			if err != nil {
+				p.fail(PhasePool, err)
+			}
+			p.update(func(rep *Report) { rep.Pool.Missed = append(rep.Pool.Missed, rec.ID) })
 			return
 		}
-		q, err := r.resolver.Queue(rec.RunnerClass)
-		if err != nil {
+		if err := r.announce(ctx, rec); err != nil {
+			p.fail(PhasePool, err)
 			return
 		}
-		m := pool.Message{
-			InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
-			MemoryMiB: rec.MemoryMiB, ResourceClass: rec.ResourceClass, RunnerClass: rec.RunnerClass,
-			Scope: rec.Scope, Zone: rec.Zone, Threshold: rec.Threshold, PooledAt: rec.PooledAt,
-		}
-		if err := q.Put(ctx, m, 0); err != nil {
-			p.fail(PhasePool, fmt.Errorf("pooling idle %s again: %w", rec.ID, err))
-			return
-		}
-		r.log.InfoContext(ctx, "refresh: idle instance had no pool message; pooled again", "queue", url, "instance", rec.ID)
+		r.log.InfoContext(ctx, "refresh: pooled instance had no pool message in two walks; pooled again", "queue", url, "instance", rec.ID, "state", rec.State)
 		p.update(func(rep *Report) { rep.Pool.Repooled = append(rep.Pool.Repooled, rec.ID) })
 	})
+}
+
+// missedTwice records that a complete walk at now missed rec's message and reports whether an
+// earlier complete walk, more than LongestVisibility before, missed it too (the message was then
+// neither held by a reader at both walks nor sent late: it is gone). A miss older than
+// MissWindow is of an earlier fault that a walk between must have seen resolved: it starts afresh.
+func (r *Refresher) missedTwice(ctx context.Context, rec store.Instance, now time.Time) (bool, error) {
+	first, err := r.st.MissedSince(ctx, rec.ID, rec.PooledAt, now, r.opts.MissWindow)
+	if err == nil && now.Sub(first) > r.opts.MissWindow {
+		if err = r.st.ClearMissed(ctx, rec.ID, rec.PooledAt); err == nil {
+			first, err = r.st.MissedSince(ctx, rec.ID, rec.PooledAt, now, r.opts.MissWindow)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("recording the missed message of %s: %w", rec.ID, err)
+	}
+	r.mu.Lock()
+	if r.missed == nil {
+		r.missed = map[string]time.Time{}
+	}
+	r.missed[rec.ID] = rec.PooledAt
+	r.mu.Unlock()
+	return now.Sub(first) > r.opts.LongestVisibility, nil
+}
+
+// forgetMisses clears the miss markers this refresher wrote for instances whose message was seen
+// (a marker another replica wrote lapses after MissWindow).
+func (r *Refresher) forgetMisses(ctx context.Context, p *pass, kept map[string]announcement) {
+	r.mu.Lock()
+	var clear []store.Instance
+	for id, pooledAt := range r.missed {
+		if _, ok := kept[id]; ok {
+			clear = append(clear, store.Instance{ID: id, PooledAt: pooledAt})
+			delete(r.missed, id)
+		}
+	}
+	r.mu.Unlock()
+	forEach(r.opts.Concurrency, clear, func(in store.Instance) {
+		if err := r.st.ClearMissed(ctx, in.ID, in.PooledAt); err != nil {
+			r.log.WarnContext(ctx, "refresh: miss marker not cleared; it lapses by itself", "instance", in.ID, "error", err)
+		}
+	})
+}
+
+// announce puts the pool message of a poolable record (its pooling's, so claims may act on it) and
+// forgets its miss.
+func (r *Refresher) announce(ctx context.Context, rec store.Instance) error {
+	q, err := r.resolver.Queue(rec.RunnerClass)
+	if err != nil {
+		return fmt.Errorf("pooling %s again: %w", rec.ID, err)
+	}
+	m := pool.Message{
+		InstanceID: rec.ID, UsageClass: rec.UsageClass, InstanceType: rec.InstanceType, CPU: rec.CPU,
+		MemoryMiB: rec.MemoryMiB, ResourceClass: rec.ResourceClass, RunnerClass: rec.RunnerClass,
+		Scope: rec.Scope, Zone: rec.Zone, Threshold: rec.Threshold, PooledAt: rec.PooledAt,
+	}
+	if err := q.Put(ctx, m, 0); err != nil {
+		return fmt.Errorf("pooling %s again: %w", rec.ID, err)
+	}
+	if err := r.st.ClearMissed(ctx, rec.ID, rec.PooledAt); err != nil {
+		r.log.WarnContext(ctx, "refresh: miss marker not cleared; it lapses by itself", "instance", rec.ID, "error", err)
+	}
+	r.mu.Lock()
+	delete(r.missed, rec.ID)
+	r.mu.Unlock()
+	return nil
 }

@@ -73,7 +73,7 @@ const (
 	MaxBatchSize              = terminate.MaxBatch
 	DefaultVisibilityTimeout  = 30 * time.Second
 	DefaultRepoolGrace        = 30 * time.Second
-	DefaultFullCheckEvery     = 10 * time.Minute
+	DefaultMissWindow         = 15 * time.Minute
 	DefaultEmptyScopeQueueAge = 24 * time.Hour
 )
 
@@ -99,9 +99,14 @@ type Options struct {
 	// cannot make it visible again (it does so as soon as the batch is judged; default 30 s; whole
 	// seconds, at least 1).
 	VisibilityTimeout time.Duration
-	// FullCheckEvery is how often the pool check walks a queue whose message count equals its
-	// pooled records (default 10 min): between walks equal counts are trusted.
-	FullCheckEvery time.Duration
+	// LongestVisibility is the longest visibility timeout of any reader of the pool queues
+	// (pickups, this check; default the longer of VisibilityTimeout and
+	// pool.DefaultVisibilityTimeout): an instance is pooled again for want of a message only when
+	// two complete walks further apart than this both missed it.
+	LongestVisibility time.Duration
+	// MissWindow is how long a recorded miss stays the first of a fault (default 15 min); an older
+	// one is of an earlier fault, and the next miss starts afresh.
+	MissWindow time.Duration
 	// RepoolGrace is how long an idle record must have been unchanged before the pool check pools
 	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
 	// its own message well within that.
@@ -131,8 +136,9 @@ type Refresher struct {
 	// terminated remembers instances EC2 reported terminated whose tag DescribeTags still lists,
 	// so the orphan sweep does not describe them again (orphans.go).
 	terminated map[string]bool
-	// walked is when the pool check last read each queue to its end (pool.go).
-	walked map[string]time.Time
+	// missed holds the pooling of each instance whose miss marker this refresher wrote (pool.go),
+	// to clear once its message is seen.
+	missed map[string]time.Time
 	// emptySince is when the pool check first saw each scope queue empty and unexpected, since it
 	// last saw it otherwise (scopequeues.go).
 	emptySince map[string]time.Time
@@ -156,8 +162,11 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	if opts.AgentSweepInterval <= 0 {
 		opts.AgentSweepInterval = DefaultAgentSweepInterval
 	}
-	if opts.FullCheckEvery <= 0 {
-		opts.FullCheckEvery = DefaultFullCheckEvery
+	if opts.LongestVisibility <= 0 {
+		opts.LongestVisibility = max(opts.VisibilityTimeout, pool.DefaultVisibilityTimeout)
+	}
+	if opts.MissWindow <= 0 {
+		opts.MissWindow = DefaultMissWindow
 	}
 	if opts.RepoolGrace <= 0 {
 		opts.RepoolGrace = DefaultRepoolGrace

@@ -73,9 +73,11 @@ type PoolReport struct {
 	Checked int `json:"checked"` // distinct messages received
 	Dropped int `json:"dropped"` // deleted: malformed, duplicate, expired, or no longer idle
 	Kept    int `json:"kept"`    // live idle instances, made visible again
-	// Matched counts the queues whose message count equalled their pooled records: not walked.
-	Matched int `json:"matched"`
-	// Repooled lists the idle instances that had no message and were pooled again.
+	// Missed lists the poolable instances a complete walk found without a message, not pooled
+	// again yet: no earlier walk more than LongestVisibility before missed it too.
+	Missed []string `json:"missed,omitempty"`
+	// Repooled lists the poolable instances that had no message in two complete walks and were
+	// pooled again.
 	Repooled []string `json:"repooled,omitempty"`
 	// Moved counts live messages moved to the scope queue they belong in.
 	Moved int `json:"moved,omitempty"`

@@ -295,6 +295,17 @@ func (s *Store) MarkPooled(ctx context.Context, id string) (Instance, error) {
 // Expire moves a live record's threshold to now without changing its state, so refresh (and the
 // instance itself) terminate it. When runID is set the record must still belong to that run.
 func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance, error) {
+	return s.expire(ctx, id, runID, false, reason)
+}
+
+// ExpireNoRun is Expire of a record that names no run (a hand-back that cleared the run id but
+// could not pool the instance): a run that claimed it meanwhile keeps it, and once it is expired
+// no claim can follow (claims require a threshold ahead).
+func (s *Store) ExpireNoRun(ctx context.Context, id, reason string) (Instance, error) {
+	return s.expire(ctx, id, "", true, reason)
+}
+
+func (s *Store) expire(ctx context.Context, id, runID string, noRun bool, reason string) (Instance, error) {
 	if err := validateID(id); err != nil {
 		return Instance{}, err
 	}
@@ -304,9 +315,13 @@ func (s *Store) Expire(ctx context.Context, id, runID, reason string) (Instance,
 	u.names["#state"] = "state"
 	cond := "attribute_exists(pk) AND #state <> " + u.value(sv(string(StateTerminated)))
 	want := "a live record"
-	if runID != "" {
+	switch {
+	case runID != "":
 		cond += " AND run_id = " + u.value(sv(runID))
 		want += " of run " + runID
+	case noRun:
+		cond += " AND attribute_not_exists(run_id)"
+		want += " of no run"
 	}
 	return s.update(writeInstanceExpire.Context(ctx), id, u, cond, want)
 }

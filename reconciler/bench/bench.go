@@ -782,15 +782,17 @@ func (h *harness) resolver() pool.StaticResolver {
 	return resolver
 }
 
-// phaseAudit runs a refresh pass and the invariant checker over the whole deployment.
+// phaseAudit runs the refresh passes that follow a fault and the invariant checker over the whole
+// deployment.
 func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 	// The refresh pass covers the reuse scenarios' queues too: it drops the messages a claim through
-	// the idle index left behind and pools again what lost its message.
+	// the idle index left behind and the duplicates, and pools again what lost its message (once
+	// two walks further apart than the longest visibility timeout missed it: a second pass then).
 	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, h.resolver(), refresh.Options{
 		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
 	})
-	refreshedAt := time.Now()
-	if _, err := ref.Run(ctx); err != nil {
+	refreshedAt, err := auditRefresh(ctx, h, ref)
+	if err != nil {
 		res.note("audit refresh pass: %v", err)
 	}
 	rep, err := invariant.Check(ctx, h.sb.Store, h.sb.EC2, invariant.Options{
@@ -805,6 +807,32 @@ func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 		How: "invariant checker (instances held by two runs, runners registered for two runs or another run than their record's) plus jobs that ran on a runner of another run"})
 	res.add(Figure{Name: "orphans", Value: float64(rep.Count(invariant.RuleOrphan)), Unit: "",
 		How: "after a refresh pass: EC2 instances of the deployment, not terminated, without a live record"})
+	res.add(Figure{Name: "announcements_missing", Value: float64(rep.AnnouncementsMissing), Unit: "",
+		How: "after the refresh passes: poolable instances (idle, or ready and marked pooled) with no live pool message"})
+	res.add(Figure{Name: "announcements_duplicate", Value: float64(rep.AnnouncementsDuplicate), Unit: "",
+		How: "after the refresh passes: poolable instances with more than one live pool message"})
 	h.say("  audit: %s", rep.Summary())
 	return rep.Err()
+}
+
+// auditRefresh runs a refresh pass and, when its walks missed an instance's message, a second one
+// once the longest visibility timeout has passed (one walk's miss proves nothing; two prove the
+// message gone). It returns when the last pass began.
+func auditRefresh(ctx context.Context, h *harness, ref *refresh.Refresher) (time.Time, error) {
+	at := time.Now()
+	rep, err := ref.Run(ctx)
+	if len(rep.Pool.Missed) == 0 {
+		return at, err
+	}
+	// The refresher's default LongestVisibility: its own walk's timeout, the longest of any reader.
+	wait := max(refresh.DefaultVisibilityTimeout, pool.DefaultVisibilityTimeout) + time.Second
+	h.say("  audit: %d pooled instances without a message in the first walk; walking again in %s", len(rep.Pool.Missed), wait)
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+		return at, ctx.Err()
+	}
+	at = time.Now()
+	_, err2 := ref.Run(ctx)
+	return at, errors.Join(err, err2)
 }
