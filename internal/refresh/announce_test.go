@@ -175,7 +175,6 @@ func TestRefreshAnnouncesAReadyInstanceAgain(t *testing.T) {
 	ctx := t.Context()
 	id := e.launch(t, 1, deployment)[0]
 	hot := e.record(t, id, store.StateReady, e.clock.Now().Add(time.Hour)) // its Put failed
-	e.clock.Advance(time.Minute)                                           // past RepoolGrace
 	r := e.poolRefresher()
 	for pass, want := range []refresh.PoolReport{{Queues: 1, Missed: []string{id}}, {Queues: 1, Repooled: []string{id}}, {Queues: 1, Checked: 1, Kept: 1}} {
 		rep, err := r.Run(ctx)

@@ -33,8 +33,10 @@
 // it. The first miss is recorded in the table (store.MissedSince), so the two walks may be of
 // different replicas. Before it decides that a message is missing, a walk also confirms with a long
 // poll (a short poll samples a subset of SQS's servers and may miss the last messages of a queue);
-// the instance is pooled again only if a consistent read shows it still poolable and unchanged,
-// for RepoolGrace at least.
+// the instance is pooled again only if a consistent read shows it still poolable and unchanged.
+// No grace is counted on the record: a release or unclaim still putting its message is seen by the
+// second walk, and the time a message may stay hidden is the readers' visibility timeout, not
+// anything the record shows.
 
 package refresh
 
@@ -420,7 +422,7 @@ func (r *Refresher) unpooled(p *pass, url string, kept map[string]announcement) 
 
 // repool follows a complete walk: it pools again every poolable instance of this queue that has no
 // message, once two complete walks further apart than LongestVisibility both missed it and a
-// consistent read shows it still poolable and unchanged for RepoolGrace. It forgets the misses of
+// consistent read shows it still poolable and unchanged. It forgets the misses of
 // instances whose message this walk saw.
 func (r *Refresher) repool(ctx context.Context, p *pass, url string, kept map[string]announcement) {
 	if ctx.Err() != nil || r.resolver == nil {
@@ -441,8 +443,6 @@ func (r *Refresher) repool(ctx context.Context, p *pass, url string, kept map[st
 			return
 		case rec.Version != listed.Version || !poolable(rec, p.now):
 			return // changed since the listing: whoever changed it decides
-		case p.now.Sub(rec.UpdatedAt) < r.opts.RepoolGrace:
-			return // its release or unclaim may still be putting its message
 		}
 		if proven, err := r.missedTwice(ctx, rec, p.now); err != nil || !proven {
 			if err != nil {
@@ -463,10 +463,11 @@ func (r *Refresher) repool(ctx context.Context, p *pass, url string, kept map[st
 // missedTwice records that a complete walk at now missed rec's message and reports whether an
 // earlier complete walk, more than LongestVisibility before, missed it too (the message was then
 // neither held by a reader at both walks nor sent late: it is gone). A miss older than
-// MissWindow is of an earlier fault that a walk between must have seen resolved: it starts afresh.
+// MissWindow is of an earlier fault that a walk between must have seen resolved, and one recorded
+// ahead of now by a replica whose clock runs ahead proves nothing: either starts afresh.
 func (r *Refresher) missedTwice(ctx context.Context, rec store.Instance, now time.Time) (bool, error) {
 	first, err := r.st.MissedSince(ctx, rec.ID, rec.PooledAt, now, r.opts.MissWindow)
-	if err == nil && now.Sub(first) > r.opts.MissWindow {
+	if err == nil && (now.Sub(first) > r.opts.MissWindow || first.Sub(now) > r.opts.LongestVisibility) {
 		if err = r.st.ClearMissed(ctx, rec.ID, rec.PooledAt); err == nil {
 			first, err = r.st.MissedSince(ctx, rec.ID, rec.PooledAt, now, r.opts.MissWindow)
 		}

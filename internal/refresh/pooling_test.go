@@ -185,7 +185,6 @@ func TestRefreshDoesNotPoolAgainWhatAPickupHolds(t *testing.T) {
 	ctx := t.Context()
 	id := e.launch(t, 1, deployment)[0]
 	rec := e.pooledIdle(t, id, e.clock.Now().Add(time.Hour))
-	e.clock.Advance(time.Minute) // idle past RepoolGrace
 
 	pk := pool.NewPickup(e.queue, pool.Filter{}, pool.PickupOptions{VisibilityTimeout: time.Minute})
 	m, err := pk.Next(ctx)

@@ -72,7 +72,6 @@ const (
 	// MaxBatchSize is EC2's limit on instance ids per TerminateInstances call.
 	MaxBatchSize              = terminate.MaxBatch
 	DefaultVisibilityTimeout  = 30 * time.Second
-	DefaultRepoolGrace        = 30 * time.Second
 	DefaultMissWindow         = 15 * time.Minute
 	DefaultEmptyScopeQueueAge = 24 * time.Hour
 )
@@ -107,10 +106,6 @@ type Options struct {
 	// MissWindow is how long a recorded miss stays the first of a fault (default 15 min); an older
 	// one is of an earlier fault, and the next miss starts afresh.
 	MissWindow time.Duration
-	// RepoolGrace is how long an idle record must have been unchanged before the pool check pools
-	// it again for want of a message (default 30 s): the release or unclaim that made it idle puts
-	// its own message well within that.
-	RepoolGrace time.Duration
 	// EmptyScopeQueueAge is how long a pool's scope queue must have been seen empty, with no
 	// pooled record expecting it, before the pool check deletes it (default a day).
 	EmptyScopeQueueAge time.Duration
@@ -167,9 +162,6 @@ func New(st *store.Store, ec2 EC2API, gh GitHub, resolver pool.Resolver, opts Op
 	}
 	if opts.MissWindow <= 0 {
 		opts.MissWindow = DefaultMissWindow
-	}
-	if opts.RepoolGrace <= 0 {
-		opts.RepoolGrace = DefaultRepoolGrace
 	}
 	if opts.EmptyScopeQueueAge <= 0 {
 		opts.EmptyScopeQueueAge = DefaultEmptyScopeQueueAge

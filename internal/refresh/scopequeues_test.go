@@ -80,7 +80,6 @@ func TestRefreshPoolCheckWithScopeQueues(t *testing.T) {
 	if err := e.queue.Put(ctx, claim.MessageOf(recs[w2]), 0); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(time.Minute) // past RepoolGrace
 
 	rep, err := r.Run(ctx)
 	if err != nil {
