@@ -20,12 +20,16 @@ type WeekPlan struct {
 // the fewest jobs left without a hot instance, until those jobs reach slack (a share of the week's
 // jobs, such as 0.05 × a safety factor for a p95 goal). slowJobs is convex in the level, so taking
 // the cheapest step first is optimal over the buckets.
+//
+// A slot is planned from its neighbours as well as itself (Pooled): a matrix fan-out seen on
+// Tuesday at 10:20 may come any weekday near that time, and one week of history is thin.
 func PlanWeek(p *Profile, slack float64) *WeekPlan {
 	plan := &WeekPlan{}
 	total := 0.0
 	weeks := make([]float64, SlotsPerWeek)
 	h := &steps{}
-	for i, s := range p.Slots {
+	pooled := Pooled(p)
+	for i, s := range pooled.Slots {
 		m, j := s.totals()
 		if m == 0 {
 			continue
@@ -44,8 +48,8 @@ func PlanWeek(p *Profile, slack float64) *WeekPlan {
 			continue // this slot stays; a cheaper step elsewhere may still fit
 		}
 		used += st.slow
-		plan.Level[st.slot] = p.Slots[st.slot].top(st.to)
-		h.pushNextHeap(p.Slots[st.slot], st.slot, st.to, weeks[st.slot])
+		plan.Level[st.slot] = pooled.Slots[st.slot].top(st.to)
+		h.pushNextHeap(pooled.Slots[st.slot], st.slot, st.to, weeks[st.slot])
 	}
 	if total > 0 {
 		plan.SlowShare = used / total
@@ -105,4 +109,34 @@ func (h *steps) pushNextHeap(s Slot, i, b int, weeks float64) {
 	if st, ok := nextStep(s, i, b, weeks); ok {
 		heap.Push(h, st)
 	}
+}
+
+// Neighbours is how many slots either side of a slot, on every day of the same kind (weekdays, or
+// Saturday and Sunday), Pooled adds to it.
+const Neighbours = 2
+
+// Pooled is p with each slot's histogram summed with its neighbours'.
+func Pooled(p *Profile) *Profile {
+	out := &Profile{}
+	const perDay = SlotsPerWeek / 7
+	for i := range SlotsPerWeek {
+		day, t := i/perDay, i%perDay
+		for d := range 7 {
+			if (d >= 5) != (day >= 5) {
+				continue
+			}
+			for k := -Neighbours; k <= Neighbours; k++ {
+				src := p.Slots[(d*perDay+t+k+SlotsPerWeek)%SlotsPerWeek]
+				dst := &out.Slots[i]
+				for b := range src.Minutes {
+					if dst.Minutes == nil {
+						dst.Minutes, dst.Jobs = make([]uint32, Buckets), make([]uint32, Buckets)
+					}
+					dst.Minutes[b] += src.Minutes[b]
+					dst.Jobs[b] += src.Jobs[b]
+				}
+			}
+		}
+	}
+	return out
 }

@@ -26,7 +26,8 @@ type Bounds struct {
 
 // Live is what the reconciler sees now.
 type Live struct {
-	// Arrived is how many jobs arrived for the pool since the previous decision.
+	// Arrived is how many jobs arrived for the pool since the previous decision (reported beside
+	// the forecast).
 	Arrived int
 	// Waiting is how many jobs wait without a runner: queued webhooks not yet served plus the
 	// scale sets' totalAssignedJobs beyond the runners serving them.
@@ -90,9 +91,12 @@ func Decide(in Input) Decision {
 	}
 	d.Level = level
 	hot := level
-	if reactive := in.Live.Arrived + max(0, in.Live.Waiting-in.Live.InFlight); reactive > hot {
-		hot = reactive
-		d.Reasons = append(d.Reasons, fmt.Sprintf("live demand %d above the forecast level %d", reactive, level))
+	// Jobs waiting with nothing on its way for them are demand the forecast missed: the pool
+	// grows by them at once. (Jobs that arrived and were served, from the pool or by overflow, ask
+	// for nothing more: a fan-out is over when it has arrived.)
+	if unserved := max(0, in.Live.Waiting-in.Live.InFlight); unserved > 0 {
+		hot += unserved
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%d waiting jobs without an instance on its way: above the forecast level %d", unserved, level))
 	}
 	hot, stopped := mix(in, hot, peak, &d)
 	hot, stopped = hysteresis(in, hot, stopped, &d)

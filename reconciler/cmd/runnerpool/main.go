@@ -31,12 +31,13 @@ func commands() map[string]command {
 		"provision": {"ask the reconciler for runners for this workflow run", runProvision},
 		"release":   {"hand this workflow run's runners back to the pool", runRelease},
 		"status":    {"show pools and recent runs", runStatus},
+		"simulate":  {"replay a job history under cold starts, a fixed schedule and the autoscaler", runSimulate},
 		"version":   {"print the version", runVersion},
 	}
 }
 
 // order is the order subcommands are listed in --help.
-var order = []string{"serve", "agent", "provision", "release", "status", "version"}
+var order = []string{"serve", "agent", "provision", "release", "status", "simulate", "version"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

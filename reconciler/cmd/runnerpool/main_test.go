@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,5 +57,46 @@ func TestServeRefusesJobQueueWithoutSecret(t *testing.T) {
 	code := run(t.Context(), []string{"serve"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "needs the webhook secret (RUNNERPOOL_WEBHOOK_SECRET or --webhook-secret-file)") {
 		t.Errorf("serve with a job queue and no secret: exit %d, stderr %q; want 1 and the reason", code, stderr.String())
+	}
+}
+
+// TestSimulateCommittedWeek runs `runnerpool simulate` on the committed week as docs/autoscale.md
+// shows it (its table is this output) and on a GitHub jobs export: the policies, and a PNG chart.
+func TestSimulateCommittedWeek(t *testing.T) {
+	t.Parallel()
+	chart := filepath.Join(t.TempDir(), "week.png")
+	var stdout, stderr bytes.Buffer
+	data := "../../../internal/jobtrace/testdata/"
+	args := []string{"simulate", "-label", "pool=ci", "-history", data + "week-before.csv.gz", "-chart", chart, data + "week.csv.gz"}
+	if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("runnerpool simulate: exit %d\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"18167 jobs", "cold only", "fixed schedule", "autoscaler", "idle instance-hours / fixed schedule's"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	doc, err := os.ReadFile("../../../docs/autoscale.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(stdout.String(), "\n\n")
+	if !strings.Contains(string(doc), table) {
+		t.Errorf("docs/autoscale.md does not show this output:\n%s", table)
+	}
+	png, err := os.ReadFile(chart)
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Errorf("chart: %v, %d bytes, want a PNG", err, len(png))
+	}
+	stdout.Reset()
+	if code := run(t.Context(), []string{"simulate", "../../../internal/jobtrace/testdata/run-jobs.json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("runnerpool simulate on a GitHub export: exit %d\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "2 jobs") {
+		t.Errorf("GitHub export: %s", stdout.String())
+	}
+	if code := run(t.Context(), []string{"simulate", "-label", "gpu", "../../../internal/jobtrace/testdata/run-jobs.json"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "no finished job carries the labels") {
+		t.Errorf("an unmatched label: exit %d, %s", code, stderr.String())
 	}
 }

@@ -1,0 +1,45 @@
+// Command tracegen writes the generated week of jobs (jobtrace.DefaultParams) as gzipped CSV:
+//
+//	go run ./internal/jobtrace/cmd/tracegen -seed 1 -o internal/jobtrace/testdata/week.csv.gz
+//	go run ./internal/jobtrace/cmd/tracegen -seed 2 -weeks-before 1 -o internal/jobtrace/testdata/week-before.csv.gz
+package main
+
+import (
+	"compress/gzip"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
+)
+
+func main() {
+	seed := flag.Uint64("seed", 1, "random seed")
+	out := flag.String("o", "week.csv.gz", "output file (gzipped CSV)")
+	before := flag.Int("weeks-before", 0, "start this many weeks before the default week")
+	flag.Parse()
+	p := jobtrace.DefaultParams()
+	p.Start = p.Start.AddDate(0, 0, -7**before)
+	if err := write(*out, p, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "tracegen:", err)
+		os.Exit(1)
+	}
+}
+
+func write(path string, p jobtrace.GenParams, seed uint64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw, err := gzip.NewWriterLevel(f, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	if err := jobtrace.WriteCSV(zw, jobtrace.Generate(p, seed)); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,118 @@
+// Compare: the three policies on one history, as `runnerpool simulate` and the bench print them.
+package simulate
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
+)
+
+// Options of a comparison.
+type Options struct {
+	Jobs []jobtrace.Job
+	// History is the demand the autoscaler learned beforehand (its profile); nil: Jobs itself, as
+	// if the week replayed were a repeat of the one recorded.
+	History    []jobtrace.Job
+	Model      Model
+	Goal       time.Duration // queue time at Percentile
+	Percentile float64       // 0.95
+	Loc        *time.Location
+	// Slack is the share of jobs the week plan may leave without a hot instance, a safety factor
+	// below 1 - Percentile (default a fifth of it).
+	Slack    float64
+	Cooldown time.Duration // default 2 min
+	Budget   float64       // USD per hour of idle capacity; 0: none
+}
+
+// Comparison is the outcome of the three policies.
+type Comparison struct {
+	ColdOnly, Fixed, Autoscaler *Result
+	// PriorFixed, with a separate history, is the cheapest fixed schedule of the history replayed
+	// on the jobs: what a team that sized its schedule on last week gets this week.
+	PriorFixed *Result
+	Schedule   *Fixed
+	Plan       *autoscale.WeekPlan
+	Conflicts  int // decisions whose goal and budget or bounds conflicted
+}
+
+// Compare replays the three policies.
+func Compare(o Options) (*Comparison, error) {
+	if o.Percentile <= 0 || o.Percentile >= 1 {
+		return nil, fmt.Errorf("percentile %v: want between 0 and 1", o.Percentile)
+	}
+	if o.Slack <= 0 {
+		o.Slack = (1 - o.Percentile) / 5
+	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = 2 * time.Minute
+	}
+	hist := o.History
+	if hist == nil {
+		hist = o.Jobs
+	}
+	c := &Comparison{}
+	var err error
+	if c.ColdOnly, err = Run(o.Jobs, o.Model, ColdOnly{}, o.Goal); err != nil {
+		return nil, err
+	}
+	if c.Schedule, c.Fixed, err = SearchFixed(o.Jobs, o.Model, o.Goal, o.Percentile, o.Loc); err != nil {
+		return nil, fmt.Errorf("searching the fixed schedule: %w", err)
+	}
+	if o.History != nil {
+		prior, _, err := SearchFixed(o.History, o.Model, o.Goal, o.Percentile, o.Loc)
+		if err != nil {
+			return nil, fmt.Errorf("searching the history's fixed schedule: %w", err)
+		}
+		if c.PriorFixed, err = Run(o.Jobs, o.Model, prior, o.Goal); err != nil {
+			return nil, err
+		}
+		c.PriorFixed.Policy = "fixed schedule of the history"
+	}
+	prof := Record(hist, o.Loc)
+	c.Plan = autoscale.PlanWeek(prof, o.Slack)
+	a := &Autoscaler{Profile: prof, Plan: c.Plan, Loc: o.Loc, Base: autoscale.Input{
+		Starts: o.Model.Starts, Prices: o.Model.Prices, Goal: o.Goal, Interval: o.Model.Interval,
+		Cooldown: o.Cooldown, Budget: o.Budget,
+	}, Decision: func(_ time.Time, d autoscale.Decision) {
+		if d.Conflict != "" {
+			c.Conflicts++
+		}
+	}}
+	if c.Autoscaler, err = Run(o.Jobs, o.Model, a, o.Goal); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// IdleRatio is the autoscaler's idle instance-hours over the fixed schedule's.
+func (c *Comparison) IdleRatio() float64 {
+	if c.Fixed.IdleInstanceHours == 0 {
+		return 0
+	}
+	return c.Autoscaler.IdleInstanceHours / c.Fixed.IdleInstanceHours
+}
+
+// Print writes the comparison as a table.
+func (c *Comparison) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tjobs\tqueue p50\tp95\tp99\tidle inst-h\tstopped inst-h\tidle cost\ttotal cost\t")
+	for _, r := range []*Result{c.ColdOnly, c.Fixed, c.PriorFixed, c.Autoscaler} {
+		if r == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%.1f\t%.1f\t$%.2f\t$%.2f\t\n", r.Policy, r.Jobs, r.P50, r.P95, r.P99,
+			r.IdleInstanceHours, r.StoppedInstanceHours, r.IdleCost, r.Cost)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "autoscaler idle instance-hours / fixed schedule's: %.2f\n", c.IdleRatio())
+	if c.Conflicts > 0 && err == nil {
+		_, err = fmt.Fprintf(w, "the budget or the bounds held the autoscaler below the goal in %d decisions\n", c.Conflicts)
+	}
+	return err
+}
