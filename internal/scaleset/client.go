@@ -20,6 +20,7 @@ package scaleset
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -33,6 +34,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 )
 
 // Protocol facts shared with the fake Actions service.
@@ -61,8 +64,15 @@ type Config struct {
 	// HTTPClient makes the calls; GetMessage's long poll needs a timeout above the service's ~50 s
 	// (default: 90 s).
 	HTTPClient *http.Client
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// RetryMax is how often a call is sent again after a connection error, 429 or 5xx, with
+	// exponential back-off between RetryWaitMin and RetryWaitMax (Retry-After honoured), before
+	// its error is returned: GitHub's client retries 4 times, waiting up to 30 s (actions/scaleset
+	// client.go, common_client.go, on hashicorp/go-retryablehttp). Defaults 4, 1 s, 30 s; a
+	// negative RetryMax sends each call once.
+	RetryMax                   int
+	RetryWaitMin, RetryWaitMax time.Duration
+	Now                        func() time.Time
+	Logger                     *slog.Logger
 }
 
 // Client is a scale set client for one scope (organisation or repository).
@@ -95,11 +105,32 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.HTTPClient = retrying(cfg)
 	return &Client{cfg: cfg, api: api}, nil
 }
 
+// retrying wraps the configured HTTP client in go-retryablehttp's retries (see Config.RetryMax).
+// After the last attempt the service's own answer is returned, so its status and error name stay
+// readable.
+func retrying(cfg Config) *http.Client {
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = cfg.HTTPClient
+	rc.RetryMax = cfg.RetryMax
+	switch {
+	case cfg.RetryMax < 0:
+		rc.RetryMax = 0
+	case cfg.RetryMax == 0:
+		rc.RetryMax = 4
+	}
+	rc.RetryWaitMin, rc.RetryWaitMax = cmp.Or(cfg.RetryWaitMin, time.Second), cmp.Or(cfg.RetryWaitMax, 30*time.Second)
+	rc.Logger = cfg.Logger
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	return rc.StandardClient() // each attempt bounded by the configured client's timeout
+}
+
 // Error is an unexpected answer of GitHub or the Actions service. TypeName is the service's
-// exception name when it gave one (for example TaskAgentSessionConflictException).
+// exception name when it gave one, fully qualified as the service sends it (for example
+// "GitHub.Actions.Runtime.WebApi.RunnerScaleSetSessionConflictException, GitHub.Actions.Runtime.WebApi").
 type Error struct {
 	Op       string
 	Status   int

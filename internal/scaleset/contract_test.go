@@ -33,11 +33,15 @@ type env struct {
 	clk  *clock
 }
 
-// newEnv serves a fake and returns a scale set client for scope, on a clock the test moves.
-func newEnv(t *testing.T, scope string) env {
+// newEnv serves a fake (of the GHES shape when shape says so) and returns a scale set client for
+// scope, on a clock the test moves. The client retries quickly.
+func newEnv(t *testing.T, scope string, shape ...githubfake.ScaleSetShape) env {
 	t.Helper()
 	clk := &clock{}
 	fake := githubfake.New(githubfake.Options{Now: clk.Now})
+	for _, sh := range shape {
+		fake.SetScaleSetShape(sh)
+	}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(func() { fake.Close(); srv.Close() })
 	gh, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL + "/", Token: fake.PAT()})
@@ -45,7 +49,7 @@ func newEnv(t *testing.T, scope string) env {
 		t.Fatal(err)
 	}
 	c, err := scaleset.New(scaleset.Config{
-		APIURL: srv.URL + "/", Now: clk.Now,
+		APIURL: srv.URL + "/", Now: clk.Now, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond,
 		RegistrationToken: func(ctx context.Context) (string, string, error) {
 			rt, err := gh.RegistrationToken(ctx, scope)
 			return rt.Token, rt.URL, err
@@ -142,7 +146,7 @@ func next(t *testing.T, e env, s scaleset.Session, last int64) *scaleset.Message
 
 func TestSessionJobLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "acme")
+	e := newEnv(t, "acme", githubfake.ShapeAvailable)
 	ctx := t.Context()
 	e.fake.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 100 * time.Millisecond})
 	set := e.createSet(t, "warm")
@@ -242,7 +246,7 @@ func TestSessionExpiryAndRefresh(t *testing.T) {
 
 func TestJobsOfferedAgain(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "acme")
+	e := newEnv(t, "acme", githubfake.ShapeAvailable)
 	ctx := t.Context()
 	e.fake.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 50 * time.Millisecond, AcquireTimeout: time.Minute, StartTimeout: 3 * time.Minute, SessionIdle: time.Hour})
 	set := e.createSet(t, "warm")
@@ -339,7 +343,10 @@ func TestRawContract(t *testing.T) {
 	}
 	e.fake.SetActionsServiceDown(true)
 	if _, err := e.c.GetMessage(ctx, s, 0, 1); scaleset.StatusOf(err) != http.StatusServiceUnavailable {
-		t.Errorf("poll while the service is down: %v, want 503", err)
+		t.Errorf("poll while the service is down: %v, want 503 (after the retries)", err)
+	}
+	if n := e.fake.Calls()["GET /_actions/_queue/{id}/{sid}/messages"]; n < 5 {
+		t.Errorf("polls sent = %d, want at least 5: the 503 is retried 4 times", n)
 	}
 	e.fake.SetActionsServiceDown(false)
 	if _, err := e.c.GetMessage(ctx, s, 0, 1); err != nil {

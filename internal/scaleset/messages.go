@@ -1,9 +1,13 @@
 // Messages of a scale set's queue. A message is an envelope {messageId, messageType
 // "RunnerScaleSetJobMessages", body, statistics} whose body is a JSON string holding an array of job
 // messages, each with a messageType: JobAvailable (a job wants a runner of the scale set; acquire it
-// to serve it), JobAssigned (the service gave an acquired job to the scale set), JobStarted (a
-// runner of the scale set took it) and JobCompleted (it ended; the runner is removed). Only
-// JobAvailable carries a reliable queue time (ARC found JobStarted's empty).
+// to serve it), JobAssigned (the service gave a job to the scale set: on github.com without any
+// acquisition, on GHES after it), JobStarted (a runner of the scale set took it) and JobCompleted
+// (it ended; the runner is removed; result "canceled" without a runner when no runner took an
+// assignment in time, after which github.com assigns the job again: actions/scaleset README,
+// "Job Reassignment"). A message carries up to 50 job messages. Jobs are identified by jobId:
+// github.com sends runnerRequestId 0 (cloudbase/garm#459), which only acquisition needs (Key).
+// Only JobAvailable and JobAssigned carry a reliable queue time (ARC found JobStarted's empty).
 //
 // Parsing never fails as a whole: what cannot be read is reported in Problems, next to what could,
 // so a listener can count it, delete the message and carry on.
@@ -13,6 +17,8 @@ package scaleset
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -127,8 +133,24 @@ func (j JobMessage) check() error {
 	default:
 		return fmt.Errorf("unknown job message type %q", j.Type)
 	}
-	if j.RunnerRequestID <= 0 {
-		return fmt.Errorf("%s without a runner request id", j.Type)
+	switch {
+	case j.RunnerRequestID < 0:
+		return fmt.Errorf("%s with a negative runner request id", j.Type)
+	case j.JobID == "" && j.RunnerRequestID == 0:
+		return fmt.Errorf("%s without a job id or runner request id", j.Type)
+	case j.Type == JobAvailable && j.RunnerRequestID == 0:
+		return fmt.Errorf("%s without a runner request id to acquire it with", j.Type)
+	case len(j.JobID) > 128 || strings.ContainsFunc(j.JobID, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return fmt.Errorf("%s with a job id that is not up to 128 printable characters", j.Type)
 	}
 	return nil
+}
+
+// Key identifies the job across its messages: its jobId, or its runner request id when it has
+// none (the older shape).
+func (j JobMessage) Key() string {
+	if j.JobID != "" {
+		return j.JobID
+	}
+	return "r" + strconv.FormatInt(j.RunnerRequestID, 10)
 }

@@ -28,6 +28,8 @@ func TestParseMessage(t *testing.T) {
 		{"body not an array", `{"messageId": 5, "messageType": "RunnerScaleSetJobMessages", "body": "{}"}`, 5, 0, 1},
 		{"unknown job message next to a known one", `{"messageId": 6, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobExploded\",\"runnerRequestId\":1},{\"messageType\":\"JobStarted\",\"runnerRequestId\":2}]"}`, 6, 1, 1},
 		{"job message without request id", `{"messageId": 8, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAvailable\"}]"}`, 8, 0, 1},
+		{"github.com's runnerRequestId 0 with a jobId", `{"messageId": 11, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAssigned\",\"runnerRequestId\":0,\"jobId\":\"9c3e\"}]"}`, 11, 1, 0},
+		{"JobAvailable without a request id to acquire", `{"messageId": 12, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAvailable\",\"jobId\":\"9c3e\"}]"}`, 12, 0, 1},
 		{"bad field type", `{"messageId": 9, "messageType": "RunnerScaleSetJobMessages", "body": "[{\"messageType\":\"JobAvailable\",\"runnerRequestId\":\"x\"}]"}`, 9, 0, 1},
 		{"empty body", `{"messageId": 10, "messageType": "RunnerScaleSetJobMessages"}`, 10, 0, 0},
 	}

@@ -58,7 +58,8 @@ func (c *Client) CreateSession(ctx context.Context, scaleSetID int64, owner stri
 	return s, err
 }
 
-// RefreshSession renews the session's message queue token.
+// RefreshSession renews the session's message queue token. ErrSessionGone when the service no
+// longer knows the session (404, actions/scaleset#123): open a new one.
 func (c *Client) RefreshSession(ctx context.Context, scaleSetID int64, sessionID string) (Session, error) {
 	var s Session
 	err := c.call(ctx, "refresh session "+sessionID, http.MethodPatch, sessionPath(scaleSetID, sessionID), nil, nil, http.StatusOK, &s)
@@ -68,11 +69,13 @@ func (c *Client) RefreshSession(ctx context.Context, scaleSetID int64, sessionID
 	return s, err
 }
 
-// DeleteSession ends a session (of this holder, or one a dead holder left). A session already gone
-// is not an error.
+// DeleteSession ends a session (of this holder, or one a dead holder left). A session the service
+// no longer knows is not an error: the service answers 400 RunnerScaleSetSessionExpiredException
+// for an expired or unknown one (actions/actions-runner-controller#4285), 404 where it forgot the
+// scale set's sessions altogether.
 func (c *Client) DeleteSession(ctx context.Context, scaleSetID int64, sessionID string) error {
 	err := c.call(ctx, "delete session "+sessionID, http.MethodDelete, sessionPath(scaleSetID, sessionID), nil, nil, http.StatusNoContent, nil)
-	if StatusOf(err) == http.StatusNotFound {
+	if s := StatusOf(err); s == http.StatusNotFound || s == http.StatusBadRequest {
 		return nil
 	}
 	return err

@@ -5,18 +5,39 @@
 //     {url, runner_event}) answers 201 {url, token}: the service's URL (this fake's /_actions/) and an
 //     admin JWT (exp claim; AdminTokenTTL);
 //   - under /_actions/, every call with ?api-version and "Authorization: Bearer <admin token>":
-//     runner groups, scale sets (create, get by name or id, update, delete), generatejitconfig,
-//     runner removal, sessions (create: 409 TaskAgentSessionConflictException while another lives;
-//     refresh; delete), acquirejobs (with the session's queue token);
+//     runner groups, scale sets (create, get by name or id, update, delete; RunnerSetting, such as
+//     disableUpdate, kept as written: actions/scaleset types.go RunnerSetting), generatejitconfig,
+//     runner removal, sessions (create: 409 while another lives; refresh; delete), acquirejobs
+//     (with the session's queue token);
 //   - the message queue, /_actions/_queue/{scale set}/{session}/messages: GET long-polls (LongPoll,
 //     about 50 s: 200 with a message, 202 when none came) and needs X-ScaleSetMaxCapacity; DELETE
 //     .../messages/{id} acknowledges. An expired queue token answers 401, an expired or deleted
 //     session 404. A session nobody polls for SessionIdle expires.
 //
-// Tests queue scale set jobs with QueueScaleSetJob. A job offered (JobAvailable) and not acquired
-// within AcquireTimeout is offered again; one acquired (JobAssigned) that no runner of the scale set
-// takes within StartTimeout goes back to available and is offered again. Runners of a scale set
-// (from its generatejitconfig) take only its acquired jobs, through the fake runner protocol
+// The service's answers for sessions it no longer knows, and its error names, as published:
+//   - deleting an expired or unknown session answers 400 RunnerScaleSetSessionExpiredException
+//     (actions/actions-runner-controller#4285), refreshing one 404 ("session ID that doesn't
+//     exist", actions/scaleset#123);
+//   - error type names arrive fully qualified, "GitHub.Actions.Runtime.WebApi.<Name>,
+//     GitHub.Actions.Runtime.WebApi"; the session conflict is RunnerScaleSetSessionConflictException
+//     (the 409 quoted in actions/actions-runner-controller#4285).
+//   - a message carries at most 50 job messages (actions/scaleset README, "Autoscaling"): job
+//     messages pushed before a message is first delivered join it, up to 50.
+//
+// Two service shapes, per fake (SetScaleSetShape, for the scale sets created after) or per scale
+// set (SetScaleSetShapeOf); see actions_queue_assigned.go:
+//   - ShapeAssigned, github.com's (the default): the service assigns each job to the scale set
+//     itself (JobAssigned, runnerRequestId 0, identified by jobId), no acquisition; an assignment no
+//     runner of the set took within StartTimeout is cancelled (JobCompleted, result canceled) and
+//     assigned again, up to 3 times (actions/scaleset README, "Job Reassignment"; about every 5
+//     min, actions/actions-runner-controller#4602; runnerRequestId 0: cloudbase/garm#459);
+//   - ShapeAvailable, GHES versions that still need acquisition (actions/scaleset#75, #90): a job
+//     offered (JobAvailable) and not acquired within AcquireTimeout is offered again; one acquired
+//     (JobAssigned) that no runner of the scale set takes within StartTimeout goes back to
+//     available and is offered again.
+//
+// Tests queue scale set jobs with QueueScaleSetJob. Runners of a scale set (from its
+// generatejitconfig) take only its assigned (acquired) jobs, through the fake runner protocol
 // (JobStarted, JobCompleted). SetActionsServiceDown makes the whole service answer 503.
 
 package githubfake
@@ -66,6 +87,7 @@ const (
 
 type actionsState struct {
 	timing      ScaleSetTiming
+	shape       ScaleSetShape // of the scale sets created from now
 	down        bool
 	adminTokens map[string]expiring // admin JWT -> scope
 	sets        map[int64]*scaleSetRec
@@ -91,6 +113,9 @@ type scaleSetRec struct {
 	msgs      []ssMessage // undeleted, by id
 	nextMsg   int64
 	capacity  int // last X-ScaleSetMaxCapacity
+	shape     ScaleSetShape
+	// disableUpdate is the scale set's RunnerSetting.disableUpdate, kept as written.
+	disableUpdate bool
 }
 
 type ssSession struct {
@@ -102,8 +127,9 @@ type ssSession struct {
 }
 
 type ssMessage struct {
-	id   int64
-	jobs []ssJobMessage
+	id        int64
+	jobs      []ssJobMessage
+	delivered bool // returned by a GetMessage: job messages pushed later go to a new message
 	// raw, when set, replaces the message's type and body (InjectScaleSetMessage).
 	raw *rawMessage
 }
@@ -114,6 +140,8 @@ type ssJob struct {
 	set   int64
 	state string
 	since time.Time
+	// reassigned counts the assignments cancelled because no runner took the job (assigned shape).
+	reassigned int
 }
 
 // ssJobMessage is a job message as the service sends it (the fake's own copy of the shape).
@@ -142,7 +170,7 @@ type ssJobMessage struct {
 func (s *Server) actionsLocked() *actionsState {
 	if s.actions == nil {
 		s.actions = &actionsState{
-			timing: ScaleSetTiming{}.withDefaults(), adminTokens: map[string]expiring{},
+			timing: ScaleSetTiming{}.withDefaults(), shape: ShapeAssigned, adminTokens: map[string]expiring{},
 			sets: map[int64]*scaleSetRec{}, runnerSet: map[int64]int64{}, jobs: map[int64]*ssJob{},
 		}
 	}
@@ -185,10 +213,15 @@ func (s *Server) actionsRoutes() {
 	s.handle("DELETE /_actions/_queue/{id}/{sid}/messages/{mid}", authNone, s.ssDeleteMessage)
 }
 
-// actionsError writes the service's error shape: {typeName, message}.
+// actionsError writes the service's error shape: {typeName, message}, the type name fully
+// qualified as the service sends it ("GitHub.Actions.Runtime.WebApi.RunnerScaleSetSessionConflictException,
+// GitHub.Actions.Runtime.WebApi", actions/actions-runner-controller#4285).
 func actionsError(w http.ResponseWriter, status int, typeName, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
+	if !strings.Contains(typeName, ".") {
+		typeName = "GitHub.Actions.Runtime.WebApi." + typeName + ", GitHub.Actions.Runtime.WebApi"
+	}
 	b, _ := json.Marshal(map[string]string{"typeName": typeName, "message": msg})
 	_, _ = w.Write(b)
 }

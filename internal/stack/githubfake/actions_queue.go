@@ -54,8 +54,8 @@ func (s *Server) ssCreateSession(w http.ResponseWriter, r *http.Request, st *act
 	s.expireSessionLocked(st, set)
 	if set.session != nil {
 		st.conflicts++
-		actionsError(w, http.StatusConflict, "TaskAgentSessionConflictException",
-			fmt.Sprintf("The scale set %s already has an active session for owner %s.", set.name, set.session.owner))
+		actionsError(w, http.StatusConflict, "RunnerScaleSetSessionConflictException",
+			fmt.Sprintf("The actions runner scaleset %s already has an active session.", set.name))
 		return
 	}
 	set.session = &ssSession{id: newUUID(), owner: in.OwnerName, lastPoll: s.now()}
@@ -73,6 +73,19 @@ func (s *Server) sessionOfLocked(w http.ResponseWriter, r *http.Request, st *act
 	return true
 }
 
+// sessionGoneOnDelete answers a DELETE of a session the service does not know (expired, evicted or
+// never there): 400 RunnerScaleSetSessionExpiredException, not 404
+// (actions/actions-runner-controller#4285). It reports whether it answered.
+func (s *Server) sessionGoneOnDelete(w http.ResponseWriter, r *http.Request, st *actionsState, set *scaleSetRec) bool {
+	s.expireSessionLocked(st, set)
+	if set.session != nil && set.session.id == r.PathValue("sid") {
+		return false
+	}
+	actionsError(w, http.StatusBadRequest, "RunnerScaleSetSessionExpiredException",
+		fmt.Sprintf("The session identifier %s is not valid.", r.PathValue("sid")))
+	return true
+}
+
 func (s *Server) ssRefreshSession(w http.ResponseWriter, r *http.Request, st *actionsState, sc scope) {
 	set := s.setLocked(w, r, st, sc)
 	if set == nil || !s.sessionOfLocked(w, r, st, set) {
@@ -85,7 +98,7 @@ func (s *Server) ssRefreshSession(w http.ResponseWriter, r *http.Request, st *ac
 
 func (s *Server) ssDeleteSession(w http.ResponseWriter, r *http.Request, st *actionsState, sc scope) {
 	set := s.setLocked(w, r, st, sc)
-	if set == nil || !s.sessionOfLocked(w, r, st, set) {
+	if set == nil || s.sessionGoneOnDelete(w, r, st, set) {
 		return
 	}
 	set.session = nil
@@ -171,6 +184,7 @@ func (s *Server) ssGetMessage(w http.ResponseWriter, r *http.Request, _ *caller)
 				typ, body = raw.typ, raw.body
 			}
 			stats := s.ssStatsLocked(st, set)
+			set.msgs[i].delivered = true
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, map[string]any{"messageId": set.msgs[i].id, "messageType": typ, "body": body, "statistics": stats})
 			return
@@ -243,10 +257,21 @@ func (s *Server) ssAcquireJobs(w http.ResponseWriter, r *http.Request, _ *caller
 	writeJSON(w, http.StatusOK, map[string]any{"count": len(got), "value": got})
 }
 
-// ssPushLocked appends a message of one job message to a scale set's queue.
-func (s *Server) ssPushLocked(set *scaleSetRec, m ssJobMessage) {
-	set.nextMsg++
-	set.msgs = append(set.msgs, ssMessage{id: set.nextMsg, jobs: []ssJobMessage{m}})
+// maxJobMessages is how many job messages one message carries at most (actions/scaleset README,
+// "Autoscaling": "Responses contain at most 50 messages").
+const maxJobMessages = 50
+
+// ssPushLocked adds job messages to a scale set's queue: to its last message while that was never
+// delivered and has room (the service batches what piles up between two polls), else to new ones.
+func (s *Server) ssPushLocked(set *scaleSetRec, ms ...ssJobMessage) {
+	for _, m := range ms {
+		if n := len(set.msgs); n > 0 && !set.msgs[n-1].delivered && set.msgs[n-1].raw == nil && len(set.msgs[n-1].jobs) < maxJobMessages {
+			set.msgs[n-1].jobs = append(set.msgs[n-1].jobs, m)
+			continue
+		}
+		set.nextMsg++
+		set.msgs = append(set.msgs, ssMessage{id: set.nextMsg, jobs: []ssJobMessage{m}})
+	}
 	s.broadcastLocked()
 }
 
@@ -254,7 +279,7 @@ func (s *Server) ssJobMessageLocked(typ string, jobID int64) ssJobMessage {
 	j := s.jobs[jobID]
 	st := s.actionsLocked()
 	m := ssJobMessage{
-		MessageType: typ, RunnerRequestID: j.ID, RepositoryName: j.Repo, OwnerName: j.Owner,
+		MessageType: typ, RunnerRequestID: st.requestID(st.jobs[jobID], j.ID), RepositoryName: j.Repo, OwnerName: j.Owner,
 		JobID: newUUIDFrom(j.ID), JobWorkflowRef: fmt.Sprintf("%s/%s/.github/workflows/ci.yml@refs/heads/main", j.Owner, j.Repo),
 		JobDisplayName: j.Name, WorkflowRunID: j.RunID, EventName: "push", RequestLabels: slices.Clone(j.Labels),
 		QueueTime: j.QueuedAt,
@@ -282,6 +307,8 @@ func (s *Server) ssRequeueLocked(st *actionsState) {
 		set := st.sets[j.set]
 		switch {
 		case set == nil:
+		case set.shape == ShapeAssigned:
+			s.ssReassignLocked(st, set, id, j)
 		case j.state == ssAvailable && now.Sub(j.since) > st.timing.AcquireTimeout,
 			j.state == ssAcquired && now.Sub(j.since) > st.timing.StartTimeout:
 			j.state, j.since = ssAvailable, now
@@ -315,6 +342,11 @@ func (s *Server) QueueScaleSetJob(owner, repo string, runID int64, scaleSetName 
 	s.queue = append(s.queue, j.ID)
 	st.jobs[j.ID] = &ssJob{set: set.id, state: ssAvailable, since: s.now()}
 	s.emitLocked(j, "queued")
+	if set.shape == ShapeAssigned {
+		st.jobs[j.ID].state = ssAcquired // github.com assigns it to the scale set itself
+		s.ssPushLocked(set, s.ssJobMessageLocked("JobAssigned", j.ID))
+		return j.ID
+	}
 	s.ssPushLocked(set, s.ssJobMessageLocked("JobAvailable", j.ID))
 	return j.ID
 }
@@ -344,7 +376,7 @@ func (s *Server) ssJobEventLocked(j *jobRec, action string) {
 		return
 	}
 	sj, ok := s.actions.jobs[j.ID]
-	if !ok || s.actions.sets[sj.set] == nil {
+	if !ok || s.actions.sets[sj.set] == nil || sj.state == ssDone {
 		return
 	}
 	switch action {

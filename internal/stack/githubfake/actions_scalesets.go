@@ -50,6 +50,7 @@ func (s *Server) ssJSONLocked(r *http.Request, st *actionsState, set *scaleSetRe
 	for _, l := range set.labels {
 		out.Labels = append(out.Labels, ssLabelJSON{Type: "System", Name: l})
 	}
+	out.RunnerSetting.DisableUpdate = set.disableUpdate
 	stats := s.ssStatsLocked(st, set)
 	out.Statistics = &stats
 	return out
@@ -127,6 +128,9 @@ type ssWrite struct {
 	Name          string        `json:"name"`
 	RunnerGroupID int64         `json:"runnerGroupId"`
 	Labels        []ssLabelJSON `json:"labels"`
+	RunnerSetting *struct {
+		DisableUpdate bool `json:"disableUpdate"`
+	} `json:"RunnerSetting"`
 }
 
 // applyLocked checks a create or update body and applies it to set.
@@ -136,6 +140,9 @@ func (s *Server) ssApplyLocked(w http.ResponseWriter, st *actionsState, sc scope
 	}
 	if in.RunnerGroupID != 0 {
 		set.groupID = in.RunnerGroupID
+	}
+	if in.RunnerSetting != nil {
+		set.disableUpdate = in.RunnerSetting.DisableUpdate
 	}
 	if len(in.Labels) > 0 {
 		set.labels = nil
@@ -163,7 +170,7 @@ func (s *Server) ssCreate(w http.ResponseWriter, r *http.Request, st *actionsSta
 	if !readJSON(w, r, &in) {
 		return
 	}
-	set := &scaleSetRec{id: s.newIDLocked(), scope: sc, groupID: max(in.RunnerGroupID, 1), created: s.now().UTC()}
+	set := &scaleSetRec{id: s.newIDLocked(), scope: sc, groupID: max(in.RunnerGroupID, 1), created: s.now().UTC(), shape: st.shape}
 	if !s.ssApplyLocked(w, st, sc, set, in) {
 		return
 	}
