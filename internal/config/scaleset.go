@@ -69,12 +69,17 @@ func (s ScaleSet) Validate() error {
 	return c.result("scale set", s.Name)
 }
 
-// ScaleSetLabels are the labels the scale set carries at GitHub: Labels, or its name.
+// ScaleSetLabels are the labels the scale set carries at GitHub: its name first, as ARC always
+// keeps it (the name is the label workflows target: actions/scaleset README, "What is a Scale
+// Set?"), then Labels other than the name.
 func (s ScaleSet) ScaleSetLabels() []string {
-	if len(s.Labels) > 0 {
-		return slices.Clone(s.Labels)
+	out := []string{s.Name}
+	for _, l := range s.Labels {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, l) }) {
+			out = append(out, l)
+		}
 	}
-	return []string{s.Name}
+	return out
 }
 
 // Group is the runner group's name ("default" when empty).

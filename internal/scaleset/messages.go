@@ -17,6 +17,7 @@ package scaleset
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +145,17 @@ func (j JobMessage) check() error {
 		return fmt.Errorf("%s with a job id that is not up to 128 printable characters", j.Type)
 	}
 	return nil
+}
+
+// Number is the job's number in logs and pool jobs: its runner request id, or, when github.com
+// sends 0, a stable positive number drawn from its jobId (FNV-1a, 63 bits).
+func (j JobMessage) Number() int64 {
+	if j.RunnerRequestID > 0 {
+		return j.RunnerRequestID
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(j.JobID))
+	return max(int64(h.Sum64()>>1), 1)
 }
 
 // Key identifies the job across its messages: its jobId, or its runner request id when it has

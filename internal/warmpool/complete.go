@@ -42,6 +42,9 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			return fmt.Errorf("completed job %d: %w", j.JobID, err)
 		case poolJobLive(in):
 			// It ran this job, whichever job it was picked for: an ephemeral runner is done.
+			if err := w.stillRunning(ctx, j, in); err != nil {
+				return err
+			}
 			targets = append(targets, in)
 			seen[in.ID], ranIt = true, in.ID
 			w.rerunReclaimed(ctx, j, in)
@@ -114,6 +117,24 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 	}
 	if err := w.ledger.end(ctx, j); err != nil {
 		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
+	}
+	return nil
+}
+
+// stillRunning refuses, for now, the completion of a scale set job whose runner GitHub still lists
+// as busy: the Actions service can send JobCompleted while the job still runs
+// (actions/runner#4492), and ending the instance then would kill the job. The completion is
+// retried; once the runner is done (an ephemeral runner is removed after its job) it goes through.
+func (w *Worker) stillRunning(ctx context.Context, j Job, in store.Instance) error {
+	if j.ScaleSetID == 0 {
+		return nil
+	}
+	busy, err := w.busyRunners(ctx, j.ScaleSetScope)
+	if err != nil {
+		return fmt.Errorf("completed job %d: %w", j.JobID, err)
+	}
+	if busy[strings.ToLower(RunnerName(in.ID))] {
+		return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, RunnerName(in.ID))
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ type Job struct {
 	ScaleSet      string `json:"scaleSet,omitempty"`
 	ScaleSetID    int64  `json:"scaleSetId,omitempty"`
 	ScaleSetScope string `json:"scaleSetScope,omitempty"`
+	// ScaleSetJob is the scale set job's jobId, the id its messages share (github.com sends runner
+	// request id 0); when set it keys the ledger instead of JobID.
+	ScaleSetJob string `json:"scaleSetJob,omitempty"`
 }
 
 // RunKey is the run id of the instance serving the job.
@@ -67,7 +70,10 @@ func (j Job) ledgerKey() string { return "pooljob:" + j.key() }
 // key is the job's id in the ledger and run ids: the job id, or for a scale set's job
 // "ss<scale set id>-<runner request id>" (request ids are their own id space).
 func (j Job) key() string {
-	if j.ScaleSetID != 0 {
+	switch {
+	case j.ScaleSetID != 0 && j.ScaleSetJob != "":
+		return fmt.Sprintf("ss%d-%s", j.ScaleSetID, j.ScaleSetJob)
+	case j.ScaleSetID != 0:
 		return fmt.Sprintf("ss%d-%d", j.ScaleSetID, j.JobID)
 	}
 	return strconv.FormatInt(j.JobID, 10)
@@ -93,6 +99,10 @@ func (j Job) Validate() error {
 	}
 	if (j.ScaleSet == "") != (j.ScaleSetID == 0) || (j.ScaleSetID != 0 && j.ScaleSetScope == "") || j.ScaleSetID < 0 {
 		problems = append(problems, "a scale set job needs the scale set's name, id and scope")
+	}
+	if j.ScaleSetJob != "" && (j.ScaleSetID == 0 || len(j.ScaleSetJob) > 128 ||
+		strings.ContainsFunc(j.ScaleSetJob, func(r rune) bool { return r <= ' ' || r > '~' })) {
+		problems = append(problems, "a scale set job id needs its scale set and up to 128 printable characters")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("pool job %d: %s", j.JobID, strings.Join(problems, "; "))

@@ -1,8 +1,12 @@
 // The scale-set phase: a hot warm pool filled by the real convergence loop, two listener replicas
 // (reconciler/scalesets) and a pool worker in process, and the sandbox's agents running the jobs with
 // the scale set's JIT configurations. Jobs are queued at the GitHub fake's Actions service one after
-// the other; each is timed from its queue time (what JobAvailable carries) to a runner taking it.
-// Then the replica holding the session is killed and the other's takeover is timed.
+// the other; each is timed from its queue time to a runner taking it: first in github.com's shape
+// of the service (jobs assigned to the scale set, JobAssigned), then, the pool filled again, in the
+// shape of GHES versions that need acquisition (JobAvailable, acquirejobs). Then the replica holding
+// the session is killed and the other's takeover is timed; then that holder is killed too, its
+// session expires at the service, and a third replica's takeover is timed (deleting the recorded
+// session answers 400, which the listener forgives).
 package bench
 
 import (
@@ -27,6 +31,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -39,11 +44,13 @@ const (
 	ssJobs  = 10
 )
 
-// phaseScaleSets measures scale_set_job_start_p99_ms and scale_set_takeover_s.
+// phaseScaleSets measures scale_set_job_start_p99_ms (github.com's shape),
+// scale_set_job_start_p99_ms_acquire (GHES's), scale_set_takeover_s and
+// scale_set_takeover_s_expired_session.
 func phaseScaleSets(ctx context.Context, h *harness, res *Result) error {
 	err := h.scaleSets(ctx, res)
 	if err != nil {
-		for _, name := range []string{"scale_set_job_start_p99_ms", "scale_set_takeover_s"} {
+		for _, name := range []string{"scale_set_job_start_p99_ms", "scale_set_job_start_p99_ms_acquire", "scale_set_takeover_s", "scale_set_takeover_s_expired_session"} {
 			if !slices.ContainsFunc(res.Figures, func(f Figure) bool { return f.Name == name }) {
 				res.add(Figure{Name: name, Missing: err.Error()})
 			}
@@ -188,7 +195,6 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 	go func() { _ = w.Run(wctx) }()
 
 	fake := h.sb.Stack.GitHub
-	owner, repo, _ := strings.Cut(sandbox.Scope, "/")
 	holder := func() string {
 		st, ok := fake.ScaleSet(sandbox.Scope, ssName)
 		if !ok || st.Session == nil {
@@ -199,24 +205,30 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 	if err := waitUntil(ctx, time.Minute, func() bool { return holder() != "" }); err != nil {
 		return fmt.Errorf("no listener opened the scale set's session: %w", err)
 	}
-	var lat []float64
-	for i := range ssJobs {
-		id := fake.QueueScaleSetJob(owner, repo, int64(95000+i), ssName)
-		var j = struct{ queued, started time.Time }{}
-		if err := waitUntil(ctx, 2*time.Minute, func() bool {
-			job, _ := fake.Job(id)
-			j.queued, j.started = job.QueuedAt, job.StartedAt
-			return !job.StartedAt.IsZero()
-		}); err != nil {
-			return fmt.Errorf("scale set job %d not taken by a runner: %w", id, err)
+	for _, round := range []struct {
+		shape       githubfake.ScaleSetShape
+		figure, how string
+		first       int64
+	}{
+		{githubfake.ShapeAssigned, "scale_set_job_start_p99_ms", "github.com's shape: the service assigns each job to the scale set (JobAssigned)", 95000},
+		{githubfake.ShapeAvailable, "scale_set_job_start_p99_ms_acquire", "the shape of GHES versions that need acquisition (JobAvailable, acquirejobs, JobAssigned)", 95100},
+	} {
+		fake.SetScaleSetShapeOf(sandbox.Scope, ssName, round.shape)
+		if round.shape == githubfake.ShapeAvailable {
+			h.say("  filling the hot warm pool again for the acquisition shape")
+			if err := h.fillHot(ctx, p); err != nil {
+				return err
+			}
 		}
-		lat = append(lat, float64(j.started.Sub(j.queued).Microseconds())/1000)
+		lat, err := h.jobStarts(ctx, round.first)
+		if err != nil {
+			return err
+		}
+		res.add(Figure{Name: round.figure, Value: Percentile(lat, 99), Unit: "ms",
+			How: fmt.Sprintf("%d jobs queued one after the other for a scale set fed by a hot warm pool, %s: from the job's queue time to the sandbox agent's runner taking it with the scale set's JIT config (registration %s simulated); p50 %.0f ms",
+				ssJobs, round.how, h.o.scaled(AnchorRegistration), Percentile(lat, 50))})
+		h.say("  scale set jobs started (%s): p50 %.0f ms, p99 %.0f ms", round.shape, Percentile(lat, 50), Percentile(lat, 99))
 	}
-	slices.Sort(lat)
-	res.add(Figure{Name: "scale_set_job_start_p99_ms", Value: Percentile(lat, 99), Unit: "ms",
-		How: fmt.Sprintf("%d jobs queued one after the other for a scale set fed by a hot warm pool: from the job's queue time (JobAvailable) to the sandbox agent's runner taking it with the scale set's JIT config (registration %s simulated); p50 %.0f ms",
-			ssJobs, h.o.scaled(AnchorRegistration), Percentile(lat, 50))})
-	h.say("  scale set jobs started: p50 %.0f ms, p99 %.0f ms", Percentile(lat, 50), Percentile(lat, 99))
 
 	dead := holder()
 	killed := time.Now()
@@ -233,11 +245,75 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 		How: "from the killed session holder's death (no lease released, no session deleted) until the other listener replica holds the scale set's session, lease TTL 5 s"})
 	h.say("  scale set session taken over in %s", took.Round(time.Millisecond))
 
+	if err := h.expiredTakeover(ctx, p, holder, map[string]func(bool){"bench-ss-a": stopA, "bench-ss-b": stopB}, res); err != nil {
+		return err
+	}
+
 	// The jobs' instances end with their jobs: wait, so the audit finds them terminated.
 	return waitUntil(ctx, 2*time.Minute, func() bool {
 		recs, err := p.st.ByPool(ctx, ssPool)
 		return err == nil && len(recs) == 0
 	})
+}
+
+// jobStarts queues ssJobs jobs one after the other and returns, in milliseconds and sorted, how long
+// each waited from its queue time until a runner took it.
+func (h *harness) jobStarts(ctx context.Context, first int64) ([]float64, error) {
+	fake := h.sb.Stack.GitHub
+	owner, repo, _ := strings.Cut(sandbox.Scope, "/")
+	var lat []float64
+	for i := range ssJobs {
+		id := fake.QueueScaleSetJob(owner, repo, first+int64(i), ssName)
+		var j = struct{ queued, started time.Time }{}
+		if err := waitUntil(ctx, 2*time.Minute, func() bool {
+			job, _ := fake.Job(id)
+			j.queued, j.started = job.QueuedAt, job.StartedAt
+			return !job.StartedAt.IsZero()
+		}); err != nil {
+			return nil, fmt.Errorf("scale set job %d not taken by a runner: %w", id, err)
+		}
+		lat = append(lat, float64(j.started.Sub(j.queued).Microseconds())/1000)
+	}
+	slices.Sort(lat)
+	return lat, nil
+}
+
+// expiredTakeover kills the session holder while a third replica waits; the service expires the
+// dead holder's session (idle 2 s, shorter than the 5 s lease) before the lease lapses, so the
+// third replica's delete of the recorded session answers 400. Timed from the kill to the third
+// replica's session.
+func (h *harness) expiredTakeover(ctx context.Context, p ssParts, holder func() string, stops map[string]func(bool), res *Result) error {
+	fake := h.sb.Stack.GitHub
+	fake.SetScaleSetTiming(githubfake.ScaleSetTiming{SessionIdle: 2 * time.Second})
+	defer fake.SetScaleSetTiming(githubfake.ScaleSetTiming{})
+	_, stopC, err := h.listener(ctx, p, "bench-ss-c")
+	if err != nil {
+		return err
+	}
+	defer stopC(false)
+	dead := holder()
+	stop, ok := stops[dead]
+	if !ok {
+		return fmt.Errorf("session holder %q is not a replica of the phase", dead)
+	}
+	killed := time.Now()
+	stop(true)
+	expired := false
+	if err := waitUntil(ctx, 2*time.Minute, func() bool {
+		o := holder()
+		expired = expired || o == ""
+		return o == "bench-ss-c"
+	}); err != nil {
+		return fmt.Errorf("no takeover after %s died with its session expired: %w", dead, err)
+	}
+	if !expired {
+		return fmt.Errorf("the dead holder's session never showed expired: the figure would not measure that takeover")
+	}
+	took := time.Since(killed)
+	res.add(Figure{Name: "scale_set_takeover_s_expired_session", Value: took.Seconds(), Unit: "s",
+		How: "from the killed session holder's death until a third listener replica holds a new session, the dead holder's session expired at the service meanwhile (deleting it answers 400 RunnerScaleSetSessionExpiredException), lease TTL 5 s"})
+	h.say("  scale set session taken over after the old one expired in %s", took.Round(time.Millisecond))
+	return nil
 }
 
 // waitUntil polls cond every 20 ms until it holds, ctx ends or d passes.

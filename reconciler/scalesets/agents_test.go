@@ -27,16 +27,29 @@ import (
 // serve scale set jobs from a warm pool filled by the real convergence loop: one hot instance, one
 // stopped instance (started) and one cold start. Each job is taken by the runner its instance's
 // agent starts with the scale set's JIT configuration and completes; JobCompleted ends each
-// instance (the pool does not recycle), and the invariant checker finds nothing.
+// instance (the pool does not recycle), and the invariant checker finds nothing. Under both shapes
+// of the Actions service: github.com's, which assigns the jobs itself (JobAssigned, runnerRequestId
+// 0; a listener acting only on JobAvailable serves nothing), and GHES's, which offers them to
+// acquire.
 func TestScaleSetJobsRunOnRealAgents(t *testing.T) {
 	t.Parallel()
+	for _, shape := range allShapes {
+		t.Run(string(shape), func(t *testing.T) {
+			t.Parallel()
+			jobsRunOnRealAgents(t, shape)
+		})
+	}
+}
+
+func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	ctx := t.Context()
 	sb, err := sandbox.Start(ctx, sandbox.Options{Root: t.TempDir(), Logger: logger()})
 	if err != nil {
 		t.Fatalf("starting the sandbox: %v", err)
 	}
 	t.Cleanup(func() { _ = sb.Close() })
-	qo, err := sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("ss-agents-jobs")})
+	sb.Stack.GitHub.SetScaleSetShape(shape)
+	qo, err := sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("ss-agents-jobs-" + string(shape))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +113,7 @@ func TestScaleSetJobsRunOnRealAgents(t *testing.T) {
 	for i, want := range []string{warmpool.SourceHot, warmpool.SourceStarted, warmpool.SourceCreated} {
 		id := fake.QueueScaleSetJob(owner, repo, int64(9100+i), setName)
 		served := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
-		if served.JobID != id || served.Source != want {
+		if served.JobID != jobNumber(shape, id) || served.Source != want {
 			t.Fatalf("job %d served %+v, want from %s", id, served, want)
 		}
 		bySource[want] = served.InstanceID

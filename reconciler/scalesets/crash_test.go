@@ -76,17 +76,18 @@ func (q crashingEnqueuer) Enqueue(ctx context.Context, j warmpool.Job) (res stri
 // job queued before or after the crash is served exactly once.
 func TestCrashAtAnyCall(t *testing.T) {
 	t.Parallel()
-	for _, at := range []int64{2, 3, 4, 5, 6, 7, 8, 9} {
-		t.Run(fmt.Sprintf("call_%d", at), func(t *testing.T) {
+	for i, at := range []int64{2, 3, 4, 5, 6, 7, 8, 9} {
+		shape := allShapes[i%2] // each shape at odd and even kill points
+		t.Run(fmt.Sprintf("%s/call_%d", shape, at), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := newEnv(t, shape)
 			cc, b, ids := e.crashThenTakeOver(t, at, 800)
 			for _, id := range ids {
 				if st := e.ledger(t, id); st != warmpool.JobQueued {
 					t.Errorf("job %d: ledger %q before serving, want queued", id, st)
 				}
 			}
-			served := serveAll(t, e.worker(t, b.m), ids, nil)
+			served := e.serveAll(t, e.worker(t, b.m), ids, nil)
 			for _, id := range ids {
 				if served[id] != 1 {
 					t.Errorf("job %d served %d times, want once", id, served[id])

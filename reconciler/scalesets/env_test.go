@@ -65,9 +65,25 @@ type env struct {
 	gh    *githubfake.Server
 	ghURL string
 	set   config.ScaleSet
+	shape githubfake.ScaleSetShape
 }
 
-func newEnv(t *testing.T) *env {
+// allShapes are the Actions service's shapes: github.com's first.
+var allShapes = []githubfake.ScaleSetShape{githubfake.ShapeAssigned, githubfake.ShapeAvailable}
+
+// shapes runs f once per shape of the Actions service (github.com's, GHES's), each in its own env.
+func shapes(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, sh := range allShapes {
+		t.Run(string(sh), func(t *testing.T) {
+			t.Parallel()
+			f(t, newEnv(t, sh))
+		})
+	}
+}
+
+// newEnv starts an env whose Actions service has the given shape (default github.com's).
+func newEnv(t *testing.T, shape ...githubfake.ScaleSetShape) *env {
 	t.Helper()
 	ctx := context.Background()
 	stk := stacktest.Shared(t)
@@ -101,6 +117,11 @@ func newEnv(t *testing.T) *env {
 	e.lt = aws.ToString(lt.LaunchTemplate.LaunchTemplateId)
 
 	e.gh = githubfake.New(githubfake.Options{Logger: logger()})
+	e.shape = githubfake.ShapeAssigned
+	for _, sh := range shape {
+		e.shape = sh
+	}
+	e.gh.SetScaleSetShape(e.shape)
 	e.gh.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 300 * time.Millisecond, SessionIdle: time.Minute})
 	ghs := httptest.NewServer(e.gh)
 	e.ghURL = ghs.URL
@@ -127,7 +148,7 @@ func (e *env) client(t *testing.T, scope string) *scaleset.Client {
 	t.Helper()
 	gh := e.github(t)
 	c, err := scaleset.New(scaleset.Config{
-		APIURL: e.ghURL + "/", Logger: logger(),
+		APIURL: e.ghURL + "/", Logger: logger(), RetryWaitMin: 10 * time.Millisecond, RetryWaitMax: 50 * time.Millisecond,
 		RegistrationToken: func(ctx context.Context) (string, string, error) {
 			rt, err := gh.RegistrationToken(ctx, scope)
 			return rt.Token, rt.URL, err
@@ -178,10 +199,26 @@ func (e *env) start(t *testing.T, holder string, mod func(*scalesets.Config)) *r
 	return r
 }
 
+// number is the pool job number the listener gives the fake's job id: its runner request id
+// where jobs are acquired, a number drawn from its jobId where github.com sends request id 0.
+func (e *env) number(id int64) int64 { return jobNumber(e.shape, id) }
+
+func jobNumber(shape githubfake.ScaleSetShape, id int64) int64 {
+	jm := scaleset.JobMessage{JobID: githubfake.ScaleSetJobID(id)}
+	if shape == githubfake.ShapeAvailable {
+		jm.RunnerRequestID = id
+	}
+	return jm.Number()
+}
+
 // serveAll runs the worker's batches until every job of ids was served or 30 s passed, and
 // returns how many times each job was served.
-func serveAll(t *testing.T, w *warmpool.Worker, ids []int64, each func(warmpool.Served)) map[int64]int {
+func (e *env) serveAll(t *testing.T, w *warmpool.Worker, ids []int64, each func(warmpool.Served)) map[int64]int {
 	t.Helper()
+	byNumber := map[int64]int64{}
+	for _, id := range ids {
+		byNumber[e.number(id)] = id
+	}
 	served := map[int64]int{}
 	for deadline := time.Now().Add(30 * time.Second); len(served) < len(ids) && time.Now().Before(deadline); {
 		rep, err := w.Once(t.Context())
@@ -189,7 +226,7 @@ func serveAll(t *testing.T, w *warmpool.Worker, ids []int64, each func(warmpool.
 			t.Logf("Once: %v", err)
 		}
 		for _, s := range rep.Served {
-			served[s.JobID]++
+			served[byNumber[s.JobID]]++
 			if each != nil {
 				each(s)
 			}
@@ -232,7 +269,7 @@ func (e *env) sessionOwner() string {
 func (e *env) ledger(t *testing.T, jobID int64) string {
 	t.Helper()
 	st, _ := e.gh.ScaleSet(org, setName)
-	j := warmpool.Job{JobID: jobID, ScaleSetID: st.ID}
+	j := warmpool.Job{JobID: jobID, ScaleSetID: st.ID, ScaleSetJob: githubfake.ScaleSetJobID(jobID)}
 	r, err := e.st.GetRun(t.Context(), "pooljob:"+j.RunKey()[len(warmpool.JobRunPrefix):])
 	if err != nil {
 		return ""

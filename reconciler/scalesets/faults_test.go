@@ -43,9 +43,10 @@ func TestFaultListenerKill(t *testing.T) {
 	t.Run("runs", func(t *testing.T) {
 		for i := range runs {
 			at := 1 + rng.Int64N(12)
-			t.Run(fmt.Sprintf("run_%d_call_%d", i+1, at), func(t *testing.T) {
+			shape := allShapes[i%2] // both shapes of the Actions service, alternately
+			t.Run(fmt.Sprintf("run_%d_%s_call_%d", i+1, shape, at), func(t *testing.T) {
 				t.Parallel()
-				res := listenerKillRun(t, at)
+				res := listenerKillRun(t, shape, at)
 				mu.Lock()
 				defer mu.Unlock()
 				healthyTerminated += res.terminated
@@ -71,12 +72,12 @@ type killResult struct {
 	crashed           bool
 }
 
-func listenerKillRun(t *testing.T, at int64) killResult {
-	e := newEnv(t)
+func listenerKillRun(t *testing.T, shape githubfake.ScaleSetShape, at int64) killResult {
+	e := newEnv(t, shape)
 	pool := e.warm(t, store.StateReady, 4)
 	cc, b, ids := e.crashThenTakeOver(t, at, 900)
 	held := map[string][]string{}
-	served := serveAll(t, e.worker(t, b.m), ids, func(s warmpool.Served) {
+	served := e.serveAll(t, e.worker(t, b.m), ids, func(s warmpool.Served) {
 		if rec, err := e.st.Get(t.Context(), s.InstanceID); err == nil {
 			held[rec.RunID] = append(held[rec.RunID], s.InstanceID)
 		}

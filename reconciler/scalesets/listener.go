@@ -162,8 +162,7 @@ func (l *listener) lead(ctx context.Context) error {
 		}
 		_ = l.clearRecord(dctx, l.sessionID())
 	}()
-	p := &poller{l: l, c: c, ss: ss, sess: sess, refreshed: l.m.cfg.Now()}
-	return p.run(ctx)
+	return newPoller(l, c, ss, sess).run(ctx)
 }
 
 // ensure creates the scale set, or updates it when its labels or group differ from the
@@ -173,7 +172,9 @@ func (l *listener) ensure(ctx context.Context, c Client) (scaleset.ScaleSet, err
 	if err != nil {
 		return scaleset.ScaleSet{}, err
 	}
-	want := scaleset.ScaleSet{Name: l.set.Name, RunnerGroupID: g.ID}
+	// disableUpdate: runnerpool upgrades its runners itself, as ARC does (actions/scaleset types.go
+	// RunnerSetting); a runner updating itself mid-job would change what was verified.
+	want := scaleset.ScaleSet{Name: l.set.Name, RunnerGroupID: g.ID, RunnerSetting: scaleset.Setting{DisableUpdate: true}}
 	for _, name := range l.set.ScaleSetLabels() {
 		want.Labels = append(want.Labels, scaleset.Label{Name: name})
 	}
@@ -195,8 +196,8 @@ func (l *listener) ensure(ctx context.Context, c Client) (scaleset.ScaleSet, err
 	case got.RunnerGroupID != g.ID:
 		l.log.Info("moving scale set to its runner group", "from", got.RunnerGroupID, "to", g.ID)
 		got, err = c.UpdateScaleSet(ctx, got.ID, want)
-	case !slices.Equal(got.LabelNames(), l.set.ScaleSetLabels()):
-		l.log.Info("updating scale set labels", "from", got.LabelNames(), "to", l.set.ScaleSetLabels())
+	case !slices.Equal(got.LabelNames(), l.set.ScaleSetLabels()) || !got.RunnerSetting.DisableUpdate:
+		l.log.Info("updating scale set labels and runner setting", "from", got.LabelNames(), "to", l.set.ScaleSetLabels())
 		got, err = c.UpdateScaleSet(ctx, got.ID, want)
 	}
 	if err != nil {
@@ -249,11 +250,16 @@ func (l *listener) open(ctx context.Context, c Client, scaleSetID int64) (scales
 	var prev sessionRecord
 	_ = json.Unmarshal(r.Result, &prev)
 	if prev.SessionID != "" && prev.ScaleSetID == scaleSetID {
+		// A session the service no longer knows (expired, evicted) answers 400 or 404, which
+		// DeleteSession forgives. Any other failure is logged and the session created all the
+		// same: a live old session answers that with 409 (backed off), a dead one lets this replica
+		// in. Never a loop of deletes.
 		if err := c.DeleteSession(ctx, scaleSetID, prev.SessionID); err != nil {
-			return scaleset.Session{}, fmt.Errorf("deleting the previous holder's session: %w", err)
+			l.log.Warn("previous holder's scale set session not deleted: opening a session all the same", "session", prev.SessionID, "err", err)
+		} else {
+			l.m.metrics.inc(l.m.metrics.sessions, "sessions", l.set.Name, "taken_over")
+			l.log.Info("previous holder's scale set session deleted", "session", prev.SessionID, "previous_holder", prev.Holder)
 		}
-		l.m.metrics.inc(l.m.metrics.sessions, "sessions", l.set.Name, "taken_over")
-		l.log.Info("previous holder's scale set session deleted", "session", prev.SessionID, "previous_holder", prev.Holder)
 	}
 	sess, err := c.CreateSession(ctx, scaleSetID, l.m.cfg.Holder)
 	if err != nil {

@@ -101,6 +101,9 @@ type Config struct {
 	// Backoff and MaxBackoff bound the wait after a failure (defaults 1 s, 30 s); ConflictBackoff is
 	// the wait after a 409 (default LeaseTTL).
 	Backoff, MaxBackoff, ConflictBackoff time.Duration
+	// CancelGrace is how long the runner of a job whose assignment the service cancelled (no runner
+	// took it in time) waits for the job's reassignment before it is withdrawn (default 1 min).
+	CancelGrace time.Duration
 	// SessionRefresh is how often the session is refreshed even when its token still works
 	// (default 30 min); an expired token is refreshed at once.
 	SessionRefresh time.Duration
@@ -117,6 +120,7 @@ func (c *Config) defaults() {
 	}
 	def(&c.LeaseTTL, 30*time.Second)
 	def(&c.Resync, 30*time.Second)
+	def(&c.CancelGrace, time.Minute)
 	def(&c.Backoff, time.Second)
 	def(&c.MaxBackoff, 30*time.Second)
 	def(&c.ConflictBackoff, c.LeaseTTL)

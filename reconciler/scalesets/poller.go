@@ -19,9 +19,21 @@ type poller struct {
 	sess      scaleset.Session
 	last      int64
 	refreshed time.Time
-	// queued holds the queue time of the jobs this session saw available: JobStarted carries none
-	// worth trusting (ARC found it empty), JobAvailable does.
-	queued map[int64]time.Time
+	// queued holds, by job key, the queue time of the jobs this session queued: JobStarted carries
+	// none worth trusting (ARC found it empty), JobAvailable and JobAssigned do.
+	queued map[string]time.Time
+	// acquired holds the jobs this session acquired (GHES shape): their JobAssigned is the answer.
+	acquired map[string]bool
+	// cancelled holds the assignments cancelled for want of a runner, awaiting reassignment.
+	cancelled map[string]cancelledJob
+	shape     string // shapeAssigned or shapeAvailable, once a job message told
+}
+
+func newPoller(l *listener, c Client, ss scaleset.ScaleSet, sess scaleset.Session) *poller {
+	return &poller{
+		l: l, c: c, ss: ss, sess: sess, refreshed: l.m.cfg.Now(),
+		queued: map[string]time.Time{}, acquired: map[string]bool{}, cancelled: map[string]cancelledJob{},
+	}
 }
 
 // run polls until ctx ends or the session or the service fails (the caller backs off and opens a
@@ -49,9 +61,15 @@ func (p *poller) run(ctx context.Context) error {
 		case err != nil:
 			return err
 		case msg == nil:
+			if err := p.withdrawVanished(ctx); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := p.handle(ctx, msg); err != nil {
+			return err
+		}
+		if err := p.withdrawVanished(ctx); err != nil {
 			return err
 		}
 	}
@@ -115,54 +133,134 @@ func (p *poller) delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// jobs acquires the available jobs this deployment may serve and queues them for the pool
-// worker, and queues completions; started jobs are measured.
-func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log interface {
+// Service shapes, detected from the messages (never configured): github.com assigns jobs itself
+// (JobAssigned of a job nobody here acquired), GHES versions that need acquisition offer them
+// (JobAvailable).
+const (
+	shapeAssigned  = "assigned"
+	shapeAvailable = "available"
+)
+
+type logger interface {
 	Warn(string, ...any)
 	Info(string, ...any)
-}) error {
+}
+
+// cancelledJob is an assignment the service cancelled because no runner took it in time: the
+// runner brought up for it waits for the job's reassignment.
+type cancelledJob struct {
+	at  time.Time
+	job warmpool.Job
+}
+
+// jobs queues the jobs of a batch for the pool worker: those assigned to the scale set (github.com)
+// and those it acquired among the available ones (GHES), then the completions. A cancelled
+// assignment keeps its runner for the job's reassignment; started jobs are measured.
+func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logger) error {
 	m, name := p.l.m.metrics, p.l.set.Name
-	var avail []warmpool.Job
+	var avail, assigned, completed []warmpool.Job
 	for _, jm := range jobs {
 		m.inc(m.jobs, "jobs", name, jm.Type)
+		key := jm.Key()
 		switch jm.Type {
 		case scaleset.JobAvailable:
-			j := p.job(warmpool.ActionQueued, jm)
-			if err := j.Validate(); err != nil || !p.l.m.cfg.Allowed(j.Repository) {
-				m.inc(m.jobs, "jobs", name, "refused")
-				log.Warn("scale set job refused: not acquired", "job", jm.RunnerRequestID, "repository", j.Repository, "err", err)
-				continue
+			p.detect(shapeAvailable, log)
+			if j, ok := p.admit(jm, log); ok {
+				avail = append(avail, j)
 			}
-			avail = append(avail, j)
-			if p.queued == nil {
-				p.queued = map[int64]time.Time{}
+		case scaleset.JobAssigned:
+			delete(p.cancelled, key) // assigned again: the runner brought up for it stays for it
+			if p.acquired[key] {
+				continue // GHES: the answer to this session's acquisition, already queued
 			}
-			p.queued[jm.RunnerRequestID] = jm.QueueTime
+			p.detect(shapeAssigned, log)
+			if j, ok := p.admit(jm, log); ok {
+				assigned = append(assigned, j)
+			}
 		case scaleset.JobStarted:
-			if at, ok := p.queued[jm.RunnerRequestID]; ok && !at.IsZero() {
+			if at, ok := p.queued[key]; ok && !at.IsZero() {
 				m.start.WithLabelValues(name).Observe(p.l.m.cfg.Now().Sub(at).Seconds())
 			}
-			delete(p.queued, jm.RunnerRequestID)
+			delete(p.queued, key)
+			log.Info("scale set job started", "job", jm.Number(), "runner", jm.RunnerName)
 		case scaleset.JobCompleted:
-			delete(p.queued, jm.RunnerRequestID)
+			delete(p.queued, key)
+			delete(p.acquired, key)
+			j := p.job(warmpool.ActionCompleted, jm)
+			if jm.Result == "canceled" && jm.RunnerID == 0 && jm.RunnerName == "" {
+				// No runner took the assignment in time: github.com assigns the job again, up to 3
+				// times (actions/scaleset README, "Job Reassignment"). Its runner is kept for that;
+				// withdrawn only if no reassignment comes (withdrawVanished).
+				p.cancelled[key] = cancelledJob{at: p.l.m.cfg.Now(), job: j}
+				continue
+			}
+			completed = append(completed, j)
 		}
 	}
 	if err := p.acquire(ctx, avail, log); err != nil {
 		return err
 	}
-	for _, jm := range jobs {
-		if jm.Type != scaleset.JobCompleted {
-			continue
+	for _, j := range assigned {
+		res, err := p.l.m.cfg.Jobs.Enqueue(ctx, j)
+		if err != nil {
+			return fmt.Errorf("queueing assigned job %d: %w", j.JobID, err)
 		}
-		j := p.job(warmpool.ActionCompleted, jm)
+		log.Info("scale set job assigned", "job", j.JobID, "repository", j.Repository, "pool", j.Pool, "result", res)
+	}
+	return p.complete(ctx, completed, log)
+}
+
+// admit renders a job message as a pool job and checks this deployment may serve it.
+func (p *poller) admit(jm scaleset.JobMessage, log logger) (warmpool.Job, bool) {
+	m, name := p.l.m.metrics, p.l.set.Name
+	j := p.job(warmpool.ActionQueued, jm)
+	if err := j.Validate(); err != nil || !p.l.m.cfg.Allowed(j.Repository) {
+		m.inc(m.jobs, "jobs", name, "refused")
+		log.Warn("scale set job refused: not served", "job", jm.Number(), "repository", j.Repository, "err", err)
+		return j, false
+	}
+	p.queued[jm.Key()] = jm.QueueTime
+	return j, true
+}
+
+// detect notes the service's shape; a change is logged.
+func (p *poller) detect(shape string, log logger) {
+	if p.shape != shape {
+		log.Info("scale set service shape detected", "shape", shape, "was", p.shape)
+		p.shape = shape
+	}
+}
+
+// complete queues completions. A completion that cannot be read is skipped.
+func (p *poller) complete(ctx context.Context, completed []warmpool.Job, log logger) error {
+	m, name := p.l.m.metrics, p.l.set.Name
+	for _, j := range completed {
 		if err := j.Validate(); err != nil {
 			m.inc(m.jobs, "jobs", name, "refused")
-			log.Warn("scale set job completion unreadable: skipped", "job", jm.RunnerRequestID, "err", err)
+			log.Warn("scale set job completion unreadable: skipped", "job", j.JobID, "err", err)
 			continue
 		}
 		if _, err := p.l.m.cfg.Jobs.Enqueue(ctx, j); err != nil {
-			return fmt.Errorf("queueing completion of job %d: %w", jm.RunnerRequestID, err)
+			return fmt.Errorf("queueing completion of job %d: %w", j.JobID, err)
 		}
+	}
+	return nil
+}
+
+// withdrawVanished ends the jobs whose assignment was cancelled and not made again within
+// CancelGrace (the service gave up, or the run was cancelled): the runner brought up for such a
+// job serves no demand, and the completion ends its instance unless its runner took another job.
+func (p *poller) withdrawVanished(ctx context.Context) error {
+	now := p.l.m.cfg.Now()
+	for key, c := range p.cancelled {
+		if now.Sub(c.at) < p.l.m.cfg.CancelGrace {
+			continue
+		}
+		if err := p.complete(ctx, []warmpool.Job{c.job}, p.l.log); err != nil {
+			return err
+		}
+		p.l.log.Info("scale set job's assignment cancelled and not made again: its runner withdrawn", "job", c.job.JobID)
+		delete(p.cancelled, key)
 	}
 	return nil
 }
@@ -170,7 +268,7 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log inter
 // acquire asks for the available jobs and queues the ones acquired. Acquiring again is
 // idempotent at the service, and queueing again is at the ledger, so a redelivered message serves
 // nothing twice.
-func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log interface{ Info(string, ...any) }) error {
+func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log logger) error {
 	if len(avail) == 0 {
 		return nil
 	}
@@ -196,6 +294,7 @@ func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log interfac
 			log.Info("scale set job not acquired: another listener or a cancellation took it", "job", j.JobID)
 			continue
 		}
+		p.acquired[j.ScaleSetJob] = true
 		res, err := p.l.m.cfg.Jobs.Enqueue(ctx, j)
 		if err != nil {
 			return fmt.Errorf("queueing job %d: %w", j.JobID, err)
@@ -208,7 +307,7 @@ func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log interfac
 // job renders a job message as a pool job of the scale set's warm pool.
 func (p *poller) job(action string, jm scaleset.JobMessage) warmpool.Job {
 	return warmpool.Job{
-		Action: action, JobID: jm.RunnerRequestID, RunID: jm.WorkflowRunID, RunAttempt: 1,
+		Action: action, JobID: jm.Number(), ScaleSetJob: jm.Key(), RunID: jm.WorkflowRunID, RunAttempt: 1,
 		Repository: jm.OwnerName + "/" + jm.RepositoryName, Labels: p.l.set.ScaleSetLabels(), Pool: p.l.set.WarmPool,
 		RunnerName: jm.RunnerName, Conclusion: jm.Result, CreatedAt: jm.QueueTime,
 		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope,

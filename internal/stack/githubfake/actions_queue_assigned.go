@@ -86,3 +86,23 @@ func (s *Server) ssReassignLocked(st *actionsState, set *scaleSetRec, id int64, 
 	rj.Status, rj.Conclusion, rj.CompletedAt = JobCompleted, "cancelled", s.now().UTC()
 	s.emitLocked(rj, "completed") // the webhook; no second scale set message (ssDone)
 }
+
+// ScaleSetJobID is the jobId the messages of the job QueueScaleSetJob returned id for carry.
+func ScaleSetJobID(id int64) string { return newUUIDFrom(id) }
+
+// EvictScaleSetSession drops the session of a scope's scale set as the service does when it
+// evicts one: its holder's next call answers 404, deleting it 400. It reports whether there was one.
+func (s *Server) EvictScaleSetSession(scopeName, name string) bool {
+	owner, repo, _ := strings.Cut(scopeName, "/")
+	sc := newScope(owner, repo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, set := range s.actionsLocked().sets {
+		if set.scope == sc && strings.EqualFold(set.name, name) && set.session != nil {
+			set.session = nil
+			s.broadcastLocked()
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,65 @@
+package scalesets_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
+// deleteSessionRoute is the fake's route of session deletions, as Calls counts them.
+const deleteSessionRoute = "DELETE /_actions/_apis/runtime/runnerscalesets/{id}/sessions/{sid}"
+
+// TestTakeoverAfterExpiredSession: the holder dies and the service expires its session before
+// another replica takes the lease. Deleting the recorded session answers 400
+// RunnerScaleSetSessionExpiredException (actions/actions-runner-controller#4285): the new holder
+// forgets it and opens its own session, without a loop of deletes, and serves the jobs queued
+// meanwhile.
+func TestTakeoverAfterExpiredSession(t *testing.T) {
+	t.Parallel()
+	shapes(t, func(t *testing.T, e *env) {
+		e.gh.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 300 * time.Millisecond, SessionIdle: time.Second})
+		reps := map[string]*replica{"a": e.replica(t, "a"), "b": e.replica(t, "b")}
+		eventually(t, "a session held", func() bool { return e.sessionOwner() != "" })
+		holder := e.sessionOwner()
+		other := map[string]string{"a": "b", "b": "a"}[holder]
+		killed := time.Now()
+		reps[holder].kill()
+		eventually(t, "the dead holder's session expired at the service", func() bool { return e.sessionOwner() == "" })
+		id := e.gh.QueueScaleSetJob(org, "api", 500, setName)
+		eventually(t, "a new session opened by "+other, func() bool { return e.sessionOwner() == other })
+		t.Logf("new session %s after the kill (lease TTL %s)", time.Since(killed).Round(time.Millisecond), testLeaseTTL)
+		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+		if n := e.gh.Calls()[deleteSessionRoute]; n > 2 {
+			t.Errorf("session deletions = %d, want at most 2: a replica never loops on a delete", n)
+		}
+		if n := reps[other].m.Metrics().Conflicts(setName); n != 0 {
+			t.Errorf("conflicts = %d, want none", n)
+		}
+	})
+}
+
+// TestEvictedSessionReopened: the service forgets a live session (refresh and polls answer 404,
+// actions/scaleset#123). The holder counts it lost, forgets it and opens a new one.
+func TestEvictedSessionReopened(t *testing.T) {
+	t.Parallel()
+	shapes(t, func(t *testing.T, e *env) {
+		r := e.replica(t, "a")
+		eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+		first, _ := e.gh.ScaleSet(org, setName)
+		if !e.gh.EvictScaleSetSession(org, setName) {
+			t.Fatal("no session to evict")
+		}
+		eventually(t, "a new session", func() bool {
+			st, _ := e.gh.ScaleSet(org, setName)
+			return st.Session != nil && st.Session.ID != first.Session.ID
+		})
+		if n := r.m.Metrics().Sessions(setName, "lost"); n != 1 {
+			t.Errorf("sessions lost = %d, want 1", n)
+		}
+		id := e.gh.QueueScaleSetJob(org, "api", 510, setName)
+		eventually(t, "the job queued on the new session", func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+	})
+}
