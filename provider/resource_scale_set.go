@@ -92,7 +92,7 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Optional:            true,
 			},
 			"labels": schema.ListAttribute{
-				MarkdownDescription: "Labels of the scale set; unset, its name. GitHub.com matches a scale set by one label only (`runs-on: <name>`): extra labels are for GHES versions that honour them.",
+				MarkdownDescription: "More labels of the scale set; its name is always its first label. github.com matches a scale set by any of its labels; GHES does from 3.18 with the `DistributedTask.AllowRunnerScaleSetCustomLabels` feature flag (on by default from 3.21) and silently drops the extra labels without it.",
 				ElementType:         types.StringType,
 				Optional:            true,
 				Validators: []validator.List{

@@ -2,9 +2,11 @@ package scalesets_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -62,4 +64,27 @@ func TestEvictedSessionReopened(t *testing.T) {
 		id := e.gh.QueueScaleSetJob(org, "api", 510, setName)
 		eventually(t, "the job queued on the new session", func() bool { return e.ledger(t, id) == warmpool.JobQueued })
 	})
+}
+
+// TestScaleSetKeepsNameLabelAndDisablesUpdate: the scale set the listener makes carries its name as
+// first label, then the configured labels (as ARC keeps it), and RunnerSetting.disableUpdate
+// (runnerpool updates its runners itself); a scale set made without them is corrected.
+func TestScaleSetKeepsNameLabelAndDisablesUpdate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.set.Labels = []string{"gpu", setName, "large"}
+	c := e.client(t, org)
+	g, err := c.RunnerGroupByName(t.Context(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	e.replica(t, "a")
+	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+	st, _ := e.gh.ScaleSet(org, setName)
+	if want := []string{setName, "gpu", "large"}; !slices.Equal(st.Labels, want) || !st.DisableUpdate {
+		t.Errorf("scale set labels %v, disableUpdate %v; want %v and true", st.Labels, st.DisableUpdate, want)
+	}
 }

@@ -404,6 +404,8 @@ type ScaleSetState struct {
 	MaxCapacity int // the last X-ScaleSetMaxCapacity
 	Pending     int // undeleted messages
 	Conflicts   int // 409s answered to session creations (all scale sets)
+	// DisableUpdate is the scale set's RunnerSetting.disableUpdate.
+	DisableUpdate bool
 }
 
 // ScaleSet returns a snapshot of the named scale set of a scope ("owner" or "owner/repo").
@@ -417,7 +419,7 @@ func (s *Server) ScaleSet(scopeName, name string) (ScaleSetState, bool) {
 		if set.scope == sc && strings.EqualFold(set.name, name) {
 			s.expireSessionLocked(st, set)
 			out := ScaleSetState{ID: set.id, Name: set.name, Labels: slices.Clone(set.labels), GroupID: set.groupID,
-				MaxCapacity: set.capacity, Pending: len(set.msgs), Conflicts: st.conflicts}
+				MaxCapacity: set.capacity, Pending: len(set.msgs), Conflicts: st.conflicts, DisableUpdate: set.disableUpdate}
 			if set.session != nil {
 				out.Session = &ScaleSetSession{ID: set.session.id, Owner: set.session.owner}
 			}
