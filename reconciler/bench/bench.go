@@ -81,7 +81,7 @@ type Options struct {
 	// JobDuration is a fake job's duration (default 100 ms).
 	JobDuration time.Duration
 	// Phases, when set, runs only the named phases (cold, warm, throughput, replicas, idle, reuse, "warm
-	// pools", "convergence 20000", "refresh 20000", dashboard, "scale sets", quota, launch, docker, fault_storm, "foreign items"; the audit always runs): for working on one figure. Figures of the others are missing.
+	// pools", "convergence 20000", "refresh 20000", dashboard, "scale sets", quota, launch, docker, fault_storm, "foreign items", autoscale; the audit always runs): for working on one figure. Figures of the others are missing.
 	Phases []string
 	// PollInterval overrides the reconciler's signal polling (default: the product's default).
 	PollInterval time.Duration
@@ -252,6 +252,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"convergence 20000", phaseConvergence20000},
 		{"refresh 20000", phaseRefresh20000},
 		{"dashboard", phaseDashboard},
+		{"autoscale", phaseAutoscale},
 		{"scale sets", phaseScaleSets},
 		{"quota", phaseQuota},
 		{"launch", phaseLaunch},
