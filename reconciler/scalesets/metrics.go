@@ -16,6 +16,7 @@ type Metrics struct {
 	sessions  *prometheus.CounterVec   // scale_set, event: created, refreshed, taken_over, lost
 	start     *prometheus.HistogramVec // scale_set: JobAvailable's queue time to JobStarted
 	withdrawn *prometheus.CounterVec   // scope: JIT runners withdrawn because their instance never came up
+	assigned  *prometheus.GaugeVec     // scale_set: statistics.totalAssignedJobs of the last message
 
 	mu     sync.Mutex
 	counts map[[3]string]int // the counters' values, for tests and status
@@ -61,14 +62,18 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "runnerpool_scale_set_runners_withdrawn_total",
 			Help: "Just-in-time runners of scale sets withdrawn because their instance never came up; their jobs are left for the Actions service to offer again.",
 		}, []string{"scope"}),
+		assigned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "runnerpool_scale_set_assigned_jobs",
+			Help: "The Actions service's count of jobs assigned to the scale set, waiting or running (statistics.totalAssignedJobs of the last message): the demand it sees.",
+		}, []string{"scale_set"}),
 		start: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "runnerpool_scale_set_job_start_seconds",
-			Help:    "From a scale set job's queue time (JobAvailable) to a runner taking it (JobStarted).",
+			Help:    "From a scale set job's queue time (JobAssigned or JobAvailable) to a runner taking it (JobStarted).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"scale_set"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.conflicts, m.messages, m.jobs, m.sessions, m.start, m.withdrawn} {
+		for _, c := range []prometheus.Collector{m.conflicts, m.messages, m.jobs, m.sessions, m.start, m.withdrawn, m.assigned} {
 			_ = reg.Register(c) // a second manager on one registry (tests) keeps the first's
 		}
 	}

@@ -108,6 +108,9 @@ func (p *poller) handle(ctx context.Context, msg *scaleset.Message) error {
 		m.inc(m.messages, "messages", name, outcome)
 		log.Warn("scale set message partly unreadable: the rest is handled", "problem", prob)
 	}
+	if msg.Statistics != nil {
+		m.assigned.WithLabelValues(name).Set(float64(msg.Statistics.TotalAssignedJobs))
+	}
 	if err := p.jobs(ctx, msg.Jobs, log); err != nil {
 		return err
 	}

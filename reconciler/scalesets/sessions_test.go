@@ -88,3 +88,31 @@ func TestScaleSetKeepsNameLabelAndDisablesUpdate(t *testing.T) {
 		t.Errorf("scale set labels %v, disableUpdate %v; want %v and true", st.Labels, st.DisableUpdate, want)
 	}
 }
+
+// TestBatchedJobMessages: jobs that piled up while no listener ran come in batches of up to 50 job
+// messages; every job reaches the ledger (acquired in one call per batch where the service needs
+// it).
+func TestBatchedJobMessages(t *testing.T) {
+	t.Parallel()
+	shapes(t, func(t *testing.T, e *env) {
+		c := e.client(t, org)
+		g, err := c.RunnerGroupByName(t.Context(), "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID, RunnerSetting: scaleset.Setting{DisableUpdate: true}}); err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for i := range 60 {
+			ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(1000+i), setName))
+		}
+		if st, _ := e.gh.ScaleSet(org, setName); st.Pending != 2 {
+			t.Fatalf("%d messages pending for 60 jobs, want 2 (50 and 10 job messages)", st.Pending)
+		}
+		e.replica(t, "a")
+		for _, id := range ids {
+			eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+		}
+	})
+}
