@@ -280,6 +280,11 @@ func testRESTContract(t *testing.T, name string) {
 			t.Fatalf("DeleteRunner of a gone runner: %v", err)
 		}
 	}
+	for _, scope := range []string{"acme/api", "acme"} {
+		if rel, err := pat.RunnerRelease(ctx, scope); err != nil || rel.Version == "" {
+			t.Fatalf("RunnerRelease(%s) = %+v, %v", scope, rel, err)
+		}
+	}
 	jobID := fake.QueueJob("acme", "api", 77, []string{"self-hosted"})
 	if st, err := pat.JobStatus(ctx, "acme/api", jobID); err != nil || st != "queued" {
 		t.Fatalf("JobStatus = %q, %v; want queued", st, err)
@@ -307,6 +312,8 @@ func testRESTContract(t *testing.T, name string) {
 		"DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} 404",
 		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel 202",
 		"GET /repos/{owner}/{repo}/actions/jobs/{job_id} 200",
+		"GET /repos/{owner}/{repo}/actions/runners/downloads 200",
+		"GET /orgs/{org}/actions/runners/downloads 200",
 	} {
 		if !slices.Contains(checked, want) {
 			t.Errorf("%q was not exercised", want)

@@ -32,6 +32,7 @@ type registerRequest struct {
 	OS          string   `json:"os,omitempty"`
 	Arch        string   `json:"arch,omitempty"`
 	WorkFolder  string   `json:"work_folder,omitempty"`
+	Version     string   `json:"version,omitempty"`
 }
 
 // Registration is the answer to a registration: who the runner is and the credential it uses from then on.
@@ -126,7 +127,10 @@ func (s *Server) registerJIT(w http.ResponseWriter, req registerRequest) {
 		writeError(w, http.StatusConflict, "This JIT configuration was already used")
 		return
 	}
-	rr.jitUsed, rr.os, rr.arch = true, req.OS, req.Arch
+	if !s.admitVersionLocked(w, &req) {
+		return
+	}
+	rr.jitUsed, rr.os, rr.arch, rr.version = true, req.OS, req.Arch, req.Version
 	s.issueCredentialLocked(w, rr)
 }
 
@@ -141,6 +145,9 @@ func (s *Server) registerWithToken(w http.ResponseWriter, req registerRequest) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.admitVersionLocked(w, &req) {
+		return
+	}
 	t, ok := s.runnerTokens[req.Token]
 	switch {
 	case !ok:
@@ -187,7 +194,7 @@ func (s *Server) registerWithToken(w http.ResponseWriter, req registerRequest) {
 	owner, repo := s.displayScopeLocked(t.scope.owner, t.scope.repo)
 	rr := &runnerRec{
 		id: s.newIDLocked(), name: req.Name, scope: t.scope, owner: owner, repo: repo, os: req.OS,
-		arch: req.Arch, ephemeral: req.Ephemeral, groupID: groupID, created: s.now().UTC(),
+		arch: req.Arch, ephemeral: req.Ephemeral, groupID: groupID, created: s.now().UTC(), version: req.Version,
 	}
 	addCustomLabels(rr, req.Labels)
 	s.runners[rr.id] = rr
@@ -298,6 +305,11 @@ func (s *Server) runnerNextJob(w http.ResponseWriter, r *http.Request, _ *caller
 		case rr.busy:
 			s.mu.Unlock()
 			writeError(w, http.StatusConflict, fmt.Sprintf("The runner is already running job %d", rr.jobID))
+			return
+		}
+		if err := s.assignableLocked(rr); err != nil {
+			s.mu.Unlock()
+			writeVersionError(w, err)
 			return
 		}
 		if j := s.assignLocked(rr); j != nil {

@@ -25,6 +25,8 @@ var ErrRunnerRemoved = errors.New("githubfake: runner registration was removed")
 type APIError struct {
 	StatusCode int
 	Message    string
+	// Kind is the broker's errorKind when there is one, such as RunnerVersionTooOld.
+	Kind string
 }
 
 func (e *APIError) Error() string {
@@ -47,6 +49,9 @@ type RegisterOptions struct {
 	OS          string // Linux (default), Windows, macOS
 	Arch        string // X64 (default), ARM64, ARM, X86
 	WorkFolder  string
+	// Version is the runner's version, which GitHub checks at configuration and before assigning
+	// jobs (runner_versions.go); empty is the fake's current release, for tests that do not model it.
+	Version string
 }
 
 // RunnerClient speaks the fake runner protocol for one runner. Register (or SetRegistration) comes
@@ -182,7 +187,7 @@ func (c *RunnerClient) do(ctx context.Context, method, path string, auth bool, i
 	case resp.StatusCode/100 != 2:
 		var e apiError
 		_ = json.Unmarshal(b, &e)
-		return &APIError{StatusCode: resp.StatusCode, Message: cmpOr(e.Message, http.StatusText(resp.StatusCode))}
+		return &APIError{StatusCode: resp.StatusCode, Message: cmpOr(e.Message, http.StatusText(resp.StatusCode)), Kind: e.ErrorKind}
 	case out != nil && resp.StatusCode != http.StatusNoContent:
 		if err := json.Unmarshal(b, out); err != nil {
 			return fmt.Errorf("decoding response: %w", err)

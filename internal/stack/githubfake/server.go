@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
 
 // Options configures a Server. The zero value is usable.
@@ -82,6 +84,8 @@ type Server struct {
 	reruns        []Rerun
 	nextID        int64
 	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
+
+	releases []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
 }
 
 type fault struct {
@@ -420,6 +424,8 @@ func (s *Server) routes() {
 	// The Actions service's scale set protocol (actions.go).
 	s.actionsRoutes()
 
+	s.runnerVersionRoutes() // runner_versions.go
+
 	// The fake runner protocol.
 	s.handle("POST /_runner/register", authNone, s.runnerRegister)
 	s.handle("POST /_runner/connect", authRunner, s.runnerConnect)
@@ -434,6 +440,7 @@ type apiError struct {
 	Message          string `json:"message"`
 	DocumentationURL string `json:"documentation_url"`
 	Status           string `json:"status,omitempty"`
+	ErrorKind        string `json:"errorKind,omitempty"` // the broker's BrokerError.errorKind (runner_versions.go)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -84,6 +84,7 @@ type runnerRec struct {
 	credential string
 	jobID      int64
 	created    time.Time
+	version    string // the runner's version, from its registration (runner_versions.go)
 }
 
 // readOnlyLabels are the labels GitHub gives every self-hosted runner.
@@ -134,6 +135,7 @@ type Runner struct {
 	Labels        []string // read-only labels first, then custom ones
 	JobID         int64    // the job it is running, 0 when none
 	CreatedAt     time.Time
+	Version       string // the runner's version (runner_versions.go)
 }
 
 // Job is a snapshot of a workflow job queued with QueueJob.
@@ -171,7 +173,7 @@ func (rr *runnerRec) snapshot() Runner {
 	return Runner{
 		ID: rr.id, Name: rr.name, Owner: rr.owner, Repo: rr.repo, OS: rr.os, Arch: rr.arch,
 		Status: status, Busy: rr.busy, Ephemeral: rr.ephemeral, JIT: rr.jit, RunnerGroupID: rr.groupID,
-		Labels: rr.allLabels(), JobID: rr.jobID, CreatedAt: rr.created,
+		Labels: rr.allLabels(), JobID: rr.jobID, CreatedAt: rr.created, Version: rr.version,
 	}
 }
 

@@ -1,0 +1,81 @@
+// downloads.go: the current Actions runner release, from GitHub's "list runner applications"
+// endpoints (GET /orgs/{org}/actions/runners/downloads, GET /repos/{owner}/{repo}/actions/runners/
+// downloads): per os and architecture the release file's download_url, filename and sha256_checksum.
+// GitHub answers for the scope asked about, so a release rolled out progressively is the one that
+// scope's runners must run.
+package ghaccess
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
+)
+
+// runnerFileRe is the Linux release file name, actions-runner-linux-<arch>-<version>.tar.gz.
+var runnerFileRe = regexp.MustCompile(`^actions-runner-linux-(x64|arm64)-([0-9]+\.[0-9]+\.[0-9]+)\.tar\.gz$`)
+
+// RunnerRelease reads the current runner release for scope ("owner" or "owner/repo"): its version and
+// its Linux x64 and arm64 downloads. Its Published time is left zero: the endpoints do not say.
+func (c *Client) RunnerRelease(ctx context.Context, scope string) (runnerversion.Release, error) {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return runnerversion.Release{}, err
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return runnerversion.Release{}, err
+	}
+	var apps []*github.RunnerApplicationDownload
+	err = c.call(ctx, owner, "list runner applications of "+scope, func() (*github.Response, error) {
+		var resp *github.Response
+		var err error
+		if repo == "" {
+			apps, resp, err = gc.Actions.ListOrganizationRunnerApplicationDownloads(ctx, owner)
+		} else {
+			apps, resp, err = gc.Actions.ListRunnerApplicationDownloads(ctx, owner, repo)
+		}
+		return resp, err
+	})
+	if err != nil {
+		return runnerversion.Release{}, err
+	}
+	rel, err := releaseOf(apps)
+	if err != nil {
+		return runnerversion.Release{}, fmt.Errorf("runner applications of %s: %w", scope, err)
+	}
+	return rel, nil
+}
+
+// releaseOf reads a release from the Linux entries of a downloads answer, which is input from outside:
+// each file must be named as GitHub names them, of one version, with an https URL and a SHA-256.
+func releaseOf(apps []*github.RunnerApplicationDownload) (runnerversion.Release, error) {
+	rel := runnerversion.Release{Linux: map[runnerversion.Arch]runnerversion.Download{}}
+	for _, a := range apps {
+		if a.GetOS() != "linux" {
+			continue
+		}
+		m := runnerFileRe.FindStringSubmatch(a.GetFilename())
+		if m == nil {
+			continue // linux/arm (32-bit) and anything else runnerpool does not launch
+		}
+		arch, version := runnerversion.Arch(m[1]), m[2]
+		if rel.Version != "" && rel.Version != version {
+			return rel, fmt.Errorf("two versions in one answer: %s and %s", rel.Version, version)
+		}
+		if u, err := url.Parse(a.GetDownloadURL()); err != nil || u.Scheme != "https" || u.Host == "" {
+			return rel, fmt.Errorf("%s: download_url %q is not an https URL", a.GetFilename(), a.GetDownloadURL())
+		}
+		rel.Version = version
+		rel.Linux[arch] = runnerversion.Download{URL: a.GetDownloadURL(), Filename: a.GetFilename(), SHA256: strings.ToLower(a.GetSHA256Checksum())}
+	}
+	if err := rel.Validate(); err != nil {
+		return rel, err
+	}
+	return rel, nil
+}

@@ -1,0 +1,158 @@
+// This file models GitHub's runner version policy and serves the "list runner applications" endpoints.
+//
+// GitHub's policy, enforced on github.com since 2026-09-25 (https://github.com/orgs/community/
+// discussions/194762): a runner below 2.329.0 cannot be configured or (re)registered (this fake: its
+// registration, by token or JIT configuration, is refused); a runner must install each new release
+// within 30 days of its publication to keep receiving jobs, and a critical security release can stop
+// assignment to older runners at once (this fake: NextJob answers the broker's RunnerVersionTooOld).
+// The rules themselves are runnerversion.CheckFloor and runnerversion.Assignable, on the fake's clock.
+//
+// The refusal is the broker's error: errorKind "RunnerVersionTooOld" (actions/runner
+// src/Sdk/RSWebApi/Contracts/BrokerErrorKind.cs), which the runner raises as an AccessDeniedException
+// (src/Sdk/WebApi/WebApi/BrokerHttpClient.cs), hence 403, with the message runners print,
+// "Runner version v2.296.2 is deprecated and cannot receive messages." (actions/runner#2246).
+//
+// The release list starts with runnerversion.Default, as published long ago; PublishRunnerRelease adds one, with a
+// publication time on the fake's clock. The downloads endpoints answer the newest release published.
+
+package githubfake
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
+)
+
+// ErrorKindRunnerVersionTooOld is the broker's errorKind of a runner GitHub refuses for its version.
+const ErrorKindRunnerVersionTooOld = "RunnerVersionTooOld"
+
+func (s *Server) runnerVersionRoutes() {
+	s.handle("GET /orgs/{org}/actions/runners/downloads", authToken, s.listRunnerDownloads)
+	s.handle("GET /repos/{owner}/{repo}/actions/runners/downloads", authToken, s.listRunnerDownloads)
+}
+
+// FakeRunnerSHA256 is the checksum the fake publishes for a release file it makes up: the SHA-256 of
+// FakeRunnerArchive(version, arch).
+func FakeRunnerSHA256(version string, arch runnerversion.Arch) string {
+	sum := sha256.Sum256(FakeRunnerArchive(version, arch))
+	return hex.EncodeToString(sum[:])
+}
+
+// FakeRunnerArchive is the content of a release file the fake makes up.
+func FakeRunnerArchive(version string, arch runnerversion.Arch) []byte {
+	return []byte(fmt.Sprintf("githubfake actions-runner-linux-%s-%s\n", arch, version))
+}
+
+// PublishRunnerRelease publishes a runner release: from now on (or from r.Published, when set) it is
+// the newest release if its version is, and older runners have 30 days to install it, none if
+// r.Security. Downloads not given are made up (FakeRunnerSHA256). A version that does not parse panics.
+func (s *Server) PublishRunnerRelease(r runnerversion.Release) runnerversion.Release {
+	runnerversion.MustParse(r.Version)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Published.IsZero() {
+		r.Published = s.now().UTC()
+	}
+	linux := map[runnerversion.Arch]runnerversion.Download{}
+	for _, a := range runnerversion.Arches {
+		linux[a] = runnerversion.FileOf(r.Version, a, FakeRunnerSHA256(r.Version, a))
+		if d, ok := r.Linux[a]; ok {
+			linux[a] = d
+		}
+	}
+	r.Linux = linux
+	s.releases = append(s.releasesLocked(), r)
+	s.broadcastLocked()
+	return r
+}
+
+// RunnerReleases returns the releases published, in publication order.
+func (s *Server) RunnerReleases() []runnerversion.Release {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.releasesLocked())
+}
+
+// CurrentRunnerRelease is the newest release published by now: what the downloads endpoints answer.
+func (s *Server) CurrentRunnerRelease() runnerversion.Release {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.currentReleaseLocked()
+}
+
+func (s *Server) releasesLocked() []runnerversion.Release {
+	if s.releases == nil {
+		// The compiled-in release, published before any fake clock starts (tests start theirs in 2025).
+		first := runnerversion.Default
+		first.Published = time.Time{}
+		s.releases = []runnerversion.Release{first}
+	}
+	return s.releases
+}
+
+func (s *Server) currentReleaseLocked() runnerversion.Release {
+	now := s.now()
+	var cur runnerversion.Release
+	for _, r := range s.releasesLocked() {
+		if r.Published.After(now) {
+			continue
+		}
+		if cur.Version == "" || runnerversion.MustParse(cur.Version).Less(runnerversion.MustParse(r.Version)) {
+			cur = r
+		}
+	}
+	return cur
+}
+
+// runnerApplicationJSON is GitHub's "runner-application" schema.
+type runnerApplicationJSON struct {
+	OS             string `json:"os"`
+	Architecture   string `json:"architecture"`
+	DownloadURL    string `json:"download_url"`
+	Filename       string `json:"filename"`
+	SHA256Checksum string `json:"sha256_checksum,omitempty"`
+}
+
+func (s *Server) listRunnerDownloads(w http.ResponseWriter, r *http.Request, _ *caller) {
+	s.mu.Lock()
+	s.displayScopeLocked(pathScope(r))
+	cur := s.currentReleaseLocked()
+	s.mu.Unlock()
+	out := []runnerApplicationJSON{}
+	for _, a := range runnerversion.Arches {
+		d := cur.Linux[a]
+		out = append(out, runnerApplicationJSON{OS: "linux", Architecture: string(a), DownloadURL: d.URL, Filename: d.Filename, SHA256Checksum: d.SHA256})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// admitVersionLocked refuses the registration of a runner below the floor (answering it) and fills in
+// an empty version with the current release's.
+func (s *Server) admitVersionLocked(w http.ResponseWriter, req *registerRequest) bool {
+	if req.Version == "" {
+		req.Version = s.currentReleaseLocked().Version
+	}
+	if _, err := runnerversion.CheckFloor(req.Version); err != nil {
+		writeVersionError(w, fmt.Errorf("%w: %w", runnerversion.ErrTooOld, err))
+		return false
+	}
+	return true
+}
+
+// assignableLocked is GitHub's decision whether to assign jobs to rr, on the fake's clock.
+func (s *Server) assignableLocked(rr *runnerRec) error {
+	if rr.version == "" {
+		return nil // a runner of the scale-set protocol (actions.go), which carries no version here
+	}
+	return runnerversion.Assignable(rr.version, s.releasesLocked(), s.now())
+}
+
+// writeVersionError answers the broker's RunnerVersionTooOld.
+func writeVersionError(w http.ResponseWriter, err error) {
+	writeJSON(w, http.StatusForbidden, apiError{Message: err.Error(), DocumentationURL: "https://docs.github.com/rest", Status: "403", ErrorKind: ErrorKindRunnerVersionTooOld})
+}
