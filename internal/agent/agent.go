@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -549,7 +550,11 @@ func (a *agent) registerWith(ctx context.Context, runID string, log *slog.Logger
 			return
 		}
 		log.Error("agent: registering runner", "err", err)
-		a.giveUpRegistration(ctx, runID, "registering runner: "+err.Error())
+		detail := "registering runner: " + err.Error()
+		if errors.Is(err, runner.ErrVersionRefused) {
+			detail = runnerversion.RefusedDetail + ": " + err.Error()
+		}
+		a.giveUpRegistration(ctx, runID, detail)
 		return
 	}
 	if err := a.saveMarker(marker{RunID: runID, Registered: true}); err != nil {

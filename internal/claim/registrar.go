@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
@@ -60,6 +62,10 @@ var (
 	ErrRegistrationTimeout = errors.New("registration timed out")
 	// ErrRegistrationFailed: the agent reported that registering (or its pre-runner script) failed.
 	ErrRegistrationFailed = errors.New("registration failed")
+	// ErrRunnerVersionRefused (with ErrRegistrationFailed): the agent reported that GitHub refused
+	// the runner's version. The report is the agent's claim: it names the cause, it decides nothing
+	// more than any other failed registration.
+	ErrRunnerVersionRefused = errors.New("GitHub refused the runner's version (see runnerversion.Floor and the current release)")
 	// ErrStaleHeartbeat: the instance's heartbeat is missing or older than HeartbeatMaxAge. No
 	// longer returned by the Registrar (liveness is ErrNoAck's business); kept for callers' checks.
 	ErrStaleHeartbeat = errors.New("stale heartbeat")
@@ -387,6 +393,9 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 			return true, nil
 		}
 		if failed(sig, runID) {
+			if sig.Signal == store.SignalRegistrationFailed && strings.HasPrefix(sig.Detail, runnerversion.RefusedDetail) {
+				return true, fmt.Errorf("instance %s, run %s: %w: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, ErrRunnerVersionRefused, sig.Signal, sig.Detail)
+			}
 			return true, fmt.Errorf("instance %s, run %s: %w: agent sent %s %s", instanceID, runID, ErrRegistrationFailed, sig.Signal, sig.Detail)
 		}
 	case errors.Is(err, store.ErrNotFound):

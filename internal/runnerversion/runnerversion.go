@@ -76,6 +76,10 @@ func (v Version) Compare(w Version) int {
 // Less reports whether v is older than w.
 func (v Version) Less(w Version) bool { return v.Compare(w) < 0 }
 
+// RefusedDetail starts the detail of the agent's registration-failed signal when GitHub refused the
+// runner for its version, so the control plane can say so (and count it) instead of a bare failure.
+const RefusedDetail = "runner version refused by GitHub"
+
 // ErrBelowFloor is the error of a runner version GitHub refuses to configure or register.
 var ErrBelowFloor = errors.New("below GitHub's minimum runner version " + Floor)
 

@@ -65,6 +65,9 @@ type Options struct {
 	// FailRegistration, when it returns true for an instance at the moment its agent registers a
 	// runner, makes that registration fail as a refused GitHub registration would.
 	FailRegistration func(instanceID string) bool
+	// RunnerVersion, when set, is the runner version an instance runs (default: the one its user
+	// data installs, agenttest.RunnerVersion); the GitHub fake holds it to GitHub's version policy.
+	RunnerVersion func(inst ec2server.RuntimeInstance) string
 	// ChildOutput receives DynamoDB Local's and fauxqs's output.
 	ChildOutput io.Writer
 
@@ -247,7 +250,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		NewRunner: func(inst ec2server.RuntimeInstance, d agenttest.Dirs) (runner.Runner, error) {
 			r, err := fakerunner.New(fakerunner.Options{
 				BaseURL: stk.Endpoints.GitHubAPI, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
-				PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID),
+				PollWait: 5 * time.Second, Logger: o.Logger.With("instance", inst.ID), Version: runnerVersion(o, inst),
 			})
 			if err != nil {
 				return nil, err
@@ -422,3 +425,11 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 
 // TempRoot makes a directory for the instances that Close does not remove (callers own it).
 func TempRoot() (string, error) { return os.MkdirTemp("", "runnerpool-sandbox-") }
+
+// runnerVersion is the runner version a simulated instance runs.
+func runnerVersion(o Options, inst ec2server.RuntimeInstance) string {
+	if o.RunnerVersion != nil {
+		return o.RunnerVersion(inst)
+	}
+	return agenttest.RunnerVersion(inst)
+}

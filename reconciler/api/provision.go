@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -106,6 +107,9 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 			a.log.InfoContext(ctx, "provision undone", logging.KeyInstanceID, u.InstanceID, "action", u.Action, "reason", u.Reason, "error", u.Error)
 		}
 		a.metrics.Error(metrics.ErrProvision)
+		if errors.Is(err, claim.ErrRunnerVersionRefused) {
+			a.metrics.RegistrationRefused(metrics.RefusedRunnerVersion)
+		}
 		outcome := res.Outcome
 		if outcome == "" {
 			outcome = "failed"

@@ -82,6 +82,7 @@ type Metrics struct {
 	spotInterruptions prometheus.Counter
 	quotaRefusals     *prometheus.CounterVec // quota.go
 	githubBudget      githubBudget           // github_budget.go
+	runner            *runnerVersionMetrics  // runner_version.go
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -171,6 +172,7 @@ func New(o Options) *Metrics {
 	for _, c := range m.githubBudget.collectors() {
 		f(c)
 	}
+	m.runner = newRunnerVersionMetrics(r)
 	for _, c := range []prometheus.Collector{
 		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,

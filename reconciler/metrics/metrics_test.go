@@ -37,6 +37,8 @@ func TestGitHubRoute(t *testing.T) {
 		"/repos/acme/api/contents/README.md":                        "other",
 		"/":                                                         "other",
 		"/orgs/acme/actions/runners/generate-jitconfig":             "/orgs/{owner}/actions/runners/generate-jitconfig",
+		"/orgs/acme/actions/runners/downloads":                      "/orgs/{owner}/actions/runners/downloads",
+		"/repos/acme/api/actions/runners/downloads":                 "/repos/{owner}/{repo}/actions/runners/downloads",
 		"/prefix/path/repos/acme/api/actions/runners/remove-token/": "/repos/{owner}/{repo}/actions/runners/remove-token",
 	} {
 		if got := metrics.GitHubRoute(path); got != want {

@@ -145,6 +145,7 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 			return fakerunner.New(fakerunner.Options{
 				BaseURL: o.GitHubURL, Dir: d.Runner, WorkDir: d.Work, JobDuration: o.JobDuration,
 				PollWait: 5 * time.Second, HTTPClient: o.HTTPClient, Logger: log.With("instance", inst.ID),
+				Version: RunnerVersion(inst),
 			})
 		}
 		err := agent.Run(ctx, cfg)
@@ -188,4 +189,13 @@ func (r grantRecorder) Apply(_ context.Context, _ string, gr agent.Grant) error 
 	}
 	r.g.m[r.id] = gr
 	return nil
+}
+
+// RunnerVersion is the runner version a simulated instance runs: the one its user data installs when
+// runnerpool rendered it, else "" (the GitHub fake's current release).
+func RunnerVersion(inst ec2server.RuntimeInstance) string {
+	if pin, ok := userdata.RunnerOf(inst.UserData); ok {
+		return pin.Version
+	}
+	return ""
 }

@@ -183,9 +183,26 @@ func (a *Actions) Register(ctx context.Context, cred store.Credential, name stri
 		return err
 	}
 	if err := a.runToEnd(cmd); err != nil {
-		return fmt.Errorf("actions runner: config.sh: %w", err)
+		return fmt.Errorf("actions runner: config.sh: %w", versionExit(err))
 	}
 	return nil
+}
+
+// The runner exits with RunnerVersionDeprecated (7) when GitHub refuses it for its version (the
+// broker's RunnerVersionTooOld), if envVersionExitCode is set; otherwise with the same code as any
+// terminating error. actions/runner src/Runner.Listener/Program.cs and src/Runner.Common/Constants.cs.
+const (
+	envVersionExitCode    = "ACTIONS_RUNNER_RETURN_VERSION_DEPRECATED_EXIT_CODE"
+	exitVersionDeprecated = 7
+)
+
+// versionExit marks the runner's RunnerVersionDeprecated exit as ErrVersionRefused.
+func versionExit(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == exitVersionDeprecated {
+		return fmt.Errorf("%w: %w", ErrVersionRefused, err)
+	}
+	return err
 }
 
 // Run runs run.sh until it exits or ctx is done; then it interrupts the runner's process group and
@@ -205,7 +222,7 @@ func (a *Actions) Run(ctx context.Context) error {
 		if err == nil {
 			return errors.New("actions runner: run.sh exited")
 		}
-		return fmt.Errorf("actions runner: run.sh exited: %w", err)
+		return fmt.Errorf("actions runner: run.sh exited: %w", versionExit(err))
 	case <-ctx.Done():
 	}
 	// The runner finishes or cancels its job on SIGINT and deletes its session with GitHub.
@@ -255,7 +272,7 @@ func (a *Actions) command(ctx context.Context, name string, args ...string) (*ex
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = a.o.Dir
 	cmd.Stdout, cmd.Stderr = a.o.Output, a.o.Output
-	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, a.o.Env...)
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", envVersionExitCode + "=1"}, a.o.Env...)
 	if err := asUser(cmd, a.o.User); err != nil {
 		return nil, fmt.Errorf("actions runner: %w", err)
 	}

@@ -27,5 +27,9 @@ type Runner interface {
 	Remove(ctx context.Context, cred store.Credential) error
 }
 
+// ErrVersionRefused is returned (wrapped) by Register and Run when GitHub refused the runner for its
+// version: below the registration floor, or too far behind the current release to be assigned jobs.
+var ErrVersionRefused = errors.New("GitHub refused the runner's version")
+
 // ErrNotRegistered is returned by Run when there is no registration to run.
 var ErrNotRegistered = errors.New("runner is not registered")

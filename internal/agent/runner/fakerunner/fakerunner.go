@@ -40,6 +40,9 @@ type Options struct {
 	PollWait time.Duration
 	// Arch is the runner's architecture label (X64 when empty).
 	Arch string
+	// Version is the runner's version, which the fake checks as GitHub does (the fake's current
+	// release when empty).
+	Version string
 	// HTTPClient talks to the fake; http.DefaultClient when nil.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
@@ -94,13 +97,13 @@ func (r *Runner) loadRegistration() (reg githubfake.Registration, ok bool, err e
 // Register registers with the fake and saves the registration.
 func (r *Runner) Register(ctx context.Context, cred store.Credential, name string) error {
 	o := githubfake.RegisterOptions{URL: cred.URL, Token: cred.Token, Name: name, Labels: cred.Labels,
-		Replace: true, Arch: r.o.Arch, WorkFolder: r.o.WorkDir}
+		Replace: true, Arch: r.o.Arch, WorkFolder: r.o.WorkDir, Version: r.o.Version}
 	if cred.JIT {
-		o = githubfake.RegisterOptions{JITConfig: cred.Token, Arch: r.o.Arch}
+		o = githubfake.RegisterOptions{JITConfig: cred.Token, Arch: r.o.Arch, Version: r.o.Version}
 	}
 	reg, err := r.client().Register(ctx, o)
 	if err != nil {
-		return fmt.Errorf("fake runner: %w", err)
+		return fmt.Errorf("fake runner: %w", versionRefused(err))
 	}
 	b, err := json.Marshal(reg)
 	if err != nil {
@@ -213,4 +216,13 @@ func (r *Runner) Jobs() []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]int64(nil), r.jobs...)
+}
+
+// versionRefused marks the fake's RunnerVersionTooOld answer as runner.ErrVersionRefused.
+func versionRefused(err error) error {
+	var ae *githubfake.APIError
+	if errors.As(err, &ae) && ae.Kind == githubfake.ErrorKindRunnerVersionTooOld {
+		return fmt.Errorf("%w: %w", runner.ErrVersionRefused, err)
+	}
+	return err
 }
