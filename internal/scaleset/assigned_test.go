@@ -39,20 +39,9 @@ func TestAssignedJobLifecycle(t *testing.T) {
 	if m.Statistics == nil || m.Statistics.TotalAssignedJobs != 1 {
 		t.Errorf("statistics = %+v, want one assigned job", m.Statistics)
 	}
-	jit, err := e.c.GenerateJITConfig(ctx, set.ID, "runnerpool-i-1", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := githubfake.NewRunnerClient(e.url, nil)
-	if _, err := rc.Register(ctx, githubfake.RegisterOptions{JITConfig: jit.Encoded}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	job, err := rc.NextJob(ctx, 5*time.Second)
-	if err != nil || job == nil || job.ID != jobID {
-		t.Fatalf("runner's job = %+v, %v: the assigned job goes to a runner of the set without acquisition", job, err)
+	_, rc, job := e.takeJob(t, set.ID, "runnerpool-i-1")
+	if job.ID != jobID {
+		t.Fatalf("runner's job = %+v: the assigned job %d goes to a runner of the set without acquisition", job, jobID)
 	}
 	if m = next(t, e, s, m.ID); m.Jobs[0].Type != scaleset.JobStarted || m.Jobs[0].Key() != as.JobID {
 		t.Fatalf("after the runner took it: %+v, want JobStarted of %s", m.Jobs[0], as.JobID)

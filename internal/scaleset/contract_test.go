@@ -128,6 +128,27 @@ func TestScaleSetAdmin(t *testing.T) {
 	}
 }
 
+// takeJob starts a runner of the scale set named name (a JIT configuration) and waits for its job.
+func (e env) takeJob(t *testing.T, setID int64, name string) (scaleset.JITConfig, *githubfake.RunnerClient, *githubfake.AssignedJob) {
+	t.Helper()
+	jit, err := e.c.GenerateJITConfig(t.Context(), setID, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := githubfake.NewRunnerClient(e.url, nil)
+	if _, err := rc.Register(t.Context(), githubfake.RegisterOptions{JITConfig: jit.Encoded}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Connect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	job, err := rc.NextJob(t.Context(), 5*time.Second)
+	if err != nil || job == nil {
+		t.Fatalf("runner %s's job = %+v, %v", name, job, err)
+	}
+	return jit, rc, job
+}
+
 // next polls until a message comes, and deletes it.
 func next(t *testing.T, e env, s scaleset.Session, last int64) *scaleset.Message {
 	t.Helper()
@@ -181,20 +202,9 @@ func TestSessionJobLifecycle(t *testing.T) {
 		t.Fatalf("after acquire: %+v, want JobAssigned", m.Jobs[0])
 	}
 
-	jit, err := e.c.GenerateJITConfig(ctx, set.ID, "runnerpool-i-1", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := githubfake.NewRunnerClient(e.url, nil)
-	if _, err := rc.Register(ctx, githubfake.RegisterOptions{JITConfig: jit.Encoded}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
-	job, err := rc.NextJob(ctx, 5*time.Second)
-	if err != nil || job == nil || job.ID != jobID {
-		t.Fatalf("runner's job = %+v, %v", job, err)
+	jit, rc, job := e.takeJob(t, set.ID, "runnerpool-i-1")
+	if job.ID != jobID {
+		t.Fatalf("runner's job = %+v, want %d", job, jobID)
 	}
 	if m = next(t, e, s, m.ID); m.Jobs[0].Type != scaleset.JobStarted || m.Jobs[0].RunnerName != "runnerpool-i-1" {
 		t.Fatalf("after the runner took it: %+v, want JobStarted by runnerpool-i-1", m.Jobs[0])

@@ -160,6 +160,22 @@ func (e *env) client(t *testing.T, scope string) *scaleset.Client {
 	return c
 }
 
+// createSet creates the env's scale set at the fake by hand (as another process, or an older
+// runnerpool, would have), with the runner setting given, and returns it with the client used.
+func (e *env) createSet(t *testing.T, setting scaleset.Setting) (*scaleset.Client, scaleset.ScaleSet) {
+	t.Helper()
+	c := e.client(t, org)
+	g, err := c.RunnerGroupByName(t.Context(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID, RunnerSetting: setting})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ss
+}
+
 // replica is one reconciler replica's listeners.
 type replica struct {
 	m      *scalesets.Manager

@@ -77,15 +77,7 @@ func TestTakeoverLosesNoJob(t *testing.T) {
 func TestForeignSessionBacksOff(t *testing.T) {
 	t.Parallel()
 	shapes(t, func(t *testing.T, e *env) {
-		c := e.client(t, org)
-		g, err := c.RunnerGroupByName(t.Context(), "default")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, ss := e.createSet(t, scaleset.Setting{})
 		foreign, err := c.CreateSession(t.Context(), ss.ID, "someone-else")
 		if err != nil {
 			t.Fatal(err)

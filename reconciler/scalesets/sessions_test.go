@@ -73,14 +73,7 @@ func TestScaleSetKeepsNameLabelAndDisablesUpdate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.set.Labels = []string{"gpu", setName, "large"}
-	c := e.client(t, org)
-	g, err := c.RunnerGroupByName(t.Context(), "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID}); err != nil {
-		t.Fatal(err)
-	}
+	e.createSet(t, scaleset.Setting{})
 	e.replica(t, "a")
 	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 	st, _ := e.gh.ScaleSet(org, setName)
@@ -95,14 +88,7 @@ func TestScaleSetKeepsNameLabelAndDisablesUpdate(t *testing.T) {
 func TestBatchedJobMessages(t *testing.T) {
 	t.Parallel()
 	shapes(t, func(t *testing.T, e *env) {
-		c := e.client(t, org)
-		g, err := c.RunnerGroupByName(t.Context(), "default")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.CreateScaleSet(t.Context(), scaleset.ScaleSet{Name: setName, RunnerGroupID: g.ID, RunnerSetting: scaleset.Setting{DisableUpdate: true}}); err != nil {
-			t.Fatal(err)
-		}
+		e.createSet(t, scaleset.Setting{DisableUpdate: true})
 		var ids []int64
 		for i := range 60 {
 			ids = append(ids, e.gh.QueueScaleSetJob(org, "api", int64(1000+i), setName))

@@ -448,19 +448,28 @@ func (s *Server) ScaleSetCount(scopeName string) int {
 // the envelope's body) on a scale set's queue: bad input for listener tests. It reports whether the
 // scale set exists.
 func (s *Server) InjectScaleSetMessage(scopeName, name, messageType, body string) bool {
-	owner, repo, _ := strings.Cut(scopeName, "/")
-	sc := newScope(owner, repo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	set := s.namedSetLocked(scopeName, name)
+	if set == nil {
+		return false
+	}
+	set.nextMsg++
+	set.msgs = append(set.msgs, ssMessage{id: set.nextMsg, raw: &rawMessage{typ: messageType, body: body}})
+	s.broadcastLocked()
+	return true
+}
+
+// namedSetLocked finds a scope's ("owner" or "owner/repo") scale set by name, nil when none.
+func (s *Server) namedSetLocked(scopeName, name string) *scaleSetRec {
+	owner, repo, _ := strings.Cut(scopeName, "/")
+	sc := newScope(owner, repo)
 	for _, set := range s.actionsLocked().sets {
 		if set.scope == sc && strings.EqualFold(set.name, name) {
-			set.nextMsg++
-			set.msgs = append(set.msgs, ssMessage{id: set.nextMsg, raw: &rawMessage{typ: messageType, body: body}})
-			s.broadcastLocked()
-			return true
+			return set
 		}
 	}
-	return false
+	return nil
 }
 
 // newUUIDFrom renders a job id as the UUID-shaped job id of the messages.

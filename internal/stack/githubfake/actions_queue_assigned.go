@@ -3,10 +3,7 @@
 
 package githubfake
 
-import (
-	"slices"
-	"strings"
-)
+import "slices"
 
 // ScaleSetShape is how the Actions service hands jobs to a scale set.
 type ScaleSetShape string
@@ -37,17 +34,13 @@ func (s *Server) SetScaleSetShape(shape ScaleSetShape) {
 // SetScaleSetShapeOf changes the shape of one existing scale set of a scope ("owner" or
 // "owner/repo"); it reports whether the scale set exists.
 func (s *Server) SetScaleSetShapeOf(scopeName, name string, shape ScaleSetShape) bool {
-	owner, repo, _ := strings.Cut(scopeName, "/")
-	sc := newScope(owner, repo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, set := range s.actionsLocked().sets {
-		if set.scope == sc && strings.EqualFold(set.name, name) {
-			set.shape = shape
-			return true
-		}
+	set := s.namedSetLocked(scopeName, name)
+	if set != nil {
+		set.shape = shape
 	}
-	return false
+	return set != nil
 }
 
 // requestID is the runnerRequestId a job's messages carry: 0 on github.com, where jobs are
@@ -93,16 +86,13 @@ func ScaleSetJobID(id int64) string { return newUUIDFrom(id) }
 // EvictScaleSetSession drops the session of a scope's scale set as the service does when it
 // evicts one: its holder's next call answers 404, deleting it 400. It reports whether there was one.
 func (s *Server) EvictScaleSetSession(scopeName, name string) bool {
-	owner, repo, _ := strings.Cut(scopeName, "/")
-	sc := newScope(owner, repo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, set := range s.actionsLocked().sets {
-		if set.scope == sc && strings.EqualFold(set.name, name) && set.session != nil {
-			set.session = nil
-			s.broadcastLocked()
-			return true
-		}
+	set := s.namedSetLocked(scopeName, name)
+	if set == nil || set.session == nil {
+		return false
 	}
-	return false
+	set.session = nil
+	s.broadcastLocked()
+	return true
 }
