@@ -251,7 +251,7 @@ var settings = []setting{
 			c.GitHubAppID = id
 			return nil
 		}},
-	{flag: "github-app-key-file", env: "RUNNERPOOL_GITHUB_APP_KEY_FILE", secret: true, doc: "PEM file of the GitHub App's private key.",
+	{flag: "github-app-key-file", env: "RUNNERPOOL_GITHUB_APP_KEY_FILE", secret: true, doc: "PEM file of the GitHub App's private key. `RUNNERPOOL_GITHUB_APP_KEY` may hold the PEM itself (an ECS task reads it from Secrets Manager).",
 		set: func(c *Config, v string) error {
 			c.GitHubAppKeyFile = v
 			if v == "" {
@@ -475,6 +475,11 @@ const EnvGitHubToken = "RUNNERPOOL_GITHUB_TOKEN"
 // EnvWebhookSecret holds the GitHub webhook secret itself (an alternative to --webhook-secret-file).
 const EnvWebhookSecret = "RUNNERPOOL_WEBHOOK_SECRET"
 
+// EnvGitHubAppKey holds the GitHub App's private key itself, PEM (an alternative to
+// --github-app-key-file, for platforms that pass secrets as environment variables: ECS from Secrets
+// Manager, on an image without a shell to write a file).
+const EnvGitHubAppKey = "RUNNERPOOL_GITHUB_APP_KEY"
+
 func duration(field func(c *Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
@@ -656,6 +661,12 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		}
 		c.WebhookSecret = strings.TrimSpace(sec)
 	}
+	if key := getenv(EnvGitHubAppKey); key != "" {
+		if c.GitHubAppKeyFile != "" {
+			errs = append(errs, fmt.Errorf("github app key: both %s and --github-app-key-file are set", EnvGitHubAppKey))
+		}
+		c.GitHubAppKeyPEM = []byte(strings.TrimSpace(key) + "\n")
+	}
 	if c.ReplicaID == "" {
 		c.ReplicaID = defaultReplicaID()
 	}
@@ -677,7 +688,9 @@ func (c Config) validate() error {
 	case c.GitHubToken == "" && c.GitHubAppID == 0:
 		errs = append(errs, fmt.Errorf("github: a token (%s or --github-token-file) or an app (--github-app-id and --github-app-key-file) is required", EnvGitHubToken))
 	case c.GitHubAppID != 0 && len(c.GitHubAppKeyPEM) == 0 && c.GitHubAppKeyFile == "":
-		errs = append(errs, errors.New("github: --github-app-id needs --github-app-key-file"))
+		errs = append(errs, fmt.Errorf("github: --github-app-id needs the App's private key (--github-app-key-file or %s)", EnvGitHubAppKey))
+	case c.GitHubAppID == 0 && len(c.GitHubAppKeyPEM) > 0:
+		errs = append(errs, errors.New("github: an App private key is set but no --github-app-id"))
 	}
 	if c.LeaseTTL > 0 && c.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("lease-ttl %s: at least 1s (renewal every third of it)", c.LeaseTTL))
