@@ -159,6 +159,24 @@ data "aws_iam_policy_document" "runner" {
   }
 }
 
+# The instance's bootstrap log and journal, shipped to CloudWatch Logs (runnerpool_user_data): the one
+# log group of this deployment's instances, each instance in streams of its own name. Not tied to
+# the network path (CloudWatch Logs is reached without the DynamoDB endpoint); a job holding the role
+# can add lines to the group, never read or delete any.
+data "aws_iam_policy_document" "runner_logs" {
+  statement {
+    sid       = "ShipInstanceLogs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.instances.arn}:log-stream:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "runner_logs" {
+  name   = "runnerpool-agent-logs"
+  role   = aws_iam_role.runner.id
+  policy = data.aws_iam_policy_document.runner_logs.json
+}
+
 resource "aws_iam_role_policy" "runner" {
   name   = "runnerpool-agent"
   role   = aws_iam_role.runner.id
@@ -198,6 +216,13 @@ data "aws_iam_policy_document" "reconciler" {
     sid       = "PoolQueues"
     actions   = ["sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"]
     resources = [for q in runnerpool_pool_queue.class : q.arn]
+  }
+
+  # Webhook pool jobs and scale-set jobs (RUNNERPOOL_POOL_JOB_QUEUE_URL): every replica sends and serves.
+  statement {
+    sid       = "PoolJobQueue"
+    actions   = ["sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"]
+    resources = [aws_sqs_queue.pool_jobs.arn]
   }
 
   # A runner class's pool keeps a queue per repository or owner beside its class queue, named
@@ -327,7 +352,45 @@ resource "aws_iam_role_policy" "reconciler" {
   policy = data.aws_iam_policy_document.reconciler.json
 }
 
-# ---- ECS task execution (image pull, logs, the GitHub token) ----
+# Customer-managed KMS keys (kms_key_arns): an encrypted root volume is created by RunInstances and
+# re-attached by StartInstances under the caller's permissions, through EC2, which needs a grant for
+# the instance (AWS's EBS encryption docs: kms:CreateGrant with kms:GrantIsForAWSResource, and the
+# data key calls, through ec2.<region>.amazonaws.com); a queue under such a key needs the data key
+# calls through SQS.
+data "aws_iam_policy_document" "reconciler_kms" {
+  count = length(var.kms_key_arns) > 0 ? 1 : 0
+
+  statement {
+    sid       = "EbsVolumeGrants"
+    actions   = ["kms:CreateGrant"]
+    resources = var.kms_key_arns
+    condition {
+      test     = "Bool"
+      variable = "kms:GrantIsForAWSResource"
+      values   = ["true"]
+    }
+  }
+
+  statement {
+    sid       = "EncryptedVolumesAndQueues"
+    actions   = ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncryptFrom", "kms:ReEncryptTo"]
+    resources = var.kms_key_arns
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["ec2.${local.region}.amazonaws.com", "sqs.${local.region}.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role_policy" "reconciler_kms" {
+  count  = length(var.kms_key_arns) > 0 ? 1 : 0
+  name   = "runnerpool-reconciler-kms"
+  role   = aws_iam_role.reconciler.id
+  policy = data.aws_iam_policy_document.reconciler_kms[0].json
+}
+
+# ---- ECS task execution (image pull, logs, the task's secrets) ----
 
 resource "aws_iam_role" "execution" {
   name               = "${local.name}-execution"
@@ -339,15 +402,17 @@ resource "aws_iam_role_policy_attachment" "execution" {
   policy_arn = "arn:${local.partition}:iam::aws:policy/service-role/AmazonECSTaskExecutionRolePolicy"
 }
 
+# ECS reads the task's secrets (the webhook secret, the App key or the token) when it starts a task.
 data "aws_iam_policy_document" "execution_secret" {
   statement {
+    sid       = "TaskSecrets"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = [var.github_token_secret_arn]
+    resources = values(local.reconciler_secrets)
   }
 }
 
 resource "aws_iam_role_policy" "execution_secret" {
-  name   = "github-token"
+  name   = "task-secrets"
   role   = aws_iam_role.execution.id
   policy = data.aws_iam_policy_document.execution_secret.json
 }

@@ -18,11 +18,33 @@ resource "runnerpool_pool_queue" "class" {
   runner_class = each.key
 }
 
+# The pool-job queue: workflow_job webhooks for `pool=NAME` jobs and the jobs of the scale sets go
+# through it to whichever replica serves them (RUNNERPOOL_POOL_JOB_QUEUE_URL). Setting it enables warm
+# pools: convergence, webhook routing, scale-set listeners. A job's message stays invisible while a
+# replica serves it and comes back if that replica dies.
+resource "aws_sqs_queue" "pool_jobs" {
+  name                       = "${local.name}-pool-jobs"
+  visibility_timeout_seconds = 120
+  message_retention_seconds  = 86400
+  sqs_managed_sse_enabled    = true
+}
+
+# Runner instances ship their bootstrap log and journal here (runnerpool_user_data's CloudWatch
+# shipping); the runner role may write to this log group only (iam.tf).
+resource "aws_cloudwatch_log_group" "instances" {
+  name              = "/runnerpool/${var.deployment_id}/instances"
+  retention_in_days = 30
+}
+
 # DynamoDB through a gateway endpoint from the runner subnets: requests then carry aws:SourceVpc and
 # aws:VpcSourceIp, which the instance role compares with the properties its credentials were issued
 # with (aws:EC2InstanceSourceVPC, aws:EC2InstanceSourcePrivateIPv4), so a copy of the credentials
-# used from another host reaches nothing in the table (iam.tf). Gateway endpoints cost nothing.
+# used from another host reaches nothing in the table (iam.tf). Gateway endpoints cost nothing. A
+# route table takes one route per prefix list: where the runner subnets already route DynamoDB
+# through an endpoint, give its id (dynamodb_gateway_endpoint_id) and none is created.
 resource "aws_vpc_endpoint" "dynamodb" {
+  count = var.dynamodb_gateway_endpoint_id == "" ? 1 : 0
+
   vpc_id            = var.vpc_id
   service_name      = "com.amazonaws.${var.region}.dynamodb"
   vpc_endpoint_type = "Gateway"

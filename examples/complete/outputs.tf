@@ -22,3 +22,23 @@ output "launch_templates" {
   description = "Launch template id of each runner class."
   value       = { for k, lt in aws_launch_template.runner : k => lt.id }
 }
+
+output "pool_job_queue_url" {
+  description = "The pool-job queue (webhook and scale-set jobs)."
+  value       = aws_sqs_queue.pool_jobs.url
+}
+
+output "instance_log_group" {
+  description = "CloudWatch Logs group of the runner instances' bootstrap log and journal."
+  value       = aws_cloudwatch_log_group.instances.name
+}
+
+output "dynamodb_gateway_endpoint_id" {
+  description = "The DynamoDB gateway endpoint the runners' requests go through (created here, or yours)."
+  value       = var.dynamodb_gateway_endpoint_id != "" ? var.dynamodb_gateway_endpoint_id : aws_vpc_endpoint.dynamodb[0].id
+}
+
+output "webhook_url" {
+  description = "Where GitHub's workflow_job webhooks go (with the webhook secret)."
+  value       = "${trimsuffix(var.api_url, "/")}/v1/webhooks/github"
+}

@@ -39,24 +39,24 @@ resource "aws_ecs_task_definition" "reconciler" {
       { containerPort = 8080, protocol = "tcp" },
       # The dashboard (dashboard.tf): reachable only through the load balancer's OIDC rule.
       { containerPort = 8081, protocol = "tcp" },
+      # /metrics, /healthz and /readyz: never behind the load balancer's listener (metrics name
+      # repositories and their spend); the load balancer reaches it for health checks only.
+      { containerPort = 9090, protocol = "tcp" },
     ]
-    environment = [
-      { name = "AWS_REGION", value = local.region },
-      { name = "RUNNERPOOL_LISTEN", value = ":8080" },
-      { name = "RUNNERPOOL_DASHBOARD_LISTEN", value = ":8081" },
-      { name = "RUNNERPOOL_TABLE", value = runnerpool_state_table.main.name },
-      { name = "RUNNERPOOL_DEPLOYMENT_ID", value = var.deployment_id },
-      { name = "RUNNERPOOL_OIDC_AUDIENCE", value = var.api_url },
-      { name = "RUNNERPOOL_ALLOWED_REPOSITORIES", value = join(",", var.allowed_repositories) },
-      # Instance items are keyed by instance ARN, as the runners' user data says (instance_keys) and
-      # the runners' role requires (iam.tf); the account is given so start-up needs no STS call.
-      { name = "RUNNERPOOL_INSTANCE_KEYS", value = "arn" },
-      { name = "RUNNERPOOL_AWS_ACCOUNT_ID", value = local.account },
-    ]
-    # The token reaches the reconciler only, as an environment variable ECS reads from Secrets Manager.
-    secrets = [
-      { name = "RUNNERPOOL_GITHUB_TOKEN", valueFrom = var.github_token_secret_arn },
-    ]
+    environment = [for k, v in local.reconciler_environment : { name = k, value = v }]
+    # Secrets reach the reconciler only, as environment variables ECS reads from Secrets Manager.
+    secrets = [for k, v in local.reconciler_secrets : { name = k, valueFrom = v }]
+    # The distroless image has no shell: the binary checks its own liveness.
+    healthCheck = {
+      command     = ["CMD", "/ko-app/runnerpool", "healthcheck", "-url", "http://127.0.0.1:9090/healthz"]
+      interval    = 15
+      timeout     = 5
+      retries     = 3
+      startPeriod = 30
+    }
+    # On SIGTERM the reconciler lets in-flight provisions and releases finish for
+    # RUNNERPOOL_DRAIN_TIMEOUT (60 s) and releases its lease; Fargate's default 30 s would cut that.
+    stopTimeout = 120
     logConfiguration = {
       logDriver = "awslogs"
       options = {
@@ -66,6 +66,59 @@ resource "aws_ecs_task_definition" "reconciler" {
       }
     }
   }])
+
+  lifecycle {
+    precondition {
+      condition     = (var.github_app == null) != (var.github_token_secret_arn == "")
+      error_message = "Set exactly one of github_app (recommended) and github_token_secret_arn."
+    }
+    precondition {
+      condition     = var.max_instances >= local.warm_pool_peak
+      error_message = "max_instances is below the sum of the warm pools' largest targets (hot + stopped): convergence could never fill them."
+    }
+  }
+}
+
+locals {
+  # The organisations of the scale sets (scope "acme", not "acme/app"): owner-level runner
+  # credentials may be minted for them (RUNNERPOOL_OWNER_RUNNERS), so GitHub App or token needs the
+  # organisation's "Self-hosted runners" write permission.
+  owner_runners        = distinct([for s in var.scale_sets : lower(s.scope) if length(split("/", s.scope)) == 1])
+  default_runner_class = var.default_runner_class != "" ? var.default_runner_class : sort(keys(var.runner_classes))[0]
+  warm_pool_peak       = length(var.warm_pools) == 0 ? 0 : sum([for p in var.warm_pools : max([for s in p.schedules : s.hot + s.stopped]...)])
+
+  reconciler_environment = merge({
+    AWS_REGION                            = local.region
+    RUNNERPOOL_LISTEN                     = ":8080"
+    RUNNERPOOL_DASHBOARD_LISTEN           = ":8081"
+    RUNNERPOOL_METRICS_LISTEN             = ":9090"
+    RUNNERPOOL_TABLE                      = runnerpool_state_table.main.name
+    RUNNERPOOL_DEPLOYMENT_ID              = var.deployment_id
+    RUNNERPOOL_OIDC_AUDIENCE              = var.api_url
+    RUNNERPOOL_ALLOWED_REPOSITORIES       = join(",", var.allowed_repositories)
+    RUNNERPOOL_DEFAULT_RUNNER_CLASS       = local.default_runner_class
+    RUNNERPOOL_RESOURCE_CLASSES           = join(",", [for k, v in var.resource_classes : "${k}=${v.cpu}:${v.memory_mib}"])
+    RUNNERPOOL_POOL_JOB_QUEUE_URL         = aws_sqs_queue.pool_jobs.url
+    RUNNERPOOL_OWNER_RUNNERS              = join(",", local.owner_runners)
+    RUNNERPOOL_MAX_INSTANCES              = tostring(var.max_instances)
+    RUNNERPOOL_MAX_RUNNERS_PER_REPOSITORY = tostring(var.max_runners_per_repository)
+    RUNNERPOOL_PROVISION_TIMEOUT          = "${var.provision_timeout_seconds}s"
+    RUNNERPOOL_DRAIN_TIMEOUT              = "60s"
+    # Instance items are keyed by instance ARN, as the runners' user data says (instance_keys) and
+    # the runners' role requires (iam.tf); the account is given so start-up needs no STS call.
+    RUNNERPOOL_INSTANCE_KEYS  = "arn"
+    RUNNERPOOL_AWS_ACCOUNT_ID = local.account
+    }, var.github_app == null ? {} : {
+    RUNNERPOOL_GITHUB_APP_ID = tostring(var.github_app.id)
+  })
+
+  reconciler_secrets = merge({
+    RUNNERPOOL_WEBHOOK_SECRET = var.webhook_secret_arn
+    }, var.github_app == null ? {
+    RUNNERPOOL_GITHUB_TOKEN = var.github_token_secret_arn
+    } : {
+    RUNNERPOOL_GITHUB_APP_KEY = var.github_app.private_key_secret_arn
+  })
 }
 
 resource "aws_security_group" "alb" {
@@ -82,9 +135,19 @@ resource "aws_security_group" "alb" {
   }
 
   egress {
-    description = "To the reconciler tasks: the API (8080) and the dashboard (8081)."
+    description = "To the reconciler tasks: the API (8080), the dashboard (8081), health checks (9090)."
     from_port   = 8080
-    to_port     = 8081
+    to_port     = 9090
+    protocol    = "tcp"
+    cidr_blocks = ["0.0.0.0/0"]
+  }
+
+  # The dashboard's OIDC authentication: the load balancer itself calls the identity provider's
+  # token and user info endpoints.
+  egress {
+    description = "HTTPS to the dashboard's identity provider."
+    from_port   = 443
+    to_port     = 443
     protocol    = "tcp"
     cidr_blocks = ["0.0.0.0/0"]
   }
@@ -103,6 +166,25 @@ resource "aws_security_group" "reconciler" {
     security_groups = [aws_security_group.alb.id]
   }
 
+  ingress {
+    description     = "Health checks (/readyz on the internal port) from the load balancer."
+    from_port       = 9090
+    to_port         = 9090
+    protocol        = "tcp"
+    security_groups = [aws_security_group.alb.id]
+  }
+
+  dynamic "ingress" {
+    for_each = length(var.metrics_cidr_blocks) > 0 ? [1] : []
+    content {
+      description = "/metrics from the operators' Prometheus."
+      from_port   = 9090
+      to_port     = 9090
+      protocol    = "tcp"
+      cidr_blocks = var.metrics_cidr_blocks
+    }
+  }
+
   egress {
     description = "HTTPS to AWS APIs and GitHub."
     from_port   = 443
@@ -118,6 +200,9 @@ resource "aws_lb" "api" {
   subnets                    = var.public_subnet_ids
   security_groups            = [aws_security_group.alb.id]
   drop_invalid_header_fields = true
+  # A provision answers when its runners registered (a cold boot: minutes); the default 60 s would cut
+  # the workflow's request first.
+  idle_timeout = var.provision_timeout_seconds + 60
 }
 
 resource "aws_lb_target_group" "reconciler" {
@@ -127,8 +212,11 @@ resource "aws_lb_target_group" "reconciler" {
   target_type = "ip"
   vpc_id      = var.vpc_id
 
+  # /readyz is served on the internal port (RUNNERPOOL_METRICS_LISTEN); a draining replica answers
+  # 503 there and leaves the target group before it stops.
   health_check {
     path    = "/readyz"
+    port    = "9090"
     matcher = "200"
   }
 }
@@ -174,9 +262,19 @@ resource "aws_ecs_service" "reconciler" {
     }
   }
 
-  # Replace tasks one at a time: a draining replica finishes its requests, the lease moves on.
-  deployment_minimum_healthy_percent = 50
+  # New tasks start before old ones stop (docs/upgrading.md): a draining replica finishes its
+  # requests, the lease moves on, and the service never runs short.
+  deployment_minimum_healthy_percent = 100
   deployment_maximum_percent         = 200
+
+  # A deployment whose tasks never become healthy (an image that cannot be pulled, a configuration
+  # the reconciler refuses at start) fails and rolls back to the last good task definition, and
+  # `terraform apply` reports it, instead of ECS retrying forever.
+  deployment_circuit_breaker {
+    enable   = true
+    rollback = true
+  }
+  wait_for_steady_state = true
 
   depends_on = [aws_lb_listener.https]
 }

@@ -53,15 +53,94 @@ variable "allowed_repositories" {
   type        = list(string)
 }
 
+variable "github_app" {
+  description = "The GitHub App the reconciler authenticates as (recommended: installation tokens per owner, each with the App's own rate limit): its id and the Secrets Manager secret holding its private key (PEM), which ECS passes to the task as RUNNERPOOL_GITHUB_APP_KEY. Set this or github_token_secret_arn."
+  type = object({
+    id                     = number
+    private_key_secret_arn = string
+  })
+  default = null
+}
+
 variable "github_token_secret_arn" {
-  description = "Secrets Manager secret holding the reconciler's GitHub token (a GitHub App installation can replace it). Only the reconciler reads it; no instance ever does."
+  description = "Secrets Manager secret holding a personal access token for the reconciler, instead of github_app. Only the reconciler reads it; no instance ever does."
+  type        = string
+  default     = ""
+}
+
+variable "webhook_secret_arn" {
+  description = "Secrets Manager secret holding the GitHub webhook secret: the reconciler verifies every workflow_job webhook with it (X-Hub-Signature-256). Warm pools serve `pool=NAME` jobs through the webhook, so it is required."
   type        = string
 }
 
 variable "reconciler_image" {
-  description = "Container image of the reconciler: the release's ghcr.io/runnerpool/runnerpool:VERSION (linux amd64 and arm64, distroless static, non-root, entrypoint `runnerpool`; the task runs `serve`). Pin the release of the provider you use."
+  description = "Container image of the reconciler, pinned: the release's ghcr.io/runnerpool/runnerpool:VERSION (linux amd64 and arm64, distroless static, non-root, entrypoint `runnerpool`; the task runs `serve`) or an image digest. Use the release of the provider you use; `latest` is refused (a moving tag makes `apply` report success while tasks run something else)."
   type        = string
-  default     = "ghcr.io/runnerpool/runnerpool:latest"
+
+  validation {
+    condition     = can(regex("(:v?[0-9]+[.][0-9]+[.][0-9]+[-+.A-Za-z0-9]*|@sha256:[0-9a-f]{64})$", var.reconciler_image))
+    error_message = "reconciler_image must be pinned: a version tag (…:1.2.3) or a digest (…@sha256:…), not latest."
+  }
+}
+
+variable "provision_timeout_seconds" {
+  description = "Time limit of one provision (RUNNERPOOL_PROVISION_TIMEOUT): a cold provision waits for instances to boot and register. The load balancer's idle timeout is set above it, so the workflow's request is not cut first."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.provision_timeout_seconds >= 60 && var.provision_timeout_seconds <= 3600
+    error_message = "provision_timeout_seconds must be between 60 and 3600 (the load balancer's idle timeout, set 60 s above it, stops at 4000)."
+  }
+}
+
+variable "max_instances" {
+  description = "Cap on the deployment's instances (warm, idle, running, being created): a provision past it is refused with 429, convergence creates no further. Must be at least the sum of the warm pools' largest targets."
+  type        = number
+  default     = 50
+}
+
+variable "max_runners_per_repository" {
+  description = "Limit on the runners one repository's runs hold at once: one repository cannot take the whole deployment."
+  type        = number
+  default     = 20
+}
+
+variable "default_runner_class" {
+  description = "Runner class of provisions that name none; empty: the first runner class by name."
+  type        = string
+  default     = ""
+}
+
+variable "resource_classes" {
+  description = "Named minimum sizes provisions may ask for (`resource-class: small`)."
+  type = map(object({
+    cpu        = number
+    memory_mib = number
+  }))
+  default = {
+    small  = { cpu = 2, memory_mib = 4096 }
+    medium = { cpu = 4, memory_mib = 8192 }
+    large  = { cpu = 8, memory_mib = 16384 }
+  }
+}
+
+variable "dynamodb_gateway_endpoint_id" {
+  description = "An existing DynamoDB gateway endpoint already routed from runner_route_table_ids (a route table takes one route per prefix list, so a second endpoint cannot be added); empty: this module creates one."
+  type        = string
+  default     = ""
+}
+
+variable "kms_key_arns" {
+  description = "Customer-managed KMS keys the reconciler's launches and starts need: the account's default EBS key when it is customer-managed (common under Control Tower baselines), the image's snapshot key, a key of the pool queues. Empty: AWS-managed keys only, no KMS permission."
+  type        = list(string)
+  default     = []
+}
+
+variable "metrics_cidr_blocks" {
+  description = "Networks (your Prometheus) that may scrape /metrics on the tasks' internal port 9090. The load balancer never forwards to it."
+  type        = list(string)
+  default     = []
 }
 
 variable "reconciler_count" {

@@ -124,3 +124,33 @@ func TestExampleRunnerTerminatesOnlyItselfInSimulator(t *testing.T) {
 	}
 	checkSimulated(t, pols, reqs, func(i int) (string, bool) { return cases[i].name, cases[i].want })
 }
+
+// TestExampleRunnerShipsLogsOnlyToItsGroupInSimulator: the runner role may add log streams and events
+// to the deployment's instance log group, /runnerpool/<deployment>/instances, and nothing else of
+// CloudWatch Logs: no other group, no reading, no deleting.
+func TestExampleRunnerShipsLogsOnlyToItsGroupInSimulator(t *testing.T) {
+	t.Parallel()
+	pols, _ := runnerRolePolicies(t)
+	group := "arn:aws:logs:" + simRegion + ":" + simAccount + ":log-group:/runnerpool/" + simDeployment + "/instances"
+	other := "arn:aws:logs:" + simRegion + ":" + simAccount + ":log-group:/aws/lambda/payments"
+	logs := func(action, resource string) iamsim.Request {
+		return iamsim.Request{Action: action, Resource: resource, Account: simAccount,
+			Principal: "arn:aws:sts::" + simAccount + ":assumed-role/runnerpool-" + simDeployment + "-runner/i-0abc"}
+	}
+	cases := []struct {
+		name string
+		r    iamsim.Request
+		want bool
+	}{
+		{"create its stream", logs("logs:CreateLogStream", group+":log-stream:i-0abc/bootstrap"), true},
+		{"put its events", logs("logs:PutLogEvents", group+":log-stream:i-0abc/journal"), true},
+		{"put events in another group", logs("logs:PutLogEvents", other+":log-stream:x"), false},
+		{"read the group's events", logs("logs:GetLogEvents", group+":log-stream:i-0other/journal"), false},
+		{"delete the group", logs("logs:DeleteLogGroup", group), false},
+	}
+	reqs := make([]iamsim.Request, len(cases))
+	for i, tc := range cases {
+		reqs[i] = tc.r
+	}
+	checkSimulated(t, pols, reqs, func(i int) (string, bool) { return cases[i].name, cases[i].want })
+}

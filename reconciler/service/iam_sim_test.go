@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/iamsim"
 )
@@ -23,14 +25,15 @@ const (
 type reconcilerRole struct {
 	policies                          []iamsim.Policy
 	table, classQueue, scopeQueue     string
+	jobQueue                          string
 	launchTemplate, subnet, runnerSG  string
 	runnerRole, principal, instanceOf string
 }
 
-func loadReconcilerRole(t *testing.T) reconcilerRole {
+func loadReconcilerRole(t *testing.T, vars map[string]cty.Value) reconcilerRole {
 	t.Helper()
 	m, err := exampletf.Load("../../examples/complete", exampletf.Inputs{
-		Account: simAccount, Partition: "aws", Region: simRegion, VarFile: "terraform.tfvars.example",
+		Account: simAccount, Partition: "aws", Region: simRegion, VarFile: "terraform.tfvars.example", Vars: vars,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +101,8 @@ func (r reconcilerRole) requestsFor(action string) ([]simCase, error) {
 	case action == "sqs:CreateQueue" || action == "sqs:DeleteQueue":
 		return []simCase{allow("a scope queue", r.req(action, r.scopeQueue, nil))}, nil
 	case service == "sqs":
-		return []simCase{allow("the class queue", r.req(action, r.classQueue, nil)), allow("a scope queue", r.req(action, r.scopeQueue, nil))}, nil
+		return []simCase{allow("the class queue", r.req(action, r.classQueue, nil)), allow("a scope queue", r.req(action, r.scopeQueue, nil)),
+			allow("the pool-job queue", r.req(action, r.jobQueue, nil))}, nil
 	case service == "ec2" && strings.HasPrefix(op, "Describe"):
 		return []simCase{allow("", r.req(action, "*", nil))}, nil
 	case action == "ec2:CreateLaunchTemplateVersion" || action == "ec2:DeleteLaunchTemplateVersions":
@@ -170,7 +174,7 @@ func checkReconcilerInSimulator(t *testing.T, r reconcilerRole, cases []simCase)
 // simulateReconcilerCalls checks every called action, on the example's resources, and the refusals.
 func simulateReconcilerCalls(t *testing.T, called []string) {
 	t.Helper()
-	r := loadReconcilerRole(t)
+	r := loadReconcilerRole(t, nil)
 	cases := r.refusals()
 	for _, a := range called {
 		cs, err := r.requestsFor(a)
@@ -187,6 +191,48 @@ func simulateReconcilerCalls(t *testing.T, called []string) {
 // what AWS authorises with it) and the refusals, in the independent simulator.
 func TestExampleReconcilerRoleInSimulator(t *testing.T) {
 	t.Parallel()
-	r := loadReconcilerRole(t)
+	r := loadReconcilerRole(t, nil)
 	checkReconcilerInSimulator(t, r, append(r.fleetLaunch(), r.refusals()...))
+}
+
+// TestExampleReconcilerKMSInSimulator: with kms_key_arns, the reconciler may have EC2 create the
+// grant an encrypted volume needs and use the key through EC2 or SQS, never directly; without it,
+// no KMS permission at all.
+func TestExampleReconcilerKMSInSimulator(t *testing.T) {
+	t.Parallel()
+	key := arn("kms", "key/1234abcd-12ab-34cd-56ef-1234567890ab")
+	via := func(service string) map[string]any {
+		return map[string]any{"kms:ViaService": service + "." + simRegion + ".amazonaws.com"}
+	}
+	grant := map[string]any{"kms:GrantIsForAWSResource": "true", "kms:ViaService": "ec2." + simRegion + ".amazonaws.com"}
+	for _, tc := range []struct {
+		name string
+		keys []cty.Value
+	}{{"with kms_key_arns", []cty.Value{cty.StringVal(key)}}, {"without", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			keys := cty.ListValEmpty(cty.String)
+			if len(tc.keys) > 0 {
+				keys = cty.ListVal(tc.keys)
+			}
+			r := loadReconcilerRole(t, map[string]cty.Value{"kms_key_arns": keys})
+			on := len(tc.keys) > 0
+			cases := []simCase{
+				{"EC2 creates a grant for a volume", r.req("kms:CreateGrant", key, grant), on},
+				{"a grant not for an AWS resource", r.req("kms:CreateGrant", key, via("ec2")), false},
+				{"a data key through EC2", r.req("kms:GenerateDataKeyWithoutPlaintext", key, via("ec2")), on},
+				{"decrypt through SQS", r.req("kms:Decrypt", key, via("sqs")), on},
+				{"decrypt directly", r.req("kms:Decrypt", key, nil), false},
+				{"another key", r.req("kms:Decrypt", arn("kms", "key/other"), via("ec2")), false},
+			}
+			// The key's policy is KMS's default one, which lets the account's IAM policies decide
+			// (AWS KMS Developer Guide, "Default key policy"): KMS allows nothing a key policy
+			// does not, so a key whose policy does not delegate to IAM must name the role itself.
+			for i := range cases {
+				cases[i].req.ResourcePolicy = []byte(`{"Version":"2012-10-17","Statement":[{"Sid":"Enable IAM User Permissions","Effect":"Allow",` +
+					`"Principal":{"AWS":"arn:aws:iam::` + simAccount + `:root"},"Action":"kms:*","Resource":"*"}]}`)
+			}
+			checkReconcilerInSimulator(t, r, cases)
+		})
+	}
 }

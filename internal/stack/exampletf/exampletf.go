@@ -325,6 +325,26 @@ func (m *Module) Resource(mode, typ, name string) cty.Value {
 	return v
 }
 
+// Block is the configuration block of a resource or data source ("resource" or "data"), for what
+// only its nested blocks say (nil when the module has none).
+func (m *Module) Block(mode, typ, name string) *hclsyntax.Block {
+	for _, b := range m.blocks {
+		if b.Type == mode && slices.Equal(b.Labels, []string{typ, name}) {
+			return b
+		}
+	}
+	return nil
+}
+
+// Variable is a variable's value (cty.NilVal when the module has no such variable).
+func (m *Module) Variable(name string) cty.Value {
+	v, ok := m.vars[name]
+	if !ok {
+		return cty.NilVal
+	}
+	return v
+}
+
 // Unresolved lists what could not be evaluated (address: reason), sorted.
 func (m *Module) Unresolved() []string {
 	var out []string
@@ -424,6 +444,8 @@ func DefaultComputed(in Inputs) func(mode, typ string, attrs map[string]cty.Valu
 		case "resource aws_security_group":
 			id := "sg-" + fakeID(name)
 			out["id"], out["arn"] = cty.StringVal(id), arn("ec2", "security-group/"+id)
+		case "resource aws_cloudwatch_log_group":
+			out["arn"] = arn("logs", "log-group:"+name) // the AWS provider's arn, without a trailing ":*"
 		case "resource aws_kms_key":
 			out["arn"] = arn("kms", "key/"+fakeID(name))
 		default:
@@ -459,8 +481,20 @@ var functions = map[string]function.Function{
 	"substr": stdlib.SubstrFunc, "tostring": stringConv, "trimprefix": stdlib.TrimPrefixFunc,
 	"trimsuffix": stdlib.TrimSuffixFunc, "upper": stdlib.UpperFunc, "values": stdlib.ValuesFunc,
 	"startswith": prefixFunc(strings.HasPrefix), "endswith": prefixFunc(strings.HasSuffix),
-	"tolist": listConv, "toset": setConv,
+	"tolist": listConv, "toset": setConv, "sort": stdlib.SortFunc, "sum": sumFunc,
 }
+
+var sumFunc = function.New(&function.Spec{
+	Params: []function.Parameter{{Name: "list", Type: cty.List(cty.Number)}},
+	Type:   function.StaticReturnType(cty.Number),
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		total := cty.NumberIntVal(0)
+		for _, v := range args[0].AsValueSlice() {
+			total = total.Add(v)
+		}
+		return total, nil
+	},
+})
 
 var stringConv = function.New(&function.Spec{
 	Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType, AllowNull: true}},
@@ -500,4 +534,55 @@ func prefixFunc(f func(s, prefix string) bool) function.Function {
 			return cty.BoolVal(f(args[0].AsString(), args[1].AsString())), nil
 		},
 	})
+}
+
+// Check evaluates what Terraform checks at plan time: every variable's validation blocks and every
+// resource's lifecycle preconditions. It returns the error messages of those that fail, and an error
+// for a condition that cannot be evaluated.
+func (m *Module) Check() ([]string, error) {
+	var failed []string
+	var errs []error
+	check := func(where string, b *hclsyntax.Block, ctx *hcl.EvalContext) {
+		cond, ok := b.Body.Attributes["condition"]
+		if !ok {
+			return
+		}
+		v, diags := cond.Expr.Value(ctx)
+		if diags.HasErrors() || v.Type() != cty.Bool || v.IsNull() {
+			errs = append(errs, fmt.Errorf("%s: condition: %v", where, diags))
+			return
+		}
+		if v.False() {
+			msg, _ := b.Body.Attributes["error_message"].Expr.Value(ctx)
+			failed = append(failed, where+": "+msg.AsString())
+		}
+	}
+	for _, b := range m.blocks {
+		switch {
+		case b.Type == "variable" && len(b.Labels) == 1:
+			for _, vb := range b.Body.Blocks {
+				if vb.Type == "validation" {
+					check("var."+b.Labels[0], vb, m.ctx(nil))
+				}
+			}
+		case b.Type == "resource" && len(b.Labels) == 2:
+			if set, err := m.instances(b); err != nil {
+				errs = append(errs, fmt.Errorf("%s.%s: %w", b.Labels[0], b.Labels[1], err))
+				continue
+			} else if set != nil && set.count == 0 && len(set.byKey) == 0 {
+				continue // no instance, nothing checked
+			}
+			for _, lb := range b.Body.Blocks {
+				if lb.Type != "lifecycle" {
+					continue
+				}
+				for _, pb := range lb.Body.Blocks {
+					if pb.Type == "precondition" {
+						check(b.Labels[0]+"."+b.Labels[1], pb, m.ctx(nil))
+					}
+				}
+			}
+		}
+	}
+	return failed, errors.Join(errs...)
 }

@@ -41,6 +41,9 @@ type Request struct {
 	Principal string         `json:"principal"`
 	Account   string         `json:"account"`
 	Context   map[string]any `json:"context,omitempty"`
+	// ResourcePolicy is the resource's own policy where the service has one (a KMS key policy:
+	// KMS allows nothing its key policy does not allow or delegate to IAM); nil: none.
+	ResourcePolicy json.RawMessage `json:"resourcePolicy,omitempty"`
 }
 
 // Dir is the folder of the simulator's package.json and script.

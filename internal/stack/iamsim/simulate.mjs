@@ -1,7 +1,7 @@
 // simulate.mjs runs IAM requests through @cloud-copilot/iam-simulate, an IAM evaluator we did not
 // write (it follows AWS's documented evaluation logic). Input on stdin, JSON:
 //   {"policies": [{"name": "...", "policy": {...}}], "requests": [{"action", "resource", "principal",
-//    "account", "context": {"key": "value" | ["values"]}}]}
+//    "account", "context": {"key": "value" | ["values"]}, "resourcePolicy": {...} (optional)}]}
 // Output on stdout, JSON: one {"decision": "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied",
 // "errors": ...} per request, in order. iamsim.go runs it; the tests never see this file's details.
 import { runSimulation } from '@cloud-copilot/iam-simulate'
@@ -15,6 +15,7 @@ for (const r of input.requests) {
   const response = await runSimulation(
     {
       identityPolicies: input.policies,
+      ...(r.resourcePolicy ? { resourcePolicy: r.resourcePolicy } : {}),
       serviceControlPolicies: [],
       resourceControlPolicies: [],
       request: {

@@ -26,18 +26,19 @@ var errUsage = errors.New("usage")
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":     {"run the reconciler service (HTTP API, cron, webhook routing)", runServe},
-		"agent":     {"run the instance agent on a runner instance", runAgent},
-		"provision": {"ask the reconciler for runners for this workflow run", runProvision},
-		"release":   {"hand this workflow run's runners back to the pool", runRelease},
-		"status":    {"show pools and recent runs", runStatus},
-		"simulate":  {"replay a job history under cold starts, a fixed schedule and the autoscaler", runSimulate},
-		"version":   {"print the version", runVersion},
+		"serve":       {"run the reconciler service (HTTP API, cron, webhook routing)", runServe},
+		"agent":       {"run the instance agent on a runner instance", runAgent},
+		"provision":   {"ask the reconciler for runners for this workflow run", runProvision},
+		"release":     {"hand this workflow run's runners back to the pool", runRelease},
+		"status":      {"show pools and recent runs", runStatus},
+		"simulate":    {"replay a job history under cold starts, a fixed schedule and the autoscaler", runSimulate},
+		"healthcheck": {"check a replica's health (a container health check without curl)", runHealthcheck},
+		"version":     {"print the version", runVersion},
 	}
 }
 
 // order is the order subcommands are listed in --help.
-var order = []string{"serve", "agent", "provision", "release", "status", "simulate", "version"}
+var order = []string{"serve", "agent", "provision", "release", "status", "simulate", "healthcheck", "version"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
