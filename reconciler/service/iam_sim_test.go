@@ -48,6 +48,7 @@ func loadReconcilerRole(t *testing.T, vars map[string]cty.Value) reconcilerRole 
 	r := reconcilerRole{
 		table:          m.Resource("resource", "runnerpool_state_table", "main").GetAttr("arn").AsString(),
 		classQueue:     m.Resource("resource", "runnerpool_pool_queue", "class").GetAttr("small-x64").GetAttr("arn").AsString(),
+		jobQueue:       m.Resource("resource", "aws_sqs_queue", "pool_jobs").GetAttr("arn").AsString(),
 		launchTemplate: m.Resource("resource", "aws_launch_template", "runner").GetAttr("small-x64").GetAttr("arn").AsString(),
 		runnerSG:       m.Resource("resource", "aws_security_group", "runner").GetAttr("arn").AsString(),
 		runnerRole:     m.Resource("resource", "aws_iam_role", "runner").GetAttr("arn").AsString(),
