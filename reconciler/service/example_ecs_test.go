@@ -126,3 +126,26 @@ func TestExampleECSServiceRollsBackDrainsAndChecksHealth(t *testing.T) {
 		t.Error("the load balancer's security group has no egress to 443: its OIDC authentication cannot reach the identity provider")
 	}
 }
+
+// TestExampleReusesDynamoDBEndpoint: a route table takes one route per prefix list, so with
+// dynamodb_gateway_endpoint_id the example creates no DynamoDB gateway endpoint of its own (apply
+// would fail on a second one); without it, it creates exactly one.
+func TestExampleReusesDynamoDBEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		id   string
+		want int
+	}{{"", 1}, {"vpce-0123456789abcdef0", 0}} {
+		m, err := exampletf.Load("../../examples/complete", exampletf.Inputs{
+			Account: simAccount, Partition: "aws", Region: simRegion, VarFile: "terraform.tfvars.example",
+			Vars: map[string]cty.Value{"dynamodb_gateway_endpoint_id": cty.StringVal(tc.id)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := m.Resource("resource", "aws_vpc_endpoint", "dynamodb")
+		if ep == cty.NilVal || !ep.Type().IsTupleType() || ep.LengthInt() != tc.want {
+			t.Errorf("dynamodb_gateway_endpoint_id %q: aws_vpc_endpoint.dynamodb is %#v, want %d instance(s)", tc.id, ep, tc.want)
+		}
+	}
+}
