@@ -504,27 +504,24 @@ var stringConv = function.New(&function.Spec{
 	},
 })
 
-var listConv = function.New(&function.Spec{
-	Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType}},
-	Type:   func([]cty.Value) (cty.Type, error) { return cty.DynamicPseudoType, nil },
-	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-		if args[0].LengthInt() == 0 {
-			return cty.ListValEmpty(cty.DynamicPseudoType), nil
-		}
-		return cty.ListVal(args[0].AsValueSlice()), nil
-	},
-})
+var (
+	listConv = collectionConv(cty.ListValEmpty, cty.ListVal)
+	setConv  = collectionConv(cty.SetValEmpty, cty.SetVal)
+)
 
-var setConv = function.New(&function.Spec{
-	Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType}},
-	Type:   func([]cty.Value) (cty.Type, error) { return cty.DynamicPseudoType, nil },
-	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-		if args[0].LengthInt() == 0 {
-			return cty.SetValEmpty(cty.DynamicPseudoType), nil
-		}
-		return cty.SetVal(args[0].AsValueSlice()), nil
-	},
-})
+// collectionConv is tolist or toset: the elements of a tuple, list or set as a list or set.
+func collectionConv(empty func(cty.Type) cty.Value, of func([]cty.Value) cty.Value) function.Function {
+	return function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "v", Type: cty.DynamicPseudoType}},
+		Type:   func([]cty.Value) (cty.Type, error) { return cty.DynamicPseudoType, nil },
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			if args[0].LengthInt() == 0 {
+				return empty(cty.DynamicPseudoType), nil
+			}
+			return of(args[0].AsValueSlice()), nil
+		},
+	})
+}
 
 func prefixFunc(f func(s, prefix string) bool) function.Function {
 	return function.New(&function.Spec{
