@@ -66,6 +66,8 @@ type env struct {
 	ghURL string
 	set   config.ScaleSet
 	shape githubfake.ScaleSetShape
+	// retryWait is the scale set clients' shortest wait before a retry (the longest is 5 times it).
+	retryWait time.Duration
 }
 
 // allShapes are the Actions service's shapes: github.com's first.
@@ -87,7 +89,7 @@ func newEnv(t *testing.T, shape ...githubfake.ScaleSetShape) *env {
 	t.Helper()
 	ctx := context.Background()
 	stk := stacktest.Shared(t)
-	e := &env{stk: stk, sqs: stk.SQS(), set: config.ScaleSet{Name: setName, WarmPool: poolName, Scope: org, MaxRunners: 10}}
+	e := &env{stk: stk, sqs: stk.SQS(), set: config.ScaleSet{Name: setName, WarmPool: poolName, Scope: org, MaxRunners: 10}, retryWait: 10 * time.Millisecond}
 	db := stk.DynamoDB()
 	table := stacktest.UniqueName(t, "state")
 	if err := store.CreateTable(ctx, db, table); err != nil {
@@ -148,7 +150,7 @@ func (e *env) client(t *testing.T, scope string) *scaleset.Client {
 	t.Helper()
 	gh := e.github(t)
 	c, err := scaleset.New(scaleset.Config{
-		APIURL: e.ghURL + "/", Logger: logger(), RetryWaitMin: 10 * time.Millisecond, RetryWaitMax: 50 * time.Millisecond,
+		APIURL: e.ghURL + "/", Logger: logger(), RetryWaitMin: e.retryWait, RetryWaitMax: 5 * e.retryWait,
 		RegistrationToken: func(ctx context.Context) (string, string, error) {
 			rt, err := gh.RegistrationToken(ctx, scope)
 			return rt.Token, rt.URL, err

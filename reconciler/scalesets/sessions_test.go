@@ -102,3 +102,27 @@ func TestBatchedJobMessages(t *testing.T) {
 		}
 	})
 }
+
+// TestShortOutageKeepsSession: a blip of 503s shorter than the client's retries (4, with back-off,
+// as GitHub's client) costs no session: the listener keeps polling the same one.
+func TestShortOutageKeepsSession(t *testing.T) {
+	t.Parallel()
+	shapes(t, func(t *testing.T, e *env) {
+		e.retryWait = 200 * time.Millisecond // retries span about 3 s
+		r := e.replica(t, "a")
+		eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+		first, _ := e.gh.ScaleSet(org, setName)
+		polls := e.gh.Calls()["GET /_actions/_queue/{id}/{sid}/messages"]
+		e.gh.SetActionsServiceDown(true)
+		eventually(t, "polls answered 503", func() bool { return e.gh.Calls()["GET /_actions/_queue/{id}/{sid}/messages"] > polls+1 })
+		e.gh.SetActionsServiceDown(false)
+		id := e.gh.QueueScaleSetJob(org, "api", 520, setName)
+		eventually(t, "the job queued", func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+		if now, _ := e.gh.ScaleSet(org, setName); now.Session == nil || now.Session.ID != first.Session.ID {
+			t.Errorf("session %+v after the blip, want the first one (%s)", now.Session, first.Session.ID)
+		}
+		if n := r.m.Metrics().Sessions(setName, "created"); n != 1 {
+			t.Errorf("sessions created = %d, want 1", n)
+		}
+	})
+}
