@@ -59,6 +59,9 @@ func TestExampleECSServiceRollsBackDrainsAndChecksHealth(t *testing.T) {
 	if len(cb) != 1 || !literalAttr(cb[0], "enable").RawEquals(cty.True) || !literalAttr(cb[0], "rollback").RawEquals(cty.True) {
 		t.Error("the ECS service has no deployment_circuit_breaker with enable = true and rollback = true")
 	}
+	if !literalAttr(svc, "wait_for_steady_state").RawEquals(cty.True) {
+		t.Error("the ECS service does not wait for a steady state: apply would report success before a rollback")
+	}
 
 	var defs []struct {
 		StopTimeout int `json:"stopTimeout"`

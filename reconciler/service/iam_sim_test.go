@@ -237,3 +237,29 @@ func TestExampleReconcilerKMSInSimulator(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleExecutionRoleReadsOnlyTheTaskSecretsInSimulator: ECS's execution role may read the
+// task's secrets (the App's private key, the webhook secret) and no other secret.
+func TestExampleExecutionRoleReadsOnlyTheTaskSecretsInSimulator(t *testing.T) {
+	t.Parallel()
+	m, err := exampletf.Load("../../examples/complete", exampletf.Inputs{
+		Account: simAccount, Partition: "aws", Region: simRegion, VarFile: "terraform.tfvars.example",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := m.RolePolicies("execution")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reconcilerRole{principal: "arn:aws:sts::" + simAccount + ":assumed-role/runnerpool-" + simDeployment + "-execution/task"}
+	for name, doc := range docs {
+		r.policies = append(r.policies, iamsim.Policy{Name: name, Policy: []byte(doc)})
+	}
+	get := func(arn string) iamsim.Request { return r.req("secretsmanager:GetSecretValue", arn, nil) }
+	checkReconcilerInSimulator(t, r, []simCase{
+		{"the App's private key", get(m.Variable("github_app").GetAttr("private_key_secret_arn").AsString()), true},
+		{"the webhook secret", get(m.Variable("webhook_secret_arn").AsString()), true},
+		{"another secret", get(arn("secretsmanager", "secret:payments-db-AbCdEf")), false},
+	})
+}
