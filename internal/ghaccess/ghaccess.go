@@ -270,14 +270,8 @@ func installationGone(resp *github.Response, err error) bool {
 	return resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound)
 }
 
-func (c *Client) newOwnerClient(ctx context.Context, owner, repo string) (*github.Client, error) {
-	if c.apps == nil {
-		gc, err := c.newClient(&http.Client{Transport: c.rt})
-		if err != nil {
-			return nil, err
-		}
-		return gc.WithAuthToken(c.cfg.Token), nil
-	}
+// findInstallation looks up the App installation of a repository (repo set) or an owner, as the App.
+func (c *Client) findInstallation(ctx context.Context, owner, repo string) (*github.Installation, error) {
 	appClient, err := c.newClient(&http.Client{Transport: c.apps})
 	if err != nil {
 		return nil, err
@@ -290,6 +284,21 @@ func (c *Client) newOwnerClient(ctx context.Context, owner, repo string) (*githu
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finding the app installation of %s: %w", owner, err)
+	}
+	return inst, nil
+}
+
+func (c *Client) newOwnerClient(ctx context.Context, owner, repo string) (*github.Client, error) {
+	if c.apps == nil {
+		gc, err := c.newClient(&http.Client{Transport: c.rt})
+		if err != nil {
+			return nil, err
+		}
+		return gc.WithAuthToken(c.cfg.Token), nil
+	}
+	inst, err := c.findInstallation(ctx, owner, repo)
+	if err != nil {
+		return nil, err
 	}
 	tr := ghinstallation.NewFromAppsTransport(c.apps, inst.GetID())
 	tr.BaseURL = c.apps.BaseURL

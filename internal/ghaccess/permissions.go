@@ -150,18 +150,9 @@ func (c *Client) CheckPermissions(ctx context.Context) ([]Missing, error) {
 
 // checkInstallation compares the scope's installation permissions with the required ones.
 func (c *Client) checkInstallation(ctx context.Context, owner, repo string, ownerRunners bool) ([]Missing, error) {
-	appClient, err := c.newClient(&http.Client{Transport: c.apps})
+	inst, err := c.findInstallation(ctx, owner, repo)
 	if err != nil {
 		return nil, err
-	}
-	var inst *github.Installation
-	if repo != "" {
-		inst, _, err = appClient.Apps.FindRepositoryInstallation(ctx, owner, repo)
-	} else {
-		inst, _, err = appClient.Apps.FindOrganizationInstallation(ctx, owner)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("finding the app installation: %w", err)
 	}
 	// The installation's permissions as GitHub names them (go-github's struct has their JSON names).
 	b, err := json.Marshal(inst.GetPermissions())
