@@ -52,6 +52,7 @@ type releaseConfig struct {
 		User      string   `yaml:"user"`
 		Platforms []string `yaml:"platforms"`
 		Repos     []string `yaml:"repositories"`
+		Tags      []string `yaml:"tags"`
 		Bare      bool     `yaml:"bare"`
 		Env       []string `yaml:"env"`
 		Flags     []string `yaml:"flags"`
@@ -125,7 +126,7 @@ func TestReleaseConfig(t *testing.T) {
 	}
 	var archive bool
 	for _, a := range c.Archives {
-		if slices.Equal(a.IDs, []string{"runnerpool"}) {
+		if a.ID == "runnerpool" && slices.Equal(a.IDs, []string{"runnerpool"}) { // the archives the actions install
 			archive = true
 			if a.NameTemplate != scriptArchive || !slices.Equal(a.Formats, []string{"tar.gz"}) {
 				t.Errorf("runnerpool archive = %+v; install-runnerpool.sh downloads %s.tar.gz", a, scriptArchive)
@@ -209,7 +210,7 @@ func snapshotRelease(t *testing.T, version string) (files map[string][]byte, arc
 	}
 	var tmpl string
 	for _, a := range c.Archives {
-		if slices.Equal(a.IDs, []string{"runnerpool"}) {
+		if a.ID == "runnerpool" && slices.Equal(a.IDs, []string{"runnerpool"}) { // the archives the actions install
 			tmpl = a.NameTemplate + "." + a.Formats[0]
 		}
 	}
