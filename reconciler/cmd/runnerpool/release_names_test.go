@@ -275,44 +275,8 @@ func goreleaserSnapshot(t *testing.T) map[string]string {
 // terraform-provider-NAME_VERSION_manifest.json), and a detached signature of that file.
 func TestReleaseRegistryLayout(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join(repoRoot, ".goreleaser.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		ProjectName string `yaml:"project_name"`
-		Builds      []struct {
-			ID     string `yaml:"id"`
-			Binary string `yaml:"binary"`
-		} `yaml:"builds"`
-		Archives []struct {
-			IDs          []string `yaml:"ids"`
-			Formats      []string `yaml:"formats"`
-			NameTemplate string   `yaml:"name_template"`
-		} `yaml:"archives"`
-		Checksum struct {
-			NameTemplate string `yaml:"name_template"`
-			ExtraFiles   []struct {
-				Glob         string `yaml:"glob"`
-				NameTemplate string `yaml:"name_template"`
-			} `yaml:"extra_files"`
-		} `yaml:"checksum"`
-		Signs []struct {
-			Artifacts string   `yaml:"artifacts"`
-			Args      []string `yaml:"args"`
-		} `yaml:"signs"`
-		Release struct {
-			ExtraFiles []struct {
-				Glob         string `yaml:"glob"`
-				NameTemplate string `yaml:"name_template"`
-			} `yaml:"extra_files"`
-		} `yaml:"release"`
-	}
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	c := loadReleaseConfig(t)
-	r := func(tmpl string) string { return render(t, c, tmpl, "1.2.3", "linux", "amd64") }
+	cfg := loadReleaseConfig(t)
+	r := func(tmpl string) string { return render(t, cfg, tmpl, "1.2.3", "linux", "amd64") }
 	if cfg.ProjectName != "terraform-provider-runnerpool" {
 		t.Fatalf("project_name %q", cfg.ProjectName)
 	}
@@ -333,10 +297,7 @@ func TestReleaseRegistryLayout(t *testing.T) {
 	if r(cfg.Checksum.NameTemplate) != "terraform-provider-runnerpool_1.2.3_SHA256SUMS" {
 		t.Errorf("checksums file %q", r(cfg.Checksum.NameTemplate))
 	}
-	manifest := func(files []struct {
-		Glob         string `yaml:"glob"`
-		NameTemplate string `yaml:"name_template"`
-	}) bool {
+	manifest := func(files []releaseExtra) bool {
 		for _, f := range files {
 			if f.Glob == "terraform-registry-manifest.json" && r(f.NameTemplate) == "terraform-provider-runnerpool_1.2.3_manifest.json" {
 				return true

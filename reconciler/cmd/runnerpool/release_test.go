@@ -41,9 +41,17 @@ type releaseConfig struct {
 		NameTemplate string   `yaml:"name_template"`
 	} `yaml:"archives"`
 	Checksum struct {
-		NameTemplate string `yaml:"name_template"`
-		Algorithm    string `yaml:"algorithm"`
+		NameTemplate string         `yaml:"name_template"`
+		Algorithm    string         `yaml:"algorithm"`
+		ExtraFiles   []releaseExtra `yaml:"extra_files"`
 	} `yaml:"checksum"`
+	Signs []struct {
+		Artifacts string   `yaml:"artifacts"`
+		Args      []string `yaml:"args"`
+	} `yaml:"signs"`
+	Release struct {
+		ExtraFiles []releaseExtra `yaml:"extra_files"`
+	} `yaml:"release"`
 	Kos []struct {
 		ID        string   `yaml:"id"`
 		Build     string   `yaml:"build"`
@@ -57,6 +65,12 @@ type releaseConfig struct {
 		Env       []string `yaml:"env"`
 		Flags     []string `yaml:"flags"`
 	} `yaml:"kos"`
+}
+
+// releaseExtra is a file a release publishes (or lists in its checksums) beside the builds.
+type releaseExtra struct {
+	Glob         string `yaml:"glob"`
+	NameTemplate string `yaml:"name_template"`
 }
 
 // releaseBuild is one of .goreleaser.yml's builds.
