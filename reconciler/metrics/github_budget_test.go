@@ -23,14 +23,7 @@ func TestGitHubBudget(t *testing.T) {
 	}))
 	defer srv.Close()
 	m := metrics.New(metrics.Options{})
-	hc := &http.Client{Transport: m.GitHubTransport(nil)}
-	for _, p := range []string{"/orgs/acme/actions/runners", "/repos/other/b/actions/runners", "/app/installations", "/repos/quiet/b/actions/runners"} {
-		resp, err := hc.Get(srv.URL + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
+	getThrough(t, m, srv.URL, "/orgs/acme/actions/runners", "/repos/other/b/actions/runners", "/app/installations", "/repos/quiet/b/actions/runners")
 	body := scrape(t, m)
 	for _, want := range []string{
 		`runnerpool_github_rate_limit_remaining{owner="acme",resource="core"} 120`,

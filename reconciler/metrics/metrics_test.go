@@ -56,14 +56,7 @@ func TestGitHubTransport(t *testing.T) {
 	}))
 	defer srv.Close()
 	m := metrics.New(metrics.Options{})
-	hc := &http.Client{Transport: m.GitHubTransport(nil)}
-	for _, p := range []string{"/repos/a/b/actions/runners", "/repos/c/d/actions/runners", "/repos/a/b/actions/runners/42"} {
-		resp, err := hc.Get(srv.URL + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
+	getThrough(t, m, srv.URL, "/repos/a/b/actions/runners", "/repos/c/d/actions/runners", "/repos/a/b/actions/runners/42")
 	body := scrape(t, m)
 	for _, want := range []string{
 		`runnerpool_github_calls_total{method="GET",route="/repos/{owner}/{repo}/actions/runners",status="2xx"} 2`,
@@ -72,6 +65,19 @@ func TestGitHubTransport(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// getThrough GETs each path of base through the metrics' GitHub transport.
+func getThrough(t *testing.T, m *metrics.Metrics, base string, paths ...string) {
+	t.Helper()
+	hc := &http.Client{Transport: m.GitHubTransport(nil)}
+	for _, p := range paths {
+		resp, err := hc.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
 	}
 }
 
