@@ -6,8 +6,10 @@ package warmpool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +110,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			}
 		}
 	}
+	w.withdrawUnused(ctx, j, targets)
 	victims := make([]victim, len(targets))
 	for i, in := range targets {
 		victims[i] = victim{in, fmt.Sprintf("job %d completed (%s)", j.JobID, j.Conclusion)}
@@ -119,6 +122,28 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
 	}
 	return nil
+}
+
+// withdrawUnused removes at GitHub the just-in-time runner of a scale set job that ended without
+// running (its assignment cancelled for good, or its run cancelled) when the instance that got the
+// runner is among those ended: no late boot can then take a job with it. A failure is logged: the
+// runner only goes offline with its instance.
+func (w *Worker) withdrawUnused(ctx context.Context, j Job, ending []store.Instance) {
+	if j.ScaleSetID == 0 || j.RunnerName != "" || w.cfg.Jobs.withdraw == nil {
+		return
+	}
+	r, err := w.cfg.Store.GetRun(ctx, j.ledgerKey())
+	if err != nil {
+		return
+	}
+	var s served
+	if json.Unmarshal(r.Result, &s) != nil || s.RunnerID == 0 ||
+		!slices.ContainsFunc(ending, func(in store.Instance) bool { return in.ID == s.InstanceID }) {
+		return
+	}
+	if err := w.cfg.Jobs.withdraw.RemoveRunner(ctx, j.ScaleSetScope, s.RunnerID); err != nil {
+		w.log.Warn("runner of a scale set job that never ran not withdrawn", "job", j.JobID, "runner", s.RunnerID, "err", err)
+	}
 }
 
 // stillRunning refuses, for now, the completion of a scale set job whose runner GitHub still lists

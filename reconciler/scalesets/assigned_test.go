@@ -82,15 +82,21 @@ func TestCancelledAssignmentKeepsItsRunner(t *testing.T) {
 }
 
 // TestVanishedDemandWithdrawsRunner (github.com's shape): the assignment is cancelled for the last
-// time (3 reassignments, no runner took it): the runner brought up for it serves no demand and its
-// instance is ended once CancelGrace passes without a reassignment.
+// time (3 reassignments, no runner took it): the runner brought up for it serves no demand; once
+// CancelGrace passes without a reassignment its instance is ended and the runner withdrawn at
+// GitHub.
 func TestVanishedDemandWithdrawsRunner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.gh.SetScaleSetTiming(githubfake.ScaleSetTiming{LongPoll: 300 * time.Millisecond, SessionIdle: time.Minute, StartTimeout: 300 * time.Millisecond})
 	r := e.start(t, "a", func(c *scalesets.Config) { c.CancelGrace = time.Second })
+	e.jobs.WithdrawRunners(r.m)
 	w := e.worker(t, r.m)
 	id, hot, _ := e.servedJob(t, w, 810)
+	name := warmpool.RunnerName(hot.ID)
+	if !slices.ContainsFunc(e.gh.Runners(org, ""), func(rn githubfake.Runner) bool { return rn.Name == name }) {
+		t.Fatalf("no runner %s at GitHub after the job was served", name)
+	}
 	eventually(t, "the job cancelled at GitHub", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobCompleted })
 	onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
 	if rec, _ := e.st.Get(t.Context(), hot.ID); rec.State.Live() {
@@ -98,6 +104,9 @@ func TestVanishedDemandWithdrawsRunner(t *testing.T) {
 	}
 	if got := e.ledger(t, id); got != warmpool.JobCompleted {
 		t.Errorf("ledger of the vanished job: %q, want completed", got)
+	}
+	if slices.ContainsFunc(e.gh.Runners(org, ""), func(rn githubfake.Runner) bool { return rn.Name == name }) {
+		t.Errorf("runner %s still at GitHub: the runner of the vanished job was not withdrawn", name)
 	}
 }
 
