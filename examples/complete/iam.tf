@@ -64,7 +64,8 @@ data "aws_iam_policy_document" "runner" {
   # endpoint), which is the instance's own deadline anyway.
   # internal/agent/iam_test.go checks every call of the agent's lifecycle against these statements,
   # and that an item carrying an index key, a request for old values and a copied credential are
-  # refused.
+  # refused, with its own evaluator and with an IAM simulator we did not write (iam_sim_test.go,
+  # @cloud-copilot/iam-simulate) on this file as evaluated.
   statement {
     sid       = "ReadOwnItems"
     actions   = ["dynamodb:GetItem"]
