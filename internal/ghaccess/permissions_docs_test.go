@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -85,5 +87,66 @@ func TestAppManifest(t *testing.T) {
 	}
 	if m.Public || !strings.HasSuffix(m.HookAttributes.URL, "/v1/webhooks/github") {
 		t.Errorf("manifest: public %v, hook %q; want a private App whose webhook is the reconciler's /v1/webhooks/github", m.Public, m.HookAttributes.URL)
+	}
+}
+
+// goGitHubCalls are the go-github methods runnerpool calls, by the REST route each requests.
+var goGitHubCalls = map[string]string{
+	"Apps.FindOrganizationInstallation":                  "GET /orgs/{org}/installation",
+	"Apps.FindRepositoryInstallation":                    "GET /repos/{owner}/{repo}/installation",
+	"Actions.CancelWorkflowRunByID":                      "POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel",
+	"Actions.CreateOrganizationRegistrationToken":        "POST /orgs/{org}/actions/runners/registration-token",
+	"Actions.CreateOrganizationRemoveToken":              "POST /orgs/{org}/actions/runners/remove-token",
+	"Actions.CreateRegistrationToken":                    "POST /repos/{owner}/{repo}/actions/runners/registration-token",
+	"Actions.CreateRemoveToken":                          "POST /repos/{owner}/{repo}/actions/runners/remove-token",
+	"Actions.GenerateOrgJITConfig":                       "POST /orgs/{org}/actions/runners/generate-jitconfig",
+	"Actions.GenerateRepoJITConfig":                      "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig",
+	"Actions.GetWorkflowJobByID":                         "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
+	"Actions.ListOrganizationRunnerApplicationDownloads": "GET /orgs/{org}/actions/runners/downloads",
+	"Actions.ListOrganizationRunners":                    "GET /orgs/{org}/actions/runners",
+	"Actions.ListRunnerApplicationDownloads":             "GET /repos/{owner}/{repo}/actions/runners/downloads",
+	"Actions.ListRunners":                                "GET /repos/{owner}/{repo}/actions/runners",
+	"Actions.RemoveOrganizationRunner":                   "DELETE /orgs/{org}/actions/runners/{runner_id}",
+	"Actions.RemoveRunner":                               "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}",
+	"Actions.RerunFailedJobsByID":                        "POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs",
+}
+
+var goGitHubCall = regexp.MustCompile(`\.((?:Actions|Apps|Repositories|Organizations|Users|RateLimit|Checks)\.[A-Z][A-Za-z]+)\(`)
+
+// TestCallsCoverTheCode: every go-github method the reconciler's GitHub client calls is in
+// ghaccess.Calls, so a new call cannot ship without its permission in the table, the manifest and
+// the start-up check.
+func TestCallsCoverTheCode(t *testing.T) {
+	t.Parallel()
+	listed := map[string]bool{}
+	for _, c := range ghaccess.Calls {
+		listed[c.Method+" "+c.Path] = true
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goGitHubCall.FindAllStringSubmatch(string(b), -1) {
+			seen++
+			route, ok := goGitHubCalls[m[1]]
+			switch {
+			case !ok:
+				t.Errorf("%s calls %s: add its route to goGitHubCalls and ghaccess.Calls (with its permission)", f, m[1])
+			case !listed[route]:
+				t.Errorf("%s calls %s (%s), which ghaccess.Calls does not list", f, m[1], route)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no go-github call found in internal/ghaccess")
 	}
 }
