@@ -15,7 +15,7 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec   // scale_set, type
 	sessions  *prometheus.CounterVec   // scale_set, event: created, refreshed, taken_over, lost
 	start     *prometheus.HistogramVec // scale_set: JobAvailable's queue time to JobStarted
-	withdrawn *prometheus.CounterVec   // scope: JIT runners withdrawn because their instance never came up
+	withdrawn *prometheus.CounterVec   // scope: JIT runners withdrawn: instance never came up, or job gone before any runner took it
 	assigned  *prometheus.GaugeVec     // scale_set: statistics.totalAssignedJobs of the last message
 
 	mu     sync.Mutex
@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"scale_set", "event"}),
 		withdrawn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnerpool_scale_set_runners_withdrawn_total",
-			Help: "Just-in-time runners of scale sets withdrawn because their instance never came up; their jobs are left for the Actions service to offer again.",
+			Help: "Just-in-time runners of scale sets withdrawn because their instance never came up (their jobs left for the Actions service to offer again), or their job went away before any runner took it.",
 		}, []string{"scope"}),
 		assigned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "runnerpool_scale_set_assigned_jobs",
