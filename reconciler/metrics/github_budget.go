@@ -2,19 +2,22 @@
 // x-ratelimit-remaining, x-ratelimit-resource: docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
 // A budget belongs to a credential: a GitHub App installation (one per owner) or a PAT's user, so the
 // gauges are labelled by the owner the request was about ("app" for the App's own calls) and the
-// resource; with a PAT every owner shows the one user's budget. The alert rules
-// (reconciler/alerts) warn before it runs out.
+// resource; with a PAT every owner shows the one user's budget. A PAT's expiry, which GitHub
+// reports on every answer (github-authentication-token-expiration), is a gauge too. The alert rules
+// (reconciler/alerts) warn before either runs out.
 package metrics
 
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 type githubBudget struct {
 	limit, remaining *prometheus.GaugeVec
+	tokenExpiry      prometheus.Gauge
 }
 
 func newGitHubBudget() githubBudget {
@@ -28,15 +31,32 @@ func newGitHubBudget() githubBudget {
 			Namespace: namespace, Name: "github_rate_limit_remaining",
 			Help: "Requests left in the current hour for the credential used for owner (x-ratelimit-remaining of its last answer), by resource.",
 		}, labels),
+		tokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "github_token_expiry_timestamp_seconds",
+			Help: "When the PAT expires, Unix seconds, as GitHub reports it (github-authentication-token-expiration); absent for a token without expiry and for an App.",
+		}),
 	}
 }
 
 func (b githubBudget) collectors() []prometheus.Collector {
-	return []prometheus.Collector{b.limit, b.remaining}
+	return []prometheus.Collector{b.limit, b.remaining, b.tokenExpiry}
 }
 
-// observe records the budget headers of one answer; an answer without them changes nothing.
+// tokenExpiryLayouts are the forms GitHub writes github-authentication-token-expiration in
+// ("2021-10-07 19:07:53 UTC", or with a numeric zone).
+var tokenExpiryLayouts = []string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -0700"}
+
+// observe records the budget and token-expiry headers of one answer; an answer without them changes
+// nothing.
 func (b githubBudget) observe(r *http.Request, resp *http.Response) {
+	if v := resp.Header.Get("GitHub-Authentication-Token-Expiration"); v != "" {
+		for _, layout := range tokenExpiryLayouts {
+			if t, err := time.Parse(layout, v); err == nil {
+				b.tokenExpiry.Set(float64(t.Unix()))
+				break
+			}
+		}
+	}
 	limit, err1 := strconv.Atoi(resp.Header.Get("X-RateLimit-Limit"))
 	remaining, err2 := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining"))
 	if err1 != nil || err2 != nil {

@@ -10,7 +10,8 @@ import (
 )
 
 // TestGitHubBudget: the x-ratelimit headers of each answer become the budget of the owner the
-// request was about; an answer without them changes nothing.
+// request was about, the token-expiry header the token's expiry; an answer without them changes
+// nothing.
 func TestGitHubBudget(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -20,6 +21,7 @@ func TestGitHubBudget(t *testing.T) {
 		w.Header().Set("X-RateLimit-Limit", "5000")
 		w.Header().Set("X-RateLimit-Remaining", map[bool]string{true: "120", false: "4990"}[strings.Contains(r.URL.Path, "/acme/")])
 		w.Header().Set("X-RateLimit-Resource", "core")
+		w.Header().Set("GitHub-Authentication-Token-Expiration", "2026-12-11 09:30:00 UTC")
 	}))
 	defer srv.Close()
 	m := metrics.New(metrics.Options{})
@@ -30,6 +32,7 @@ func TestGitHubBudget(t *testing.T) {
 		`runnerpool_github_rate_limit_remaining{owner="other",resource="core"} 4990`,
 		`runnerpool_github_rate_limit_remaining{owner="app",resource="core"} 4990`,
 		`runnerpool_github_rate_limit{owner="acme",resource="core"} 5000`,
+		`runnerpool_github_token_expiry_timestamp_seconds 1.7969814e+09`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
