@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -49,11 +50,28 @@ func (s *captureStore) DeleteConfig(context.Context, store.ConfigKind, string) e
 // release knew: a runner class with all of them set, a warm pool with matched schedules, a scale set.
 func writtenSpecs(t *testing.T) []store.ConfigItem {
 	t.Helper()
-	rc := validClass()
-	rc.LaunchTemplateID, rc.MaxInstances = "lt-0123456789abcdef0", 20
-	rc.Tags = map[string]string{"team": "platform"}
-	p := validPool()
-	p.Schedules[1].Match.Days = []string{"saturday", "sunday"}
+	// Every field the previous release knew, set; nothing newer (a newer field is written only when
+	// set, so this is what a configuration that uses no new setting stores).
+	rc := RunnerClass{
+		Name: "small-x64", Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096,
+		InstanceTypes: []string{"t3.*", "m7i.large"},
+		Volume:        Volume{Type: VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass:    UsageOnDemand, Subnets: []string{"subnet-0123456789abcdef0"},
+		SecurityGroups: []string{"sg-0123456789abcdef0"}, InstanceProfile: "runnerpool-runner",
+		PreRunnerScript: "#!/bin/bash\ntrue\n", Labels: []string{"linux"},
+		MaxRuntime: Duration(6 * time.Hour), IdleTime: Duration(10 * time.Minute),
+		LaunchTemplateID: "lt-0123456789abcdef0",
+		QueueURL:         "https://sqs.eu-west-1.amazonaws.com/123456789012/runnerpool-small-x64",
+		Tags:             map[string]string{"team": "platform"}, MaxInstances: 20,
+		JobAccess: JobAccessUser, Reuse: ReuseSameRepository,
+	}
+	p := WarmPool{
+		Name: "small-x64", RunnerClass: rc.Name, Environment: "dev", Timezone: "Europe/Paris",
+		Schedules: []schedule.Schedule{
+			{Name: "default", Hot: 1, Stopped: 2},
+			{Name: "weekends", Match: &schedule.Match{Days: []string{"saturday", "sunday"}, Times: []schedule.TimeRange{{Start: "22:00", End: "06:00"}}}, Stopped: 2},
+		},
+	}
 	ss := ScaleSet{Name: "linux", WarmPool: p.Name, Scope: "acme", RunnerGroup: "ci", Labels: []string{"linux"}, MaxRunners: 10}
 	st := &captureStore{items: map[string]store.ConfigItem{}}
 	repo := NewRepository(st)
