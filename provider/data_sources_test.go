@@ -122,6 +122,33 @@ data "runnerpool_user_data" "boot" {
 			{
 				Config: providerConfig(t) + `
 data "runnerpool_user_data" "boot" {
+  table     = "runnerpool-prod"
+  log_group = "/runnerpool/prod instances"
+` + agentArtifacts + `
+}
+`,
+				PlanOnly:    true,
+				ExpectError: errorLike("Invalid log group", `want 1-512 characters`),
+			},
+			{
+				Config: providerConfig(t) + `
+data "runnerpool_user_data" "boot" {
+  table     = "runnerpool-prod"
+  log_group = "/runnerpool/prod/instances"
+` + agentArtifacts + `
+}
+`,
+				Check: func(s *terraform.State) error {
+					a := s.RootModule().Resources[addr].Primary.Attributes
+					if want := "ExecStart=" + userdata.AgentPath + " logs -log-group /runnerpool/prod/instances -region us-east-1 "; !strings.Contains(a["rendered"], want) {
+						return fmt.Errorf("rendered user data does not start the log shipping unit (%q)", want)
+					}
+					return nil
+				},
+			},
+			{
+				Config: providerConfig(t) + `
+data "runnerpool_user_data" "boot" {
   table         = "runnerpool-prod"
   instance_keys = "id"
 ` + agentArtifacts + `

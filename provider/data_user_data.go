@@ -50,6 +50,7 @@ type userDataModel struct {
 	PreRunnerScript types.String   `tfsdk:"pre_runner_script"`
 	RunnerBaseURL   types.String   `tfsdk:"runner_base_url"`
 	AllowJobMeta    types.Bool     `tfsdk:"allow_job_metadata_access"`
+	LogGroup        types.String   `tfsdk:"log_group"`
 	Rendered        types.String   `tfsdk:"rendered"`
 	RenderedBase64  types.String   `tfsdk:"rendered_base64"`
 	RunnerVersion   types.String   `tfsdk:"runner_version"`
@@ -153,6 +154,14 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 					"for jobs that cannot do without it; jobs that need AWS credentials should assume a role with GitHub's OIDC token instead.",
 				Optional: true,
 			},
+			"log_group": schema.StringAttribute{
+				MarkdownDescription: "CloudWatch Logs group the instances ship their bootstrap log and journal to (the journal's entries of root and of the " +
+					"kernel only, never what a job writes), in streams `<instance-id>/bootstrap` and `<instance-id>/journal`, by a systemd unit " +
+					"running `runnerpool logs`. The instance role needs `logs:CreateLogStream` and `logs:PutLogEvents` on the group; create the " +
+					"group (with its retention) in Terraform. None when unset.",
+				Optional:   true,
+				Validators: []validator.String{check("log group", "a CloudWatch Logs group name", userdata.ValidateLogGroup)},
+			},
 			"rendered": schema.StringAttribute{
 				MarkdownDescription: "The script.",
 				Computed:            true,
@@ -255,7 +264,7 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 	p := userdata.Params{
 		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(), InstanceKeys: m.InstanceKeys.ValueString(),
 		Arch: userdata.Arch(m.Arch.ValueString()), PreRunnerScript: m.PreRunnerScript.ValueString(),
-		RunnerBaseURL: m.RunnerBaseURL.ValueString(), AllowJobMetadata: m.AllowJobMeta.ValueBool(),
+		RunnerBaseURL: m.RunnerBaseURL.ValueString(), AllowJobMetadata: m.AllowJobMeta.ValueBool(), LogGroup: m.LogGroup.ValueString(),
 	}
 	if p.Region == "" && d.c != nil {
 		p.Region = d.c.region

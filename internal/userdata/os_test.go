@@ -309,7 +309,7 @@ type osRun struct {
 func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	t.Helper()
 	p := validParams()
-	p.Arch, p.JobAccess = ArchX64, c.access
+	p.Arch, p.JobAccess, p.LogGroup = ArchX64, c.access, "/runnerpool/test/instances"
 	p.AgentX64 = Artifact{URL: srv.files.URL + "/runnerpool_linux_amd64", SHA256: srv.agentSHA}
 	p.AgentX64.URL = strings.Replace(p.AgentX64.URL, "127.0.0.1", slirpHost, 1)
 	p.RunnerBaseURL = strings.Replace(srv.files.URL, "127.0.0.1", slirpHost, 1)
@@ -451,7 +451,7 @@ func checkBooted(t *testing.T, r osRun, c osCase) {
 			t.Errorf("the metadata block is not applied: no %q in\n%s", want, r.iptables)
 		}
 	}
-	for _, want := range []string{ServiceName, "runnerpool-block-job-metadata.service"} {
+	for _, want := range []string{ServiceName, "runnerpool-block-job-metadata.service", "runnerpool-logs.service"} {
 		if !strings.Contains(r.wants, want) {
 			t.Errorf("%s is not enabled (multi-user.target.wants: %q)", want, r.wants)
 		}

@@ -105,6 +105,11 @@ type Params struct {
 	// installs what the grant needs and passes it to the agent (-job-access), which applies it at its
 	// first start. The reconciler sets it in the class's launch template version (WithClass).
 	JobAccess string `json:",omitempty"` // omitted when empty: user data rendered before it existed re-renders the same
+	// LogGroup is a CloudWatch Logs group the instance ships its bootstrap log and journal to (root's
+	// and the kernel's entries), in streams <instance-id>/bootstrap and <instance-id>/journal, by a
+	// unit running `runnerpool logs`; none when empty. The instance role needs logs:CreateLogStream
+	// and logs:PutLogEvents on the group.
+	LogGroup string `json:",omitempty"`
 	// Runner pins the Actions runner release to install (version and SHA-256 per architecture); the
 	// compiled-in runnerversion.Default when nil. A version below runnerversion.Floor is refused.
 	Runner *RunnerPin `json:",omitempty"`
@@ -326,6 +331,8 @@ var (
 	// regionRe matches AWS region names (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-5).
 	regionRe = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 	sha256Re = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	// logGroupRe is CloudWatch Logs' log group name syntax.
+	logGroupRe = regexp.MustCompile(`^[A-Za-z0-9_/.#-]{1,512}$`)
 )
 
 // Validate reports every problem with p.
@@ -367,6 +374,11 @@ func (p Params) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.checkRunner()...)
+	if p.LogGroup != "" {
+		if err := ValidateLogGroup(p.LogGroup); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if strings.ContainsRune(p.PreRunnerScript, 0) {
 		errs = append(errs, errors.New("pre-runner script contains a NUL byte"))
 	}
@@ -419,6 +431,14 @@ func RunnerOf(userData string) (pin RunnerPin, ok bool) {
 		return RunnerPin{}, false
 	}
 	return p.runner(), true
+}
+
+// ValidateLogGroup checks a CloudWatch Logs group name (1-512 characters of A-Z a-z 0-9 _ - / . #).
+func ValidateLogGroup(name string) error {
+	if !logGroupRe.MatchString(name) {
+		return fmt.Errorf("log group %q: want 1-512 characters of A-Z a-z 0-9 _ - / . #", name)
+	}
+	return nil
 }
 
 func checkArtifact(what string, a Artifact) []error {

@@ -39,6 +39,7 @@ var goldenCases = []struct {
 	{"any-arch", func(p *Params) {}},
 	{"x64-id-keys", func(p *Params) { p.Arch = ArchX64; p.InstanceKeys = KeysID }},
 	{"x64-allow-job-metadata", func(p *Params) { p.Arch = ArchX64; p.AllowJobMetadata = true }},
+	{"x64-log-group", func(p *Params) { p.Arch = ArchX64; p.LogGroup = "/runnerpool/prod/instances" }},
 }
 
 func render(t *testing.T, mod func(*Params)) string {
@@ -227,6 +228,8 @@ func TestValidate(t *testing.T) {
 		{"missing arm64 agent", func(p *Params) { p.AgentARM64 = Artifact{} }, "agent (arm64)"},
 		{"bad sha", func(p *Params) { p.AgentX64.SHA256 = "xyz" }, "SHA-256"},
 		{"runner base url", func(p *Params) { p.RunnerBaseURL = "ftp://mirror" }, "runner base URL"},
+		{"log group", func(p *Params) { p.LogGroup = "/a b" }, "log group"},
+		{"log group injection", func(p *Params) { p.LogGroup = "g\nExecStartPre=/bin/sh" }, "log group"},
 		{"nul in pre-runner", func(p *Params) { p.PreRunnerScript = "a\x00b" }, "NUL"},
 		{"pre-runner too big", func(p *Params) { p.PreRunnerScript = strings.Repeat("x", 16*1024) }, "limit"},
 	}

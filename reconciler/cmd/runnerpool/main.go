@@ -28,6 +28,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"serve":       {"run the reconciler service (HTTP API, cron, webhook routing)", runServe},
 		"agent":       {"run the instance agent on a runner instance", runAgent},
+		"logs":        {"ship a runner instance's bootstrap log and journal to CloudWatch Logs", runLogs},
 		"provision":   {"ask the reconciler for runners for this workflow run", runProvision},
 		"release":     {"hand this workflow run's runners back to the pool", runRelease},
 		"status":      {"show pools and recent runs", runStatus},
@@ -38,7 +39,7 @@ func commands() map[string]command {
 }
 
 // order is the order subcommands are listed in --help.
-var order = []string{"serve", "agent", "provision", "release", "status", "simulate", "healthcheck", "version"}
+var order = []string{"serve", "agent", "logs", "provision", "release", "status", "simulate", "healthcheck", "version"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
