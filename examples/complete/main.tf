@@ -79,6 +79,7 @@ data "runnerpool_user_data" "runner" {
   table       = runnerpool_state_table.main.name
   agent_x64   = var.agent.x64
   agent_arm64 = var.agent.arm64
+  log_group   = aws_cloudwatch_log_group.instances.name
 }
 
 # One launch template per runner class: the bootstrap, metadata options and shutdown behaviour. The
