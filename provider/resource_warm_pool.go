@@ -48,6 +48,7 @@ type warmPoolModel struct {
 	Environment types.String    `tfsdk:"environment"`
 	Timezone    types.String    `tfsdk:"timezone"`
 	Schedules   []scheduleModel `tfsdk:"schedule"`
+	Autoscale   *autoscaleModel `tfsdk:"autoscale"`
 	Version     types.Int64     `tfsdk:"version"`
 }
 
@@ -133,6 +134,7 @@ func (r *WarmPoolResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 			"version": versionAttribute(),
 		},
 		Blocks: map[string]schema.Block{
+			"autoscale": autoscaleBlock(),
 			"schedule": schema.ListNestedBlock{
 				MarkdownDescription: "A target number of hot and stopped instances, and when it applies. See **Schedules** above.",
 				Validators:          []validator.List{listSize{what: "schedules", min: 0, max: schedule.MaxSchedules}},
@@ -213,6 +215,7 @@ func (r *WarmPoolResource) ValidateConfig(ctx context.Context, req resource.Vali
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	m.validateAutoscale(&resp.Diagnostics)
 	spec, known, d := m.scheduleSpec(ctx)
 	resp.Diagnostics.Append(d...)
 	if !known || resp.Diagnostics.HasError() {
@@ -299,7 +302,7 @@ func (m warmPoolModel) toConfig(ctx context.Context) (config.WarmPool, diag.Diag
 	spec, _, diags := m.scheduleSpec(ctx)
 	return config.WarmPool{
 		Name: m.Name.ValueString(), RunnerClass: m.RunnerClass.ValueString(), Environment: m.Environment.ValueString(),
-		Timezone: spec.Timezone, Schedules: spec.Schedules,
+		Timezone: spec.Timezone, Schedules: spec.Schedules, Autoscale: m.Autoscale.toConfig(),
 	}, diags
 }
 
@@ -335,5 +338,6 @@ func (m *warmPoolModel) fromConfig(table string, p config.WarmPool, version int6
 		sm.Days = listValue(days, was.Days)
 		m.Schedules = append(m.Schedules, sm)
 	}
+	m.Autoscale = autoscaleValue(p.Autoscale, m.Autoscale)
 	m.Version = types.Int64Value(version)
 }

@@ -246,7 +246,7 @@ func TestReadsNewerProvider(t *testing.T) {
 			t.Parallel()
 			want := decodedNow(t, it)
 			newer := it
-			newer.Spec = extend(it.Spec, `"spot_hot":true,"autoscale":{"target":0.7},"requires":["name"]`)
+			newer.Spec = extend(it.Spec, `"spot_hot":true,"forecast":{"target":0.7},"requires":["name"]`)
 			if got := decodedNow(t, newer); string(got) != string(want) {
 				t.Errorf("with unknown fields read as %s, want %s", got, want)
 			}

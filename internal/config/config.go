@@ -82,6 +82,8 @@ type WarmPool struct {
 	// Timezone is the IANA zone the schedules' days and times are in; empty means UTC.
 	Timezone  string              `json:"timezone"`
 	Schedules []schedule.Schedule `json:"schedules"`
+	// Autoscale, when set, sizes the pool to a queue-time goal within the schedules' counts.
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
 }
 
 // Limits of the model, chosen to catch typos rather than to mirror every AWS maximum.
@@ -425,6 +427,9 @@ func (p WarmPool) Validate() error {
 		for _, e := range errs {
 			c.add(e.Path(), e.Err)
 		}
+	}
+	if p.Autoscale != nil {
+		p.Autoscale.validate(&c, p.Schedules)
 	}
 	return c.result("warm pool", p.Name)
 }

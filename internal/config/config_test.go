@@ -2,6 +2,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -279,6 +280,47 @@ func TestJobPosture(t *testing.T) {
 		}
 		if tc.valid && (rc.Unsupported() == nil) != tc.launches {
 			t.Errorf("job_access %q reuse %q: Unsupported() = %v, want launched %v", tc.access, tc.reuse, rc.Unsupported(), tc.launches)
+		}
+	}
+}
+
+func TestWarmPoolAutoscale(t *testing.T) {
+	t.Parallel()
+	base := func(a *Autoscale) WarmPool {
+		return WarmPool{Name: "ci", RunnerClass: "small", Autoscale: a,
+			Schedules: []schedule.Schedule{{Name: "default", Hot: 10, Stopped: 5}}}
+	}
+	for _, tt := range []struct {
+		name string
+		a    *Autoscale
+		want string
+	}{
+		{"none", nil, ""},
+		{"goal and bounds", &Autoscale{QueueTimeP95: Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 3}, ""},
+		{"goal too short", &Autoscale{QueueTimeP95: Duration(time.Millisecond)}, "queue_time_p95"},
+		{"negative budget", &Autoscale{QueueTimeP95: Duration(5 * time.Second), BudgetPerHour: -1}, "budget_per_hour"},
+		{"min above a window", &Autoscale{QueueTimeP95: Duration(5 * time.Second), MinHot: 11}, `exceed schedule "default"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := base(tt.a).Validate()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// Stored and read back: the block round-trips, and a pool without one stores no key.
+	for _, p := range []WarmPool{base(nil), base(&Autoscale{QueueTimeP95: Duration(5 * time.Second), MinStopped: 1})} {
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Autoscale == nil && strings.Contains(string(b), "autoscale") {
+			t.Errorf("a pool without autoscale stores %s", b)
+		}
+		got, err := DecodeWarmPool("ci", b)
+		if err != nil || (got.Autoscale == nil) != (p.Autoscale == nil) || (got.Autoscale != nil && *got.Autoscale != *p.Autoscale) {
+			t.Errorf("round trip of %s: %+v, %v", b, got.Autoscale, err)
 		}
 	}
 }
