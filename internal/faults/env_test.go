@@ -55,6 +55,9 @@ const (
 	// lateShift is how far ahead the "late" refresh's clock runs: past the claimed and created
 	// thresholds (5 min) of whatever a crashed replica abandoned, short of the idle and running ones.
 	lateShift = 6 * time.Minute
+	// provisionDeadline is the replicas' provision deadline (provision.Config.InProgressWait): a
+	// run provisioning longer is taken over, by the late refresh at the latest.
+	provisionDeadline = 2 * time.Minute
 )
 
 // env is the matrix's world.
@@ -214,12 +217,13 @@ func (e *env) replica(o replicaOptions) *replica {
 			},
 		},
 		DefaultRunnerClass: sandbox.RunnerClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: cmp.Or(o.fleetWait, fleetWait),
+		InProgressWait: provisionDeadline,
 	}
 	r.prov = provision.New(r.st, r.cl, r.reg, fleet.New(r.ec2, fleet.Options{Now: now, Logger: e.log}), r.ec2, cfgp,
 		provision.Options{PollInterval: pollInterval, RollbackTimeout: 20 * time.Second, Now: now, Logger: e.log})
 	r.ref = refresh.New(r.st, r.ec2, gh, resolver, refresh.Options{
 		DeploymentID: sandbox.DeploymentID, OrphanGrace: time.Millisecond, Scopes: []string{sandbox.Scope},
-		SQS: r.sqs, VisibilityTimeout: 2 * time.Second, Now: now, Logger: e.log,
+		SQS: r.sqs, VisibilityTimeout: 2 * time.Second, TakeOver: r.prov.TakeOverAbandoned, Now: now, Logger: e.log,
 	})
 	return r
 }

@@ -119,6 +119,8 @@ func stepFilter(t *testing.T) map[string]bool {
 type killStep struct {
 	name    string
 	prepare func(ctx context.Context, t *testing.T, e *env, healthy *replica) (op func(ctx context.Context, victim *replica) error, after func(ctx context.Context, fresh *replica) error)
+	// check adds rules to the late check of env.verifyWith.
+	check invariant.Options
 }
 
 // killSteps runs a step twice whole to count its calls, then runs it with the victim crashed at a
@@ -149,7 +151,8 @@ func killSteps(t *testing.T, e *env, step killStep, runs int) {
 				return crash, fmt.Errorf("recovery after the crash: %w", err)
 			}
 		}
-		return crash, e.verify(ctx)
+		_, err := e.verifyWith(ctx, step.check)
+		return crash, err
 	}
 	// Two uncrashed runs count the step's calls; kill points are drawn up to half as many again,
 	// since a run may have more to do than the calibration's (a later run that makes fewer calls
@@ -197,7 +200,7 @@ func killSteps(t *testing.T, e *env, step killStep, runs int) {
 // killProvision: a provision of two runners with one idle instance in the pool (one reused, one
 // created), crashed anywhere from the run record to post-provision. Afterwards the workflow's
 // always() release job runs on a fresh replica.
-var killProvision = killStep{name: "provision", prepare: func(ctx context.Context, t *testing.T, e *env, healthy *replica) (func(context.Context, *replica) error, func(context.Context, *replica) error) {
+var killProvision = killStep{name: "provision", check: invariant.Options{ProvisionDeadline: provisionDeadline}, prepare: func(ctx context.Context, t *testing.T, e *env, healthy *replica) (func(context.Context, *replica) error, func(context.Context, *replica) error) {
 	if err := e.stock(ctx, healthy, 1); err != nil {
 		t.Fatal(err)
 	}

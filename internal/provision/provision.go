@@ -84,7 +84,7 @@ type Runner struct {
 	InstanceType string `json:"instanceType"`
 	UsageClass   string `json:"usageClass"`
 	Zone         string `json:"zone,omitempty"`
-	Source       string `json:"source"` // SourceReused, SourceStarted or SourceCreated
+	Source       string `json:"source"` // SourceReused, SourceStarted, SourceCreated or SourceAdopted
 }
 
 // Undone is an instance a provision gave back or terminated.
@@ -117,7 +117,8 @@ type Result struct {
 	Undone  []Undone `json:"undone,omitempty"`
 	Error   string   `json:"error,omitempty"`
 	// Outcome says which path a failure took: "unsuccessful" (selected returned, created
-	// terminated) or "dump" (everything terminated).
+	// terminated), "dump" (everything terminated) or OutcomeTakenOver (its replica stopped before it
+	// finished; takeover.go).
 	Outcome string `json:"outcome,omitempty"`
 	// Retryable is set on a provision rolled back because its request ended (StatusRolledBack on
 	// the run record): the same run attempt may ask again.
@@ -228,6 +229,12 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("recording run %s: %w", key, err)
 	}
+	if !created && p.abandoned(run) {
+		// Its replica stopped (or hangs) before it stored a result: finished here, then served below.
+		if run, err = p.takeOver(ctx, run); err != nil {
+			return Result{}, err
+		}
+	}
 	if !created && run.Status == StatusRolledBack {
 		run, created, err = p.retake(ctx, run, body)
 		if err != nil {
@@ -317,9 +324,8 @@ func fleetToken(run store.Run) string {
 }
 
 // existing serves a repeated request: the stored result, once the first provision finished. A
-// provision still running InProgressWait after it started (or was taken over for a new try) is
-// taken as abandoned (its replica died; refresh expires what it held) and reported as
-// ErrInProgress at once.
+// provision still running InProgressWait after it started is taken over before (takeover.go); one
+// found so here lost that record to another takeover since, and is reported as ErrInProgress.
 func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, error) {
 	// UpdatedAt: a provisioning record is written when its try starts, and not again until it ends.
 	wait := p.cfg.InProgressWait - p.opts.Now().Sub(run.UpdatedAt)

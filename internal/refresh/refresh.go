@@ -113,8 +113,12 @@ type Options struct {
 	AgentSweepInterval time.Duration
 	// Concurrency bounds parallel store writes and reads within a phase (default 8).
 	Concurrency int
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// TakeOver, when set, is asked about every run its live records name until it reports the run
+	// settled: it takes over a provision abandoned past its
+	// deadline (provision.Provisioner.TakeOverAbandoned; runs.go).
+	TakeOver func(ctx context.Context, runKey string) (settled bool, err error)
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Refresher runs refresh passes.
@@ -137,6 +141,8 @@ type Refresher struct {
 	// emptySince is when the pool check first saw each scope queue empty and unexpected, since it
 	// last saw it otherwise (scopequeues.go).
 	emptySince map[string]time.Time
+	// settled are the runs the stuck-run phase found settled (runs.go).
+	settled settledRuns
 }
 
 // New returns a Refresher. Options are checked by Run, so a bad configuration is an error of every
@@ -196,6 +202,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 	p.rep.At = p.now
 	r.expiry(ctx, p)
 	orphans := r.orphans(ctx, p)
+	r.runs(ctx, p)
 	r.runners(ctx, p, orphans)
 	r.pool(ctx, p)
 	r.agents(ctx, p)

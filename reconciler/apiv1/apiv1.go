@@ -51,6 +51,8 @@ const (
 	SourceReused  = "reused"  // an idle runner from the pool
 	SourceStarted = "started" // a stopped warm-pool instance, started
 	SourceCreated = "created" // launched by CreateFleet
+	// SourceAdopted: running for the run when a provision its replica abandoned was taken over.
+	SourceAdopted = "adopted"
 )
 
 // Runner is one runner of a successful provision.
@@ -102,7 +104,7 @@ type ProvisionResponse struct {
 	// class's labels.
 	Labels  []string `json:"labels"`
 	Status  string   `json:"status"`
-	Outcome string   `json:"outcome,omitempty"` // failed provisions: "unsuccessful" or "dump"
+	Outcome string   `json:"outcome,omitempty"` // failed provisions: "unsuccessful", "dump" or "taken-over"
 	Error   string   `json:"error,omitempty"`
 	Runners []Runner `json:"runners"`
 	Undone  []Undone `json:"undone,omitempty"`

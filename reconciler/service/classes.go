@@ -306,6 +306,16 @@ func (c *classSource) Provision(ctx context.Context, req provision.Request) (pro
 	return set.prov.Provision(ctx, req)
 }
 
+// TakeOverAbandoned hands refresh's question about a run to the provisioner of the runner classes
+// in force (refresh.Options.TakeOver): a provision abandoned past its deadline is taken over.
+func (c *classSource) TakeOverAbandoned(ctx context.Context, key string) (settled bool, err error) {
+	set, err := c.get(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	return set.prov.TakeOverAbandoned(ctx, key)
+}
+
 // Queue returns a runner class's pool queue (pool.Resolver). A class the cached set does not know
 // makes the table be read (bounded), since release has no deadline of its own to pass.
 func (c *classSource) Queue(runnerClass string) (*pool.Queue, error) {
