@@ -139,6 +139,10 @@ type runnerProc struct {
 type marker struct {
 	RunID      string `json:"run_id,omitempty"`
 	Registered bool   `json:"registered,omitempty"` // Register succeeded
+	// Deregistered: the runner of RunID is removed (or never registered); its release's clean-up
+	// and confirmation remain. The run id a restarted agent confirms comes from here, its own
+	// root-only file, never from the table, whose agent partition a job can write.
+	Deregistered bool `json:"deregistered,omitempty"`
 }
 
 func (a *agent) markerPath() string { return filepath.Join(a.cfg.StateDir, "runner.json") }
@@ -450,8 +454,12 @@ func (a *agent) step(ctx context.Context) bool {
 // a runner that was configured for the run of the record is simply run again (as after a reboot, the
 // real runner keeps its registration); a release the last signal does not confirm is done again.
 func (a *agent) resume(ctx context.Context, rec store.Instance) {
-	idle := rec.State == store.StateIdle || rec.State == store.StateReady
 	switch {
+	case a.marker.Deregistered:
+		// Deregistered but the release was not confirmed: clean again and confirm the run of the
+		// agent's own marker, so the control plane can pool the instance.
+		a.log.Info("agent: resuming an unconfirmed release", "run", a.marker.RunID, "last_signal", a.last.Signal)
+		a.finishRelease(ctx, a.marker.RunID)
 	case a.marker.RunID != "":
 		a.log.Info("agent: resuming", "state", rec.State, "record_run", rec.RunID, "runner_run", a.marker.RunID,
 			"registered", a.marker.Registered, "last_signal", a.last.Signal)
@@ -460,11 +468,6 @@ func (a *agent) resume(ctx context.Context, rec store.Instance) {
 			// Registered but crashed before the signal: the runner is ours, say so.
 			a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistered, RunID: rec.RunID})
 		}
-	case idle && rec.RunID == "" && a.last.RunID != "" && a.last.Signal != store.SignalReleased:
-		// The runner is already removed (no marker) but the release was not confirmed: clean again and
-		// confirm, so the control plane can pool the instance.
-		a.log.Info("agent: resuming an unconfirmed release", "run", a.last.RunID, "last_signal", a.last.Signal)
-		a.finishRelease(ctx, a.last.RunID)
 	}
 }
 
@@ -561,8 +564,14 @@ func (a *agent) registerWith(ctx context.Context, runID string, log *slog.Logger
 		log.Error("agent: runner registered but not recorded", "err", err)
 	}
 	a.restarts = 0
-	a.startRunner(runID)
+	// The signed report goes first: no job can run on the instance before the runner starts, so
+	// the control plane reads (and pins, store/attribution.go) the agent's own report, not one a
+	// job wrote in its place.
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistered, RunID: runID})
+	if ctx.Err() != nil {
+		return // not reported: the next start resumes (the marker says registered)
+	}
+	a.startRunner(runID)
 }
 
 func (a *agent) giveUpRegistration(ctx context.Context, runID, detail string) {
@@ -663,6 +672,10 @@ func (a *agent) runnerExited(ctx context.Context, p *runnerProc, err error) {
 // UD_REMOVE_REG_REMOVE_RUN, or signals UD_REMOVE_REG_FAILED (the control plane then never pools it).
 func (a *agent) release(ctx context.Context, runID string) {
 	log := a.log.With("run", runID)
+	if a.marker.Deregistered && a.marker.RunID == runID {
+		a.finishRelease(ctx, runID) // removed already: clean up and confirm
+		return
+	}
 	log.Info("agent: releasing")
 	a.stopRunner()
 	// No removal token for a modified installation's config.sh (integrity.go).
@@ -691,7 +704,7 @@ func (a *agent) release(ctx context.Context, runID string) {
 		// Registration never succeeded: nothing to remove at GitHub.
 		log.Info("agent: runner was never registered; nothing to deregister")
 	}
-	if err := a.saveMarker(marker{}); err != nil {
+	if err := a.saveMarker(marker{RunID: runID, Deregistered: true}); err != nil {
 		a.giveUpRelease(ctx, runID, err.Error())
 		return
 	}
@@ -713,12 +726,25 @@ func (a *agent) finishRelease(ctx context.Context, runID string) {
 		return
 	}
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleased, RunID: runID})
+	if ctx.Err() == nil {
+		a.clearReleased()
+	}
+}
+
+// clearReleased forgets a release that is finished (confirmed, or given up).
+func (a *agent) clearReleased() {
+	if a.marker.Deregistered {
+		if err := a.saveMarker(marker{}); err != nil {
+			a.log.Warn("agent: finished release not recorded; a restart confirms it again", "err", err)
+		}
+	}
 }
 
 func (a *agent) giveUpRelease(ctx context.Context, runID, detail string) {
 	a.log.Error("agent: release failed", "run", runID, "err", detail)
 	a.relGiven[runID] = true
 	a.taint("release of run " + runID + " failed: " + detail)
+	a.clearReleased() // tainted: never confirmed, whatever a restart finds
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleaseFailed, RunID: runID, Detail: lastBytes(detail, 1024)})
 }
 

@@ -37,7 +37,9 @@ type Store interface {
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	TakeCredential(ctx context.Context, id string, kind store.CredentialKind, runID string) (store.Credential, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
-	PinAgentKey(ctx context.Context, id, pub string) error
+	// Attribute decides whether a report may be believed, pinning the agent's key at its first
+	// self-signed one (store/attribution.go).
+	Attribute(ctx context.Context, in store.Instance, sig store.SignalRecord) (store.Instance, bool, error)
 	LastAck(ctx context.Context, id string, kind store.CredentialKind) (store.Ack, error)
 	Reports(ctx context.Context, kind store.CredentialKind, qs []store.ReportQuery) (map[string]store.Report, error)
 }
@@ -381,11 +383,14 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 	switch sig, err := o.Signal, o.SignalErr; {
 	case err == nil:
 		*lastErr = nil
+		// Every report is judged, whatever it says: the first self-signed one pins the agent's key
+		// (its boot report, written before any registration, when the wait sees it first).
+		aerr := r.attributed(ctx, instanceID, runID, sig)
 		if sig.RunID == runID && sig.Signal == store.SignalRegistered {
 			// Anything holding the instance role can write the signal: it counts only when the
 			// instance's agent signed it. A forged one waits out the registration wait, and the
 			// instance is discarded before the run is answered.
-			if err := r.attributed(ctx, instanceID, runID, sig); err != nil {
+			if err := aerr; err != nil {
 				*lastErr = err
 				return false, nil
 			}
@@ -412,32 +417,26 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 	return false, nil
 }
 
-// attributed checks that a registration signal is the instance agent's (store/attribution.go): signed
-// by the key pinned in its record; or, when none is pinned yet (the first registration of the
-// instance, before any job ran on it), signed by the key it names, which is pinned now. An unsigned
-// signal of an instance with no pinned key (an agent that does not sign) is believed as before.
+// attributed checks that a report of the instance is its agent's (store/attribution.go): signed by
+// the key pinned in its record, or, when none is pinned yet, by the key it names, which is pinned
+// now (Store.Attribute: the first self-signed report the control plane sees, whatever it reports).
+// An unsigned report of an instance with no pinned key (an agent that does not sign) is believed.
 func (r *Registrar) attributed(ctx context.Context, instanceID, runID string, sig store.SignalRecord) error {
-	pinned := ""
+	rec := store.Instance{ID: instanceID}
 	if v, ok := r.pinned.Load(pendingKey(instanceID, runID)); ok {
-		pinned = v.(string)
-	} else if rec, err := r.st.Get(ctx, instanceID); err == nil {
-		pinned = rec.AgentKey
+		rec.AgentKey = v.(string)
+	} else if cur, err := r.st.Get(ctx, instanceID); err == nil {
+		rec = cur
 	} else {
-		return fmt.Errorf("registration signal of %s: reading its pinned key: %w", instanceID, err)
+		return fmt.Errorf("report of %s: reading its pinned key: %w", instanceID, err)
 	}
-	switch {
-	case pinned != "":
-		if !sig.SignedBy(instanceID, pinned) {
-			return fmt.Errorf("registration signal of %s is not signed by its agent's key", instanceID)
-		}
-		return nil
-	case sig.Key == "":
-		return nil
-	case !sig.SelfSigned(instanceID):
-		return fmt.Errorf("registration signal of %s carries a bad signature", instanceID)
+	rec, believed, err := r.st.Attribute(ctx, rec, sig)
+	if err != nil {
+		return fmt.Errorf("report of %s: %w", instanceID, err)
 	}
-	if err := r.st.PinAgentKey(ctx, instanceID, sig.Key); err != nil {
-		return fmt.Errorf("registration signal of %s: %w", instanceID, err)
+	r.pinned.Store(pendingKey(instanceID, runID), rec.AgentKey)
+	if !believed {
+		return fmt.Errorf("%s report of %s is not signed by its agent's key", sig.Signal, instanceID)
 	}
 	return nil
 }

@@ -1,16 +1,20 @@
 // Attribution: whatever holds the instance role can write the agent's partition, so a signal that
 // decides something (registered, released) must be attributable to the root agent, not merely
-// present there. The agent makes an Ed25519 key pair at every boot and keeps the private half in
-// its process (root) memory; it signs each signal and sends the public half with it. The control
-// plane pins the public half in the instance record (a control-plane item) at the first verified
-// registration, which comes before any job ran on the instance, and from then on believes only
-// signals signed by that key.
+// present there. The agent makes an Ed25519 key pair at its first start and keeps the private half
+// in a root-only file of its state directory (agent.signingKey), so the same key signs across
+// restarts and reboots; it signs each signal and sends the public half with it. The agent's first
+// report (its boot signal) and its registration report are both written before any runner of the
+// instance starts, so before any job ran on it. The control plane pins the public half in the
+// instance record (a control-plane item) at the first self-signed report it sees, on every path
+// (Store.Attribute), and from then on believes only signals signed by that key: an unsigned report,
+// or one signed by another key, is refused once a key is pinned.
 package store
 
 import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -75,6 +79,35 @@ func (s *Store) PinAgentKey(ctx context.Context, id, pub string) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{":k": sv(pub)},
 	})
 	return classify("pinning the agent key of "+id, err)
+}
+
+// Attribute decides whether sig, the instance's latest report, may be believed, pinning the key it
+// is signed with when the record pins none yet (the agent's first self-signed report the control
+// plane sees, written before any job could run: see above). It returns the record with its key.
+// An unsigned report is believed only while no key is pinned (an agent that does not sign); a
+// report that names a key but whose signature does not verify never is.
+func (s *Store) Attribute(ctx context.Context, in Instance, sig SignalRecord) (Instance, bool, error) {
+	switch {
+	case in.AgentKey != "":
+		return in, sig.SignedBy(in.ID, in.AgentKey), nil
+	case sig.Key == "":
+		return in, true, nil
+	case !sig.SelfSigned(in.ID):
+		return in, false, nil
+	}
+	if err := s.PinAgentKey(ctx, in.ID, sig.Key); err != nil {
+		if !errors.Is(err, ErrConflict) {
+			return in, false, err
+		}
+		// Another key was pinned meanwhile: judge by the record's.
+		cur, gerr := s.Get(ctx, in.ID)
+		if gerr != nil {
+			return in, false, gerr
+		}
+		return cur, cur.Attributed(sig), nil
+	}
+	in.AgentKey = sig.Key
+	return in, true, nil
 }
 
 // Attributed reports whether a signal of the instance may be believed: signed by the record's pinned

@@ -562,14 +562,16 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 			// The warm-up is the instance's first sight, before any job ran on it: pin the key its
 			// agent signs with, so that its later reports are believed only when signed by it
 			// (store/attribution.go).
-			if in.AgentKey == "" && sig.SelfSigned(in.ID) {
-				if perr := c.st.PinAgentKey(ctx, in.ID, sig.Key); perr != nil {
-					cat.warming = append(cat.warming, in)
-					readErrs = append(readErrs, fmt.Errorf("pinning the agent key of %s: %w", in.ID, perr))
-					continue
-				}
+			_, believed, perr := c.st.Attribute(ctx, in, sig)
+			switch {
+			case perr != nil:
+				cat.warming = append(cat.warming, in)
+				readErrs = append(readErrs, fmt.Errorf("pinning the agent key of %s: %w", in.ID, perr))
+			case believed:
+				cat.warmed = append(cat.warmed, in)
+			default:
+				cat.errored = append(cat.errored, victim{in, "error: its warm-up report is not signed by its agent's key"})
 			}
-			cat.warmed = append(cat.warmed, in)
 		case err == nil || errors.Is(err, store.ErrNotFound):
 			cat.warming = append(cat.warming, in)
 		default:
@@ -597,9 +599,21 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 			mu.Unlock()
 			return
 		}
+		// A cold-started job instance's first self-signed report pins its agent's key, as a
+		// warm-up's does: from then on nothing unsigned promotes it (store/attribution.go).
+		believed := false
+		if err == nil {
+			var aerr error
+			if in, believed, aerr = c.st.Attribute(ctx, in, sig); aerr != nil {
+				mu.Lock()
+				*errs = append(*errs, fmt.Errorf("attributing the signal of %s: %w", in.ID, aerr))
+				mu.Unlock()
+				return
+			}
+		}
 		reason := ""
 		switch {
-		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID && in.Attributed(sig):
+		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID && believed:
 			_, terr := c.st.Transition(ctx, in.ID, store.Change{
 				From: []store.State{in.State}, To: store.StateRunning, RunID: in.RunID,
 				Threshold: now.Add(maxRuntime), Reason: "registered for " + in.RunID,

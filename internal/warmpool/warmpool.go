@@ -105,7 +105,9 @@ type Store interface {
 	ByStateBrief(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
 	ByRun(ctx context.Context, runID string) ([]store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
-	PinAgentKey(ctx context.Context, id, pub string) error
+	// Attribute decides whether a report may be believed, pinning the agent's key at its first
+	// self-signed one (store/attribution.go).
+	Attribute(ctx context.Context, in store.Instance, sig store.SignalRecord) (store.Instance, bool, error)
 	PutCredential(ctx context.Context, id string, c store.Credential) error
 	CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error)
 	GetRun(ctx context.Context, key string) (store.Run, error)

@@ -541,7 +541,12 @@ func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger)
 				continue
 			}
 			sig, serr := w.cfg.Store.LastSignal(ctx, in.ID)
-			registered := in.State == store.StateRunning || (serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run && in.Attributed(sig))
+			believed := false
+			if serr == nil {
+				// The first self-signed report pins the agent's key (store/attribution.go).
+				in, believed, serr = w.cfg.Store.Attribute(ctx, in, sig)
+			}
+			registered := in.State == store.StateRunning || (serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run && believed)
 			if registered && h.inst.ID == "" {
 				if r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: in.ID, Source: SourceAdopted, At: w.cfg.Now()}); err == nil {
 					h.run, h.inst, h.src = r, in, SourceAdopted
