@@ -9,7 +9,8 @@ import (
 
 // DefaultPendingDeadline is how long an instance reservation may stay unsettled: a fleet call and
 // its record writes are each bounded by minutes. Past it Repair releases the reservation (its
-// owner crashed between reserving and launching), and instances launched meanwhile are adopted.
+// owner crashed between reserving and launching), and instances launched meanwhile are adopted in
+// the same Repair (RepairOptions.AdoptAfter is the same deadline).
 const DefaultPendingDeadline = 10 * time.Minute
 
 // Caps reserves instances against the instance caps. A nil *Caps, or one with no cap that applies,
@@ -22,6 +23,15 @@ type Caps struct {
 	ClassMax func(class string) int
 	// Deadline of pending reservations (default DefaultPendingDeadline).
 	Deadline time.Duration
+}
+
+// PendingDeadline is how long a pending instance reservation may stay unsettled (Deadline, or
+// DefaultPendingDeadline): Repair adopts unpaid instances at the same age.
+func (c *Caps) PendingDeadline() time.Duration {
+	if c == nil || c.Deadline <= 0 {
+		return DefaultPendingDeadline
+	}
+	return c.Deadline
 }
 
 // Applies reports whether an instance of the class is capped at all.
@@ -42,10 +52,7 @@ func (c *Caps) Reserve(ctx context.Context, id, class string, n int) error {
 	if !c.Applies(class) || n <= 0 {
 		return nil
 	}
-	d := c.Deadline
-	if d <= 0 {
-		d = DefaultPendingDeadline
-	}
+	d := c.PendingDeadline()
 	limits := []Limit{
 		{Kind: LimitDeployment, Counter: DeploymentCounter, Max: c.MaxInstances},
 		{Kind: LimitRunnerClass, Counter: ClassCounter(class), Max: c.classMax(class)},

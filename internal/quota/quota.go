@@ -8,8 +8,9 @@
 // whose answer was lost after it was applied: the retry finds its own reservation and succeeds
 // without counting twice) and says how to give the units back:
 //   - pending: reserved before the work it pays for (a provision, a fleet) and not settled yet. A
-//     pending reservation past its deadline is released by Repair: its owner crashed between
-//     reserving and launching, or never settled.
+//     pending reservation past its deadline is settled by Repair on what it pays for (a run's: the
+//     run's live records; a fleet's: nothing, its instances are adopted): its owner crashed
+//     between reserving and launching, or never settled.
 //   - settled: it names the instances it pays for, and (for a repository's runners) the run they
 //     must serve. Recount gives back the units of the instances that no longer hold: terminated,
 //     or released to the pool (a pooled idle instance is the deployment's, not a repository's).

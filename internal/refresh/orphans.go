@@ -64,6 +64,7 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 		liveIDs[rec.ID] = rec
 	}
 	p.live = liveIDs
+	p.update(func(rep *Report) { rep.Listing = live })
 
 	recorded, unrecorded := 0, []string{}
 	for _, id := range tagged {

@@ -22,6 +22,10 @@ type Report struct {
 	Pool    PoolReport   `json:"pool"`
 	Agents  AgentReport  `json:"agents"`
 	Errors  []PhaseError `json:"errors,omitempty"`
+	// Listing is the brief listing of the live records the pass read (nil when it could not):
+	// what follows the pass (the quota repair) decides from it rather than list the table again.
+	// Records the pass terminated are still in it (Expiry.Terminated, Expiry.AlreadyGone).
+	Listing []store.Instance `json:"-"`
 }
 
 // ExpiryReport covers phases 1 and 2: expired records, their mark and their termination.

@@ -47,9 +47,9 @@ func (s *Service) refresh(ctx context.Context) error {
 	if err := s.classes.refresh(ctx); err != nil {
 		s.log.Warn("runner classes not read before refresh", "err", err)
 	}
-	_, err := s.refresher.Run(ctx)
-	// Quotas are recounted from the records refresh just put right.
-	return errors.Join(err, s.quotas.repair(ctx))
+	rep, err := s.refresher.Run(ctx)
+	// Quotas are recounted from the records refresh just put right, from its own listing.
+	return errors.Join(err, s.quotas.repair(ctx, rep))
 }
 
 // converge is nil-safe: without a Converger (warm pools not enabled) it does nothing.

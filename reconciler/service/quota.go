@@ -9,7 +9,7 @@
 // runner released to the pool (idle, no run) is no longer the repository's, only the deployment's.
 // Refresh recounts every reservation from the instance records, so a crash between any two of these
 // steps holds capacity for one refresh interval at most (a pending reservation: until its deadline,
-// the provision timeout plus the rollback timeout).
+// the provision timeout plus the rollback timeout, when it is settled on the run's live records).
 package service
 
 import (
@@ -18,11 +18,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
@@ -128,17 +130,24 @@ func (r quotaReleaser) Release(ctx context.Context, runKey string, idleTime time
 	return rep, err
 }
 
-// repair runs after every refresh pass (leader only): every reservation recounted from the records.
-func (q *quotas) repair(ctx context.Context) error {
+// repair runs after every refresh pass (leader only): every reservation recounted from the pass's
+// brief listing, reading (in parallel) only the instances it does not show holding their unit or
+// that the pass terminated. Instances are adopted at the instance caps' own pending deadline, so a
+// fleet's instances are never uncounted between its reservation's deadline and their adoption.
+func (q *quotas) repair(ctx context.Context, pass refresh.Report) error {
 	if q == nil {
 		return nil
 	}
-	o := quota.RepairOptions{AdoptAfter: quota.DefaultPendingDeadline + 5*time.Minute, Adopt: q.caps.Adopt}
-	live, err := q.st.Live(ctx)
-	if err != nil {
-		return fmt.Errorf("quota repair: listing live instances: %w", err)
+	o := quota.RepairOptions{AdoptAfter: q.caps.PendingDeadline(), Adopt: q.caps.Adopt, Live: pass.Listing,
+		Changed: slices.Concat(pass.Expiry.Terminated, pass.Expiry.AlreadyGone)}
+	if o.Live == nil {
+		// The pass could not list the table: list it here (adoption needs every live record).
+		live, err := q.st.LiveBrief(ctx)
+		if err != nil {
+			return fmt.Errorf("quota repair: listing live instances: %w", err)
+		}
+		o.Live = live
 	}
-	o.Live = live
 	rep, err := q.ledger.Repair(ctx, q.st, o)
 	if rep.Freed+rep.Adopted+rep.Reset > 0 || err != nil {
 		q.log.Info("quota repair", "reservations", rep.Reservations, "freed", rep.Freed, "adopted", rep.Adopted, "reset", rep.Reset, "errors", rep.Errors, "err", err)
