@@ -249,11 +249,24 @@ func ValidateTags(tags map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// ValidateQueueURL checks an SQS queue URL.
+// ValidateQueueURL checks an SQS queue URL of a runner class's pool.
 func ValidateQueueURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		return fmt.Errorf("queue URL %q: want an SQS queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/runners", s)
+	}
+	return RefuseFIFOPool(s)
+}
+
+// RefuseFIFOPool refuses a FIFO queue (its name ends in .fifo) as a runner class's pool. SQS
+// requires a MessageGroupId on every send to a FIFO queue and refuses the others
+// (MissingParameter), and a group's in-flight message hides the rest of the group from every
+// receiver: a pool has no order to keep, and every pickup must see every idle instance. The pool
+// sends none, so such a queue would never hold an instance.
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+func RefuseFIFOPool(s string) error {
+	if strings.HasSuffix(strings.TrimRight(s, "/"), ".fifo") {
+		return fmt.Errorf("queue URL %q is a FIFO queue: a runner class's pool must be a standard queue (runnerpool_pool_queue creates one)", s)
 	}
 	return nil
 }

@@ -101,6 +101,9 @@ func TestRunnerClassValidate(t *testing.T) {
 			"max_runtime: max runtime 0s: must be between 1m0s and 120h0m0s", "idle_time: idle time 48h0m0s"}},
 		{"ids", func(rc *RunnerClass) { rc.LaunchTemplateID, rc.QueueURL = "lt-xyz", "runners" }, []string{
 			`launch_template_id: launch template "lt-xyz"`, `queue_url: queue URL "runners"`}},
+		// Sends to a FIFO queue need a MessageGroupId, which pool messages do not carry.
+		{"fifo pool", func(rc *RunnerClass) { rc.QueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/runners.fifo" }, []string{
+			`queue_url: queue URL "https://sqs.eu-west-1.amazonaws.com/123456789012/runners.fifo" is a FIFO queue`}},
 		{"pre-runner script", func(rc *RunnerClass) { rc.PreRunnerScript = strings.Repeat("x", MaxPreRunnerScript+1) }, []string{
 			"pre_runner_script: pre-runner script is 12289 bytes"}},
 	}

@@ -141,6 +141,8 @@ func (c Classes) Validate() error {
 		rc := c.RunnerClasses[n]
 		if u, err := url.Parse(rc.QueueURL); err != nil || u.Host == "" {
 			errs = append(errs, fmt.Errorf("runner class %q: queue_url %q is not a URL", n, rc.QueueURL))
+		} else if err := tableconfig.RefuseFIFOPool(rc.QueueURL); err != nil {
+			errs = append(errs, fmt.Errorf("runner class %q: queue_url: %w", n, err))
 		}
 		if rc.LaunchTemplateID == "" {
 			errs = append(errs, fmt.Errorf("runner class %q: launch_template_id is required", n))

@@ -129,6 +129,7 @@ func TestParseClasses(t *testing.T) {
 	}{
 		{"valid", classesJSON, ""},
 		{"unknown field", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "ami": "x"}}}`, `unknown field "ami"`},
+		{"fifo pool", `{"runner_classes": {"linux": {"queue_url": "https://sqs.us-east-1.amazonaws.com/1/pool.fifo", "launch_template_id": "lt", "subnets": ["s"]}}}`, "is a FIFO queue"},
 		{"bad duration", `{"runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"], "idle_time": "forever"}}}`, "forever"},
 		{"no classes", `{"runner_classes": {}}`, "no runner classes"},
 		{"default missing", `{"default_runner_class": "gpu", "runner_classes": {"linux": {"queue_url": "https://q", "launch_template_id": "lt", "subnets": ["s"]}}}`, `"gpu" is not a runner class`},
