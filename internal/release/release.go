@@ -411,7 +411,14 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	// or refresh takes it for this one.
 	msg.Threshold, msg.PooledAt = idle.Threshold, marked.PooledAt
 	if err := q.Put(ctx, msg, 0); err != nil {
-		return r.expire(ctx, res, "", "the pool did not take it: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+		// A send whose answer was lost after SQS applied it fails here while its message is in the
+		// queue: expiring the instance would end a healthy one a pickup may be claiming. It is
+		// marked pooled and clean, so the second look finds it, and refresh announces it again if
+		// two walks find no message (refresh/pool.go); its idle threshold bounds it either way.
+		r.log.WarnContext(ctx, "release: pool message not confirmed sent; the instance stays pooled, refresh announces it again if it is missing",
+			"instance", id, "queue", q.URL(), "error", err)
+		res.Outcome, res.Reason = Pooled, "deregistered by the agent, marked pooled; its message to "+q.URL()+" was not confirmed sent ("+err.Error()+"): refresh announces it again if it is missing"
+		return res
 	}
 	res.Outcome, res.Reason = Pooled, "deregistered by the agent, in pool "+q.URL()
 	return res
