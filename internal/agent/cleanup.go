@@ -1,8 +1,10 @@
 // Cleanup after a run, before the instance may be pooled again: nothing a job left behind may reach
 // the next workflow. The runner user's leftover processes are killed (a job can start daemons that
 // outlive it), docker containers, volumes and networks are removed, the workspace is emptied, and the
-// runner user's files in the temporary directories, its crontab and at jobs (which would run while the
-// instance is idle) and (optionally) its home directory are removed. Last, the runner's installation is
+// runner user's files in the temporary and world-writable directories (TempDirs: /tmp, /var/tmp,
+// /dev/shm, /run/lock, /var/crash, and /dev/mqueue where POSIX message queues live), its SysV IPC
+// objects (sysvipc_linux.go), its crontab and at jobs (which would run while the instance is idle)
+// and (optionally) its home directory are removed. Last, the runner's installation is
 // pruned of the runner user's files and checked against its manifest (integrity.go).
 package agent
 
@@ -78,6 +80,9 @@ func (a *agent) cleanup(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if uid > 0 {
+		if err := removeSysVIPC("/proc/sysvipc", uid); err != nil {
+			errs = append(errs, err)
+		}
 		for _, d := range a.cfg.TempDirs {
 			if err := removeOwnedBy(d, uid); err != nil {
 				errs = append(errs, err)

@@ -35,6 +35,12 @@ import (
 // ErrUsage marks bad flags; the message and usage were already printed.
 var ErrUsage = errors.New("usage")
 
+// DefaultTempDirs are the directories a job (the runner user) can write to besides its workspace
+// and home, whose entries the runner user owns are removed after every run: the temporary
+// directories, shared memory, the world-writable lock and crash directories, and the POSIX message
+// queues' file system (mq_open's queues are files there, and outlive their process).
+const DefaultTempDirs = "/tmp,/var/tmp,/dev/shm,/run/lock,/var/crash,/dev/mqueue"
+
 // Options are the parsed flags.
 type Options struct {
 	Table, Region, Notice                  string
@@ -97,7 +103,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.StringVar(&o.WorkDir, "work-dir", "", "runner workspace, emptied after every run (default RUNNER-DIR/_work)")
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/runnerpool", "the agent's own state")
 	fs.StringVar(&o.RunnerManifest, "runner-manifest", "", "actions runner: the sha256 manifest of the runner's installation, written root-only by the user data, checked before every registration and release (default STATE-DIR/runner.sha256)")
-	fs.StringVar(&o.TempDirs, "temp-dirs", "/tmp,/var/tmp,/dev/shm", "comma-separated directories whose entries owned by the runner user are removed after every run")
+	fs.StringVar(&o.TempDirs, "temp-dirs", DefaultTempDirs, "comma-separated directories whose entries owned by the runner user are removed after every run (the world-writable ones a job can write to)")
 	fs.BoolVar(&o.CleanHome, "clean-home", true, "empty the runner user's home directory after every run")
 	fs.BoolVar(&o.CleanDocker, "clean-docker", true, "remove docker containers and volumes after every run (when docker is installed)")
 	fs.StringVar(&o.IMDSEndpoint, "imds-endpoint", os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT"), "instance metadata endpoint (env AWS_EC2_METADATA_SERVICE_ENDPOINT; default the link-local one)")
