@@ -5,6 +5,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,7 +33,17 @@ func committedWeeks() (week, before []jobtrace.Job) {
 	return week, jobtrace.Generate(p, 2)
 }
 
-func phaseAutoscale(_ context.Context, h *harness, res *Result) error {
+func phaseAutoscale(ctx context.Context, h *harness, res *Result) error {
+	serr := h.autoscaleSimulated(res)
+	lerr := h.autoscaleLive(ctx, res)
+	if lerr != nil {
+		res.add(Figure{Name: "autoscale_live_target_error", Missing: lerr.Error(), Unit: "instances"})
+	}
+	return errors.Join(serr, lerr)
+}
+
+// autoscaleSimulated adds the simulated figures.
+func (h *harness) autoscaleSimulated(res *Result) error {
 	week, before := committedWeeks()
 	t := time.Now()
 	c, err := simulate.Compare(simulate.Options{Jobs: week, History: before, Model: autoscaleModel, Goal: autoscaleGoal, Percentile: 0.95, Loc: time.UTC})
