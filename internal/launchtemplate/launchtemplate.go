@@ -39,6 +39,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 )
 
@@ -72,6 +73,10 @@ func (e *ClassError) Unwrap() error { return e.Err }
 
 // Options configure Versions.
 type Options struct {
+	// Release is the current runner release (runnerrelease.Cache.Current): each class's version
+	// installs it, unless the template's user data pins one (runnerpool_user_data's runner_version).
+	// Nil, or none known yet: the user data's own.
+	Release func() (runnerversion.Release, bool)
 	// BaseTTL is how long a template's default version number is trusted before it is read again
 	// (default 1 min): a new default version reaches launches within it.
 	BaseTTL time.Duration
@@ -85,9 +90,10 @@ type Versions struct {
 	api  EC2API
 	opts Options
 
-	mu    sync.Mutex // held across a lookup, so one spec is made once per process
-	bases map[string]base
-	made  map[string]string // description -> version number
+	mu      sync.Mutex // held across a lookup, so one spec is made once per process
+	bases   map[string]base
+	made    map[string]string // description -> version number
+	runners map[string]string // launch template id + ":" + version number -> runner version it installs
 }
 
 type base struct {
@@ -106,7 +112,7 @@ func New(api EC2API, opts Options) *Versions {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Versions{api: api, opts: opts, bases: map[string]base{}, made: map[string]string{}}
+	return &Versions{api: api, opts: opts, bases: map[string]base{}, made: map[string]string{}, runners: map[string]string{}}
 }
 
 // For returns the version number of rc's launch template that launches what rc declares, making it
@@ -121,7 +127,8 @@ func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, erro
 	if err != nil {
 		return "", err
 	}
-	desc := description(rc, b)
+	pin := v.pin()
+	desc := description(rc, b, pin)
 	if n, ok := v.made[desc]; ok {
 		return n, nil
 	}
@@ -133,10 +140,11 @@ func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, erro
 		if aws.ToString(lv.VersionDescription) == desc {
 			n := strconv.FormatInt(aws.ToInt64(lv.VersionNumber), 10)
 			v.made[desc] = n
+			v.runners[rc.LaunchTemplateID+":"+n] = runnerOf(lv.LaunchTemplateData, baseData(versions, b))
 			return n, nil
 		}
 	}
-	n, err := v.create(ctx, rc, b, desc, versions)
+	n, err := v.create(ctx, rc, b, desc, versions, pin)
 	if err != nil {
 		return "", err
 	}
@@ -165,12 +173,29 @@ func (v *Versions) baseVersion(ctx context.Context, rc config.RunnerClass) (int6
 	return b.version, nil
 }
 
-// description names the version of rc's spec built on base version b. EC2 allows 255 characters.
-func description(rc config.RunnerClass, b int64) string {
+// pin is the current runner release as user data takes it, nil when none is known.
+func (v *Versions) pin() *userdata.RunnerPin {
+	if v.opts.Release == nil {
+		return nil
+	}
+	rel, ok := v.opts.Release()
+	if !ok {
+		return nil
+	}
+	p := userdata.PinOf(rel)
+	return &p
+}
+
+// description names the version of rc's spec built on base version b with the runner release pin.
+// EC2 allows 255 characters.
+func description(rc config.RunnerClass, b int64, pin *userdata.RunnerPin) string {
 	sgs := slices.Sorted(slices.Values(rc.SecurityGroups))
 	fields := []any{rc.Image, rc.Volume, sgs, rc.InstanceProfile, rc.PreRunnerScript, b}
 	if grantsAccess(rc) {
 		fields = append(fields, rc.JobAccess) // only then: the versions of other classes keep their names
+	}
+	if pin != nil {
+		fields = append(fields, *pin) // a new release is a new version of every class
 	}
 	js, _ := json.Marshal(fields)
 	sum := sha256.Sum256(js)
@@ -191,7 +216,7 @@ func (v *Versions) list(ctx context.Context, id string) ([]types.LaunchTemplateV
 }
 
 // create makes the version: the base version with the class's fields on top.
-func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, desc string, versions []types.LaunchTemplateVersion) (string, error) {
+func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, desc string, versions []types.LaunchTemplateVersion, pin *userdata.RunnerPin) (string, error) {
 	root, err := v.rootDevice(ctx, rc)
 	if err != nil {
 		return "", err
@@ -217,6 +242,9 @@ func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, d
 		}
 		data.UserData = aws.String(ud)
 	}
+	if err := withRelease(data, baseData(versions, b), pin); err != nil {
+		return "", &ClassError{rc.Name, "runner release", err}
+	}
 	sum := sha256.Sum256([]byte(rc.LaunchTemplateID + desc))
 	out, err := v.api.CreateLaunchTemplateVersion(ctx, &ec2.CreateLaunchTemplateVersionInput{
 		LaunchTemplateId: aws.String(rc.LaunchTemplateID), SourceVersion: aws.String(strconv.FormatInt(b, 10)),
@@ -227,6 +255,7 @@ func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, d
 		return "", explain(rc.Name, fmt.Errorf("creating its launch template version: %w", err))
 	}
 	n := strconv.FormatInt(aws.ToInt64(out.LaunchTemplateVersion.VersionNumber), 10)
+	v.runners[rc.LaunchTemplateID+":"+n] = runnerOf(&types.ResponseLaunchTemplateData{UserData: data.UserData}, baseData(versions, b))
 	v.opts.Logger.InfoContext(ctx, "launch template version made for runner class", "runner_class", rc.Name,
 		"launch_template", rc.LaunchTemplateID, "version", n, "source_version", b)
 	return n, nil
@@ -302,6 +331,60 @@ func withClass(versions []types.LaunchTemplateVersion, b int64, rc config.Runner
 		return "", err
 	}
 	return base64.StdEncoding.EncodeToString([]byte(ud)), nil
+}
+
+// Runner returns the Actions runner version the launch template version n of rc (as For returned
+// it) installs, "" when its user data is not runnerpool's. Warm pools put it in their spec hash.
+func (v *Versions) Runner(rc config.RunnerClass, n string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.runners[rc.LaunchTemplateID+":"+n]
+}
+
+// runnerOf is the runner version a version's user data (its own, else its source's) installs.
+func runnerOf(data, base *types.ResponseLaunchTemplateData) string {
+	enc := ""
+	if data != nil {
+		enc = aws.ToString(data.UserData)
+	}
+	if enc == "" && base != nil {
+		enc = aws.ToString(base.UserData)
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return ""
+	}
+	pin, _ := userdata.RunnerOf(string(raw))
+	return pin.Version
+}
+
+// withRelease re-renders the version's user data (the class's, else the base version's) with the
+// current runner release. User data runnerpool did not render, or that pins its own runner, is left
+// as it is.
+func withRelease(data *types.RequestLaunchTemplateData, base *types.ResponseLaunchTemplateData, pin *userdata.RunnerPin) error {
+	if pin == nil {
+		return nil
+	}
+	enc := aws.ToString(data.UserData)
+	if enc == "" {
+		enc = aws.ToString(base.UserData)
+	}
+	raw, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return fmt.Errorf("decoding the launch template's user data: %w", err)
+	}
+	if _, ours := userdata.RunnerOf(string(raw)); !ours {
+		return nil
+	}
+	if _, pinned := userdata.PinnedRunner(string(raw)); pinned {
+		return nil
+	}
+	ud, err := userdata.WithRunner(string(raw), *pin)
+	if err != nil {
+		return err
+	}
+	data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(ud)))
+	return nil
 }
 
 // prune deletes the class's versions older than the Keep before current (never the default one).

@@ -424,6 +424,17 @@ func WithRunner(userData string, pin RunnerPin) (string, error) {
 	return Render(p)
 }
 
+// PinnedRunner returns the runner release user data pins explicitly (runnerpool_user_data's
+// runner_version), ok false when it installs the default or is not runnerpool's: a pin the operator
+// chose is kept; the default is replaced by the current release.
+func PinnedRunner(userData string) (RunnerPin, bool) {
+	p, err := paramsOf(userData)
+	if err != nil || p.Runner == nil {
+		return RunnerPin{}, false
+	}
+	return *p.Runner, true
+}
+
 // RunnerOf returns the runner release rendered into user data (ok false when not runnerpool's).
 func RunnerOf(userData string) (pin RunnerPin, ok bool) {
 	p, err := paramsOf(userData)

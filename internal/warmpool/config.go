@@ -120,6 +120,13 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 		spec.Err = fmt.Errorf("warm pool %q: %w", p.Name, err)
 		return spec
 	}
+	// The runner version the class's version installs is part of the hash: a new release (or pin)
+	// rolls the pool over onto instances that run it.
+	if rv, ok := opts.Versions.(interface {
+		Runner(rc config.RunnerClass, n string) string
+	}); ok {
+		hash = config.SpecHashWithRunner(hash, rv.Runner(rc, version))
+	}
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
 	launchTags := maps.Clone(rc.Tags)

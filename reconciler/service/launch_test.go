@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
@@ -147,7 +148,9 @@ func TestRunnerClassLaunchFieldsOnEveryPath(t *testing.T) {
 	if _, err := repo.PutRunnerClass(ctx, rc2, 1); err != nil {
 		t.Fatalf("PutRunnerClass (new image): %v", err)
 	}
-	newHash := tableconfig.SpecHash(rc2, warm)
+	// The template's user data is runnerpool's: the hash names the runner it installs (the GitHub
+	// fake's current release, the compiled-in one).
+	newHash := tableconfig.SpecHashWithRunner(tableconfig.SpecHash(rc2, warm), runnerversion.Default.Version)
 	waitFor(t, 60*time.Second, "the warm pool rolled onto the new image", func() bool {
 		ids := poolInstances(env, warm.Name)
 		if len(ids) == 0 {

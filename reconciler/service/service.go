@@ -40,6 +40,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
@@ -104,7 +105,8 @@ type Service struct {
 	classes   *classSource
 	pools     *poolQueues // classes.go
 	versions  *launchtemplate.Versions
-	quotas    *quotas // quota.go
+	release   *runnerrelease.Cache // runner_release.go; nil without GitHub scopes
+	quotas    *quotas              // quota.go
 
 	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
 	webhook    http.Handler
@@ -179,6 +181,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		return nil, err
 	}
 	s.ghCheck = gh
+	s.newRunnerRelease(cfg, gh)
 
 	copts := claim.Options{
 		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
@@ -195,7 +198,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	claimer := claim.NewClaimer(s.store, reg, copts)
 	fl := fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log})
 	// One launch template version per runner class spec, shared by provisions and warm pools.
-	s.versions = launchtemplate.New(ec2c, launchtemplate.Options{Now: o.Now, Logger: log})
+	s.versions = launchtemplate.New(ec2c, launchtemplate.Options{Now: o.Now, Logger: log, Release: s.currentRelease})
 	var starter *claim.Starter
 	if cfg.WarmPools() {
 		// Step-driven provisions take hot warm-pool instances through the pool queue (claimer), then
@@ -341,6 +344,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.startWorker()
 	s.startScaleSets()
 	go s.checkGitHubPermissions(leadCtx, s.ghCheck) // ghcheck.go
+	go s.refreshRelease(leadCtx)                    // runner_release.go
 	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
 
 	var runErr error

@@ -1,0 +1,59 @@
+// The current Actions runner release (internal/runnerrelease): every replica refreshes it (from the
+// table, from GitHub once an hour) and launches it through each class's launch template version; the
+// warm pools' spec hash includes it, so they roll over to a new release.
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
+)
+
+// releaseCheck is how often a replica looks at the table's release (GitHub is read at most once an
+// hour by whichever replica finds the table's copy older than that).
+const releaseCheck = 5 * time.Minute
+
+// newRunnerRelease returns the deployment's release cache: the release of its first GitHub scope
+// (the downloads endpoints answer per organisation or repository).
+func (s *Service) newRunnerRelease(cfg config.Config, gh *ghaccess.Client) {
+	scopes := cfg.Scopes()
+	if len(scopes) == 0 {
+		return
+	}
+	s.release = runnerrelease.New(gh, s.store, runnerrelease.Options{Scope: scopes[0], Now: s.o.Now, Logger: s.log.With("component", "runner-release")})
+}
+
+// currentRelease is the release launches install, ok false until one is known.
+func (s *Service) currentRelease() (runnerversion.Release, bool) {
+	if s.release == nil {
+		return runnerversion.Release{}, false
+	}
+	return s.release.Current()
+}
+
+// refreshRelease keeps the release current until ctx ends; a failure keeps the last one known.
+func (s *Service) refreshRelease(ctx context.Context) {
+	if s.release == nil {
+		return
+	}
+	t := time.NewTicker(releaseCheck)
+	defer t.Stop()
+	for {
+		rel, err := s.release.Refresh(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "runner release not refreshed", "err", err)
+		}
+		if rel.Version != "" {
+			s.metrics.RunnerRelease(rel.Version, rel.Published)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
