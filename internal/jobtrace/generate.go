@@ -1,7 +1,7 @@
-// The generator of a realistic week of jobs, for the simulator and the bench when no public
-// job-level history of a busy project is at hand (GitHub keeps job timelines only 90 days and
-// publishes no bulk export; the ones we found were run-level, not job-level). Every parameter is
-// in GenParams and documented in docs/autoscale.md.
+// The generator of a realistic week of jobs, for the simulator and the bench: no public job-level
+// history of a busy project (created, started and completed times per job) was found for this
+// work, so the week is generated. Every parameter is in GenParams and documented in
+// docs/autoscale.md.
 package jobtrace
 
 import (
