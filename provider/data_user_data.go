@@ -139,7 +139,7 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"pre_runner_script": schema.StringAttribute{
 				MarkdownDescription: "Pre-runner script to install on the instance (usually the runner class's `pre_runner_script`).",
 				Optional:            true,
-				Validators:          []validator.String{check("pre-runner script", "at most 12 KiB without NUL bytes", config.ValidatePreRunnerScript)},
+				Validators:          []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", config.PreRunnerScriptBudget), config.ValidatePreRunnerScript)},
 			},
 			"runner_base_url": schema.StringAttribute{
 				MarkdownDescription: "Mirror of the GitHub Actions runner releases (same file names). Defaults to " + userdata.DefaultRunnerBaseURL + ".",

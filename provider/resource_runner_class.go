@@ -216,9 +216,9 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"pre_runner_script": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("Script run on the instance before its first registration (and before a warm instance is "+
 					"stopped or declared ready): install tools, warm caches. The reconciler puts it into the launch template's user data, "+
-					"which must be `runnerpool_user_data`'s; a failing script keeps the instance out of the pool. At most %d bytes.", config.MaxPreRunnerScript),
+					"which must be `runnerpool_user_data`'s; a failing script keeps the instance out of the pool. At most %d bytes once gzip-compressed and base64-encoded, as the user data carries it (6 to 7 KiB of a typical script).", config.PreRunnerScriptBudget),
 				Optional:   true,
-				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes without NUL bytes", config.MaxPreRunnerScript), config.ValidatePreRunnerScript)},
+				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", config.PreRunnerScriptBudget), config.ValidatePreRunnerScript)},
 			},
 			"labels": schema.ListAttribute{
 				MarkdownDescription: "Extra GitHub runner labels of the instances.",

@@ -97,7 +97,7 @@ const (
 	MaxIOPS            = 16000
 	MinThroughput      = 125 // MiB/s, gp3 baseline, free
 	MaxThroughput      = 1000
-	MaxPreRunnerScript = 12 * 1024 // EC2 user data is 16 KiB in all, the bootstrap needs the rest
+	MaxPreRunnerScript = 64 * 1024 // before compression; what fits is PreRunnerScriptBudget after it
 	MinMaxRuntime      = time.Minute
 	MaxMaxRuntime      = 5 * 24 * time.Hour // GitHub cancels self-hosted jobs after 5 days
 	MinIdleTime        = time.Minute
@@ -275,7 +275,9 @@ func RefuseFIFOPool(s string) error {
 func ValidatePreRunnerScript(s string) error {
 	switch {
 	case len(s) > MaxPreRunnerScript:
-		return fmt.Errorf("pre-runner script is %d bytes: at most %d fit in EC2 user data next to the bootstrap; have it download the rest", len(s), MaxPreRunnerScript)
+		return fmt.Errorf("pre-runner script is %d bytes: at most %d (and %d once compressed) fit in EC2 user data next to the bootstrap; have it download the rest", len(s), MaxPreRunnerScript, PreRunnerScriptBudget)
+	case len(PackPreRunnerScript(s)) > PreRunnerScriptBudget:
+		return fmt.Errorf("pre-runner script is %d bytes once compressed (gzip, base64): at most %d fit in EC2 user data next to the bootstrap; have it download the rest", len(PackPreRunnerScript(s)), PreRunnerScriptBudget)
 	case strings.ContainsRune(s, 0):
 		return errors.New("pre-runner script contains a NUL byte")
 	}

@@ -105,7 +105,9 @@ func TestRunnerClassValidate(t *testing.T) {
 		{"fifo pool", func(rc *RunnerClass) { rc.QueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/runners.fifo" }, []string{
 			`queue_url: queue URL "https://sqs.eu-west-1.amazonaws.com/123456789012/runners.fifo" is a FIFO queue`}},
 		{"pre-runner script", func(rc *RunnerClass) { rc.PreRunnerScript = strings.Repeat("x", MaxPreRunnerScript+1) }, []string{
-			"pre_runner_script: pre-runner script is 12289 bytes"}},
+			"pre_runner_script: pre-runner script is 65537 bytes"}},
+		{"pre-runner script too big compressed", func(rc *RunnerClass) { rc.PreRunnerScript = IncompressibleText(8 * 1024) }, []string{
+			"pre_runner_script: pre-runner script is 8272 bytes once compressed"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,9 @@ import (
 	"time"
 )
 
+// osPreRunner is the class's pre-runner script the boot writes (gzip and base64 in the user data).
+const osPreRunner = "#!/bin/bash\necho 'pre-runner of the class'\n"
+
 const (
 	osSuite      = "bookworm"
 	osInstanceID = "i-0123456789abcdef0"
@@ -303,6 +306,7 @@ type osRun struct {
 	log, iptables, packages, passwd, wants, unit, release, tree, requests string
 	ranInstallDeps                                                        bool
 	bootLog                                                               string // the boot's own part of the log (after a bake)
+	preRunner                                                             string // the pre-runner script the boot wrote
 }
 
 // runOnDebian boots the rendered user data for c on a copy-on-write view of rootfs.
@@ -310,6 +314,7 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	t.Helper()
 	p := validParams()
 	p.Arch, p.JobAccess, p.LogGroup = ArchX64, c.access, "/runnerpool/test/instances"
+	p.PreRunnerScript = osPreRunner
 	p.AgentX64 = Artifact{URL: srv.files.URL + "/runnerpool_linux_amd64", SHA256: srv.agentSHA}
 	p.AgentX64.URL = strings.Replace(p.AgentX64.URL, "127.0.0.1", slirpHost, 1)
 	p.RunnerBaseURL = strings.Replace(srv.files.URL, "127.0.0.1", slirpHost, 1)
@@ -364,7 +369,7 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	}
 	r := osRun{log: read("bootstrap.log"), iptables: read("iptables"), packages: read("packages"), passwd: read("passwd"),
 		wants: read("wants"), unit: read("unit"), release: read("release"), tree: read("tree"), bootLog: read("boot.log"),
-		ranInstallDeps: read("installdeps") != ""}
+		ranInstallDeps: read("installdeps") != "", preRunner: read("prerunner")}
 	if runErr != nil {
 		t.Fatalf("the user data failed on Debian: %v\n%s\n--- bootstrap log:\n%s\n--- slirp4netns:\n%s", runErr, lastLines(out.String(), 40), lastLines(r.log, 60), lastLines(slirpOut.String(), 10))
 	}
@@ -430,6 +435,7 @@ ls "${root}/etc/systemd/system/multi-user.target.wants/" > "${WORK}/out/wants" |
 cp "${root}/etc/systemd/system/runnerpool-agent.service" "${WORK}/out/unit" || true
 cat "${root}/var/lib/runnerpool/runner.release" > "${WORK}/out/release" || true
 chroot "${root}" stat -c '%n %U:%G %a' /opt/actions-runner /opt/actions-runner/bin/Runner.Listener /opt/actions-runner/_work /var/lib/runnerpool/runner.sha256 /usr/local/bin/runnerpool > "${WORK}/out/tree" || true
+cp "${root}/opt/runnerpool/pre-runner.sh" "${WORK}/out/prerunner" || true
 [ ! -e "${root}/tmp/installdependencies-ran" ] || echo yes > "${WORK}/out/installdeps"
 wait
 exit "${rc}"
@@ -467,6 +473,9 @@ func checkBooted(t *testing.T, r osRun, c osCase) {
 	}
 	if !strings.HasPrefix(r.release, RunnerVersion+" ") {
 		t.Errorf("runner.release = %q", r.release)
+	}
+	if r.preRunner != osPreRunner {
+		t.Errorf("pre-runner script on the instance = %q, want %q", r.preRunner, osPreRunner)
 	}
 	if r.ranInstallDeps {
 		t.Errorf("the runner's installdependencies.sh ran")

@@ -18,11 +18,14 @@
 package userdata
 
 import (
+	"bytes"
+	"compress/gzip"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"regexp"
@@ -190,7 +193,7 @@ func Render(p Params) (string, error) {
 		d.Arches = append(d.Arches, archData{ArchARM64, "aarch64|arm64", p.AgentARM64.URL, strings.ToLower(p.AgentARM64.SHA256), strings.ToLower(p.runner().SHA256ARM64)})
 	}
 	if p.PreRunnerScript != "" {
-		d.PreRunnerB64 = base64.StdEncoding.EncodeToString([]byte(p.PreRunnerScript))
+		d.PreRunnerB64 = config.PackPreRunnerScript(p.PreRunnerScript)
 	}
 	bare := p
 	bare.PreRunnerScript = ""
@@ -224,7 +227,7 @@ const paramsMarker = "# runnerpool:params "
 
 // preRunnerRe finds the pre-runner script in rendered user data (the template writes it base64,
 // single-quoted, to PreRunnerPath).
-var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| base64 -d > '` + regexp.QuoteMeta(PreRunnerPath) + `'$`)
+var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| base64 -d (\| gunzip )?> '` + regexp.QuoteMeta(PreRunnerPath) + `'$`)
 
 // accessPackages are the Debian/Ubuntu and Fedora/Amazon Linux packages a job access needs, and the
 // commands that show them installed (a prepared image has them all, and the user data then installs
@@ -322,7 +325,18 @@ func PreRunnerScriptOf(userData string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
 	}
-	return string(b), nil
+	if m[2] == "" { // rendered before the script was compressed
+		return string(b), nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
+	}
+	script, err := io.ReadAll(io.LimitReader(zr, config.MaxPreRunnerScript+1))
+	if err != nil {
+		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
+	}
+	return string(script), nil
 }
 
 var (
