@@ -117,7 +117,25 @@ func New(api EC2API, opts Options) *Versions {
 
 // For returns the version number of rc's launch template that launches what rc declares, making it
 // when needed. A class attribute EC2 refuses is a *ClassError naming the class and the attribute.
+//
+// A version whose runner GitHub would refuse to register (below runnerversion.Floor: user data
+// pinned to, or rendered with, an older runner, and no current release to replace it) is never
+// launched: a *ClassError on "runner version".
 func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, error) {
+	n, err := v.version(ctx, rc)
+	if err != nil {
+		return "", err
+	}
+	if r := v.Runner(rc, n); r != "" {
+		if _, err := runnerversion.CheckFloor(r); err != nil {
+			return "", &ClassError{rc.Name, "runner version", fmt.Errorf("launch template %s version %s installs it: %w", rc.LaunchTemplateID, n, err)}
+		}
+	}
+	return n, nil
+}
+
+// version is For without the runner floor check.
+func (v *Versions) version(ctx context.Context, rc config.RunnerClass) (string, error) {
 	if rc.LaunchTemplateID == "" {
 		return "", &ClassError{rc.Name, "launch_template_id", errors.New("a launch template is required to launch from")}
 	}

@@ -2,6 +2,7 @@ package launchtemplate_test
 
 import (
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -81,5 +82,24 @@ func TestClassVersionInstallsTheCurrentRelease(t *testing.T) {
 	pv := launchtemplate.New(pinned.c, launchtemplate.Options{Now: pinned.clock, Logger: slog.New(slog.DiscardHandler), Release: src.get})
 	if _, got := installed(pinned, pv); got != "2.339.0" {
 		t.Errorf("a pinned template's class installs %s, want its pin 2.339.0", got)
+	}
+}
+
+// User data that installs a runner GitHub refuses (cc50e7d's 2.319.0) is never launched: the class
+// is in error until a current release replaces it.
+func TestClassBelowTheRunnerFloorIsNotLaunched(t *testing.T) {
+	t.Parallel()
+	old := strings.Replace(baseUserData(t), "readonly RUNNER_VERSION='"+userdata.RunnerVersion+"'", "readonly RUNNER_VERSION='2.319.0'", 1)
+	e := newEnv(t, old)
+	src := &releaseSource{}
+	v := launchtemplate.New(e.c, launchtemplate.Options{Now: e.clock, Logger: slog.New(slog.DiscardHandler), Release: src.get})
+	_, err := v.For(t.Context(), e.class())
+	var ce *launchtemplate.ClassError
+	if !errors.As(err, &ce) || ce.Attribute != "runner version" || !errors.Is(err, runnerversion.ErrBelowFloor) {
+		t.Fatalf("For = %v, want a runner version ClassError below the floor", err)
+	}
+	src.set("2.340.0")
+	if _, err := v.For(t.Context(), e.class()); err != nil {
+		t.Fatalf("with a current release: %v", err)
 	}
 }

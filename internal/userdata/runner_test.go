@@ -87,3 +87,17 @@ func TestWithRunnerRendersThePinnedRelease(t *testing.T) {
 		t.Errorf("WithRunner below the floor = %v, want ErrBelowFloor", err)
 	}
 }
+
+// User data rendered before the runner could be pinned (cc50e7d: 2.319.0 compiled in, no pin in
+// its parameters) is read as what it installs, not as today's default.
+func TestRunnerOfOldUserData(t *testing.T) {
+	t.Parallel()
+	script, err := Render(validParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(script, "readonly RUNNER_VERSION='"+RunnerVersion+"'", "readonly RUNNER_VERSION='2.319.0'", 1)
+	if pin, ok := RunnerOf(old); !ok || pin.Version != "2.319.0" {
+		t.Fatalf("RunnerOf = %+v, %v; want 2.319.0", pin, ok)
+	}
+}

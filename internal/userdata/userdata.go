@@ -450,13 +450,22 @@ func PinnedRunner(userData string) (RunnerPin, bool) {
 }
 
 // RunnerOf returns the runner release rendered into user data (ok false when not runnerpool's).
+// The version is the script's own RUNNER_VERSION line: user data rendered before Params.Runner existed
+// installs the version compiled into the provider that rendered it, not today's default.
 func RunnerOf(userData string) (pin RunnerPin, ok bool) {
 	p, err := paramsOf(userData)
 	if err != nil {
 		return RunnerPin{}, false
 	}
-	return p.runner(), true
+	pin = p.runner()
+	if m := runnerVersionRe.FindStringSubmatch(userData); m != nil && m[1] != pin.Version {
+		pin = RunnerPin{Version: m[1]} // not the params' release: its checksums are unknown here
+	}
+	return pin, true
 }
+
+// runnerVersionRe finds the version the script installs.
+var runnerVersionRe = regexp.MustCompile(`(?m)^readonly RUNNER_VERSION='([0-9A-Za-z.]+)'$`)
 
 // ValidateLogGroup checks a CloudWatch Logs group name (1-512 characters of A-Z a-z 0-9 _ - / . #).
 func ValidateLogGroup(name string) error {
