@@ -159,6 +159,9 @@ type replicaOptions struct {
 	shift       time.Duration // the replica's clock runs this far ahead
 	// fleetWait bounds the wait for created instances to register (default fleetWait).
 	fleetWait time.Duration
+	// reuse is the runner classes' reuse rule (config.Reuse*) the replica's releases and
+	// hand-backs apply; "" any repository.
+	reuse string
 }
 
 // replica builds a control plane over the sandbox with its own clients.
@@ -194,7 +197,11 @@ func (e *env) replica(o replicaOptions) *replica {
 	}
 	r.gh = gh
 	resolver := pool.StaticResolver{sandbox.RunnerClass: r.queue, isolatedClass: isolated, warmClass: pool.NewQueue(r.sqs, e.warmQueue)}
-	r.rel = release.New(r.st, resolver, gh, r.ec2, release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log})
+	relOpts := release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log}
+	if o.reuse != "" {
+		relOpts.Reuse = func(string) (string, error) { return o.reuse, nil }
+	}
+	r.rel = release.New(r.st, resolver, gh, r.ec2, relOpts)
 	copts := claim.Options{RegistrationWait: registrationWait, PollInterval: pollInterval, HandBack: r.rel.HandBack,
 		HeartbeatMaxAge: heartbeatMaxAge, Now: now, Logger: e.log}
 	r.reg = claim.NewRegistrar(r.st, gh, r.ec2, copts)

@@ -80,6 +80,7 @@ func TestFaultMatrix(t *testing.T) {
 		{"github-outage", githubOutageStep},
 		{"github-rate-limit", githubRateLimitStep},
 		{"spot-reclaim", spotReclaim},
+		{"rollback", rollbacks},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {
