@@ -84,7 +84,10 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 
 	var recycle bool
 	if spec, ok, err := w.cfg.Pools.Lookup(ctx, j.Pool); err == nil && ok && spec.Err == nil {
-		recycle = spec.Recycle && w.cfg.Recycle != nil
+		recycle = spec.Recycle && w.cfg.Recycle != nil && j.Trusted()
+		if spec.Recycle && !j.Trusted() {
+			w.log.Info("instance of a completed job not recycled: its run may be a pull request's (or its event is unknown)", "job", j.JobID, "event", j.Event)
+		}
 		if recycle {
 			for i := 0; i < len(targets); i++ {
 				in := targets[i]

@@ -60,6 +60,19 @@ type Job struct {
 	// ScaleSetJob is the scale set job's jobId, the id its messages share (github.com sends runner
 	// request id 0); when set it keys the ledger instead of JobID.
 	ScaleSetJob string `json:"scaleSetJob,omitempty"`
+	// Event is the event that started the job's workflow run, when the job's source says it (a
+	// scale set's job message: eventName); a workflow_job webhook does not carry it.
+	Event string `json:"event,omitempty"`
+}
+
+// Trusted reports whether the job's run is known not to run a pull request's code: its event is
+// known, and is not pull_request or one of its kin (pull_request_review, ..., which run a fork's
+// code without the repository's secrets), pull_request_target excepted (it runs the base
+// branch's code, with secrets). Only a trusted job's instance may go back to its repository's
+// pool: whatever it leaves (Docker images above all, which a docker class keeps) reaches that
+// repository's next runs, pushes with secrets among them.
+func (j Job) Trusted() bool {
+	return j.Event != "" && (!strings.HasPrefix(j.Event, "pull_request") || j.Event == "pull_request_target")
 }
 
 // RunKey is the run id of the instance serving the job.

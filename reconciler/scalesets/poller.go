@@ -313,6 +313,6 @@ func (p *poller) job(action string, jm scaleset.JobMessage) warmpool.Job {
 		Action: action, JobID: jm.Number(), ScaleSetJob: jm.Key(), RunID: jm.WorkflowRunID, RunAttempt: 1,
 		Repository: jm.OwnerName + "/" + jm.RepositoryName, Labels: p.l.set.ScaleSetLabels(), Pool: p.l.set.WarmPool,
 		RunnerName: jm.RunnerName, Conclusion: jm.Result, CreatedAt: jm.QueueTime,
-		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope,
+		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope, Event: jm.EventName,
 	}
 }
