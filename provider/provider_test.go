@@ -67,7 +67,7 @@ func accEnv() (err error) {
 	if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
 		bin, lookErr := exec.LookPath("terraform")
 		if lookErr != nil {
-			bin = filepath.Join(toolsCache(), "terraform-v1.5.7", "terraform")
+			bin = filepath.Join(stack.ToolsCache(), "terraform-v1.5.7", "terraform")
 			if _, statErr := os.Stat(bin); statErr != nil {
 				return fmt.Errorf("TF_ACC is set but there is no terraform on PATH nor in %s: run tools/tf/ensure-terraform.sh terraform "+
 					"(or set TF_ACC_TERRAFORM_PATH)", bin)
@@ -88,18 +88,6 @@ func accEnv() (err error) {
 		}
 	}
 	return err
-}
-
-// toolsCache is where tools/tf/ensure-terraform.sh keeps the CLIs it builds.
-func toolsCache() string {
-	if dir := os.Getenv("RUNNERPOOL_TOOLS_CACHE"); dir != "" {
-		return dir
-	}
-	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
-		return filepath.Join(dir, "runnerpool-tools")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "runnerpool-tools")
 }
 
 // testFactories serves the provider, with the clock now, to the CLI.

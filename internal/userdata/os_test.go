@@ -38,6 +38,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
 )
 
 // osPreRunner is the class's pre-runner script the boot writes (gzip and base64 in the user data).
@@ -243,24 +245,12 @@ func testCertificate(t *testing.T) (tls.Certificate, []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
-// osToolsCache is the tools cache of tools/tf/ensure-terraform.sh and the provider's tests.
-func osToolsCache() string {
-	if dir := os.Getenv("RUNNERPOOL_TOOLS_CACHE"); dir != "" {
-		return dir
-	}
-	if dir := os.Getenv("XDG_CACHE_HOME"); dir != "" {
-		return filepath.Join(dir, "runnerpool-tools")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "runnerpool-tools")
-}
-
 // debianRootfs is the cached Debian root file system, made once with debootstrap: minbase with
 // systemd, curl and ca-certificates (what a cloud image has), the updates and security suites in its
 // sources, and its package lists and downloaded packages removed, as a cloud image ships.
 func debianRootfs(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(osToolsCache(), "debian-"+osSuite+"-rootfs-v1")
+	dir := filepath.Join(stack.ToolsCache(), "debian-"+osSuite+"-rootfs-v1")
 	if _, err := os.Stat(filepath.Join(dir, "etc", "os-release")); err == nil {
 		return dir
 	}
@@ -268,10 +258,10 @@ func debianRootfs(t *testing.T) string {
 	if mirror == "" {
 		mirror = "http://deb.debian.org/debian"
 	}
-	if err := os.MkdirAll(osToolsCache(), 0o755); err != nil {
+	if err := os.MkdirAll(stack.ToolsCache(), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tmp, err := os.MkdirTemp(osToolsCache(), "debootstrap-")
+	tmp, err := os.MkdirTemp(stack.ToolsCache(), "debootstrap-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +320,7 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 			t.Fatal(err)
 		}
 	}
-	archives := filepath.Join(osToolsCache(), "debian-"+osSuite+"-apt-archives")
+	archives := filepath.Join(stack.ToolsCache(), "debian-"+osSuite+"-apt-archives")
 	if err := os.MkdirAll(filepath.Join(archives, "partial"), 0o755); err != nil {
 		t.Fatal(err)
 	}
