@@ -188,3 +188,93 @@ func TestRefreshAnnouncesAReadyInstanceAgain(t *testing.T) {
 	}
 	e.wantOnlyMessage(t, id, hot.PooledAt)
 }
+
+// After a walk that found everything in order, a message goes missing while the queue's count still
+// matches its pooled records: a stale message (a claim through the second look leaves the
+// message it did not receive) or a duplicate makes up for it. The check used to trust equal counts
+// for ten minutes and never looked; it walks every pass, drops the stale or duplicate message and,
+// once a second walk further apart than the longest visibility timeout misses it too, announces
+// the instance whose message was lost.
+func TestRefreshCountsNeverHideAMissingMessage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// drift makes the other instance's message stale or doubled.
+		drift func(t *testing.T, e *env, other store.Instance)
+	}{
+		{"a stale message", func(t *testing.T, e *env, other store.Instance) {
+			if _, err := e.st.ClaimPooledAt(t.Context(), other.ID, "run-9", other.PooledAt, e.clock.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a duplicate", func(t *testing.T, e *env, other store.Instance) {
+			if err := e.queue.Put(t.Context(), claim.MessageOf(other), 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := t.Context()
+			ids := e.launch(t, 2, deployment)
+			lost := e.pooledIdle(t, ids[0], e.clock.Now().Add(time.Hour))
+			other := e.pooledIdle(t, ids[1], e.clock.Now().Add(time.Hour))
+			r := e.poolRefresher()
+			if rep, err := r.Run(ctx); err != nil || rep.Pool.Kept != 2 {
+				t.Fatalf("first pass: %+v, %v", rep.Pool, err)
+			}
+			e.takeMessage(t, lost.ID)
+			tc.drift(t, e, other)
+			for range 2 {
+				e.clock.Advance(16 * time.Second) // past the longest visibility timeout
+				if _, err := r.Run(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := e.pooledAt(t)
+			if n := len(got[lost.ID]); n != 1 {
+				t.Errorf("%d messages of the instance that lost its own; want 1 (all: %v)", n, got)
+			}
+			if rec, err := e.st.Get(ctx, other.ID); err == nil && rec.State == store.StateIdle {
+				if n := len(got[other.ID]); n != 1 {
+					t.Errorf("%d messages of the idle %s; want 1", n, other.ID)
+				}
+			} else if n := len(got[other.ID]); n != 0 {
+				t.Errorf("%d messages of the claimed %s; want none", n, other.ID)
+			}
+		})
+	}
+}
+
+// takeMessage deletes id's message from the queue, as a message taken by hand or lost with a
+// deleted queue.
+func (e *env) takeMessage(t *testing.T, id string) {
+	t.Helper()
+	for range 20 {
+		got, err := e.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue.URL()), MaxNumberOfMessages: 10, VisibilityTimeout: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back []string
+		found := false
+		for _, m := range got.Messages {
+			msg, err := pool.Decode(aws.ToString(m.Body))
+			if err == nil && msg.InstanceID == id && !found {
+				if _, err := e.sqs.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue.URL()), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					t.Fatal(err)
+				}
+				found = true
+				continue
+			}
+			back = append(back, aws.ToString(m.ReceiptHandle))
+		}
+		if err := pool.SetVisibilityBatch(t.Context(), e.sqs, e.queue.URL(), back, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if found {
+			return
+		}
+	}
+	t.Fatalf("no message of %s found", id)
+}
