@@ -32,7 +32,6 @@ func (w *Worker) handleCompleted(ctx context.Context, m message, o *outcomes) {
 
 // complete ends the instances of a completed job. It is idempotent.
 func (w *Worker) complete(ctx context.Context, j Job) error {
-	run := j.RunKey()
 	var targets []store.Instance
 	seen := map[string]bool{}
 	ranIt := ""
@@ -52,15 +51,9 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			w.rerunReclaimed(ctx, j, in)
 		}
 	}
-	recs, err := w.cfg.Store.ByRun(ctx, run)
+	others, err := w.picked(ctx, j, seen)
 	if err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
-	}
-	var others []store.Instance
-	for _, in := range recs {
-		if !seen[in.ID] && poolJobLive(in) {
-			others = append(others, in)
-		}
 	}
 	if len(others) > 0 {
 		// Picked for this job but did not run it: its runner may have taken another queued job
@@ -125,6 +118,36 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
 	}
 	return nil
+}
+
+// picked returns the live instances picked for a completed job other than those in seen (the one
+// that ran it): those brought up for it, less the one Bind handed to another scale set job, plus
+// the one Bind bound it to.
+func (w *Worker) picked(ctx context.Context, j Job, seen map[string]bool) ([]store.Instance, error) {
+	serving, handed, err := w.bound(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := w.cfg.Store.ByRun(ctx, j.RunKey())
+	if err != nil {
+		return nil, err
+	}
+	if serving != "" && !seen[serving] && !slices.ContainsFunc(recs, func(in store.Instance) bool { return in.ID == serving }) {
+		in, err := w.cfg.Store.Get(ctx, serving)
+		switch {
+		case err == nil:
+			recs = append(recs, in)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	var others []store.Instance
+	for _, in := range recs {
+		if !seen[in.ID] && in.ID != handed && poolJobLive(in) {
+			others = append(others, in)
+		}
+	}
+	return others, nil
 }
 
 // withdrawUnused removes at GitHub the just-in-time runner of a scale set job that ended without

@@ -168,6 +168,9 @@ type served struct {
 	// RunnerID is the just-in-time runner the job's instance was given (0: unknown), withdrawn
 	// when a scale set job's instance never comes up.
 	RunnerID int64 `json:"runnerId,omitempty"`
+	// Handed is the instance brought up for this scale set job that Bind handed to another job,
+	// because this job started on that job's runner: this job's completion leaves it alone.
+	Handed string `json:"handed,omitempty"`
 }
 
 // JobSQS is the part of the SQS client the job queue uses; *sqs.Client satisfies it.

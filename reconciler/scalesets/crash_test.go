@@ -71,6 +71,11 @@ func (q crashingEnqueuer) Enqueue(ctx context.Context, j warmpool.Job) (res stri
 	return res, err
 }
 
+func (q crashingEnqueuer) Bind(ctx context.Context, j warmpool.Job, runner string) (ok bool, err error) {
+	err = q.c.hit(func() error { ok, err = q.jobs.Bind(ctx, j, runner); return err })
+	return ok, err
+}
+
 // TestCrashAtAnyCall: the replica holding the session dies at its k-th call to the Actions service
 // or the job queue (before or after the call took effect). The other replica takes over, and every
 // job queued before or after the crash is served exactly once.

@@ -284,13 +284,18 @@ func (l *listener) record(ctx context.Context, sessionID string, scaleSetID ...i
 		rec.ScaleSetID = scaleSetID[0]
 	}
 	body, _ := json.Marshal(rec)
-	r, err := l.m.cfg.Store.GetRun(ctx, l.recordKey())
+	return l.putRun(ctx, l.recordKey(), "session", body)
+}
+
+// putRun writes a run record of the scale set holding body, creating it when it is new.
+func (l *listener) putRun(ctx context.Context, key, status string, body []byte) error {
+	r, err := l.m.cfg.Store.GetRun(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		_, created, err := l.m.cfg.Store.CreateRun(ctx, store.Run{Key: l.recordKey(), Repository: l.set.Scope, RunID: l.set.Name, Status: "session", Result: body})
+		_, created, err := l.m.cfg.Store.CreateRun(ctx, store.Run{Key: key, Repository: l.set.Scope, RunID: l.set.Name, Status: status, Result: body})
 		if err != nil || created {
 			return err
 		}
-		r, err = l.m.cfg.Store.GetRun(ctx, l.recordKey())
+		r, err = l.m.cfg.Store.GetRun(ctx, key)
 		if err != nil {
 			return err
 		}

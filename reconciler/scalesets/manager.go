@@ -67,9 +67,11 @@ type Client interface {
 	RemoveRunner(ctx context.Context, runnerID int64) error
 }
 
-// Enqueuer puts jobs on the pool job queue; *warmpool.JobQueue satisfies it.
+// Enqueuer puts jobs on the pool job queue and binds a started job to the runner that took it;
+// *warmpool.JobQueue satisfies it.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
+	Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error)
 }
 
 // Config configures a Manager. Zero durations take the defaults.

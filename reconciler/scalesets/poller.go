@@ -24,15 +24,16 @@ type poller struct {
 	queued map[string]time.Time
 	// acquired holds the jobs this session acquired (GHES shape): their JobAssigned is the answer.
 	acquired map[string]bool
-	// cancelled holds the assignments cancelled for want of a runner, awaiting reassignment.
-	cancelled map[string]cancelledJob
-	shape     string // shapeAssigned or shapeAvailable, once a job message told
+	// cancelled holds the assignments cancelled for want of a runner, awaiting reassignment; saved
+	// is what the table holds of them (cancelled.go).
+	cancelled, saved map[string]cancelledJob
+	shape            string // shapeAssigned or shapeAvailable, once a job message told
 }
 
 func newPoller(l *listener, c Client, ss scaleset.ScaleSet, sess scaleset.Session) *poller {
 	return &poller{
 		l: l, c: c, ss: ss, sess: sess, refreshed: l.m.cfg.Now(),
-		queued: map[string]time.Time{}, acquired: map[string]bool{}, cancelled: map[string]cancelledJob{},
+		queued: map[string]time.Time{}, acquired: map[string]bool{}, cancelled: map[string]cancelledJob{}, saved: map[string]cancelledJob{},
 	}
 }
 
@@ -40,6 +41,9 @@ func newPoller(l *listener, c Client, ss scaleset.ScaleSet, sess scaleset.Sessio
 // session again).
 func (p *poller) run(ctx context.Context) error {
 	cfg := p.l.m.cfg
+	if err := p.loadCancelled(ctx); err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		if cfg.Now().Sub(p.refreshed) > cfg.SessionRefresh {
 			if err := p.refresh(ctx); err != nil {
@@ -149,13 +153,6 @@ type logger interface {
 	Info(string, ...any)
 }
 
-// cancelledJob is an assignment the service cancelled because no runner took it in time: the
-// runner brought up for it waits for the job's reassignment.
-type cancelledJob struct {
-	at  time.Time
-	job warmpool.Job
-}
-
 // jobs queues the jobs of a batch for the pool worker: those assigned to the scale set (github.com)
 // and those it acquired among the available ones (GHES), then the completions. A cancelled
 // assignment keeps its runner for the job's reassignment; started jobs are measured.
@@ -185,7 +182,9 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 				m.start.WithLabelValues(name).Observe(p.l.m.cfg.Now().Sub(at).Seconds())
 			}
 			delete(p.queued, key)
-			log.Info("scale set job started", "job", jm.Number(), "runner", jm.RunnerName)
+			if err := p.bind(ctx, jm, log); err != nil {
+				return err
+			}
 		case scaleset.JobCompleted:
 			delete(p.queued, key)
 			delete(p.acquired, key)
@@ -194,7 +193,7 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 				// No runner took the assignment in time: github.com assigns the job again, up to 3
 				// times (actions/scaleset README, "Job Reassignment"). Its runner is kept for that;
 				// withdrawn only if no reassignment comes (withdrawVanished).
-				p.cancelled[key] = cancelledJob{at: p.l.m.cfg.Now(), job: j}
+				p.cancelled[key] = cancelledJob{At: p.l.m.cfg.Now(), Job: j}
 				continue
 			}
 			completed = append(completed, j)
@@ -210,7 +209,22 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 		}
 		log.Info("scale set job assigned", "job", j.JobID, "repository", j.Repository, "pool", j.Pool, "result", res)
 	}
-	return p.complete(ctx, completed, log)
+	if err := p.complete(ctx, completed, log); err != nil {
+		return err
+	}
+	return p.saveCancelled(ctx)
+}
+
+// bind binds a started job to the runner that took it (JobStarted names it: actions/scaleset
+// types.go). On github.com that is any idle runner of the scale set, not necessarily the one
+// brought up for the job: the ledger then swaps the two jobs' instances (warmpool.JobQueue.Bind).
+func (p *poller) bind(ctx context.Context, jm scaleset.JobMessage, log logger) error {
+	rebound, err := p.l.m.cfg.Jobs.Bind(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName)
+	if err != nil {
+		return fmt.Errorf("binding started job %d: %w", jm.Number(), err)
+	}
+	log.Info("scale set job started", "job", jm.Number(), "runner", jm.RunnerName, "rebound", rebound)
+	return nil
 }
 
 // admit renders a job message as a pool job and checks this deployment may serve it.
@@ -256,16 +270,16 @@ func (p *poller) complete(ctx context.Context, completed []warmpool.Job, log log
 func (p *poller) withdrawVanished(ctx context.Context) error {
 	now := p.l.m.cfg.Now()
 	for key, c := range p.cancelled {
-		if now.Sub(c.at) < p.l.m.cfg.CancelGrace {
+		if now.Sub(c.At) < p.l.m.cfg.CancelGrace {
 			continue
 		}
-		if err := p.complete(ctx, []warmpool.Job{c.job}, p.l.log); err != nil {
+		if err := p.complete(ctx, []warmpool.Job{c.Job}, p.l.log); err != nil {
 			return err
 		}
-		p.l.log.Info("scale set job's assignment cancelled and not made again: its runner withdrawn", "job", c.job.JobID)
+		p.l.log.Info("scale set job's assignment cancelled and not made again: its runner withdrawn", "job", c.Job.JobID)
 		delete(p.cancelled, key)
 	}
-	return nil
+	return p.saveCancelled(ctx)
 }
 
 // acquire asks for the available jobs and queues the ones acquired. Acquiring again is

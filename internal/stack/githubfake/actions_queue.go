@@ -362,7 +362,7 @@ func (s *Server) ssMayAssignLocked(j *jobRec, rr *runnerRec) bool {
 	set, isRunner := s.actions.runnerSet[rr.id]
 	switch {
 	case isJob:
-		return isRunner && set == sj.set && sj.state == ssAcquired
+		return isRunner && set == sj.set && sj.state == ssAcquired && s.ssRunnerChosenLocked(set, rr)
 	case isRunner:
 		return false
 	}

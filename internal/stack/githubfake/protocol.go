@@ -250,6 +250,9 @@ func (s *Server) runnerConnect(w http.ResponseWriter, r *http.Request, _ *caller
 	case s.closed:
 		writeError(w, http.StatusServiceUnavailable, "Server closed")
 	default:
+		if !rr.online {
+			rr.idleSince = s.now()
+		}
 		rr.online = true
 		s.broadcastLocked()
 		w.WriteHeader(http.StatusNoContent)
@@ -286,6 +289,7 @@ func (s *Server) runnerNextJob(w http.ResponseWriter, r *http.Request, _ *caller
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var tracked *runnerRec
 	for {
 		s.mu.Lock()
 		rr, err := s.runnerLocked(r)
@@ -306,6 +310,11 @@ func (s *Server) runnerNextJob(w http.ResponseWriter, r *http.Request, _ *caller
 			s.mu.Unlock()
 			writeError(w, http.StatusConflict, fmt.Sprintf("The runner is already running job %d", rr.jobID))
 			return
+		}
+		if tracked == nil {
+			tracked = rr
+			rr.polling++
+			defer s.donePolling(rr)
 		}
 		if err := s.assignableLocked(rr); err != nil {
 			s.mu.Unlock()
@@ -380,7 +389,7 @@ func (s *Server) runnerComplete(w http.ResponseWriter, r *http.Request, _ *calle
 	if j.cancelRequested {
 		j.Conclusion = "cancelled"
 	}
-	rr.busy, rr.jobID = false, 0
+	rr.busy, rr.jobID, rr.idleSince = false, 0, s.now()
 	s.emitLocked(j, "completed")
 	if rr.ephemeral {
 		s.deleteRunnerLocked(rr) // GitHub removes an ephemeral runner after its one job

@@ -85,6 +85,11 @@ type runnerRec struct {
 	jobID      int64
 	created    time.Time
 	version    string // the runner's version, from its registration (runner_versions.go)
+	// idleSince is when the runner last became idle (connected, or finished a job); polling counts
+	// its open job polls. A scale set's assigned jobs go to its longest idle polling runner
+	// (actions_queue_runners.go).
+	idleSince time.Time
+	polling   int
 }
 
 // readOnlyLabels are the labels GitHub gives every self-hosted runner.
