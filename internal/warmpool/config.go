@@ -128,6 +128,14 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 		hash = config.SpecHashWithRunner(hash, rv.Runner(rc, version))
 	}
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
+	if a := p.Autoscale; a != nil {
+		loc, err := time.LoadLocation(p.Timezone) // validated with the schedules ("" is UTC)
+		if err != nil {
+			spec.Err = fmt.Errorf("warm pool %q: timezone: %w", p.Name, err)
+			return spec
+		}
+		spec.Autoscale = &AutoscaleSpec{Goal: a.QueueTimeP95.Std(), MinHot: a.MinHot, MinStopped: a.MinStopped, Budget: a.BudgetPerHour, Loc: loc}
+	}
 	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
 	launchTags := maps.Clone(rc.Tags)
 	if launchTags == nil && len(opts.Tags) > 0 {

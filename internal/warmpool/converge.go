@@ -58,7 +58,9 @@ type Options struct {
 	Capacity Capacity
 	// OnCapped, when set, is called once per pool a cap held back (the refusing limit's kind).
 	OnCapped func(limit string)
-	Now      func() time.Time
+	// Autoscale, when its Store is set, sizes the pools with an autoscale block (autoscale.go).
+	Autoscale AutoscaleOptions
+	Now       func() time.Time
 	// Logger receives a line per pool and pass; default slog.Default().
 	Logger *slog.Logger
 }
@@ -104,6 +106,7 @@ type Converger struct {
 	mu   sync.Mutex
 	last Report
 	disc discovery
+	seen map[string]map[string]bool // per autoscaled pool, the job records of the last pass
 }
 
 // discovery is what the last search for removed pools found.
@@ -184,6 +187,10 @@ type PoolReport struct {
 	// creating, and CappedBy the limit (quota.LimitDeployment or quota.LimitRunnerClass).
 	Capped   int
 	CappedBy string
+
+	// Autoscale is the policy's decision for a pool with an autoscale block (TargetHot and
+	// TargetStopped are then its targets); nil otherwise.
+	Autoscale *AutoscaleReport
 
 	TerminateCalls, StopCalls, CreateCalls int
 	Err                                    error
@@ -391,6 +398,13 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 	}
 	pr.Detached = cat.detached
 	pr.warm = len(recs) - cat.detached
+	if spec.Autoscale != nil && c.opts.Autoscale.Store != nil && !removed {
+		pr.Autoscale = c.autoscale(ctx, &spec, recs, cat, now)
+		pr.TargetHot, pr.TargetStopped = spec.Hot, spec.Stopped
+		if pr.Autoscale.Err != nil {
+			errs = append(errs, pr.Autoscale.Err)
+		}
+	}
 
 	// Pool jobs: promote what registered, recover what failed. Not part of the pool's capacity.
 	failedJobs := c.jobs(ctx, spec, cat.jobs, now, &pr, &errs)

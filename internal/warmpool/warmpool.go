@@ -75,6 +75,9 @@ type PoolSpec struct {
 	// Recycle lets an instance whose job completed go back to the pool for the same repository
 	// instead of being terminated (only instances whose scope is that repository).
 	Recycle bool
+	// Autoscale, when set, sizes the pool to its queue-time goal within Hot and Stopped, then its
+	// maxima (applied when the converger has Options.Autoscale).
+	Autoscale *AutoscaleSpec
 	// Err, when set, says the pool's configuration exists but cannot be used (for example a spec
 	// written by a newer provider): its instances are left exactly as they are.
 	Err error

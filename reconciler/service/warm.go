@@ -53,6 +53,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 		conv, err := warmpool.NewConverger(s.store, d.ec2, d.fleet, targets, warmpool.Options{
 			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
 			Capacity: s.quotas.caps, OnCapped: s.metrics.QuotaRefused,
+			Autoscale: warmpool.AutoscaleOptions{Store: s.store},
 		})
 		if err != nil {
 			return err

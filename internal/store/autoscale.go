@@ -1,0 +1,113 @@
+// autoscale.go: one item per autoscaled warm pool, written by the leader once per convergence pass:
+// the pool's recorded demand (the autoscale profile's compact encoding), the minute being counted,
+// what the policy decided last (the hysteresis state a new leader continues from) and why (for
+// status, metrics and the dashboard on any replica). Only the reconciler writes it.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
+)
+
+const (
+	prefixAutoscale = "AUTOSCALE#"
+	skAutoscale     = "STATE"
+)
+
+var writeAutoscale = condwrite.Declare("autoscale state put")
+
+// AutoscaleState is a pool's autoscale item.
+type AutoscaleState struct {
+	Pool string
+	// Profile is autoscale.Profile.Encode() of the demand recorded so far.
+	Profile string
+	// Minute is the minute whose arrivals Count holds (recorded into Profile once it is over).
+	Minute time.Time
+	Count  int
+	// Hot, Stopped and LowFor are the last decision's targets and hysteresis state.
+	Hot, Stopped int
+	LowFor       time.Duration
+	DecidedAt    time.Time
+	Decision     AutoscaleDecision
+	Version      int64 // incremented by every write
+}
+
+// AutoscaleDecision is what the last decision saw and why it chose its targets.
+type AutoscaleDecision struct {
+	Forecast      float64  `json:"forecast"` // jobs per minute expected in the slot
+	Level         int      `json:"level"`
+	WindowHot     int      `json:"window_hot"`
+	WindowStopped int      `json:"window_stopped"`
+	Arrived       int      `json:"arrived"`
+	Waiting       int      `json:"waiting"`
+	InFlight      int      `json:"in_flight"`
+	Reasons       []string `json:"reasons,omitempty"`
+	Conflict      string   `json:"conflict,omitempty"`
+}
+
+func autoscaleKey(pool string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(prefixAutoscale + pool), attrSK: sv(skAutoscale)}
+}
+
+// GetAutoscale reads a pool's autoscale item (ErrNotFound when none).
+func (s *Store) GetAutoscale(ctx context.Context, pool string) (AutoscaleState, error) {
+	item, err := s.getItem(ctx, "autoscale state of "+pool, autoscaleKey(pool))
+	if err != nil {
+		return AutoscaleState{}, err
+	}
+	d := &decoder{item: item}
+	st := AutoscaleState{
+		Pool: pool, Profile: d.str("profile"), Minute: fromMS(d.num("minute")), Count: int(d.num("count")),
+		Hot: int(d.num("hot")), Stopped: int(d.num("stopped")), LowFor: time.Duration(d.num("low_for_ms")) * time.Millisecond,
+		DecidedAt: fromMS(d.num("decided_at")), Version: d.num("version"),
+	}
+	if js := d.str("decision"); d.err == nil && js != "" {
+		d.err = json.Unmarshal([]byte(js), &st.Decision)
+	}
+	if d.err == nil && (st.Count < 0 || st.Hot < 0 || st.Stopped < 0 || st.LowFor < 0) {
+		d.err = errors.New("negative count or target")
+	}
+	if d.err != nil {
+		return AutoscaleState{}, fmt.Errorf("autoscale state of %s: %w: %w", pool, ErrInvalid, d.err)
+	}
+	return st, nil
+}
+
+// PutAutoscale writes st if the stored item is still at expectVersion (0: must not exist), and
+// returns it at its new version. ErrConflict: another writer (a previous leader) wrote meanwhile.
+func (s *Store) PutAutoscale(ctx context.Context, st AutoscaleState, expectVersion int64) (AutoscaleState, error) {
+	js, err := json.Marshal(st.Decision)
+	if err != nil {
+		return AutoscaleState{}, fmt.Errorf("autoscale state of %s: %w", st.Pool, err)
+	}
+	st.Version = expectVersion + 1
+	item := autoscaleKey(st.Pool)
+	item["profile"], item["minute"], item["count"] = sv(st.Profile), ms(st.Minute), n(int64(st.Count))
+	item["hot"], item["stopped"], item["low_for_ms"] = n(int64(st.Hot)), n(int64(st.Stopped)), n(st.LowFor.Milliseconds())
+	item["decided_at"], item["decision"], item["version"] = ms(st.DecidedAt), sv(string(js)), n(st.Version)
+	token := newWriteToken()
+	item[attrWrite] = sv(token)
+	in := &dynamodb.PutItemInput{
+		TableName: &s.table, Item: item,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if expectVersion == 0 {
+		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	} else {
+		in.ConditionExpression = aws.String("version = :v")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":v": n(expectVersion)}
+	}
+	if _, err := s.db.PutItem(writeAutoscale.Context(ctx), in); err != nil && !isOwnWrite(err, token) {
+		return AutoscaleState{}, classify("writing the autoscale state of "+st.Pool, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,184 @@
+// Autoscaled pools: a pool with an autoscale block keeps what the policy (internal/autoscale)
+// decides instead of its schedule window's counts, which become the decision's maxima. Each pass
+// the leader counts the jobs that arrived for the pool since the previous pass (its records newly
+// claimed or created for a job: hot, stopped or cold), adds them to the minute being counted,
+// records finished minutes in the pool's demand profile, decides, and writes the pool's autoscale
+// item once (conditional on its version): profile, minute, targets and hysteresis, and the
+// decision's reasons. A new leader continues from the item.
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+// AutoscaleStore keeps the pools' autoscale items; *store.Store satisfies it.
+type AutoscaleStore interface {
+	GetAutoscale(ctx context.Context, pool string) (store.AutoscaleState, error)
+	PutAutoscale(ctx context.Context, st store.AutoscaleState, expectVersion int64) (store.AutoscaleState, error)
+}
+
+// AutoscaleOptions are what the policy needs beyond a pool's block. Zero values take the defaults
+// (those of `runnerpool simulate`).
+type AutoscaleOptions struct {
+	Store    AutoscaleStore
+	Starts   autoscale.Starts
+	Prices   autoscale.Prices
+	Interval time.Duration // time between passes (default 30 s)
+	Cooldown time.Duration // how long lower targets must hold before the pool shrinks (default 10 min)
+}
+
+// Defaults of AutoscaleOptions.
+var (
+	DefaultStarts   = autoscale.Starts{Hot: 2 * time.Second, Stopped: 14 * time.Second, Cold: 27 * time.Second}
+	DefaultPrices   = autoscale.Prices{HotPerHour: 0.085, StoppedPerHour: 0.0033}
+	DefaultCooldown = 10 * time.Minute
+)
+
+// maxGapMinutes is the longest run of minutes without a pass recorded as minutes without jobs; a
+// longer gap (no leader) is not recorded at all rather than as a quiet spell nobody saw.
+const maxGapMinutes = 15
+
+func (o AutoscaleOptions) withDefaults() AutoscaleOptions {
+	if o.Starts == (autoscale.Starts{}) {
+		o.Starts = DefaultStarts
+	}
+	if o.Prices == (autoscale.Prices{}) {
+		o.Prices = DefaultPrices
+	}
+	if o.Interval <= 0 {
+		o.Interval = 30 * time.Second
+	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = DefaultCooldown
+	}
+	return o
+}
+
+// AutoscaleSpec is a pool's autoscale block (config.Autoscale) and the zone of its schedules.
+type AutoscaleSpec struct {
+	Goal               time.Duration
+	MinHot, MinStopped int
+	Budget             float64
+	Loc                *time.Location
+}
+
+// AutoscaleReport is a pass's decision for an autoscaled pool.
+type AutoscaleReport struct {
+	store.AutoscaleDecision
+	// Err is why the decision could not be read or kept (the pool then keeps the window's counts).
+	Err error
+}
+
+// arrivals counts the pool's job records not seen at the previous pass, and remembers them. The
+// first pass of this converger only learns them (a new leader does not count the jobs its
+// predecessor counted).
+func (c *Converger) arrivals(pool string, recs []store.Instance) (n int, first bool) {
+	now := map[string]bool{}
+	for _, in := range recs {
+		if in.RunID != "" && in.State != store.StateTerminating {
+			now[in.RunID] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]map[string]bool{}
+	}
+	prev, ok := c.seen[pool]
+	c.seen[pool] = now
+	if !ok {
+		return 0, true
+	}
+	for id := range now {
+		if !prev[id] {
+			n++
+		}
+	}
+	return n, false
+}
+
+// autoscale replaces spec's window counts by the policy's targets.
+func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.Instance, cat categories, now time.Time) *AutoscaleReport {
+	o := c.opts.Autoscale.withDefaults()
+	a := spec.Autoscale
+	rep := &AutoscaleReport{}
+	rep.WindowHot, rep.WindowStopped = spec.Hot, spec.Stopped
+	arrived, _ := c.arrivals(spec.Name, recs)
+	st, err := o.Store.GetAutoscale(ctx, spec.Name)
+	version := st.Version
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		st, version = store.AutoscaleState{Pool: spec.Name}, 0
+	case err != nil:
+		rep.Err = fmt.Errorf("reading the autoscale state: %w", err)
+		return rep
+	}
+	prof := &autoscale.Profile{}
+	if st.Profile != "" {
+		if prof, err = autoscale.DecodeProfile(st.Profile); err != nil {
+			c.log.Warn("autoscale: recorded demand unreadable, starting afresh", "pool", spec.Name, "err", err)
+			prof = &autoscale.Profile{}
+		}
+	}
+	recordMinutes(&st, prof, now, a.Loc)
+	st.Count += arrived
+	waiting, inFlight := 0, 0
+	for _, in := range cat.jobs {
+		waiting++
+		if in.State == store.StateCreated {
+			inFlight++
+		}
+	}
+	inFlight += len(cat.warming)
+	slot := autoscale.SlotOf(now, a.Loc)
+	local := now
+	if a.Loc != nil {
+		local = now.In(a.Loc)
+	}
+	into := time.Duration(local.Minute()%15)*time.Minute + time.Duration(local.Second())*time.Second
+	d := autoscale.Decide(autoscale.Input{
+		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof,
+		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight},
+		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
+		Starts: o.Starts, Prices: o.Prices, Goal: a.Goal, Budget: a.Budget, Interval: o.Interval, Cooldown: o.Cooldown,
+		Bounds: autoscale.Bounds{MinHot: a.MinHot, MaxHot: spec.Hot, MinStopped: a.MinStopped, MaxStopped: spec.Stopped},
+	})
+	// The window's counts are maxima even when 0 (which Bounds reads as no limit).
+	hot, stopped := min(d.Hot, spec.Hot), min(d.Stopped, spec.Stopped)
+	rep.Forecast, rep.Level, rep.Reasons, rep.Conflict = d.Forecast, d.Level, d.Reasons, d.Conflict
+	rep.Arrived, rep.Waiting, rep.InFlight = arrived, waiting, inFlight
+	st.Profile, st.Hot, st.Stopped, st.LowFor, st.DecidedAt = prof.Encode(), hot, stopped, d.Next.LowFor, now
+	st.Decision = rep.AutoscaleDecision
+	if _, err := o.Store.PutAutoscale(ctx, st, version); err != nil {
+		rep.Err = fmt.Errorf("keeping the autoscale state: %w", err)
+		return rep
+	}
+	spec.Hot, spec.Stopped = hot, stopped
+	return rep
+}
+
+// recordMinutes closes the minutes st counted before now's: the counted one with its count, the
+// ones without a pass as minutes without jobs (when at most maxGapMinutes).
+func recordMinutes(st *store.AutoscaleState, prof *autoscale.Profile, now time.Time, loc *time.Location) {
+	minute := now.Truncate(time.Minute)
+	if st.Minute.IsZero() || st.Minute.After(minute) {
+		st.Minute, st.Count = minute, 0
+		return
+	}
+	if !minute.After(st.Minute) {
+		return
+	}
+	prof.Record(autoscale.SlotOf(st.Minute, loc), st.Count)
+	if gap := int(minute.Sub(st.Minute)/time.Minute) - 1; gap <= maxGapMinutes {
+		for m := st.Minute.Add(time.Minute); m.Before(minute); m = m.Add(time.Minute) {
+			prof.Record(autoscale.SlotOf(m, loc), 0)
+		}
+	}
+	st.Minute, st.Count = minute, 0
+}
