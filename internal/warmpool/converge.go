@@ -60,7 +60,9 @@ type Options struct {
 	OnCapped func(limit string)
 	// Autoscale, when its Store is set, sizes the pools with an autoscale block (autoscale.go).
 	Autoscale AutoscaleOptions
-	Now       func() time.Time
+	// OnAutoscale, when set, is called with each autoscaled pool's report after its decision.
+	OnAutoscale func(pr PoolReport)
+	Now         func() time.Time
 	// Logger receives a line per pool and pass; default slog.Default().
 	Logger *slog.Logger
 }
@@ -403,6 +405,8 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 		pr.TargetHot, pr.TargetStopped = spec.Hot, spec.Stopped
 		if pr.Autoscale.Err != nil {
 			errs = append(errs, pr.Autoscale.Err)
+		} else if c.opts.OnAutoscale != nil {
+			c.opts.OnAutoscale(pr)
 		}
 	}
 

@@ -83,6 +83,7 @@ type Metrics struct {
 	quotaRefusals     *prometheus.CounterVec // quota.go
 	githubBudget      githubBudget           // github_budget.go
 	runner            *runnerVersionMetrics  // runner_version.go
+	autoscale         *autoscaleMetrics      // autoscale.go
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -173,6 +174,7 @@ func New(o Options) *Metrics {
 		f(c)
 	}
 	m.runner = newRunnerVersionMetrics(r)
+	m.autoscale = newAutoscaleMetrics(r)
 	for _, c := range []prometheus.Collector{
 		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,

@@ -54,6 +54,10 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
 			Capacity: s.quotas.caps, OnCapped: s.metrics.QuotaRefused,
 			Autoscale: warmpool.AutoscaleOptions{Store: s.store},
+			OnAutoscale: func(pr warmpool.PoolReport) {
+				a := pr.Autoscale
+				s.metrics.Autoscale(pr.Pool, pr.TargetHot, pr.TargetStopped, a.WindowHot, a.WindowStopped, a.Forecast, a.Conflict != "")
+			},
 		})
 		if err != nil {
 			return err
