@@ -52,6 +52,9 @@ type RunnerClass struct {
 	MaxRuntime time.Duration
 	// IdleTime is how long a released runner may stay idle in the pool (used by release).
 	IdleTime time.Duration
+	// RunnerVersion is the Actions runner version Launch installs ("" when unknown), recorded on
+	// every instance created.
+	RunnerVersion string
 }
 
 // Config is a deployment's provisioning configuration.

@@ -71,6 +71,10 @@ type Options struct {
 	// is ReuseAny), from the control plane's configuration. An error keeps the instance out of the
 	// pool. Nil: every class is ReuseAny (tests and the bench, whose classes declare nothing).
 	Reuse func(runnerClass string) (string, error)
+	// RunnerDue says why an instance's runner must not serve another run ("" when it may): older
+	// than the current release by more than the operator's lag (runnerversion.Due). Such an
+	// instance is retired at its hand-back, never pooled; never during a job. Nil: none is.
+	RunnerDue func(rec store.Instance) string
 }
 
 // Releaser releases runs.
@@ -373,6 +377,9 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	}
 	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
 	refused, acrossRepositories := r.reuseRefused(rec.RunnerClass, scope)
+	if refused == "" && r.opts.RunnerDue != nil {
+		refused = r.opts.RunnerDue(rec)
+	}
 	if refused != "" {
 		ghaccess.LeaveShared(ctx)
 		return r.expire(ctx, res, "", "deregistered, not pooled: "+refused, nil)

@@ -108,6 +108,10 @@ type Instance struct {
 	Scope         string // repository or owner the instance may serve, e.g. "acme/api" or "acme"
 	Zone          string
 	SpecHash      string // hash of runner class, image and pool config (warm-pool rollouts)
+	// RunnerVersion is the Actions runner version the instance was launched with (what its launch
+	// template version's user data installs; "" when unknown): the control plane's record, used to
+	// retire instances left behind by a new release.
+	RunnerVersion string
 	Reason        string // why the last transition happened
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
@@ -188,7 +192,7 @@ func (s *Store) encodeInstance(in Instance) map[string]types.AttributeValue {
 	for k, v := range map[string]string{
 		"usage_class": in.UsageClass, "instance_type": in.InstanceType, "resource_class": in.ResourceClass,
 		"runner_class": in.RunnerClass, "pool": in.Pool, "scope": in.Scope, "zone": in.Zone,
-		"spec_hash": in.SpecHash, "reason": in.Reason,
+		"spec_hash": in.SpecHash, "reason": in.Reason, "runner_version": in.RunnerVersion,
 	} {
 		if v != "" {
 			item[k] = sv(v)
@@ -265,6 +269,7 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		Scope:         d.str("scope"),
 		Zone:          d.str("zone"),
 		SpecHash:      d.str("spec_hash"),
+		RunnerVersion: d.str("runner_version"),
 		Reason:        d.str("reason"),
 		CreatedAt:     fromMS(d.num("created_at")),
 		UpdatedAt:     fromMS(d.num("updated_at")),

@@ -125,7 +125,8 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 	if rv, ok := opts.Versions.(interface {
 		Runner(rc config.RunnerClass, n string) string
 	}); ok {
-		hash = config.SpecHashWithRunner(hash, rv.Runner(rc, version))
+		spec.RunnerVersion = rv.Runner(rc, version)
+		hash = config.SpecHashWithRunner(hash, spec.RunnerVersion)
 	}
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	if a := p.Autoscale; a != nil {

@@ -44,6 +44,9 @@ import (
 type PoolSpec struct {
 	Name        string
 	RunnerClass string
+	// RunnerVersion is the Actions runner version Launch installs ("" when unknown), recorded on
+	// every instance created.
+	RunnerVersion string
 	// Schedule names the schedule in force (for reports); Hot and Stopped are its counts.
 	Schedule     string
 	Hot, Stopped int

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
 
 // Config is the reconciler's configuration.
@@ -106,6 +108,7 @@ type Config struct {
 	PollInterval      time.Duration
 	ClaimPollInterval time.Duration
 	OrphanGrace       time.Duration
+	RunnerUpgradeLag  time.Duration // runnerversion.CheckLag: default 7 days, at most 28
 
 	LogLevel          slog.Level
 	DynamoDBSkipCRC32 bool
@@ -458,6 +461,15 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimPollInterval })},
 	{flag: "orphan-grace", env: "RUNNERPOOL_ORPHAN_GRACE", def: "2m", doc: "Age below which a tagged instance without a record is not yet an orphan.",
 		set: duration(func(c *Config) *time.Duration { return &c.OrphanGrace })},
+	{flag: "runner-upgrade-lag", env: "RUNNERPOOL_RUNNER_UPGRADE_LAG", def: "168h", doc: "How long after a new Actions runner release (first seen by the reconciler) an idle instance still running an older runner may be handed to another run; past it the instance is retired at its hand-back (at once for a runner below GitHub's floor). At most 672h: GitHub stops assigning jobs to a runner 30 days after a newer release.",
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err == nil {
+				d, err = runnerversion.CheckLag(d)
+			}
+			c.RunnerUpgradeLag = d
+			return err
+		}},
 	quotaSettings[0], quotaSettings[1], quotaSettings[2],
 	{flag: "log-level", env: "RUNNERPOOL_LOG_LEVEL", def: "info", doc: "debug, info, warn or error.",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},

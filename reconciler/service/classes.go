@@ -42,6 +42,17 @@ type LaunchVersions interface {
 	For(ctx context.Context, rc tableconfig.RunnerClass) (string, error)
 }
 
+// runnerOf is the runner version launch template version n of rc installs, when v can tell
+// (*launchtemplate.Versions can).
+func runnerOf(v LaunchVersions, rc tableconfig.RunnerClass, n string) string {
+	if r, ok := v.(interface {
+		Runner(rc tableconfig.RunnerClass, n string) string
+	}); ok {
+		return r.Runner(rc, n)
+	}
+	return ""
+}
+
 // classSet is the runner classes at one moment and the provisioner built on them.
 type classSet struct {
 	prov    *provision.Provisioner
@@ -216,6 +227,7 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
+				RunnerVersion: runnerOf(c.versions, rc, version),
 			}
 		}
 	}

@@ -5,11 +5,13 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 )
 
@@ -33,6 +35,25 @@ func (s *Service) currentRelease() (runnerversion.Release, bool) {
 		return runnerversion.Release{}, false
 	}
 	return s.release.Current()
+}
+
+// runnerDue says why an instance's runner must not serve another run: it is behind the current
+// release by more than the operator's lag (runnerversion.Due), "" when it may, or when its version or
+// the current release is unknown.
+func (s *Service) runnerDue(rec store.Instance) string {
+	cur, ok := s.currentRelease()
+	if !ok || rec.RunnerVersion == "" {
+		return ""
+	}
+	lag, err := runnerversion.CheckLag(s.cfg.RunnerUpgradeLag) // zero: the default
+	if err != nil {
+		lag = runnerversion.DefaultLag
+	}
+	if !runnerversion.Due(rec.RunnerVersion, cur, lag, s.o.Now()) {
+		return ""
+	}
+	return fmt.Sprintf("its runner %s is behind the current release %s (first seen %s) by more than the upgrade lag %s: retired",
+		rec.RunnerVersion, cur.Version, cur.Published.UTC().Format(time.RFC3339), lag)
 }
 
 // refreshRelease keeps the release current until ctx ends; a failure keeps the last one known.
