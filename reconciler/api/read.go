@@ -185,7 +185,38 @@ func (a *API) pools(w http.ResponseWriter, r *http.Request) {
 		a.writeStoreError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Pools(live, id.RepositoryID, a.now()))
+	resp := Pools(live, id.RepositoryID, a.now())
+	a.autoscaled(r.Context(), resp.Pools)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// autoscaled adds each warm pool's last autoscale decision, when the store keeps them. A decision
+// that cannot be read is left out (and logged): the counts are answered all the same.
+func (a *API) autoscaled(ctx context.Context, pools []apiv1.PoolCount) {
+	as, ok := a.o.Store.(interface {
+		GetAutoscale(ctx context.Context, pool string) (store.AutoscaleState, error)
+	})
+	if !ok {
+		return
+	}
+	for i, p := range pools {
+		if p.Pool == "" {
+			continue
+		}
+		st, err := as.GetAutoscale(ctx, p.Pool)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			a.log.Warn("pools: autoscale decision not read", "pool", p.Pool, "err", err)
+			continue
+		}
+		d := st.Decision
+		pools[i].Autoscale = &apiv1.PoolAutoscale{
+			DecidedAt: st.DecidedAt, Forecast: d.Forecast, TargetHot: st.Hot, TargetStopped: st.Stopped,
+			WindowHot: d.WindowHot, WindowStopped: d.WindowStopped, Reasons: d.Reasons, Conflict: d.Conflict,
+		}
+	}
 }
 
 // Pools groups live records by runner class and pool, and lists the runs of repositoryID that hold

@@ -201,6 +201,22 @@ type PoolCount struct {
 	Pool        string         `json:"pool,omitempty"` // warm pool name; empty for provisioned instances
 	States      map[string]int `json:"states"`
 	Total       int            `json:"total"`
+	// Autoscale is the last decision for a warm pool with an autoscale block; nil otherwise.
+	Autoscale *PoolAutoscale `json:"autoscale,omitempty"`
+}
+
+// PoolAutoscale is an autoscaled warm pool's last decision (the leader's, kept in the state
+// table): the demand it forecast, the targets it set within the schedule window's maxima, and why.
+type PoolAutoscale struct {
+	DecidedAt     time.Time `json:"decided_at"`
+	Forecast      float64   `json:"forecast_jobs_per_minute"`
+	TargetHot     int       `json:"target_hot"`
+	TargetStopped int       `json:"target_stopped"`
+	WindowHot     int       `json:"window_hot"`
+	WindowStopped int       `json:"window_stopped"`
+	Reasons       []string  `json:"reasons,omitempty"`
+	// Conflict says why the queue-time goal cannot be met (the window's maxima or the budget).
+	Conflict string `json:"conflict,omitempty"`
 }
 
 // ActiveRun is a run of the caller's repository that holds live instances.

@@ -110,6 +110,7 @@ func printPools(w io.Writer, p apiv1.PoolsResponse) {
 	}
 	row("all", "", p.Totals, total)
 	_ = tw.Flush()
+	printAutoscaled(w, p)
 
 	fmt.Fprintln(w)
 	if len(p.Runs) == 0 {
@@ -123,6 +124,39 @@ func printPools(w io.Writer, p apiv1.PoolsResponse) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.RunID, r.Attempt, r.Instances, formatStates(r.States))
 	}
 	_ = tw.Flush()
+}
+
+// printAutoscaled shows each autoscaled pool's last decision: forecast, target against actual (hot
+// = ready, stopped), the window's maxima, and the reasons.
+func printAutoscaled(w io.Writer, p apiv1.PoolsResponse) {
+	var pools []apiv1.PoolCount
+	for _, pc := range p.Pools {
+		if pc.Autoscale != nil {
+			pools = append(pools, pc)
+		}
+	}
+	if len(pools) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nAutoscaled pools (target / actual, within the schedule window's maxima):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tFORECAST JOBS/MIN\tHOT\tSTOPPED\tWINDOW MAX\tDECIDED")
+	for _, pc := range pools {
+		a := pc.Autoscale
+		fmt.Fprintf(tw, "%s\t%.1f\t%d / %d\t%d / %d\t%d / %d\t%s ago\n", pc.Pool, a.Forecast,
+			a.TargetHot, pc.States["ready"], a.TargetStopped, pc.States["stopped"], a.WindowHot, a.WindowStopped,
+			p.At.Sub(a.DecidedAt).Round(time.Second))
+	}
+	_ = tw.Flush()
+	for _, pc := range pools {
+		a := pc.Autoscale
+		if a.Conflict != "" {
+			fmt.Fprintf(w, "  %s: goal not met: %s\n", pc.Pool, a.Conflict)
+		}
+		for _, r := range a.Reasons {
+			fmt.Fprintf(w, "  %s: %s\n", pc.Pool, r)
+		}
+	}
 }
 
 func formatStates(m map[string]int) string {
