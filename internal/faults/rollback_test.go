@@ -21,6 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -73,34 +74,24 @@ func rollbackOnce(ctx context.Context, e *env, healthy *replica, reuse, cause st
 		return v, err
 	}
 	r := e.replica(replicaOptions{reuse: reuse})
-	req := e.request(len(pooled) + 1)
-	// A job of the run, queued before the provision: a reused runner takes it as soon as it
-	// registers, before the rollback (runs-on: ${{ github.run_id }} with no needs).
-	run, _ := strconv.ParseInt(req.RunID, 10, 64)
-	e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{req.RunID})
-	switch cause {
-	case "capacity":
-		e.sb.Stack.EC2.SetCapacity("", "", 0)
-		defer e.sb.Stack.EC2.SetCapacity("", "", -1)
-	case "never-registers":
-		e.noAgent.Store(true)
-		defer e.noAgent.Store(false)
-	}
-	res, perr := r.prov.Provision(ctx, req)
-	e.noAgent.Store(false)
-	e.sb.Stack.EC2.SetCapacity("", "", -1)
-	if perr == nil || res.Outcome != "unsuccessful" {
-		return v, fmt.Errorf("provision = %v (%+v), want it rolled back", perr, res)
-	}
-	e.answer(res.RunKey)
-	returned := map[string]bool{}
-	for _, u := range res.Undone {
-		if pooled[u.InstanceID] {
-			returned[u.InstanceID] = true
+	// A pickup may miss a pooled instance (an SQS short poll samples a subset of its servers, a
+	// stale message hides a fresh one for a moment): a rollback that reused none of the pool's
+	// instances proves nothing, and the provision is asked again as another run.
+	var returned map[string]bool
+	var res provision.Result
+	for try := 0; try < 3 && len(returned) == 0; try++ {
+		if res, err = rolledBack(ctx, e, r, len(pooled)+1, cause); err != nil {
+			return v, err
+		}
+		returned = map[string]bool{}
+		for _, u := range res.Undone {
+			if pooled[u.InstanceID] {
+				returned[u.InstanceID] = true
+			}
 		}
 	}
 	if len(returned) == 0 {
-		return v, fmt.Errorf("the rollback handed back none of the pool's instances %v: %+v", pooled, res.Undone)
+		return v, fmt.Errorf("three rollbacks handed back none of the pool's instances %v; the last: %+v", pooled, res.Undone)
 	}
 	v.crossScope, v.healthyTerminated, err = e.judgeHandBacks(ctx, r, returned, reuse)
 	if err != nil {
@@ -119,6 +110,29 @@ func rollbackOnce(ctx context.Context, e *env, healthy *replica, reuse, cause st
 		return v, fmt.Errorf("cross_scope=%d healthy_terminated=%d", v.crossScope, v.healthyTerminated)
 	}
 	return v, nil
+}
+
+// rolledBack provisions count runners for a new run, with a job of the run queued before the
+// provision (a reused runner takes it as soon as it registers, before the rollback: runs-on:
+// ${{ github.run_id }} with no needs), and the fault cause in force: the provision must roll back.
+func rolledBack(ctx context.Context, e *env, r *replica, count int, cause string) (provision.Result, error) {
+	req := e.request(count)
+	run, _ := strconv.ParseInt(req.RunID, 10, 64)
+	e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{req.RunID})
+	switch cause {
+	case "capacity":
+		e.sb.Stack.EC2.SetCapacity("", "", 0)
+		defer e.sb.Stack.EC2.SetCapacity("", "", -1)
+	case "never-registers":
+		e.noAgent.Store(true)
+		defer e.noAgent.Store(false)
+	}
+	res, err := r.prov.Provision(ctx, req)
+	if err == nil || res.Outcome != "unsuccessful" {
+		return res, fmt.Errorf("provision = %v (%+v), want it rolled back", err, res)
+	}
+	e.answer(res.RunKey)
+	return res, nil
 }
 
 // answer records a run whose provision answered (the stuck-run rule's Answered).
