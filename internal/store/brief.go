@@ -21,10 +21,10 @@ import (
 
 // BriefAttributes are the fields a brief record carries: ID, State, RunID, Threshold, Pool,
 // RunnerClass, Scope (refresh's pool check: which scope queue a pooled record's message is in),
-// SpecHash, CreatedAt, Version, PooledAt and AgentKey.
+// SpecHash, CreatedAt, Version, PooledAt, AgentKey and RunnerVersion (the runner-version metrics).
 var BriefAttributes = []string{
 	attrPK, attrID, "state", "run_id", attrThreshold, "pool", "runner_class", "scope", "spec_hash", "created_at", "version",
-	attrPooledAt, attrAgentKey,
+	attrPooledAt, attrAgentKey, "runner_version",
 }
 
 // briefProjection sets the projection of BriefAttributes on a query, with placeholder names (some

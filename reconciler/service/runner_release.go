@@ -70,6 +70,7 @@ func (s *Service) refreshRelease(ctx context.Context) {
 		}
 		if rel.Version != "" {
 			s.metrics.RunnerRelease(rel.Version, rel.Published)
+			s.observeRunnerVersions(ctx, rel)
 		}
 		select {
 		case <-ctx.Done():
@@ -77,4 +78,35 @@ func (s *Service) refreshRelease(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// observeRunnerVersions sets the runner-version metrics from the live records: how many run each
+// version, and how long the oldest has been behind the current release.
+func (s *Service) observeRunnerVersions(ctx context.Context, cur runnerversion.Release) {
+	live, err := s.store.LiveBrief(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "runner versions not observed", "err", err)
+		return
+	}
+	counts, behind := RunnerVersions(live, cur, s.o.Now())
+	s.metrics.RunnerVersions(counts, behind)
+}
+
+// RunnerVersions counts live records by runner version ("unknown" when not recorded) and says how long
+// the oldest known one has been behind cur: since cur was first seen, 0 when none is older.
+func RunnerVersions(live []store.Instance, cur runnerversion.Release, now time.Time) (map[string]int, time.Duration) {
+	counts := map[string]int{}
+	var behind time.Duration
+	cv, err := runnerversion.Parse(cur.Version)
+	for _, in := range live {
+		v := in.RunnerVersion
+		if v == "" {
+			v = "unknown"
+		}
+		counts[v]++
+		if iv, perr := runnerversion.Parse(in.RunnerVersion); err == nil && perr == nil && iv.Less(cv) && !cur.Published.IsZero() {
+			behind = max(behind, now.Sub(cur.Published))
+		}
+	}
+	return counts, behind
 }
