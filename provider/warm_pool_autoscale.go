@@ -1,6 +1,6 @@
 // The autoscale block of runnerpool_warm_pool: a queue-time goal, a pool-wide minimum and an
 // optional budget, stored with the pool (the schedules' counts become each window's maxima). The
-// reconciler does not apply the policy yet: a pool with the block keeps its windows' maxima.
+// reconciler's convergence loop sizes the pool by the policy within them.
 package provider
 
 import (
@@ -37,10 +37,12 @@ var queueGoalValidator = check("queue_time_p95", fmt.Sprintf("a Go duration from
 func autoscaleBlock() schema.SingleNestedBlock {
 	return schema.SingleNestedBlock{
 		MarkdownDescription: "A queue-time goal for the pool (95 % of its jobs start within `queue_time_p95`), a minimum and an optional " +
-			"hourly budget, stored with the pool for the autoscaler (internal/autoscale), which sizes a pool between the minimum and each " +
-			"`schedule` window's `hot` and `stopped` (with this block, the window's **maxima**). **This release stores and validates the " +
-			"block but its reconciler does not yet apply the policy: a pool with the block keeps its windows' maxima**, exactly what it " +
-			"keeps without it. `runnerpool simulate` shows what the policy would do with a job history; see " +
+			"hourly budget. With the block the reconciler sizes the pool itself: each convergence pass it records the jobs that arrived " +
+			"for the pool (per quarter-hour of the week, in the state table) and keeps the hot and stopped counts the autoscaler " +
+			"decides from that demand and the live signals, between the minimum and each `schedule` window's `hot` and `stopped` " +
+			"(with this block, the window's **maxima**). A new pool has no demand recorded yet, so it starts at its minimum. " +
+			"`runnerpool status` and the metrics show each decision and its reasons; `runnerpool simulate` shows what the policy " +
+			"would do with a job history; see " +
 			"[docs/autoscale.md](https://github.com/runnerpool/terraform-provider-runnerpool/blob/main/docs/autoscale.md).",
 		Attributes: map[string]schema.Attribute{
 			"queue_time_p95": schema.StringAttribute{

@@ -1,7 +1,7 @@
 // A warm pool's autoscale settings: the queue-time goal the policy (internal/autoscale) sizes the
 // pool to, the pool-wide minimum, and an optional hourly budget. With them, each schedule window's
-// hot and stopped counts are the window's maxima. The converger does not apply the policy yet, so a
-// pool keeps its windows' maxima with or without them.
+// hot and stopped counts are the window's maxima, within which the converger keeps what the policy
+// decides (internal/warmpool/autoscale.go).
 package config
 
 import (

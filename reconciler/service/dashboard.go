@@ -242,6 +242,14 @@ func (s *Service) poolTargets(ctx context.Context, now time.Time) ([]history.Poo
 		if t, err := snap.Target(p.Name, now); err == nil {
 			c.Schedule, c.TargetHot, c.TargetStop = t.Schedule, t.Hot, t.Stopped
 		}
+		// An autoscaled pool's target is the leader's last decision within the window's maxima.
+		if p.Autoscale != nil {
+			if st, err := s.store.GetAutoscale(ctx, p.Name); err == nil {
+				c.TargetHot, c.TargetStop = st.Hot, st.Stopped
+			} else if !errors.Is(err, store.ErrNotFound) {
+				s.log.Warn("pool sample: autoscale decision not read", "pool", p.Name, "err", err)
+			}
+		}
 		if cal, err := p.Calendar(); err == nil {
 			if at, t := cal.NextChange(now); !at.IsZero() {
 				c.NextChange, c.NextHot, c.NextStopped = at.UTC(), t.Hot, t.Stopped

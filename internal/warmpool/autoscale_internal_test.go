@@ -1,0 +1,52 @@
+package warmpool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+)
+
+func minutesIn(p *autoscale.Profile) (minutes, jobs uint32) {
+	for _, s := range p.Slots {
+		for b := range s.Minutes {
+			minutes, jobs = minutes+s.Minutes[b], jobs+s.Jobs[b]
+		}
+	}
+	return minutes, jobs
+}
+
+// recordMinutes closes the counted minute, counts a short gap without passes as quiet minutes and
+// leaves a long one (no leader) out.
+func TestRecordMinutes(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name          string
+		counted       time.Time
+		now           time.Time
+		minutes, jobs uint32
+	}{
+		{"first pass", time.Time{}, t0.Add(10 * time.Second), 0, 0},
+		{"same minute", t0, t0.Add(50 * time.Second), 0, 0},
+		{"next minute", t0, t0.Add(70 * time.Second), 1, 4},
+		{"15 quiet minutes between", t0, t0.Add(16*time.Minute + time.Second), 16, 4},
+		{"16 minutes without a leader", t0, t0.Add(17*time.Minute + time.Second), 1, 4},
+		{"clock went back", t0, t0.Add(-time.Minute), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := store.AutoscaleState{Minute: tc.counted, Count: 4}
+			prof := &autoscale.Profile{}
+			recordMinutes(&st, prof, tc.now, time.UTC)
+			if m, j := minutesIn(prof); m != tc.minutes || j != tc.jobs {
+				t.Errorf("recorded %d minutes, %d jobs; want %d, %d", m, j, tc.minutes, tc.jobs)
+			}
+			if want := tc.now.Truncate(time.Minute); !st.Minute.Equal(want) {
+				t.Errorf("counting minute %s, want %s", st.Minute, want)
+			}
+			if tc.minutes > 0 && st.Count != 0 {
+				t.Errorf("count %d after closing the minute, want 0", st.Count)
+			}
+		})
+	}
+}

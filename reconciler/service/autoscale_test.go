@@ -1,0 +1,45 @@
+package service_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+)
+
+// TestAutoscaledPoolEndToEnd: a warm pool with an autoscale block, written as the provider writes
+// it, is sized by the policy in the running service: with no demand recorded it keeps its
+// minimum (1 hot), not its window's maxima (3 hot, 2 stopped); the leader keeps the decision in
+// the pool's autoscale item, and the dashboard's pools page shows that target.
+func TestAutoscaledPoolEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := servicetest.New(t, servicetest.Options{WarmPools: true})
+	repo := tableconfig.NewRepository(env.Store)
+	rc := env.TableRunnerClass(servicetest.RunnerClass)
+	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	wp := tableconfig.WarmPool{Name: "auto", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 3, Stopped: 2}},
+		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(5 * time.Second), MinHot: 1}}
+	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
+		t.Fatalf("PutWarmPool: %v", err)
+	}
+	r := env.Start(t, "a", map[string]string{
+		"RUNNERPOOL_RUNNER_CLASSES_FILE": "", "RUNNERPOOL_DASHBOARD_LISTEN": "127.0.0.1:0",
+		"RUNNERPOOL_CONVERGE_SCHEDULE": "@every 1s", "RUNNERPOOL_HISTORY_SAMPLE_INTERVAL": "10s",
+	})
+	waitFor(t, 20*time.Second, "the pool's autoscale decision", func() bool {
+		st, err := env.Store.GetAutoscale(ctx, "auto")
+		return err == nil && st.Hot == 1 && st.Stopped == 0 && st.Decision.WindowHot == 3 && st.Decision.WindowStopped == 2
+	})
+	dash := r.Service.DashboardURL()
+	waitFor(t, 40*time.Second, "the pools page showing the policy's target", func() bool {
+		code, body := get(t, http.MethodGet, dash+"/pools")
+		return code == http.StatusOK && strings.Contains(body, "<td>1 hot, 0 stopped</td>")
+	})
+}
