@@ -39,7 +39,7 @@ func (m *Manager) newListener(s config.ScaleSet) (*listener, error) {
 	l := &listener{m: m, set: s, key: s.Scope + "/" + s.Name, changed: make(chan struct{}, 1)}
 	l.log = m.log.With("scale_set", l.key, "holder", m.cfg.Holder)
 	e, err := leader.New(m.cfg.Store, leader.Options{
-		Name: "scaleset:" + l.key, Holder: m.cfg.Holder, TTL: m.cfg.LeaseTTL, Now: m.cfg.Now, Logger: l.log,
+		Name: "scaleset:" + l.key, Holder: m.cfg.Holder, TTL: m.cfg.LeaseTTL - m.cfg.LeaseTTL/TakeoverBudget, Now: m.cfg.Now, Logger: l.log,
 		OnChange: func(bool) {
 			select {
 			case l.changed <- struct{}{}:

@@ -74,6 +74,12 @@ type Enqueuer interface {
 	Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error)
 }
 
+// TakeoverBudget divides LeaseTTL: LeaseTTL/TakeoverBudget is left to a new holder to open its
+// session, and the lease in the table lasts the rest, so a holder dying right after a renewal is
+// replaced, and its session taken over, within one LeaseTTL (opening takes a few round trips:
+// tens of milliseconds).
+const TakeoverBudget = 10
+
 // Config configures a Manager. Zero durations take the defaults.
 type Config struct {
 	Store Store
@@ -95,8 +101,9 @@ type Config struct {
 	Room func(ctx context.Context, warmPool string) (room int, capped bool, err error)
 	// Holder names this replica (lease holder, session owner).
 	Holder string
-	// LeaseTTL is the scale set lease's lifetime: a dead holder is replaced within about one TTL
-	// (default 30 s).
+	// LeaseTTL is the scale set lease period: a dead holder is replaced, its session taken over,
+	// within one LeaseTTL of its death (default 30 s). The lease in the table is taken for
+	// LeaseTTL less TakeoverBudget of it, which is the new holder's time to open its session.
 	LeaseTTL time.Duration
 	// Resync is how often the configured scale sets are read again (default 30 s).
 	Resync time.Duration

@@ -9,6 +9,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 )
 
 // deleteSessionRoute is the fake's route of session deletions, as Calls counts them.
@@ -18,7 +19,10 @@ const deleteSessionRoute = "DELETE /_actions/_apis/runtime/runnerscalesets/{id}/
 // another replica takes the lease. Deleting the recorded session answers 400
 // RunnerScaleSetSessionExpiredException (actions/actions-runner-controller#4285): the new holder
 // forgets it and opens its own session, without a loop of deletes, and serves the jobs queued
-// meanwhile.
+// meanwhile. Killed right after a lease renewal (the worst case), the holder's lease in the table
+// ends within LeaseTTL less the takeover budget of its death, and the new session opens within the
+// budget after that: within one lease period (fails on the old code, whose lease ran a full
+// LeaseTTL past the death).
 func TestTakeoverAfterExpiredSession(t *testing.T) {
 	t.Parallel()
 	shapes(t, func(t *testing.T, e *env) {
@@ -27,12 +31,33 @@ func TestTakeoverAfterExpiredSession(t *testing.T) {
 		eventually(t, "a session held", func() bool { return e.sessionOwner() != "" })
 		holder := e.sessionOwner()
 		other := map[string]string{"a": "b", "b": "a"}[holder]
-		killed := time.Now()
+		// Killed right after a renewal: the worst case, its lease then runs longest past its death.
+		lease := "scaleset:" + org + "/" + setName
+		first, _ := e.st.CurrentLease(t.Context(), lease)
+		eventually(t, "a renewal of the lease", func() bool {
+			l, err := e.st.CurrentLease(t.Context(), lease)
+			return err == nil && l.ExpiresAt.After(first.ExpiresAt)
+		})
 		reps[holder].kill()
+		killed := time.Now()
+		dead, err := e.st.CurrentLease(t.Context(), lease)
+		if err != nil || dead.Holder != holder {
+			t.Fatalf("lease after the kill: %+v, %v: want %s's", dead, err, holder)
+		}
+		// The dead holder's lease ends before one lease period is out, leaving the new holder
+		// LeaseTTL/TakeoverBudget to open its session.
+		budget := testLeaseTTL / scalesets.TakeoverBudget
+		if left := dead.ExpiresAt.Sub(killed); left > testLeaseTTL-budget {
+			t.Errorf("dead holder's lease runs %s past its death, want at most %s (lease period %s less the takeover budget)", left, testLeaseTTL-budget, testLeaseTTL)
+		}
 		eventually(t, "the dead holder's session expired at the service", func() bool { return e.sessionOwner() == "" })
 		id := e.gh.QueueScaleSetJob(org, "api", 500, setName)
 		eventually(t, "a new session opened by "+other, func() bool { return e.sessionOwner() == other })
-		t.Logf("new session %s after the kill (lease TTL %s)", time.Since(killed).Round(time.Millisecond), testLeaseTTL)
+		if opened := time.Now(); opened.After(dead.ExpiresAt.Add(budget)) {
+			t.Errorf("new session %s after the dead holder's lease ended, want within the takeover budget %s: not within one lease period (%s) of the death",
+				opened.Sub(dead.ExpiresAt), budget, testLeaseTTL)
+		}
+		t.Logf("new session %s after the kill (lease period %s)", time.Since(killed).Round(time.Millisecond), testLeaseTTL)
 		eventually(t, fmt.Sprintf("job %d in the ledger", id), func() bool { return e.ledger(t, id) == warmpool.JobQueued })
 		if n := e.gh.Calls()[deleteSessionRoute]; n > 2 {
 			t.Errorf("session deletions = %d, want at most 2: a replica never loops on a delete", n)
