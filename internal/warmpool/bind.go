@@ -42,9 +42,10 @@ func (q *JobQueue) Bind(ctx context.Context, j Job, runnerName string) (bool, er
 	if !poolJobLive(in) {
 		return false, nil
 	}
-	handed, runner := sx.InstanceID, sx.RunnerID
+	mine, runner := sx.InstanceID, sx.RunnerID
+	sx.InstanceID, sx.Handed = id, ""
 	// Y first: a crash between the two writes leaves j unbound, and the redelivered JobStarted
-	// binds again.
+	// binds again. Only an instance handed to Y is spared by j's completion.
 	yKey := "pooljob:" + strings.TrimPrefix(in.RunID, JobRunPrefix)
 	if yKey != j.ledgerKey() {
 		ry, sy, ok, err := q.servedRecord(ctx, yKey)
@@ -52,15 +53,14 @@ func (q *JobQueue) Bind(ctx context.Context, j Job, runnerName string) (bool, er
 			return false, err
 		}
 		if ok && sy.InstanceID == id {
-			sx.RunnerID = sy.RunnerID
-			sy.InstanceID, sy.RunnerID, sy.Handed = handed, runner, ""
+			sx.RunnerID, sx.Handed = sy.RunnerID, mine
+			sy.InstanceID, sy.RunnerID, sy.Handed = mine, runner, ""
 			ry.Result = mustJSON(sy)
 			if _, err := q.st.UpdateRun(ctx, ry, ry.Version); err != nil {
-				return false, fmt.Errorf("binding job %d: handing instance %s to %s: %w", j.JobID, handed, yKey, err)
+				return false, fmt.Errorf("binding job %d: handing instance %s to %s: %w", j.JobID, mine, yKey, err)
 			}
 		}
 	}
-	sx.InstanceID, sx.Handed = id, handed
 	rx.Result = mustJSON(sx)
 	if _, err := q.st.UpdateRun(ctx, rx, rx.Version); err != nil {
 		return false, fmt.Errorf("binding job %d to runner %s: %w", j.JobID, runnerName, err)
