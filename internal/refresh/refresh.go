@@ -78,6 +78,9 @@ const (
 
 // Options configure a Refresher.
 type Options struct {
+	// RunnerDue says why an idle instance's runner must not serve another run ("" when it may;
+	// runner_due.go). Nil: none is retired for its runner.
+	RunnerDue func(rec store.Instance) string
 	// DeploymentID is the value of this deployment's runnerpool:deployment tag. Required: the orphan
 	// sweep touches only instances carrying it.
 	DeploymentID string
@@ -202,6 +205,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 	p.rep.At = p.now
 	r.expiry(ctx, p)
 	orphans := r.orphans(ctx, p)
+	r.retireDue(ctx, p)
 	r.runs(ctx, p)
 	r.runners(ctx, p, orphans)
 	r.pool(ctx, p)
