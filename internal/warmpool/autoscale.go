@@ -75,14 +75,14 @@ type AutoscaleReport struct {
 	Err error
 }
 
-// arrivals counts the pool's job records not seen at the previous pass, and remembers them. The
-// first pass of this converger only learns them (a new leader does not count the jobs its
-// predecessor counted).
-func (c *Converger) arrivals(pool string, recs []store.Instance) (n int, first bool) {
+// arrivals counts the pool's records held by a job (instance and run) not seen at the previous
+// pass, and remembers them. The first pass of this converger only learns them (a new leader does
+// not count the jobs its predecessor counted).
+func (c *Converger) arrivals(pool string, recs []store.Instance) (n int) {
 	now := map[string]bool{}
 	for _, in := range recs {
 		if in.RunID != "" && in.State != store.StateTerminating {
-			now[in.RunID] = true
+			now[in.ID+" "+in.RunID] = true // a runner per job: a run holding three instances is three jobs
 		}
 	}
 	c.mu.Lock()
@@ -93,14 +93,14 @@ func (c *Converger) arrivals(pool string, recs []store.Instance) (n int, first b
 	prev, ok := c.seen[pool]
 	c.seen[pool] = now
 	if !ok {
-		return 0, true
+		return 0
 	}
 	for id := range now {
 		if !prev[id] {
 			n++
 		}
 	}
-	return n, false
+	return n
 }
 
 // autoscale replaces spec's window counts by the policy's targets.
@@ -109,7 +109,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	a := spec.Autoscale
 	rep := &AutoscaleReport{}
 	rep.WindowHot, rep.WindowStopped = spec.Hot, spec.Stopped
-	arrived, _ := c.arrivals(spec.Name, recs)
+	arrived := c.arrivals(spec.Name, recs)
 	st, err := o.Store.GetAutoscale(ctx, spec.Name)
 	version := st.Version
 	switch {

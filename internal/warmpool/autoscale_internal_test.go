@@ -50,3 +50,31 @@ func TestRecordMinutes(t *testing.T) {
 		})
 	}
 }
+
+// Arrivals are instances newly held by a job: a run holding three instances is three jobs, a
+// recycled instance taken by another job is one more, and a new converger counts from its second
+// pass.
+func TestArrivals(t *testing.T) {
+	c := &Converger{}
+	held := func(pairs ...string) []store.Instance {
+		var out []store.Instance
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, store.Instance{ID: pairs[i], RunID: pairs[i+1], State: store.StateRunning})
+		}
+		return out
+	}
+	steps := []struct {
+		recs []store.Instance
+		want int
+	}{
+		{held("i-1", "job:1"), 0}, // first pass: learnt, not counted
+		{held("i-1", "job:1", "i-2", "4242:7:1", "i-3", "4242:7:1", "i-4", "4242:7:1"), 3},
+		{held("i-1", "job:9", "i-2", "4242:7:1"), 1},
+		{append(held("i-1", "job:9"), store.Instance{ID: "i-5", RunID: "job:10", State: store.StateTerminating}), 0},
+	}
+	for k, s := range steps {
+		if got := c.arrivals("p", s.recs); got != s.want {
+			t.Errorf("pass %d: %d arrivals, want %d", k+1, got, s.want)
+		}
+	}
+}

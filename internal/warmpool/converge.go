@@ -108,7 +108,7 @@ type Converger struct {
 	mu   sync.Mutex
 	last Report
 	disc discovery
-	seen map[string]map[string]bool // per autoscaled pool, the job records of the last pass
+	seen map[string]map[string]bool // per autoscaled pool, the records held by a job at the last pass
 }
 
 // discovery is what the last search for removed pools found.
