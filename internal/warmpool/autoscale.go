@@ -29,7 +29,7 @@ type AutoscaleOptions struct {
 	Store    AutoscaleStore
 	Starts   autoscale.Starts
 	Prices   autoscale.Prices
-	Interval time.Duration // time between passes (default 30 s)
+	Interval time.Duration // time between passes (default 30 s; the cooldown counts the time between decisions)
 	Cooldown time.Duration // how long lower targets must hold before the pool shrinks (default 10 min)
 }
 
@@ -146,7 +146,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof,
 		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight},
 		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
-		Starts: o.Starts, Prices: o.Prices, Goal: a.Goal, Budget: a.Budget, Interval: o.Interval, Cooldown: o.Cooldown,
+		Starts: o.Starts, Prices: o.Prices, Goal: a.Goal, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
 		Bounds: autoscale.Bounds{MinHot: a.MinHot, MaxHot: spec.Hot, MinStopped: a.MinStopped, MaxStopped: spec.Stopped},
 	})
 	// The window's counts are maxima even when 0 (which Bounds reads as no limit).
@@ -161,6 +161,16 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	}
 	spec.Hot, spec.Stopped = hot, stopped
 	return rep
+}
+
+// sincePrev is the time since the previous decision, which the cooldown counts, whatever the
+// passes' pace; def (the configured pace) for the first decision, a clock gone back or a gap of
+// more than maxGapMinutes (no leader).
+func sincePrev(st store.AutoscaleState, now time.Time, def time.Duration) time.Duration {
+	if d := now.Sub(st.DecidedAt); !st.DecidedAt.IsZero() && d > 0 && d <= maxGapMinutes*time.Minute {
+		return d
+	}
+	return def
 }
 
 // recordMinutes closes the minutes st counted before now's: the counted one with its count, the

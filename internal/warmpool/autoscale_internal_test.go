@@ -1,6 +1,8 @@
 package warmpool
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -76,5 +78,47 @@ func TestArrivals(t *testing.T) {
 		if got := c.arrivals("p", s.recs); got != s.want {
 			t.Errorf("pass %d: %d arrivals, want %d", k+1, got, s.want)
 		}
+	}
+}
+
+// memAutoscale is an in-memory AutoscaleStore.
+type memAutoscale struct {
+	items map[string]store.AutoscaleState
+}
+
+func (m *memAutoscale) GetAutoscale(_ context.Context, pool string) (store.AutoscaleState, error) {
+	st, ok := m.items[pool]
+	if !ok {
+		return st, store.ErrNotFound
+	}
+	return st, nil
+}
+
+func (m *memAutoscale) PutAutoscale(_ context.Context, st store.AutoscaleState, v int64) (store.AutoscaleState, error) {
+	if m.items[st.Pool].Version != v {
+		return st, store.ErrConflict
+	}
+	st.Version = v + 1
+	m.items[st.Pool] = st
+	return st, nil
+}
+
+// The cooldown counts the time between decisions, not passes: passes a second apart hold the
+// previous targets for the whole 10 minutes.
+func TestAutoscaleCooldownCountsTime(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mem := &memAutoscale{items: map[string]store.AutoscaleState{"p": {Pool: "p", Hot: 3, Stopped: 2, DecidedAt: t0, Minute: t0, Version: 1}}}
+	c := &Converger{opts: Options{Autoscale: AutoscaleOptions{Store: mem}}, log: slog.New(slog.DiscardHandler)}
+	for now := t0.Add(time.Second); now.Before(t0.Add(DefaultCooldown)); now = now.Add(time.Second) {
+		spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+		rep := c.autoscale(t.Context(), &spec, nil, categories{}, now)
+		if rep.Err != nil || spec.Hot != 3 || spec.Stopped != 2 {
+			t.Fatalf("at %s: %d hot %d stopped (%v); want 3, 2 held through the cooldown", now.Sub(t0), spec.Hot, spec.Stopped, rep.Err)
+		}
+	}
+	spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+	c.autoscale(t.Context(), &spec, nil, categories{}, t0.Add(DefaultCooldown+time.Second))
+	if spec.Hot != 0 || spec.Stopped != 0 {
+		t.Errorf("after the cooldown: %d hot %d stopped, want 0, 0", spec.Hot, spec.Stopped)
 	}
 }
