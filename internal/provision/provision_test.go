@@ -596,8 +596,9 @@ func TestSpotFallback(t *testing.T) {
 	}
 }
 
-// A run whose provision was abandoned (its replica died mid-way) is reported at once, not waited
-// for, and never provisioned a second time.
+// A run whose provision was abandoned (its replica died before it held anything) is taken over by
+// its retry past the provision deadline, which provisions it (it got ErrInProgress forever
+// before); a further retry gets that result, never a second set of runners.
 func TestAbandonedProvision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -607,12 +608,16 @@ func TestAbandonedProvision(t *testing.T) {
 	if _, _, err := past.CreateRun(t.Context(), store.Run{Key: key, RepositoryID: repoID, RunID: "4100", Attempt: 1, Status: provision.StatusProvisioning}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.p.Provision(t.Context(), request("4100", 1))
-	if !errors.Is(err, provision.ErrInProgress) || !strings.Contains(err.Error(), "abandoned") {
-		t.Fatalf("Provision of an abandoned run = %v, want ErrInProgress (abandoned)", err)
+	first, err := s.p.Provision(t.Context(), request("4100", 1))
+	if err != nil || len(first.Runners) != 1 {
+		t.Fatalf("Provision of an abandoned run = %v (%+v), want it taken over and provisioned", err, first)
 	}
-	if n := e.ec2srv.Calls()["CreateFleet"]; n != 0 {
-		t.Errorf("%d CreateFleet calls for an abandoned run", n)
+	again, err := s.p.Provision(t.Context(), request("4100", 1))
+	if err != nil || !slices.Equal(ids(again.Runners), ids(first.Runners)) {
+		t.Errorf("retry = %v (%+v), want the same runners %v", err, again, ids(first.Runners))
+	}
+	if n := e.ec2srv.Calls()["CreateFleet"]; n != 1 {
+		t.Errorf("%d CreateFleet calls for the abandoned run, want 1", n)
 	}
 }
 
