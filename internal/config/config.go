@@ -487,6 +487,15 @@ func ValidateReuse(s string) error {
 	return fmt.Errorf("reuse %q: want %q, %q or %q", s, ReuseAny, ReuseSameRepository, ReuseNever)
 }
 
+// NormalJobAccess is a job access with its default spelled out (empty is JobAccessUser), so two
+// can be compared.
+func NormalJobAccess(s string) string {
+	if s == "" {
+		return JobAccessUser
+	}
+	return s
+}
+
 // CheckPosture refuses a contradiction: a root job can forge whatever the agent reports (that it
 // cleaned up, that its runner is intact), so a root instance is never handed to another repository.
 func CheckPosture(jobAccess, reuse string) error {

@@ -55,6 +55,9 @@ type RunnerClass struct {
 	// RunnerVersion is the Actions runner version Launch installs ("" when unknown), recorded on
 	// every instance created.
 	RunnerVersion string
+	// JobAccess is the class's job_access, recorded on the instances it launches (refresh takes a
+	// pooled instance out when its class's posture changed since).
+	JobAccess string
 }
 
 // Config is a deployment's provisioning configuration.

@@ -349,7 +349,7 @@ func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet
 			ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: threshold,
 			UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: cpu, MemoryMiB: mem,
 			ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
-			RunnerVersion: j.rc.RunnerVersion, Reason: "created for run " + j.key,
+			RunnerVersion: j.rc.RunnerVersion, JobAccess: j.rc.JobAccess, Reason: "created for run " + j.key,
 		})
 		if err != nil {
 			_, terr := p.ec2.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{l.ID}})

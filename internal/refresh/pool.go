@@ -54,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -63,6 +64,7 @@ import (
 const maxReceivesPerQueue = 1000
 
 func (r *Refresher) pool(ctx context.Context, p *pass) {
+	r.retireOtherPostures(ctx, p)
 	r.indexPooled(p)
 	for _, q := range r.queues() {
 		p.update(func(rep *Report) { rep.Pool.Queues++ })
@@ -139,6 +141,40 @@ func (r *Refresher) counts(ctx context.Context, url string) (queueCounts, error)
 // pooledIn lists the records the pass's listing shows poolable (idle or ready, marked pooled) whose
 // message belongs in the queue at url (target).
 func (r *Refresher) pooledIn(p *pass, url string) []store.Instance { return p.pooled[url] }
+
+// retireOtherPostures expires every poolable record launched under another job access than its
+// runner class has now (Options.JobAccess): a class changed from root to user must not hand out an
+// instance whose user data gave jobs sudo (its drop-in, and whatever a root job left, stay on it).
+// The walk then drops its message. A record that names no job access (written before it was
+// recorded) is left to its threshold.
+func (r *Refresher) retireOtherPostures(ctx context.Context, p *pass) {
+	if r.opts.JobAccess == nil {
+		return
+	}
+	var stale []store.Instance
+	for _, rec := range p.live {
+		now, ok := r.opts.JobAccess(rec.RunnerClass)
+		if ok && rec.JobAccess != "" && poolable(rec, p.now) && config.NormalJobAccess(rec.JobAccess) != config.NormalJobAccess(now) {
+			stale = append(stale, rec)
+		}
+	}
+	forEach(r.opts.Concurrency, stale, func(rec store.Instance) {
+		now, _ := r.opts.JobAccess(rec.RunnerClass)
+		reason := fmt.Sprintf("launched with job access %q, its runner class's is %q now: never pooled again", rec.JobAccess, now)
+		if _, err := r.st.ExpireNoRun(ctx, rec.ID, reason); err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				p.fail(PhasePool, fmt.Errorf("expiring %s (%s): %w", rec.ID, reason, err))
+			}
+			return
+		}
+		r.log.InfoContext(ctx, "refresh: pooled instance of another posture expired", "instance", rec.ID, "reason", reason)
+		p.update(func(rep *Report) { rep.Pool.OtherPosture = append(rep.Pool.OtherPosture, rec.ID) })
+	})
+	for _, rec := range stale {
+		rec.Threshold = p.now // not poolable any more: its message is judged on a consistent read
+		p.live[rec.ID] = rec
+	}
+}
 
 // indexPooled sorts the pass's poolable records by the queue their message belongs in, once per
 // pass: a pool with a queue per scope has as many queues as scopes.

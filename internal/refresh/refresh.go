@@ -112,6 +112,9 @@ type Options struct {
 	// EmptyScopeQueueAge is how long a pool's scope queue must have been seen empty, with no
 	// pooled record expecting it, before the pool check deletes it (default a day).
 	EmptyScopeQueueAge time.Duration
+	// JobAccess, when set, says a runner class's job_access now (ok false: unknown): a pooled
+	// instance launched under another one is expired (pool.go, retireOtherPostures).
+	JobAccess func(runnerClass string) (jobAccess string, ok bool)
 	// AgentSweepInterval is the pace of phase 6, a Scan of the table (default 10 min).
 	AgentSweepInterval time.Duration
 	// Concurrency bounds parallel store writes and reads within a phase (default 8).

@@ -83,6 +83,9 @@ type PoolReport struct {
 	// Repooled lists the poolable instances that had no message in two complete walks and were
 	// pooled again.
 	Repooled []string `json:"repooled,omitempty"`
+	// OtherPosture lists the pooled instances expired because their runner class's job access
+	// changed since they were launched.
+	OtherPosture []string `json:"otherPosture,omitempty"`
 	// Moved counts live messages moved to the scope queue they belong in.
 	Moved int `json:"moved,omitempty"`
 	// DeletedQueues lists the scope queues deleted for staying empty.

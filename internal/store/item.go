@@ -112,10 +112,14 @@ type Instance struct {
 	// template version's user data installs; "" when unknown): the control plane's record, used to
 	// retire instances left behind by a new release.
 	RunnerVersion string
-	Reason        string // why the last transition happened
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	Version       int64 // incremented by every write; lets tests and audits count transitions
+	// JobAccess is the runner class's job_access when the instance was launched (its user data's
+	// grant: a root class's sudoers drop-in stays on the instance); empty: not recorded (older
+	// records). Written by the control plane at creation.
+	JobAccess string
+	Reason    string // why the last transition happened
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64 // incremented by every write; lets tests and audits count transitions
 	// PooledAt is when the control plane put the instance in the pool (MarkPooled, or a warm-up
 	// that made it hot): after it verified the hand-back itself, never on the agent's word alone.
 	// Every transition clears it, so a set PooledAt means "in the pool since then, untouched".
@@ -192,7 +196,7 @@ func (s *Store) encodeInstance(in Instance) map[string]types.AttributeValue {
 	for k, v := range map[string]string{
 		"usage_class": in.UsageClass, "instance_type": in.InstanceType, "resource_class": in.ResourceClass,
 		"runner_class": in.RunnerClass, "pool": in.Pool, "scope": in.Scope, "zone": in.Zone,
-		"spec_hash": in.SpecHash, "reason": in.Reason, "runner_version": in.RunnerVersion,
+		"spec_hash": in.SpecHash, "reason": in.Reason, "runner_version": in.RunnerVersion, "job_access": in.JobAccess,
 	} {
 		if v != "" {
 			item[k] = sv(v)
@@ -270,6 +274,7 @@ func decodeInstance(item map[string]types.AttributeValue) (Instance, error) {
 		Zone:          d.str("zone"),
 		SpecHash:      d.str("spec_hash"),
 		RunnerVersion: d.str("runner_version"),
+		JobAccess:     d.str("job_access"),
 		Reason:        d.str("reason"),
 		CreatedAt:     fromMS(d.num("created_at")),
 		UpdatedAt:     fromMS(d.num("updated_at")),

@@ -783,7 +783,8 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 			return store.Instance{
 				ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
 				InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, ResourceClass: spec.ResourceClass,
-				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.RunnerVersion, Reason: "warming up for pool " + spec.Name,
+				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.RunnerVersion,
+				JobAccess: spec.JobAccess, Reason: "warming up for pool " + spec.Name,
 			}
 		}, log)
 		settle(ctx, c.opts.Capacity, id, spec.RunnerClass, recs, log)

@@ -53,6 +53,8 @@ type PoolSpec struct {
 	// SpecHash is the hash of runner class, image and pool config (config.SpecHash). An instance
 	// tagged with another hash is outdated and replaced at once.
 	SpecHash string
+	// JobAccess is the runner class's job_access, recorded on the instances the pool launches.
+	JobAccess string
 	// Launch is where instances are launched (launch template, subnets, extra tags); the converger
 	// adds the deployment, runner class, pool and spec hash tags.
 	Launch fleet.LaunchSpec

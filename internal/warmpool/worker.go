@@ -636,7 +636,7 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 				ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
 				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
 				ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
-				RunnerVersion: spec.RunnerVersion, Reason: "cold start for " + j.RunKey(),
+				RunnerVersion: spec.RunnerVersion, JobAccess: spec.JobAccess, Reason: "cold start for " + j.RunKey(),
 			}
 		}, w.log)
 		settle(ctx, w.cfg.Capacity, id, spec.RunnerClass, recs, w.log)

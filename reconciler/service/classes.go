@@ -228,6 +228,7 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
 				RunnerVersion: runnerOf(c.versions, rc, version),
+				JobAccess:     rc.JobAccess,
 			}
 		}
 	}
@@ -356,6 +357,17 @@ func (c *classSource) Reuse(runnerClass string) (string, error) {
 		return "", fmt.Errorf("runner class %q: no runner classes read yet", runnerClass)
 	}
 	return set.reuse[runnerClass], nil
+}
+
+// JobAccess is a runner class's job_access in the cached set (ok false: no set read yet, or no
+// such class): refresh.Options.JobAccess.
+func (c *classSource) JobAccess(runnerClass string) (string, bool) {
+	set := c.cached()
+	if set == nil {
+		return "", false
+	}
+	p, ok := set.postures[runnerClass]
+	return p.JobAccess, ok
 }
 
 // postures are the runner classes' postures of the cached set (dashboard.Options.Postures).

@@ -221,7 +221,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	})
 	s.refresher = refresh.New(s.store, ec2c, gh, s.classes, refresh.Options{
 		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), SQS: sqsc,
-		TakeOver: s.classes.TakeOverAbandoned, Now: o.Now, Logger: log, RunnerDue: s.runnerDue,
+		TakeOver: s.classes.TakeOverAbandoned, JobAccess: s.classes.JobAccess, Now: o.Now, Logger: log, RunnerDue: s.runnerDue,
 	})
 	if cfg.WarmPools() {
 		if err := s.setupWarmPools(cfg, warmDeps{sqs: sqsc, ec2: ec2c, fleet: fl, starter: starter, reg: reg, gh: gh, rel: rel}); err != nil {
