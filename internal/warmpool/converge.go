@@ -286,6 +286,12 @@ func (c *Converger) logPool(pr PoolReport) {
 	if pr.Capped > 0 {
 		attrs = append(attrs, "capped", pr.Capped, "capped_by", pr.CappedBy)
 	}
+	if a := pr.Autoscale; a != nil && a.Err == nil {
+		attrs = append(attrs, "autoscale_forecast", a.Forecast, "window_hot", a.WindowHot, "window_stopped", a.WindowStopped, "reasons", a.Reasons)
+		if a.Conflict != "" {
+			attrs = append(attrs, "autoscale_conflict", a.Conflict)
+		}
+	}
 	switch {
 	case pr.Err != nil:
 		c.log.Error("warm pool convergence failed", append(attrs, "err", pr.Err)...)
