@@ -259,6 +259,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"docker", phaseDocker},
 		{"fault_storm", phaseFaultStorm},
 		{"foreign items", phaseForeignItems},
+		{"runner release", phaseRunnerRelease},
 		{"many repos", phaseManyRepos},
 		{"audit", phaseAudit},
 	}

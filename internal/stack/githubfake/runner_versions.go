@@ -131,6 +131,13 @@ func (s *Server) listRunnerDownloads(w http.ResponseWriter, r *http.Request, _ *
 	writeJSON(w, http.StatusOK, out)
 }
 
+// VersionRefusals is how many registrations and job polls the fake refused for the runner's version.
+func (s *Server) VersionRefusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versionRefusals
+}
+
 // admitVersionLocked refuses the registration of a runner below the floor (answering it) and fills in
 // an empty version with the current release's.
 func (s *Server) admitVersionLocked(w http.ResponseWriter, req *registerRequest) bool {
@@ -138,6 +145,7 @@ func (s *Server) admitVersionLocked(w http.ResponseWriter, req *registerRequest)
 		req.Version = s.currentReleaseLocked().Version
 	}
 	if _, err := runnerversion.CheckFloor(req.Version); err != nil {
+		s.versionRefusals++
 		writeVersionError(w, fmt.Errorf("%w: %w", runnerversion.ErrTooOld, err))
 		return false
 	}
@@ -149,7 +157,11 @@ func (s *Server) assignableLocked(rr *runnerRec) error {
 	if rr.version == "" {
 		return nil // a runner of the scale-set protocol (actions.go), which carries no version here
 	}
-	return runnerversion.Assignable(rr.version, s.releasesLocked(), s.now())
+	err := runnerversion.Assignable(rr.version, s.releasesLocked(), s.now())
+	if err != nil {
+		s.versionRefusals++
+	}
+	return err
 }
 
 // writeVersionError answers the broker's RunnerVersionTooOld.

@@ -85,7 +85,8 @@ type Server struct {
 	nextID        int64
 	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
 
-	releases []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
+	releases        []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
+	versionRefusals int                     // registrations and job polls refused for the runner's version
 }
 
 type fault struct {
