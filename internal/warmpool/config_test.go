@@ -168,7 +168,13 @@ func TestCatalog(t *testing.T) {
 	if _, err := repo.PutWarmPool(ctx, smallX64(), 0); err != nil {
 		t.Fatal(err)
 	}
-	bad, _ := json.Marshal(map[string]any{"name": "future", "runner_class": runnerClass, "timezone": "UTC", "schedules": []any{}, "surge": 3})
+	// A newer provider's pool: a field this reconciler does not know is read past (tolerant
+	// decoding, docs/upgrading.md), unless the writer lists it in "requires".
+	newer, _ := json.Marshal(map[string]any{"name": "newer", "runner_class": runnerClass, "timezone": "UTC", "schedules": []any{}, "surge": 3})
+	if _, err := e.st.PutConfig(ctx, store.ConfigItem{Kind: store.ConfigWarmPool, Name: "newer", Spec: newer}, 0); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := json.Marshal(map[string]any{"name": "future", "runner_class": runnerClass, "timezone": "UTC", "schedules": []any{}, "surge": 3, "requires": []string{"surge"}})
 	if _, err := e.st.PutConfig(ctx, store.ConfigItem{Kind: store.ConfigWarmPool, Name: "future", Spec: bad}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +184,13 @@ func TestCatalog(t *testing.T) {
 		spec.DanglingAfter != 10*time.Minute || spec.SpecHash != config.SpecHash(e.runnerClass(), smallX64()) {
 		t.Fatalf("Lookup(small-x64) = %+v, %v, %v", spec, ok, err)
 	}
+	if spec, ok, err := cat.Lookup(ctx, "newer"); err != nil || !ok || spec.Err != nil {
+		t.Errorf("Lookup(newer) = %+v, %v, %v; want known without an error", spec, ok, err)
+	}
 	if spec, ok, err := cat.Lookup(ctx, "future"); err != nil || !ok || spec.Err == nil {
 		t.Errorf("Lookup(future) = %+v, %v, %v; want known with an error", spec, ok, err)
 	}
-	for name, want := range map[string]bool{"small-x64": true, "future": true, "nope": false} {
+	for name, want := range map[string]bool{"small-x64": true, "newer": true, "future": true, "nope": false} {
 		if got, err := cat.Known(ctx, name); err != nil || got != want {
 			t.Errorf("Known(%s) = %v, %v; want %v", name, got, err, want)
 		}
