@@ -33,7 +33,7 @@ import (
 // They work on items of their own, so they run at once.
 func otherWrites(t *testing.T, e *env, r *replica) error {
 	tag := fmt.Sprintf("faults-lost-%d", e.runSeq.Add(1))
-	steps := []func(context.Context, *env, *replica, string) error{lostExpiry, lostLease, lostConfig, lostRenew, lostQuota, lostSample, lostAutoscale}
+	steps := []func(context.Context, *env, *replica, string) error{lostExpiry, lostLease, lostConfig, lostRenew, lostQuota, lostSample, lostAutoscale, lostRunnerRelease}
 	errs := make([]error, len(steps))
 	var wg sync.WaitGroup
 	for i, step := range steps {
