@@ -113,3 +113,15 @@ func (c *Cache) set(rr store.RunnerRelease) {
 	defer c.mu.Unlock()
 	c.cur = rr
 }
+
+// Due says why an instance's runner must not serve another run: it is behind the current release by
+// more than lag (runnerversion.Due; lag is the operator's, already checked), "" when it may, or when
+// its version or the current release is unknown.
+func (c *Cache) Due(rec store.Instance, lag time.Duration, now time.Time) string {
+	cur, ok := c.Current()
+	if !ok || rec.RunnerVersion == "" || !runnerversion.Due(rec.RunnerVersion, cur, lag, now) {
+		return ""
+	}
+	return fmt.Sprintf("its runner %s is behind the current release %s (first seen %s) by more than the upgrade lag %s: retired",
+		rec.RunnerVersion, cur.Version, cur.Published.UTC().Format(time.RFC3339), lag)
+}

@@ -9,17 +9,13 @@ package bench
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
@@ -31,7 +27,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
@@ -134,20 +129,7 @@ func (h *harness) drain(ctx context.Context, conv *warmpool.Converger) error {
 
 // releaseClass is the measured class, on a launch template whose user data runnerpool rendered.
 func (h *harness) releaseClass(ctx context.Context) (tableconfig.RunnerClass, error) {
-	ud, err := userdata.Render(userdata.Params{Table: h.sb.Table, Region: "us-east-1", Arch: userdata.ArchX64,
-		AgentX64: userdata.Artifact{URL: "https://releases.example.com/runnerpool_linux_amd64", SHA256: strings.Repeat("ab", 32)}})
-	if err != nil {
-		return tableconfig.RunnerClass{}, err
-	}
-	lt, err := h.sb.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: aws.String("runnerpool-bench-release"),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{
-			ImageId: aws.String("ami-0123456789abcdef0"), UserData: aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
-			MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
-				HttpTokens: ec2types.LaunchTemplateHttpTokensStateRequired, InstanceMetadataTags: ec2types.LaunchTemplateInstanceMetadataTagsStateEnabled,
-			},
-		},
-	})
+	lt, err := h.sb.ReleaseLaunchTemplate(ctx, "runnerpool-bench-release")
 	if err != nil {
 		return tableconfig.RunnerClass{}, err
 	}
@@ -164,6 +146,6 @@ func (h *harness) releaseClass(ctx context.Context) (tableconfig.RunnerClass, er
 		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
 		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)), QueueURL: aws.ToString(q.QueueUrl),
 		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute),
-		LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
+		LaunchTemplateID: lt,
 	}, nil
 }

@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -37,23 +36,17 @@ func (s *Service) currentRelease() (runnerversion.Release, bool) {
 	return s.release.Current()
 }
 
-// runnerDue says why an instance's runner must not serve another run: it is behind the current
-// release by more than the operator's lag (runnerversion.Due), "" when it may, or when its version or
-// the current release is unknown.
+// runnerDue says why an instance's runner must not serve another run (runnerrelease.Cache.Due under
+// the operator's lag), "" when it may.
 func (s *Service) runnerDue(rec store.Instance) string {
-	cur, ok := s.currentRelease()
-	if !ok || rec.RunnerVersion == "" {
+	if s.release == nil {
 		return ""
 	}
 	lag, err := runnerversion.CheckLag(s.cfg.RunnerUpgradeLag) // zero: the default
 	if err != nil {
 		lag = runnerversion.DefaultLag
 	}
-	if !runnerversion.Due(rec.RunnerVersion, cur, lag, s.o.Now()) {
-		return ""
-	}
-	return fmt.Sprintf("its runner %s is behind the current release %s (first seen %s) by more than the upgrade lag %s: retired",
-		rec.RunnerVersion, cur.Version, cur.Published.UTC().Format(time.RFC3339), lag)
+	return s.release.Due(rec, lag, s.o.Now())
 }
 
 // refreshRelease keeps the release current until ctx ends; a failure keeps the last one known.
