@@ -79,6 +79,7 @@ type env struct {
 	// isolatedQueue is the pool queue of isolatedClass, warmQueue warmClass's, jobQueue the pool
 	// job queue of the webhook path.
 	isolatedQueue, warmQueue, jobQueue string
+	releaseQueue                       string // releaseClass's pool queue (runner_release_test.go)
 	warm                               warmTarget
 	defaultRunID                       int64
 }
@@ -115,7 +116,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("creating the isolated class's queue: %v", err)
 	}
 	e.isolatedQueue = aws.ToString(q.QueueUrl)
-	for name, dst := range map[string]*string{warmClass: &e.warmQueue, "jobs": &e.jobQueue} {
+	for name, dst := range map[string]*string{warmClass: &e.warmQueue, "jobs": &e.jobQueue, releaseClass: &e.releaseQueue} {
 		q, err := sb.Stack.SQS().CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + name)})
 		if err != nil {
 			t.Fatalf("creating queue %s: %v", name, err)
@@ -162,6 +163,9 @@ type replicaOptions struct {
 	// reuse is the runner classes' reuse rule (config.Reuse*) the replica's releases and
 	// hand-backs apply; "" any repository.
 	reuse string
+	// release, when set, adds releaseClass at its launch template version and the product's
+	// runner-due rule to the replica's releases and refresh passes (runner_release_test.go).
+	release *releaseAt
 }
 
 // replica builds a control plane over the sandbox with its own clients.
@@ -196,8 +200,9 @@ func (e *env) replica(o replicaOptions) *replica {
 		e.t.Fatalf("ghaccess: %v", err)
 	}
 	r.gh = gh
-	resolver := pool.StaticResolver{sandbox.RunnerClass: r.queue, isolatedClass: isolated, warmClass: pool.NewQueue(r.sqs, e.warmQueue)}
-	relOpts := release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log}
+	releaseQ := pool.NewQueue(r.sqs, e.releaseQueue)
+	resolver := pool.StaticResolver{sandbox.RunnerClass: r.queue, isolatedClass: isolated, warmClass: pool.NewQueue(r.sqs, e.warmQueue), releaseClass: releaseQ}
+	relOpts := release.Options{SignalWait: releaseWait, PollInterval: pollInterval, Now: now, Logger: e.log, RunnerDue: o.release.due()}
 	if o.reuse != "" {
 		relOpts.Reuse = func(string) (string, error) { return o.reuse, nil }
 	}
@@ -226,11 +231,15 @@ func (e *env) replica(o replicaOptions) *replica {
 		DefaultRunnerClass: sandbox.RunnerClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: cmp.Or(o.fleetWait, fleetWait),
 		InProgressWait: provisionDeadline,
 	}
+	if o.release != nil {
+		cfgp.RunnerClasses[releaseClass] = o.release.class(releaseQ, subnets)
+	}
 	r.prov = provision.New(r.st, r.cl, r.reg, fleet.New(r.ec2, fleet.Options{Now: now, Logger: e.log}), r.ec2, cfgp,
 		provision.Options{PollInterval: pollInterval, RollbackTimeout: 20 * time.Second, Now: now, Logger: e.log})
 	r.ref = refresh.New(r.st, r.ec2, gh, resolver, refresh.Options{
 		DeploymentID: sandbox.DeploymentID, OrphanGrace: time.Millisecond, Scopes: []string{sandbox.Scope},
 		SQS: r.sqs, VisibilityTimeout: 2 * time.Second, TakeOver: r.prov.TakeOverAbandoned, Now: now, Logger: e.log,
+		RunnerDue: o.release.due(),
 	})
 	return r
 }
@@ -318,7 +327,7 @@ func (e *env) stock(ctx context.Context, r *replica, n int) error {
 // check runs the invariant checker with the healthy view of the world.
 func (e *env) check(ctx context.Context, r *replica, o invariant.Options) (invariant.Report, error) {
 	o.DeploymentID = sandbox.DeploymentID
-	o.Queues, o.SQS = []string{e.sb.Queue.URL(), e.isolatedQueue, e.warmQueue}, r.sqs
+	o.Queues, o.SQS = []string{e.sb.Queue.URL(), e.isolatedQueue, e.warmQueue, e.releaseQueue}, r.sqs
 	o.GitHub, o.Scopes = r.gh, []string{sandbox.Scope}
 	o.Held = e.heldRuns()
 	e.mu.Lock()

@@ -3,7 +3,8 @@
 // The fault matrix (`make faults`): the reconciler killed at a random call of each step
 // (provision, release, refresh, warm-pool convergence), webhook redelivery, AWS
 // throttling, insufficient capacity, 5xx errors, an instance that never registers, a refused
-// registration, a stale heartbeat, a killed agent, duplicate and concurrent releases, clock skew.
+// registration, a stale heartbeat, a killed agent, duplicate and concurrent releases, clock skew,
+// runner releases published during a workload (runner_release_test.go).
 // After every run the invariant checker judges the whole deployment (env.verify). Each step prints
 // one line:
 //
@@ -81,6 +82,7 @@ func TestFaultMatrix(t *testing.T) {
 		{"github-rate-limit", githubRateLimitStep},
 		{"spot-reclaim", spotReclaim},
 		{"rollback", rollbacks},
+		{"runner-release", runnerReleases},
 	}
 	only := stepFilter(t)
 	for _, s := range steps {

@@ -74,15 +74,20 @@ func (e *env) converger(r *replica) *warmpool.Converger {
 // settle runs healthy convergence passes until the pool holds its target with nothing warming, or
 // 30 s pass.
 func (e *env) settle(ctx context.Context, c *warmpool.Converger) error {
+	return settlePool(ctx, c, warmPool)
+}
+
+// settlePool is settle for the pool named name of c.
+func settlePool(ctx context.Context, c *warmpool.Converger, name string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rep, err := c.Pass(ctx)
 		if err != nil {
 			return err
 		}
-		pr, _ := rep.Pool(warmPool)
+		pr, _ := rep.Pool(name)
 		if pr.Err != nil {
-			return fmt.Errorf("convergence of %s: %w", warmPool, pr.Err)
+			return fmt.Errorf("convergence of %s: %w", name, pr.Err)
 		}
 		if pr.Warming == 0 && pr.Ready == pr.TargetHot && pr.Stopped == pr.TargetStopped {
 			return nil
