@@ -43,7 +43,7 @@ func TestParse(t *testing.T) {
 		{"defaults", []string{"-table", "t1"}, "", func(o Options) bool {
 			return o.Notice == "imds-tags" && o.Runner == "actions" && o.WorkDir == "/opt/actions-runner/_work" &&
 				o.RunnerUser == "runner" && o.Heartbeat == 5*time.Minute && o.Grace == 2*time.Minute && o.InstanceKeys == KeysARN &&
-				o.RunnerManifest == "/var/lib/runnerpool/runner.sha256" && o.TempDirs == "/tmp,/var/tmp,/dev/shm"
+				o.RunnerManifest == "/var/lib/runnerpool/runner.sha256" && o.TempDirs == "/tmp,/var/tmp,/dev/shm,/run/lock,/var/crash,/dev/mqueue"
 		}},
 		{"runner manifest", []string{"-table", "t1", "-runner-manifest", "/etc/runnerpool/runner.sha256"}, "", func(o Options) bool {
 			return o.RunnerManifest == "/etc/runnerpool/runner.sha256"
