@@ -68,7 +68,7 @@ func autoscaleBlock() schema.SingleNestedBlock {
 			},
 			"budget_per_hour": schema.Float64Attribute{
 				MarkdownDescription: "Most USD per hour the pool's idle capacity may cost (hot instances at their price, stopped ones at their volume's). " +
-					"When the goal needs more, the policy keeps to the budget and reports the conflict (`runnerpool simulate` counts them). Absent: no budget.",
+					"When the goal needs more, the policy keeps to the budget and reports the conflict (`runnerpool simulate` counts them). Absent: no budget. " + updatedInPlace,
 				Optional: true,
 			},
 		},
