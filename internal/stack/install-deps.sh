@@ -31,15 +31,18 @@ die() {
 }
 
 # --- npm packages -----------------------------------------------------------------------------
-# npm ci writes node_modules/.package-lock.json; a lock file newer than it means the installed
-# packages are stale.
-stamp="$node_dir/node_modules/.package-lock.json"
-if [[ ! -f "$stamp" || "$node_dir/package-lock.json" -nt "$stamp" ]]; then
+# The installed packages are those of the lock file whose checksum install-deps wrote beside them
+# after npm ci. A checksum, not modification times: a fresh checkout (a clone, a git worktree whose
+# node_modules links to another tree's) gives the lock file a new time without changing it.
+stamp="$node_dir/node_modules/.runnerpool-lock.sha256"
+want="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
 	command -v node >/dev/null 2>&1 || die "node not found on PATH: install Node.js 20 or later"
 	command -v npm >/dev/null 2>&1 || die "npm not found on PATH: install Node.js 20 or later (it ships npm)"
 	say "npm ci in ${node_dir#"$PWD/"} (DynamoDB Local, fauxqs)"
 	(cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
 		die "npm ci failed in $node_dir"
+	echo "$want" >"$stamp"
 fi
 
 # --- Java -------------------------------------------------------------------------------------
