@@ -31,6 +31,10 @@ type AutoscaleOptions struct {
 	Prices   autoscale.Prices
 	Interval time.Duration // time between passes (default 30 s; the cooldown counts the time between decisions)
 	Cooldown time.Duration // how long lower targets must hold before the pool shrinks (default 10 min)
+	// Now, when set, is the policy's clock: the slot of the week, the minutes demand is counted in,
+	// the decision's time and the cooldown follow it instead of the pass's clock (the bench replays
+	// an hour of a trace at a scaled speed through it). Default: the pass's clock.
+	Now func() time.Time
 }
 
 // Defaults of AutoscaleOptions.
@@ -106,6 +110,9 @@ func (c *Converger) arrivals(pool string, recs []store.Instance) (n int) {
 // autoscale replaces spec's window counts by the policy's targets.
 func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.Instance, cat categories, now time.Time) *AutoscaleReport {
 	o := c.opts.Autoscale.withDefaults()
+	if o.Now != nil {
+		now = o.Now()
+	}
 	a := spec.Autoscale
 	rep := &AutoscaleReport{}
 	rep.WindowHot, rep.WindowStopped = spec.Hot, spec.Stopped

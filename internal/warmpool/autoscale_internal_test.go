@@ -122,3 +122,27 @@ func TestAutoscaleCooldownCountsTime(t *testing.T) {
 		t.Errorf("after the cooldown: %d hot %d stopped, want 0, 0", spec.Hot, spec.Stopped)
 	}
 }
+
+// An injected policy clock drives the decisions: passes a second apart on the pass's clock but ten
+// minutes apart on the policy's shrink the pool after the cooldown, and the decision's time is the
+// policy's.
+func TestAutoscalePolicyClock(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	policy := t0
+	mem := &memAutoscale{items: map[string]store.AutoscaleState{"p": {Pool: "p", Hot: 3, Stopped: 2, DecidedAt: t0, Minute: t0, Version: 1}}}
+	c := &Converger{opts: Options{Autoscale: AutoscaleOptions{Store: mem, Now: func() time.Time { return policy }}}, log: slog.New(slog.DiscardHandler)}
+	pass := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for k := 1; k <= 3; k++ {
+		policy, pass = t0.Add(time.Duration(k)*DefaultCooldown/2+time.Second), pass.Add(time.Second)
+		spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+		if rep := c.autoscale(t.Context(), &spec, nil, categories{}, pass); rep.Err != nil {
+			t.Fatalf("decision %d: %v", k, rep.Err)
+		}
+		if got := mem.items["p"].DecidedAt; !got.Equal(policy) {
+			t.Errorf("decision %d made at %s, want the policy clock's %s", k, got, policy)
+		}
+		if k == 3 && (spec.Hot != 0 || spec.Stopped != 0) {
+			t.Errorf("after %s of policy time: %d hot %d stopped, want 0, 0", policy.Sub(t0), spec.Hot, spec.Stopped)
+		}
+	}
+}
