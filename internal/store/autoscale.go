@@ -37,8 +37,15 @@ type AutoscaleState struct {
 	Hot, Stopped int
 	LowFor       time.Duration
 	DecidedAt    time.Time
-	Decision     AutoscaleDecision
-	Version      int64 // incremented by every write
+	// HalvedAt is when the profile's half-life was last applied (zero: never; the next write
+	// starts its clock): a new leader ages the profile from where the last one left it.
+	HalvedAt time.Time
+	// Starts are the pool's recent measured start times in milliseconds by where the instance
+	// came from ("hot", "stopped", "cold"), newest last: the leader's measurements, kept so a new
+	// leader continues from them.
+	Starts   map[string][]int64
+	Decision AutoscaleDecision
+	Version  int64 // incremented by every write
 }
 
 // AutoscaleDecision is what the last decision saw and why it chose its targets.
@@ -52,6 +59,15 @@ type AutoscaleDecision struct {
 	InFlight      int      `json:"in_flight"`
 	Reasons       []string `json:"reasons,omitempty"`
 	Conflict      string   `json:"conflict,omitempty"`
+	// The start times (milliseconds) and prices (USD per hour) the decision used, and where each
+	// came from (warmpool's autoscale inputs: measured or default, price file or default).
+	HotStartMS     int64   `json:"hot_start_ms,omitempty"`
+	StoppedStartMS int64   `json:"stopped_start_ms,omitempty"`
+	ColdStartMS    int64   `json:"cold_start_ms,omitempty"`
+	StartsFrom     string  `json:"starts_from,omitempty"`
+	HotPerHour     float64 `json:"hot_per_hour,omitempty"`
+	StoppedPerHour float64 `json:"stopped_per_hour,omitempty"`
+	PricesFrom     string  `json:"prices_from,omitempty"`
 }
 
 func autoscaleKey(pool string) map[string]types.AttributeValue {
@@ -68,10 +84,13 @@ func (s *Store) GetAutoscale(ctx context.Context, pool string) (AutoscaleState, 
 	st := AutoscaleState{
 		Pool: pool, Profile: d.str("profile"), Minute: fromMS(d.num("minute")), Count: int(d.num("count")),
 		Hot: int(d.num("hot")), Stopped: int(d.num("stopped")), LowFor: time.Duration(d.num("low_for_ms")) * time.Millisecond,
-		DecidedAt: fromMS(d.num("decided_at")), Version: d.num("version"),
+		DecidedAt: fromMS(d.num("decided_at")), HalvedAt: fromMS(d.num("halved_at")), Version: d.num("version"),
 	}
 	if js := d.str("decision"); d.err == nil && js != "" {
 		d.err = json.Unmarshal([]byte(js), &st.Decision)
+	}
+	if js := d.str("starts"); d.err == nil && js != "" {
+		d.err = json.Unmarshal([]byte(js), &st.Starts)
 	}
 	if d.err == nil && (st.Count < 0 || st.Hot < 0 || st.Stopped < 0 || st.LowFor < 0) {
 		d.err = errors.New("negative count or target")
@@ -94,6 +113,16 @@ func (s *Store) PutAutoscale(ctx context.Context, st AutoscaleState, expectVersi
 	item["profile"], item["minute"], item["count"] = sv(st.Profile), ms(st.Minute), n(int64(st.Count))
 	item["hot"], item["stopped"], item["low_for_ms"] = n(int64(st.Hot)), n(int64(st.Stopped)), n(st.LowFor.Milliseconds())
 	item["decided_at"], item["decision"], item["version"] = ms(st.DecidedAt), sv(string(js)), n(st.Version)
+	if !st.HalvedAt.IsZero() {
+		item["halved_at"] = ms(st.HalvedAt)
+	}
+	if len(st.Starts) > 0 {
+		starts, err := json.Marshal(st.Starts)
+		if err != nil {
+			return AutoscaleState{}, fmt.Errorf("autoscale state of %s: %w", st.Pool, err)
+		}
+		item["starts"] = sv(string(starts))
+	}
 	token := newWriteToken()
 	item[attrWrite] = sv(token)
 	in := &dynamodb.PutItemInput{

@@ -21,11 +21,12 @@ import (
 
 // BriefAttributes are the fields a brief record carries: ID, State, RunID, Threshold, Pool,
 // RunnerClass, Scope (refresh's pool check: which scope queue a pooled record's message is in),
-// SpecHash, CreatedAt, Version, PooledAt, AgentKey, RunnerVersion (the runner-version metrics) and
-// JobAccess (refresh: a pooled instance launched under another posture than its class's now).
+// SpecHash, CreatedAt, Version, PooledAt, AgentKey, RunnerVersion (the runner-version metrics),
+// JobAccess (refresh: a pooled instance launched under another posture than its class's now), and
+// InstanceType, UsageClass and Zone (an autoscaled pool's prices).
 var BriefAttributes = []string{
 	attrPK, attrID, "state", "run_id", attrThreshold, "pool", "runner_class", "scope", "spec_hash", "created_at", "version",
-	attrPooledAt, attrAgentKey, "runner_version", "job_access",
+	attrPooledAt, attrAgentKey, "runner_version", "job_access", "instance_type", "usage_class", "zone",
 }
 
 // briefProjection sets the projection of BriefAttributes on a query, with placeholder names (some

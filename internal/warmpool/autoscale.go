@@ -26,9 +26,15 @@ type AutoscaleStore interface {
 // AutoscaleOptions are what the policy needs beyond a pool's block. Zero values take the defaults
 // (those of `runnerpool simulate`).
 type AutoscaleOptions struct {
-	Store    AutoscaleStore
-	Starts   autoscale.Starts
-	Prices   autoscale.Prices
+	Store AutoscaleStore
+	// Starts are the start times of a kind the pool has too few measurements of
+	// (autoscale_inputs.go).
+	Starts autoscale.Starts
+	// Prices are the prices the price book does not give: the stopped price always, the hot one
+	// when Price knows none of the pool's instance types.
+	Prices autoscale.Prices
+	// Price, when set, prices the pool's instance types (the price book: price file first).
+	Price    PriceFunc
 	Interval time.Duration // time between passes (default 30 s; the cooldown counts the time between decisions)
 	Cooldown time.Duration // how long lower targets must hold before the pool shrinks (default 10 min)
 	// Now, when set, is the policy's clock: the slot of the week, the minutes demand is counted in,
@@ -133,7 +139,13 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 			prof = &autoscale.Profile{}
 		}
 	}
+	if n := ageProfile(&st, prof, now); n > 0 {
+		c.log.Info("autoscale: recorded demand halved", "pool", spec.Name, "times", n, "half_life", ProfileHalfLife)
+	}
 	recordMinutes(&st, prof, now, a.Loc)
+	c.takeStarts(spec.Name, &st)
+	startTimes, startsFrom := starts(st, o.Starts, c.log)
+	prices, pricesFrom := o.prices(ctx, *spec, recs, c.log)
 	st.Count += arrived
 	waiting, inFlight := 0, 0
 	for _, in := range cat.jobs {
@@ -153,13 +165,15 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof,
 		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight},
 		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
-		Starts: o.Starts, Prices: o.Prices, Goal: a.Goal, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
+		Starts: startTimes, Prices: prices, Goal: a.Goal, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
 		Bounds: autoscale.Bounds{MinHot: a.MinHot, MaxHot: spec.Hot, MinStopped: a.MinStopped, MaxStopped: spec.Stopped},
 	})
 	// The window's counts are maxima even when 0 (which Bounds reads as no limit).
 	hot, stopped := min(d.Hot, spec.Hot), min(d.Stopped, spec.Stopped)
 	rep.Forecast, rep.Level, rep.Reasons, rep.Conflict = d.Forecast, d.Level, d.Reasons, d.Conflict
 	rep.Arrived, rep.Waiting, rep.InFlight = arrived, waiting, inFlight
+	rep.HotStartMS, rep.StoppedStartMS, rep.ColdStartMS = startTimes.Hot.Milliseconds(), startTimes.Stopped.Milliseconds(), startTimes.Cold.Milliseconds()
+	rep.StartsFrom, rep.HotPerHour, rep.StoppedPerHour, rep.PricesFrom = startsFrom, prices.HotPerHour, prices.StoppedPerHour, pricesFrom
 	st.Profile, st.Hot, st.Stopped, st.LowFor, st.DecidedAt = prof.Encode(), hot, stopped, d.Next.LowFor, now
 	st.Decision = rep.AutoscaleDecision
 	if _, err := o.Store.PutAutoscale(ctx, st, version); err != nil {

@@ -109,6 +109,8 @@ type Converger struct {
 	last Report
 	disc discovery
 	seen map[string]map[string]bool // per autoscaled pool, the records held by a job at the last pass
+	// starts are the start times (ms) measured per autoscaled pool and kind since its last write.
+	starts map[string]map[string][]int64
 }
 
 // discovery is what the last search for removed pools found.
@@ -642,6 +644,9 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 				From: []store.State{in.State}, To: store.StateRunning, RunID: in.RunID,
 				Threshold: now.Add(maxRuntime), Reason: "registered for " + in.RunID,
 			})
+			if terr == nil && spec.Autoscale != nil && c.opts.Autoscale.Store != nil {
+				c.measureStart(ctx, spec.Name, in, sig, now)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

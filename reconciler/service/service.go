@@ -223,8 +223,10 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), SQS: sqsc,
 		TakeOver: s.classes.TakeOverAbandoned, JobAccess: s.classes.JobAccess, Now: o.Now, Logger: log, RunnerDue: s.runnerDue,
 	})
+	// One price book for the cost reports and the autoscaled pools' prices.
+	price := Pricer(cfg, awsCfg, ec2c, o.Now, log)
 	if cfg.WarmPools() {
-		if err := s.setupWarmPools(cfg, warmDeps{sqs: sqsc, ec2: ec2c, fleet: fl, starter: starter, reg: reg, gh: gh, rel: rel}); err != nil {
+		if err := s.setupWarmPools(cfg, warmDeps{sqs: sqsc, ec2: ec2c, fleet: fl, starter: starter, reg: reg, gh: gh, rel: rel, price: price}); err != nil {
 			return nil, err
 		}
 	}
@@ -242,7 +244,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 			s.cancelWork()
 		}
 	}()
-	prov, relr, err := s.setupDashboard(cfg, db, Pricer(cfg, awsCfg, ec2c, o.Now, log), s.classes, rel)
+	prov, relr, err := s.setupDashboard(cfg, db, price, s.classes, rel)
 	if err != nil {
 		return nil, err
 	}

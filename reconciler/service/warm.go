@@ -21,6 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
@@ -38,6 +39,7 @@ type warmDeps struct {
 	reg     *claim.Registrar
 	gh      *ghaccess.Client
 	rel     *release.Releaser
+	price   history.Pricer // the price book (price file first): an autoscaled pool's prices
 }
 
 // setupWarmPools builds the converger (unless Options.Converger gave one), the pool worker and the
@@ -53,7 +55,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 		conv, err := warmpool.NewConverger(s.store, d.ec2, d.fleet, targets, warmpool.Options{
 			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
 			Capacity: s.quotas.caps, OnCapped: s.metrics.QuotaRefused,
-			Autoscale: warmpool.AutoscaleOptions{Store: s.store},
+			Autoscale: warmpool.AutoscaleOptions{Store: s.store, Price: warmpool.PriceFunc(d.price)},
 			OnAutoscale: func(pr warmpool.PoolReport) {
 				a := pr.Autoscale
 				s.metrics.Autoscale(pr.Pool, pr.TargetHot, pr.TargetStopped, a.WindowHot, a.WindowStopped, a.Forecast, a.Conflict != "")
