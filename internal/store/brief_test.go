@@ -38,7 +38,8 @@ func TestBriefListings(t *testing.T) {
 	poison(t, db, table, store.AgentPK("i-attacker"), "X", nil)
 
 	want := store.Instance{ID: full.ID, State: full.State, Threshold: full.Threshold, Pool: full.Pool, RunnerClass: full.RunnerClass, Scope: full.Scope,
-		SpecHash: full.SpecHash, CreatedAt: full.CreatedAt, Version: full.Version, PooledAt: full.PooledAt, AgentKey: full.AgentKey}
+		SpecHash: full.SpecHash, CreatedAt: full.CreatedAt, Version: full.Version, PooledAt: full.PooledAt, AgentKey: full.AgentKey,
+		InstanceType: full.InstanceType, UsageClass: full.UsageClass, Zone: full.Zone}
 	if want.AgentKey == "" || want.PooledAt.IsZero() {
 		t.Fatalf("the record lacks a field to check: %+v", full)
 	}
