@@ -293,7 +293,8 @@ func workflow(ctx context.Context, e *env, r *replica, count int, job bool) (pro
 
 // runJob queues a job for the run's label and waits (30 s at most) until a runner completed it.
 func runJob(e *env, res provision.Result) error {
-	run, _ := strconv.ParseInt(res.Label, 10, 64)
+	runID, _, _ := strings.Cut(res.Label, "-")
+	run, _ := strconv.ParseInt(runID, 10, 64)
 	id := e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{res.Label})
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -114,11 +114,11 @@ func rollbackOnce(ctx context.Context, e *env, healthy *replica, reuse, cause st
 
 // rolledBack provisions count runners for a new run, with a job of the run queued before the
 // provision (a reused runner takes it as soon as it registers, before the rollback: runs-on:
-// ${{ github.run_id }} with no needs), and the fault cause in force: the provision must roll back.
+// ${{ github.run_id }}-${{ github.run_attempt }} with no needs), and the fault cause in force: the provision must roll back.
 func rolledBack(ctx context.Context, e *env, r *replica, count int, cause string) (provision.Result, error) {
 	req := e.request(count)
 	run, _ := strconv.ParseInt(req.RunID, 10, 64)
-	e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{req.RunID})
+	e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{req.Label()})
 	switch cause {
 	case "capacity":
 		e.sb.Stack.EC2.SetCapacity("", "", 0)

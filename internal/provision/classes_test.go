@@ -131,7 +131,7 @@ func TestRunnerClassHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (%+v)", err, res)
 	}
-	wantLabels := slices.Concat([]string{"9101", provision.RunnerLabel}, labels)
+	wantLabels := slices.Concat([]string{"9101-1", provision.RunnerLabel}, labels)
 	if !slices.Equal(res.Labels, wantLabels) {
 		t.Errorf("result labels %v, want %v", res.Labels, wantLabels)
 	}

@@ -16,7 +16,10 @@
 // The records of a provision belong to its run key (store.RunKey), not to the bare GitHub run id:
 // a re-run attempt has the same GitHub run id and must not share records with the first attempt.
 // Release and status therefore look records up by Result.RunKey. The runners' GitHub label is the
-// GitHub run id (Result.Label), so `runs-on: ${{ github.run_id }}` works.
+// run id and the attempt (Result.Label, Request.Label: "<run id>-<attempt>"), so jobs use
+// `runs-on: ${{ github.run_id }}-${{ github.run_attempt }}` or the provision's answer; a re-run's
+// jobs never land on runners an earlier attempt still holds, and the earlier attempt's release
+// ends only that attempt's runners (its own run key).
 package provision
 
 import (
@@ -111,7 +114,7 @@ type Timing struct {
 // requests of the same run.
 type Result struct {
 	RunKey  string   `json:"runKey"` // the records' owner: release and status use it
-	Label   string   `json:"label"`  // the runners' unique label: the GitHub run id
+	Label   string   `json:"label"`  // the runners' unique label: "<run id>-<attempt>" (Request.Label)
 	Status  string   `json:"status"` // StatusSucceeded or StatusFailed
 	Runners []Runner `json:"runners,omitempty"`
 	Undone  []Undone `json:"undone,omitempty"`
@@ -252,7 +255,7 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	}
 	res, cause := p.provision(ctx, req, key, fleetToken(run), log)
 	// The record keeps milliseconds: the same start as a later read of it gives.
-	res.RunKey, res.Label, res.StartedAt = key, req.RunID, run.CreatedAt.Truncate(time.Millisecond)
+	res.RunKey, res.Label, res.StartedAt = key, req.Label(), run.CreatedAt.Truncate(time.Millisecond)
 	if serr := p.storeResult(ctx, run, res); serr != nil {
 		// The instances are in their final states; only the answer to a repeated request is lost
 		// (it will report the provision as still in progress).

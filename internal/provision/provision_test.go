@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 		{"no runner class", func(r *provision.Request) { r.RunnerClass = "" }, "none given and no default"},
 		{"no run id", func(r *provision.Request) { r.RunID = "" }, "run id is required"},
 		{"run id with space", func(r *provision.Request) { r.RunID = "1 2" }, `run id "1 2"`},
+		{"run id with comma", func(r *provision.Request) { r.RunID = "1,2" }, `do not make a runner label: label "1,2-1"`},
 		{"no repository id", func(r *provision.Request) { r.RepositoryID = "" }, "repository id is required"},
 		{"bad repository", func(r *provision.Request) { r.Repository = "acme" }, `repository "acme": want owner/name`},
 		{"attempt 0", func(r *provision.Request) { r.Attempt = 0 }, "attempt 0: must be at least 1"},
@@ -104,8 +105,8 @@ func TestCreatePath(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (%+v)", err, res)
 	}
-	if res.Status != provision.StatusSucceeded || len(res.Runners) != 3 || res.Label != "1001" || res.RunKey != store.RunKey(repoID, "1001", 1) {
-		t.Fatalf("result %+v: want 3 runners, label 1001", res)
+	if res.Status != provision.StatusSucceeded || len(res.Runners) != 3 || res.Label != "1001-1" || res.RunKey != store.RunKey(repoID, "1001", 1) {
+		t.Fatalf("result %+v: want 3 runners, label 1001-1", res)
 	}
 	if n := e.ec2srv.Calls()["CreateFleet"]; n != 1 {
 		t.Errorf("%d CreateFleet calls, want 1", n)
@@ -126,7 +127,7 @@ func TestCreatePath(t *testing.T) {
 			t.Errorf("instance %s tags %v: want deployment, run and runner class tags from launch", r.InstanceID, v.Tags)
 		}
 		creds := e.agent(r.InstanceID).Credentials()
-		if len(creds) != 1 || creds[0].RunID != res.RunKey || !slices.Equal(creds[0].Labels, []string{"1001", provision.RunnerLabel}) ||
+		if len(creds) != 1 || creds[0].RunID != res.RunKey || !slices.Equal(creds[0].Labels, []string{"1001-1", provision.RunnerLabel}) ||
 			creds[0].Token == "" || !strings.HasSuffix(creds[0].URL, "/"+repo) {
 			t.Errorf("instance %s credentials %+v: want one registration for the run, labelled with the run id", r.InstanceID, creds)
 		}

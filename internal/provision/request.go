@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -117,8 +118,8 @@ func (c Config) Validate() error {
 			}
 		}
 		for _, l := range rc.Labels {
-			if l == "" || len(l) > maxLabelLen || strings.ContainsFunc(l, func(c rune) bool { return c <= ' ' || c == 0x7f || c == ',' }) {
-				errs = append(errs, fmt.Errorf("runner class %q: label %q: want 1-%d printable characters without spaces or commas", name, l, maxLabelLen))
+			if err := checkLabel(l); err != nil {
+				errs = append(errs, fmt.Errorf("runner class %q: %w", name, err))
 			}
 		}
 	}
@@ -142,8 +143,8 @@ func (c Config) Validate() error {
 type Request struct {
 	RepositoryID string // GitHub's numeric repository id (from the OIDC token)
 	Repository   string // owner/name: the scope the runners register for
-	RunID        string // GitHub's run id; the runners' label
-	Attempt      int    // the run attempt, from 1
+	RunID        string // GitHub's run id
+	Attempt      int    // the run attempt, from 1 (the OIDC token's run_attempt); with RunID, the runners' label (Label)
 	Count        int    // runners wanted, 1 to MaxCount
 	// UsageClass is "spot" or "on-demand"; empty: the runner class's, else on-demand. It must not
 	// differ from the runner class's.
@@ -166,6 +167,27 @@ const maxIDLen = 64
 // maxLabelLen is the longest runner label (config.ValidateLabel's bound).
 const maxLabelLen = 100
 
+// checkLabel says what is wrong with a runner label. The runner's configuration splits its
+// --labels option on commas and trims spaces (actions/runner, docs/adrs/0397-runner-registration-labels.md),
+// so a label has neither; GitHub compares labels case-insensitively.
+func checkLabel(l string) error {
+	if l == "" || len(l) > maxLabelLen || strings.ContainsFunc(l, func(c rune) bool { return c <= ' ' || c == 0x7f || c == ',' }) {
+		return fmt.Errorf("label %q: want 1-%d printable characters without spaces or commas", l, maxLabelLen)
+	}
+	return nil
+}
+
+// Label is the runners' unique label: "<run id>-<attempt>", what a job names with
+// `runs-on: ${{ github.run_id }}-${{ github.run_attempt }}`. Each attempt of a run has its own, so a
+// re-run's jobs never land on runners an earlier attempt still holds (its release never ran, or
+// runs late). Empty without a run id (a stored request that could not be read).
+func (r Request) Label() string {
+	if r.RunID == "" {
+		return ""
+	}
+	return r.RunID + "-" + strconv.Itoa(r.Attempt)
+}
+
 // Validate reports every problem of the request, each in words a workflow author can act on.
 func (r Request) Validate(cfg Config) error {
 	var errs []error
@@ -180,6 +202,11 @@ func (r Request) Validate(cfg Config) error {
 	}
 	ident("repository id", r.RepositoryID)
 	ident("run id", r.RunID)
+	if r.RunID != "" {
+		if err := checkLabel(r.Label()); err != nil {
+			bad("run id %q and attempt %d do not make a runner label: %v", r.RunID, r.Attempt, err)
+		}
+	}
 	if owner, name, ok := strings.Cut(r.Repository, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") ||
 		strings.ContainsFunc(r.Repository, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
 		bad("repository %q: want owner/name", r.Repository)
@@ -302,10 +329,10 @@ func (r Request) instanceTypes(rc RunnerClass) (types, outside []string) {
 	return slices.Compact(types), outside
 }
 
-// labels are the runner labels of a provision: the run's label, RunnerLabel, then the runner
-// class's labels (without repeats).
+// labels are the runner labels of a provision: the run attempt's label (Label), RunnerLabel, then
+// the runner class's labels (without repeats).
 func (r Request) labels(rc RunnerClass) []string {
-	out := []string{r.RunID, RunnerLabel}
+	out := []string{r.Label(), RunnerLabel}
 	for _, l := range rc.Labels {
 		if !slices.Contains(out, l) {
 			out = append(out, l)

@@ -89,7 +89,7 @@ func (p *Provisioner) takeOver(ctx context.Context, run store.Run) (store.Run, e
 		// again, tries once more.
 		return store.Run{}, fmt.Errorf("taking over run %s: %w", run.Key, err)
 	}
-	res.RunKey, res.Label, res.StartedAt = run.Key, req.RunID, run.CreatedAt.Truncate(time.Millisecond)
+	res.RunKey, res.Label, res.StartedAt = run.Key, req.Label(), run.CreatedAt.Truncate(time.Millisecond)
 	if err := p.storeResult(ctx, taken, res); err != nil {
 		return store.Run{}, err
 	}

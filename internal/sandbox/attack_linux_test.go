@@ -95,7 +95,7 @@ func TestCompromisedJobAllAttacksOnOneRun(t *testing.T) {
 	}
 	x := resA.Runners[0].InstanceID
 	atk := instanceRole(sb, x)
-	runJob(t, sb, runA)
+	runJob(t, sb, resA.Label)
 
 	// The job: rewrites its items, forges a signal ahead, replaces run.sh, leaves a daemon.
 	rewriteOwnItems(t, sb, x, resA.RunKey)
@@ -148,7 +148,7 @@ func TestCompromisedJobAllAttacksOnOneRun(t *testing.T) {
 		t.Fatalf("provision A's next run = %+v, %v; want one created instance, not %s", resA2, err, x)
 	}
 	noLeftovers(t, root, uid, resA2.Runners[0].InstanceID, "A's next run")
-	runJob(t, sb, runA2)
+	runJob(t, sb, resA2.Label)
 
 	noForeignCredential(t, sb, gh)
 }
@@ -168,7 +168,7 @@ func TestLeftDaemonOnlyIsKilledAndPooled(t *testing.T) {
 		t.Fatalf("provision: %+v, %v", res, err)
 	}
 	x := res.Runners[0].InstanceID
-	runJob(t, sb, run)
+	runJob(t, sb, res.Label)
 	leaveDaemon(t, uid)
 
 	rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute)
@@ -185,7 +185,7 @@ func TestLeftDaemonOnlyIsKilledAndPooled(t *testing.T) {
 		t.Fatalf("provision of the next run = %+v, %v; want %s reused", resN, err, x)
 	}
 	noLeftovers(t, root, uid, x, "the next workflow")
-	runJob(t, sb, next)
+	runJob(t, sb, resN.Label)
 	if left := processesOf(t, uid); len(left) != 0 {
 		t.Errorf("processes of the runner uid %d alive during the next workflow: %v", uid, left)
 	}

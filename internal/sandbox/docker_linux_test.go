@@ -124,7 +124,7 @@ func TestDockerJobsOnAPooledRunner(t *testing.T) {
 	d := daemon(x)
 	docker(t, d, "import", tools.Image, "busybox:local") // the job's pull: no registry is reachable
 	dockerJob(t, d, runA)
-	runJob(t, sb, runA)
+	runJob(t, sb, res.Label)
 	rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute)
 	if err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("release = %+v, %v; want the instance pooled", rep, err)
@@ -149,7 +149,7 @@ func TestDockerJobsOnAPooledRunner(t *testing.T) {
 	}
 	clean(t, d, "the next run")
 	dockerJob(t, d, runB) // from the kept image, nothing imported
-	runJob(t, sb, runB)
+	runJob(t, sb, resB.Label)
 	if rep, err := cp.Releaser.Release(ctx, resB.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("second release = %+v, %v", rep, err)
 	}

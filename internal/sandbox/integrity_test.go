@@ -34,7 +34,7 @@ func TestModifiedRunnerIsDiscarded(t *testing.T) {
 		t.Fatalf("provision: %+v, %v; want one runner", res, err)
 	}
 	id := res.Runners[0].InstanceID
-	runJob(t, sb, run)
+	runJob(t, sb, res.Label)
 
 	// The job, as the runner user, replaces the script the next workflow's runner would start.
 	install := agenttest.InstanceDirs(root, id).Install

@@ -2,10 +2,12 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,13 +62,25 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// runJob queues a job for the run's label in the GitHub fake and waits until a runner finished it.
-func runJob(t *testing.T, sb *sandbox.Sandbox, runID string) githubfake.Job {
+// runJob queues a job for the run attempt's label ("<run id>-<attempt>") in the GitHub fake and
+// waits until a runner finished it.
+func runJob(t *testing.T, sb *sandbox.Sandbox, label string) githubfake.Job {
 	t.Helper()
+	return waitJob(t, sb, queueJob(sb, label))
+}
+
+// queueJob queues a job with runs-on the run attempt's label.
+func queueJob(sb *sandbox.Sandbox, label string) int64 {
+	runID, _, _ := strings.Cut(label, "-")
 	n, _ := strconv.ParseInt(runID, 10, 64)
-	id := sb.Stack.GitHub.QueueJob("acme", "app", n, []string{runID})
+	return sb.Stack.GitHub.QueueJob("acme", "app", n, []string{label})
+}
+
+// waitJob waits until a runner finished the job.
+func waitJob(t *testing.T, sb *sandbox.Sandbox, id int64) githubfake.Job {
+	t.Helper()
 	var job githubfake.Job
-	waitFor(t, "job of run "+runID+" to complete", 30*time.Second, func() bool {
+	waitFor(t, fmt.Sprintf("job %d to complete", id), 30*time.Second, func() bool {
 		job, _ = sb.Stack.GitHub.Job(id)
 		return job.Status == githubfake.JobCompleted
 	})
@@ -135,17 +149,17 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("provision A: %v (%+v)", err, resA)
 	}
-	if len(resA.Runners) != 1 || resA.Runners[0].Source != "created" || resA.Label != runA {
+	if len(resA.Runners) != 1 || resA.Runners[0].Source != "created" || resA.Label != runA+"-1" {
 		t.Fatalf("provision A = %+v, want one created runner labelled %s", resA, runA)
 	}
 	id := resA.Runners[0].InstanceID
 	if rec := record(t, sb, id); rec.State != store.StateRunning || rec.RunID != resA.RunKey {
 		t.Fatalf("after provision A: %s for %q, want running for %s", rec.State, rec.RunID, resA.RunKey)
 	}
-	if labels := runnerLabels(sb, id); !slices.Contains(labels, runA) {
-		t.Fatalf("runner of %s has labels %v, want %s", id, labels, runA)
+	if labels := runnerLabels(sb, id); !slices.Contains(labels, resA.Label) {
+		t.Fatalf("runner of %s has labels %v, want %s", id, labels, resA.Label)
 	}
-	if job := runJob(t, sb, runA); job.RunnerName != "runnerpool-"+id {
+	if job := runJob(t, sb, resA.Label); job.RunnerName != "runnerpool-"+id {
 		t.Errorf("job of A ran on %q, want runnerpool-%s", job.RunnerName, id)
 	}
 
@@ -175,10 +189,10 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("provision B = %+v, want %s reused", resB, id)
 	}
 	labels := runnerLabels(sb, id)
-	if !slices.Contains(labels, runB) || slices.Contains(labels, runA) {
-		t.Fatalf("runner labels after claim by B = %v, want %s and not %s", labels, runB, runA)
+	if !slices.Contains(labels, resB.Label) || slices.Contains(labels, resA.Label) {
+		t.Fatalf("runner labels after claim by B = %v, want %s and not %s", labels, resB.Label, resA.Label)
 	}
-	runJob(t, sb, runB)
+	runJob(t, sb, resB.Label)
 
 	if rep, err := cp.Releaser.Release(ctx, resB.RunKey, 2*time.Second); err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("release B = %+v, %v", rep, err)

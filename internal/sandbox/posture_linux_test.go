@@ -43,7 +43,7 @@ func TestRootClassServesOneRepository(t *testing.T) {
 				len(g.Groups) != 1 || g.Groups[0] != "docker" || g.RootlessDocker {
 				t.Errorf("grant of the root class's instance = %+v (decided %v), want sudoers %q and the docker group", g, ok, wantSudo)
 			}
-			runJob(t, sb, runA)
+			runJob(t, sb, resA.Label)
 			rep, err := cp.Releaser.Release(ctx, resA.RunKey, 10*time.Minute)
 			if err != nil || len(rep.Instances) != 1 {
 				t.Fatalf("release A: %+v, %v", rep, err)

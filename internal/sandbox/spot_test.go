@@ -45,7 +45,7 @@ func spotReclaim(t *testing.T, notice time.Duration, goneSoon bool) {
 		t.Fatalf("provision: %+v, %v; want one runner", res, err)
 	}
 	id := res.Runners[0].InstanceID
-	runJob(t, sb, run)
+	runJob(t, sb, res.Label)
 
 	// A minute's notice outlasts the agent's poll (5 s) and the release. With none, EC2 terminates
 	// the instance within the agent's poll: held back until the agent reported the notice.
@@ -110,7 +110,7 @@ func TestPooledSpotReclaimIsNotReused(t *testing.T) {
 		t.Fatalf("provision: %+v, %v; want one runner", res, err)
 	}
 	id := res.Runners[0].InstanceID
-	runJob(t, sb, run)
+	runJob(t, sb, res.Label)
 	if rep, err := cp.Releaser.Release(ctx, res.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("release = %+v, %v; want the instance pooled", rep, err)
 	}
@@ -130,7 +130,7 @@ func TestPooledSpotReclaimIsNotReused(t *testing.T) {
 	if res2.Runners[0].InstanceID == id {
 		t.Fatalf("the run got the announced instance %s (%+v)", id, res2.Runners[0])
 	}
-	runJob(t, sb, next)
+	runJob(t, sb, res2.Label)
 	if _, err := cp.Refresher.Run(ctx); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}

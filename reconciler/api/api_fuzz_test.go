@@ -38,7 +38,7 @@ func fuzzAPI(t testing.TB) (http.Handler, *fakeProvisioner, *fakeReleaser) {
 		if err := req.Validate(cfg); err != nil {
 			return provision.Result{}, err
 		}
-		res := provision.Result{RunKey: store.RunKey(req.RepositoryID, req.RunID, req.Attempt), Label: req.RunID, Status: provision.StatusSucceeded}
+		res := provision.Result{RunKey: store.RunKey(req.RepositoryID, req.RunID, req.Attempt), Label: req.Label(), Status: provision.StatusSucceeded}
 		for range req.Count {
 			res.Runners = append(res.Runners, provision.Runner{InstanceID: "i-0123456789abcdef0", InstanceType: "c6i.large", UsageClass: "on-demand", Source: provision.SourceReused})
 		}

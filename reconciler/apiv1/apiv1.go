@@ -98,7 +98,8 @@ const (
 type ProvisionResponse struct {
 	// RunKey identifies the provision: "<repository id>:<run id>:<attempt>".
 	RunKey string `json:"run_key"`
-	// Label is the runners' unique label: the GitHub run id (runs-on: ${{ github.run_id }}).
+	// Label is the runners' unique label: "<run id>-<attempt>", the run attempt's own
+	// (runs-on: ${{ github.run_id }}-${{ github.run_attempt }}, or this answer's label).
 	Label string `json:"label"`
 	// Labels are every label the runners carry, Label first, then "runnerpool", then the runner
 	// class's labels.

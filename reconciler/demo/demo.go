@@ -303,7 +303,7 @@ func workflow(ctx context.Context, tl timeline, sb *sandbox.Sandbox, api string,
 	for _, r := range wr.provision.Runners {
 		tl.say("  %-8s %s %s in %s", r.Source, r.InstanceID, r.InstanceType, r.Zone)
 	}
-	tl.say("  provisioned in %s; runners carry label %q (runs-on: ${{ github.run_id }})", time.Since(began).Round(time.Millisecond), wr.provision.Label)
+	tl.say("  provisioned in %s; runners carry label %q (runs-on: ${{ github.run_id }}-${{ github.run_attempt }})", time.Since(began).Round(time.Millisecond), wr.provision.Label)
 
 	run, _ := strconv.ParseInt(runID, 10, 64)
 	owner, repo, _ := strings.Cut(repository, "/")

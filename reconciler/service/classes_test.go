@@ -109,7 +109,7 @@ func TestTableRunnerClassFieldsHonoured(t *testing.T) {
 		t.Fatalf("provision: %d %s", code, body)
 	}
 	prov := servicetest.Decode[apiv1.ProvisionResponse](t, body)
-	if want := []string{"3101", "runnerpool", "linux-x64", "team-ci"}; !slices.Equal(prov.Labels, want) {
+	if want := []string{"3101-1", "runnerpool", "linux-x64", "team-ci"}; !slices.Equal(prov.Labels, want) {
 		t.Errorf("labels %v, want %v", prov.Labels, want)
 	}
 	if len(prov.Runners) != 2 {

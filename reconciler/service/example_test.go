@@ -298,8 +298,8 @@ func TestExampleServesItsDeclaredWork(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("the sample workflow's provision %+v: %d %s", prov, code, body)
 	}
-	if got := servicetest.Decode[apiv1.ProvisionResponse](t, body); len(got.Runners) != prov.Count {
-		t.Errorf("provisioned %d runners, want %d: %s", len(got.Runners), prov.Count, body)
+	if got := servicetest.Decode[apiv1.ProvisionResponse](t, body); len(got.Runners) != prov.Count || got.Label != "5001-1" {
+		t.Errorf("provisioned %d runners labelled %q, want %d labelled 5001-1 (the workflow's runs-on: the run id and attempt): %s", len(got.Runners), got.Label, prov.Count, body)
 	}
 	if code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathRelease, tok, rel); code != http.StatusOK {
 		t.Fatalf("the sample workflow's release: %d %s", code, body)

@@ -80,7 +80,7 @@ func (p quotaProvisioner) Provision(ctx context.Context, req provision.Request) 
 	var refused *quota.RefusedError
 	if errors.As(err, &refused) {
 		p.q.log.InfoContext(ctx, "provision refused by a quota", "run", key, "repository", req.Repository, "limit", refused.Kind, "max", refused.Max, "current", refused.Current, "asked", refused.Asked)
-		return provision.Result{RunKey: key, Label: req.RunID, Status: provision.StatusFailed, Error: refused.Public()}, err
+		return provision.Result{RunKey: key, Label: req.Label(), Status: provision.StatusFailed, Error: refused.Public()}, err
 	}
 	if err != nil {
 		return provision.Result{}, fmt.Errorf("reserving the runners of run %s: %w", key, err)

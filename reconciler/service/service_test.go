@@ -37,8 +37,8 @@ func TestProvisionReleaseRoundTrip(t *testing.T) {
 	}
 	prov := servicetest.Decode[apiv1.ProvisionResponse](t, body)
 	wantKey := servicetest.RepositoryID + ":1001:1"
-	if prov.RunKey != wantKey || prov.Label != "1001" || prov.Status != apiv1.StatusSucceeded || len(prov.Runners) != 3 {
-		t.Fatalf("provision answer %+v, want run key %s, label 1001, 3 runners", prov, wantKey)
+	if prov.RunKey != wantKey || prov.Label != "1001-1" || prov.Status != apiv1.StatusSucceeded || len(prov.Runners) != 3 {
+		t.Fatalf("provision answer %+v, want run key %s, label 1001-1, 3 runners", prov, wantKey)
 	}
 	sources := map[string][]string{}
 	for _, rn := range prov.Runners {
