@@ -50,15 +50,19 @@ type AutoscaleState struct {
 
 // AutoscaleDecision is what the last decision saw and why it chose its targets.
 type AutoscaleDecision struct {
-	Forecast      float64  `json:"forecast"` // jobs per minute expected in the slot
-	Level         int      `json:"level"`
-	WindowHot     int      `json:"window_hot"`
-	WindowStopped int      `json:"window_stopped"`
-	Arrived       int      `json:"arrived"`
-	Waiting       int      `json:"waiting"`
-	InFlight      int      `json:"in_flight"`
-	Reasons       []string `json:"reasons,omitempty"`
-	Conflict      string   `json:"conflict,omitempty"`
+	Forecast      float64 `json:"forecast"` // jobs per minute expected in the slot
+	Level         int     `json:"level"`
+	WindowHot     int     `json:"window_hot"`
+	WindowStopped int     `json:"window_stopped"`
+	Arrived       int     `json:"arrived"`
+	Waiting       int     `json:"waiting"`
+	InFlight      int     `json:"in_flight"`
+	// Queued is how many of Waiting are jobs the ledger holds unserved; ScaleSetWaiting what the
+	// scale sets' statistics count as waiting (Waiting takes the larger of the two views per set).
+	Queued          int      `json:"queued,omitempty"`
+	ScaleSetWaiting int      `json:"scale_set_waiting,omitempty"`
+	Reasons         []string `json:"reasons,omitempty"`
+	Conflict        string   `json:"conflict,omitempty"`
 	// The start times (milliseconds) and prices (USD per hour) the decision used, and where each
 	// came from (warmpool's autoscale inputs: measured or default, price file or default).
 	HotStartMS     int64   `json:"hot_start_ms,omitempty"`

@@ -46,6 +46,10 @@ type Run struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	Version      int64
+	// WaitingIn, while set, lists the run among the waiting jobs of that warm pool (WaitingJobs):
+	// the pool job ledger sets it on a job not yet served. Written, never read back: every write
+	// says it again.
+	WaitingIn string
 }
 
 // RunKey is the idempotency key of a provision: one per repository, run and attempt.
@@ -157,6 +161,9 @@ func encodeRun(r Run) map[string]types.AttributeValue {
 	item["created_at"] = ms(r.CreatedAt)
 	item["updated_at"] = ms(r.UpdatedAt)
 	item[attrTTL] = n(r.UpdatedAt.Add(runRetention).Unix())
+	if r.WaitingIn != "" {
+		item[attrIdxPool], item[attrID] = sv(prefixWaiting+r.WaitingIn), sv(r.Key)
+	}
 	for k, v := range map[string]string{"repository": r.Repository, "status": r.Status, "request": string(r.Request), "result": string(r.Result)} {
 		if v != "" {
 			item[k] = sv(v)

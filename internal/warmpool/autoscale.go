@@ -147,14 +147,8 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	startTimes, startsFrom := starts(st, o.Starts, c.log)
 	prices, pricesFrom := o.prices(ctx, *spec, recs, c.log)
 	st.Count += arrived
-	waiting, inFlight := 0, 0
-	for _, in := range cat.jobs {
-		waiting++
-		if in.State == store.StateCreated {
-			inFlight++
-		}
-	}
-	inFlight += len(cat.warming)
+	live := c.live(ctx, spec.Name, cat, now)
+	waiting, inFlight := live.waiting, live.inFlight
 	slot := autoscale.SlotOf(now, a.Loc)
 	local := now
 	if a.Loc != nil {
@@ -172,6 +166,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	hot, stopped := min(d.Hot, spec.Hot), min(d.Stopped, spec.Stopped)
 	rep.Forecast, rep.Level, rep.Reasons, rep.Conflict = d.Forecast, d.Level, d.Reasons, d.Conflict
 	rep.Arrived, rep.Waiting, rep.InFlight = arrived, waiting, inFlight
+	rep.Queued, rep.ScaleSetWaiting = live.queued, live.service
 	rep.HotStartMS, rep.StoppedStartMS, rep.ColdStartMS = startTimes.Hot.Milliseconds(), startTimes.Stopped.Milliseconds(), startTimes.Cold.Milliseconds()
 	rep.StartsFrom, rep.HotPerHour, rep.StoppedPerHour, rep.PricesFrom = startsFrom, prices.HotPerHour, prices.StoppedPerHour, pricesFrom
 	st.Profile, st.Hot, st.Stopped, st.LowFor, st.DecidedAt = prof.Encode(), hot, stopped, d.Next.LowFor, now

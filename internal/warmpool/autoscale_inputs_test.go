@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pricing"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -192,5 +195,104 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 	}
 	if a.HotStartMS != 3000 || a.StoppedStartMS != warmpool.DefaultStarts.Stopped.Milliseconds() || !strings.HasPrefix(a.StartsFrom, "hot median of 5, stopped default (0 samples)") {
 		t.Errorf("decision %+v; want the measured hot start of 3 s, the others default", a)
+	}
+}
+
+// enqueue puts webhook jobs of pool on a job queue (the ledger records them queued), as the
+// webhook does.
+func enqueue(t *testing.T, jobs *warmpool.JobQueue, pool string, first int64, n int, at time.Time) {
+	t.Helper()
+	for i := range n {
+		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: first + int64(i), RunID: 9, Repository: "acme/api", Labels: []string{"pool=" + pool}, Pool: pool, CreatedAt: at}
+		if _, err := jobs.Enqueue(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Queued jobs raise the decided target before the profile knows them: the pool job queue is
+// shared, so a pool's waiting jobs are its ledger records not yet served (one query). Jobs of
+// another pool, a job GitHub cancelled long ago and an agent's item dressed as a waiting job do
+// not count.
+func TestAutoscaleQueuedJobsRaiseTheTarget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
+	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	enqueue(t, jobs, "queued", 100, 4, e.clock.Now())
+	enqueue(t, jobs, "other", 200, 3, e.clock.Now())
+	// Recorded 25 h ago: GitHub cancelled it (its ledger entry is abandoned when met).
+	e.clock.Add(-25 * time.Hour)
+	enqueue(t, jobs, "queued", 300, 1, e.clock.Now())
+	e.clock.Add(25 * time.Hour)
+	if _, err := e.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &e.table, Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: e.st.AgentKey("i-0123456789abcdef0")}, "sk": &types.AttributeValueMemberS{Value: "X"},
+		"idx_pool": &types.AttributeValueMemberS{Value: "WAITING#queued"}, "id": &types.AttributeValueMemberS{Value: "pooljob:9"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := e.spec("queued", 10, 5, "v1-a")
+	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
+	tg := &targets{}
+	tg.set(spec)
+	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	pr := poolReport(t, pass(t, c), "queued")
+	if a := pr.Autoscale; pr.TargetHot != 4 || a.Waiting != 4 || a.Queued != 4 || a.InFlight != 0 || a.Forecast != 0 {
+		t.Fatalf("%+v %+v; want 4 hot for 4 queued jobs, nothing forecast", pr, a)
+	}
+	if a := poolReport(t, pass(t, c), "queued").Autoscale; a.Queued != 4 || a.InFlight != 4 {
+		t.Fatalf("pass 2: %+v; want the 4 warming instances in flight", a)
+	}
+	// Once served, a job is no longer queued: it waits with its instance on its way.
+	e.warmUp(t, "queued", nil, nil)
+	e.clock.Add(30 * time.Second)
+	hot := poolReport(t, pass(t, c), "queued").Readied
+	served(t, e, warmpool.Job{Action: warmpool.ActionQueued, JobID: 100, RunID: 9, Repository: "acme/api", Labels: []string{"pool=queued"}, Pool: "queued"}, hot[0])
+	e.clock.Add(30 * time.Second)
+	if a := poolReport(t, pass(t, c), "queued").Autoscale; a.Queued != 3 || a.Waiting != 4 || a.InFlight != 1 {
+		t.Errorf("after one served: %+v; want 3 queued, 4 waiting (one with its instance), 1 in flight", a)
+	}
+}
+
+// A scale set's statistics count the jobs the Actions service assigned it beyond the running ones
+// (and offered ones, on GHES): kept in the table by its listener, they raise the pool's target
+// before any reaches the ledger. Statistics too old, dated ahead or with counts no service sends
+// are left out.
+func TestAutoscaleScaleSetAssignedJobsRaiseTheTarget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	now := time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)
+	e.clock.Set(now)
+	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	for _, st := range []store.ScaleSetStats{
+		{ScaleSet: "acme/linux", ScaleSetID: 7, Assigned: 6, Running: 1, At: now.Add(-20 * time.Second)},
+		{ScaleSet: "acme/ghes", ScaleSetID: 8, Available: 2, At: now},
+		{ScaleSet: "acme/gone", ScaleSetID: 9, Assigned: 40, At: now.Add(-time.Hour)},
+		{ScaleSet: "acme/odd", ScaleSetID: 10, Assigned: -40, Running: -80, At: now},
+		{ScaleSet: "acme/ahead", ScaleSetID: 11, Assigned: 40, At: now.Add(time.Hour)},
+	} {
+		st.Pool = "sets"
+		if err := e.st.PutScaleSetStats(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two of scale set 7's jobs reached the ledger: the same jobs, counted once.
+	for i := range 2 {
+		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(40 + i), RunID: 9, Repository: "acme/api", Labels: []string{"linux"}, Pool: "sets",
+			ScaleSet: "linux", ScaleSetID: 7, ScaleSetScope: "acme"}
+		if _, err := jobs.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := e.spec("sets", 10, 5, "v1-a")
+	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
+	tg := &targets{}
+	tg.set(spec)
+	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	pr := poolReport(t, pass(t, c), "sets")
+	if a := pr.Autoscale; pr.TargetHot != 7 || a.Waiting != 7 || a.Queued != 2 || a.ScaleSetWaiting != 7 {
+		t.Errorf("%+v %+v; want 7 hot: 5 assigned beyond the running one, 2 offered (the 2 queued among them)", pr, a)
 	}
 }

@@ -203,7 +203,7 @@ func (q *JobQueue) WithdrawRunners(w RunnerWithdrawer) { q.withdraw = w }
 
 // NewJobQueue returns the job queue at url, with its ledger in st.
 func NewJobQueue(api JobSQS, url string, st Store) *JobQueue {
-	return &JobQueue{api: api, url: url, st: st, fifo: strings.HasSuffix(url, ".fifo")}
+	return &JobQueue{api: api, url: url, st: ledgerStore{st}, fifo: strings.HasSuffix(url, ".fifo")}
 }
 
 // URL is the queue's URL.

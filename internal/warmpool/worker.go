@@ -146,7 +146,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, log: cfg.Logger,
-		ledger: &ledger{st: cfg.Store, lease: cfg.Lease, now: cfg.Now},
+		ledger: &ledger{st: ledgerStore{cfg.Store}, lease: cfg.Lease, now: cfg.Now},
 		term:   &terminator{st: cfg.Store, api: cfg.EC2, batch: MaxBatch, log: cfg.Logger},
 	}, nil
 }

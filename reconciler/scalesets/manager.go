@@ -47,6 +47,8 @@ type Store interface {
 	UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error)
 	ByPool(ctx context.Context, pool string) ([]store.Instance, error)
 	Live(ctx context.Context) ([]store.Instance, error)
+	// PutScaleSetStats keeps the scale set's latest statistics for its pool's autoscale (stats.go).
+	PutScaleSetStats(ctx context.Context, st store.ScaleSetStats) error
 }
 
 // Client is the part of *scaleset.Client the listeners use.

@@ -28,6 +28,7 @@ type poller struct {
 	// is what the table holds of them (cancelled.go).
 	cancelled, saved map[string]cancelledJob
 	shape            string // shapeAssigned or shapeAvailable, once a job message told
+	stats            keptStats
 }
 
 func newPoller(l *listener, c Client, ss scaleset.ScaleSet, sess scaleset.Session) *poller {
@@ -43,6 +44,9 @@ func (p *poller) run(ctx context.Context) error {
 	cfg := p.l.m.cfg
 	if err := p.loadCancelled(ctx); err != nil {
 		return err
+	}
+	if p.sess.Statistics != nil {
+		p.keepStats(ctx, *p.sess.Statistics)
 	}
 	for ctx.Err() == nil {
 		if cfg.Now().Sub(p.refreshed) > cfg.SessionRefresh {
@@ -114,6 +118,7 @@ func (p *poller) handle(ctx context.Context, msg *scaleset.Message) error {
 	}
 	if msg.Statistics != nil {
 		m.assigned.WithLabelValues(name).Set(float64(msg.Statistics.TotalAssignedJobs))
+		p.keepStats(ctx, *msg.Statistics)
 	}
 	if err := p.jobs(ctx, msg.Jobs, log); err != nil {
 		return err
