@@ -215,7 +215,21 @@ func (a *API) autoscaled(ctx context.Context, pools []apiv1.PoolCount) {
 		pools[i].Autoscale = &apiv1.PoolAutoscale{
 			DecidedAt: st.DecidedAt, Forecast: d.Forecast, TargetHot: st.Hot, TargetStopped: st.Stopped,
 			WindowHot: d.WindowHot, WindowStopped: d.WindowStopped, Reasons: d.Reasons, Conflict: d.Conflict,
+			Inputs: autoscaleInputs(d),
 		}
+	}
+}
+
+// autoscaleInputs are a decision's inputs, when it recorded them.
+func autoscaleInputs(d store.AutoscaleDecision) *apiv1.PoolAutoscaleInputs {
+	if d.StartsFrom == "" {
+		return nil
+	}
+	sec := func(ms int64) float64 { return float64(ms) / 1000 }
+	return &apiv1.PoolAutoscaleInputs{
+		Waiting: d.Waiting, Queued: d.Queued, ScaleSetWaiting: d.ScaleSetWaiting, InFlight: d.InFlight,
+		HotStart: sec(d.HotStartMS), StoppedStart: sec(d.StoppedStartMS), ColdStart: sec(d.ColdStartMS), StartsFrom: d.StartsFrom,
+		HotPerHour: d.HotPerHour, StoppedPerHour: d.StoppedPerHour, PricesFrom: d.PricesFrom,
 	}
 }
 

@@ -218,6 +218,26 @@ type PoolAutoscale struct {
 	Reasons       []string  `json:"reasons,omitempty"`
 	// Conflict says why the queue-time goal cannot be met (the window's maxima or the budget).
 	Conflict string `json:"conflict,omitempty"`
+	// Inputs are the live signals, start times and prices the decision used; nil for a decision
+	// that did not record them.
+	Inputs *PoolAutoscaleInputs `json:"inputs,omitempty"`
+}
+
+// PoolAutoscaleInputs are what an autoscale decision read besides the recorded demand.
+type PoolAutoscaleInputs struct {
+	Waiting         int `json:"waiting"`           // jobs waiting for a runner
+	Queued          int `json:"queued"`            // of which queued in the job ledger
+	ScaleSetWaiting int `json:"scale_set_waiting"` // jobs the scale sets' statistics count as waiting
+	InFlight        int `json:"in_flight"`         // instances on their way to jobs
+	// Start times (seconds) and where they came from (measured medians or defaults).
+	HotStart     float64 `json:"hot_start_s"`
+	StoppedStart float64 `json:"stopped_start_s"`
+	ColdStart    float64 `json:"cold_start_s"`
+	StartsFrom   string  `json:"starts_from"`
+	// Prices (USD per hour) and where they came from (the price book or defaults).
+	HotPerHour     float64 `json:"hot_per_hour"`
+	StoppedPerHour float64 `json:"stopped_per_hour"`
+	PricesFrom     string  `json:"prices_from"`
 }
 
 // ActiveRun is a run of the caller's repository that holds live instances.

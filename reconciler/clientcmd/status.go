@@ -156,7 +156,22 @@ func printAutoscaled(w io.Writer, p apiv1.PoolsResponse) {
 		for _, r := range a.Reasons {
 			fmt.Fprintf(w, "  %s: %s\n", pc.Pool, r)
 		}
+		printAutoscaleInputs(w, pc.Pool, a.Inputs)
 	}
+}
+
+// printAutoscaleInputs shows what a decision read besides the recorded demand.
+func printAutoscaleInputs(w io.Writer, pool string, in *apiv1.PoolAutoscaleInputs) {
+	if in == nil {
+		return
+	}
+	sec := func(s float64) time.Duration {
+		return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "  %s: live: %d waiting (%d queued, %d by the scale sets' statistics), %d in flight\n",
+		pool, in.Waiting, in.Queued, in.ScaleSetWaiting, in.InFlight)
+	fmt.Fprintf(w, "  %s: starts: hot %s, stopped %s, cold %s (%s)\n", pool, sec(in.HotStart), sec(in.StoppedStart), sec(in.ColdStart), in.StartsFrom)
+	fmt.Fprintf(w, "  %s: prices: hot $%.4f/h, stopped $%.4f/h (%s)\n", pool, in.HotPerHour, in.StoppedPerHour, in.PricesFrom)
 }
 
 func formatStates(m map[string]int) string {
