@@ -14,6 +14,18 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
+// autoscaled is a converger of one pool with an autoscale block (goal 5 s, UTC) within a window of
+// hot and stopped, with opts (its Autoscale.Store the env's store).
+func autoscaled(t *testing.T, e *env, name string, hot, stopped int, opts warmpool.Options) (*warmpool.Converger, *targets) {
+	t.Helper()
+	spec := e.spec(name, hot, stopped, "v1-a")
+	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
+	tg := &targets{}
+	tg.set(spec)
+	opts.Autoscale.Store = e.st
+	return e.converger(t, tg.get, opts), tg
+}
+
 // The recorded demand ages: halved once a week, from the time kept in the pool's autoscale item,
 // so a new leader continues the half-life where the last one left it.
 func TestAutoscaleProfileAgesWeekly(t *testing.T) {
@@ -22,13 +34,10 @@ func TestAutoscaleProfileAgesWeekly(t *testing.T) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)
 	e.clock.Set(t0)
-	spec := e.spec("aging", 3, 0, "v1-a")
-	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
 	seedDemand(t, e, "aging", t0, 6) // 15 minutes of 6 jobs in each slot of the two hours
-	tg := &targets{}
-	tg.set(spec)
+	c, tg := autoscaled(t, e, "aging", 3, 0, warmpool.Options{})
 	opts := warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}}
-	pass(t, e.converger(t, tg.get, opts))
+	pass(t, c)
 	st, err := e.st.GetAutoscale(ctx, "aging")
 	if err != nil || !st.HalvedAt.Equal(t0) {
 		t.Fatalf("after the first pass: halved at %v (%v); want the clock started at %v", st.HalvedAt, err, t0)
@@ -136,11 +145,8 @@ func TestAutoscaleMeasuredColdStartsLookFurtherAhead(t *testing.T) {
 		{"forged", map[string][]int64{"cold": append(repeat(-60000, 3), repeat(60000, 2)...)}, 0, "cold default (2 samples)"},
 	} {
 		seedStarts(t, e, tc.name, prof, tc.starts)
-		spec := e.spec(tc.name, 10, 5, "v1-a")
-		spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
-		tg := &targets{}
-		tg.set(spec)
-		pr := poolReport(t, pass(t, e.converger(t, tg.get, warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}})), tc.name)
+		c, _ := autoscaled(t, e, tc.name, 10, 5, warmpool.Options{})
+		pr := poolReport(t, pass(t, c), tc.name)
 		if pr.TargetHot+pr.TargetStopped != tc.ready || (tc.ready > 0) != (pr.TargetHot > 0) || !strings.Contains(pr.Autoscale.StartsFrom, tc.from) {
 			t.Errorf("%s: %d hot %d stopped, starts from %q (%+v); want %d ready, %q", tc.name, pr.TargetHot, pr.TargetStopped, pr.Autoscale.StartsFrom, pr.Autoscale, tc.ready, tc.from)
 		}
@@ -155,12 +161,8 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
-	spec := e.spec("measured", 6, 0, "v1-a")
-	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
 	seedDemand(t, e, "measured", e.clock.Now(), 6)
-	tg := &targets{}
-	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c, _ := autoscaled(t, e, "measured", 6, 0, warmpool.Options{})
 	pass(t, c)
 	e.warmUp(t, "measured", nil, nil)
 	e.clock.Add(30 * time.Second)
@@ -232,11 +234,7 @@ func TestAutoscaleQueuedJobsRaiseTheTarget(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	spec := e.spec("queued", 10, 5, "v1-a")
-	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
-	tg := &targets{}
-	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c, _ := autoscaled(t, e, "queued", 10, 5, warmpool.Options{Jobs: jobs})
 	pr := poolReport(t, pass(t, c), "queued")
 	if a := pr.Autoscale; pr.TargetHot != 4 || a.Waiting != 4 || a.Queued != 4 || a.InFlight != 0 || a.Forecast != 0 {
 		t.Fatalf("%+v %+v; want 4 hot for 4 queued jobs, nothing forecast", pr, a)
@@ -286,11 +284,7 @@ func TestAutoscaleScaleSetAssignedJobsRaiseTheTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spec := e.spec("sets", 10, 5, "v1-a")
-	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
-	tg := &targets{}
-	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c, _ := autoscaled(t, e, "sets", 10, 5, warmpool.Options{Jobs: jobs})
 	pr := poolReport(t, pass(t, c), "sets")
 	if a := pr.Autoscale; pr.TargetHot != 7 || a.Waiting != 7 || a.Queued != 2 || a.ScaleSetWaiting != 7 {
 		t.Errorf("%+v %+v; want 7 hot: 5 assigned beyond the running one, 2 offered (the 2 queued among them)", pr, a)

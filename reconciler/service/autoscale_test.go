@@ -18,17 +18,7 @@ import (
 func TestAutoscaledPoolEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
-	rc := env.TableRunnerClass(servicetest.RunnerClass)
-	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
-		t.Fatalf("PutRunnerClass: %v", err)
-	}
-	wp := tableconfig.WarmPool{Name: "auto", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 3, Stopped: 2}},
-		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(5 * time.Second), MinHot: 1}}
-	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
-		t.Fatalf("PutWarmPool: %v", err)
-	}
+	env := autoscaledPool(t, "auto", 3, 2)
 	r := env.Start(t, "a", map[string]string{
 		"RUNNERPOOL_RUNNER_CLASSES_FILE": "", "RUNNERPOOL_DASHBOARD_LISTEN": "127.0.0.1:0",
 		"RUNNERPOOL_CONVERGE_SCHEDULE": "@every 1s", "RUNNERPOOL_HISTORY_SAMPLE_INTERVAL": "10s",
@@ -42,4 +32,24 @@ func TestAutoscaledPoolEndToEnd(t *testing.T) {
 		code, body := get(t, http.MethodGet, dash+"/pools")
 		return code == http.StatusOK && strings.Contains(body, "<td>1 hot, 0 stopped</td>")
 	})
+}
+
+// autoscaledPool is a service env whose table holds the test runner class and a warm pool name
+// with an autoscale block (goal 5 s, min 1 hot) within a window of hot and stopped, as the
+// provider writes them.
+func autoscaledPool(t *testing.T, name string, hot, stopped int) *servicetest.Env {
+	t.Helper()
+	ctx := t.Context()
+	env := servicetest.New(t, servicetest.Options{WarmPools: true})
+	repo := tableconfig.NewRepository(env.Store)
+	rc := env.TableRunnerClass(servicetest.RunnerClass)
+	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
+		t.Fatalf("PutRunnerClass: %v", err)
+	}
+	wp := tableconfig.WarmPool{Name: name, RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: hot, Stopped: stopped}},
+		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(5 * time.Second), MinHot: 1}}
+	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
+		t.Fatalf("PutWarmPool: %v", err)
+	}
+	return env
 }
