@@ -144,7 +144,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	}
 	recordMinutes(&st, prof, now, a.Loc)
 	c.takeStarts(spec.Name, &st)
-	startTimes, startsFrom := starts(st, o.Starts, c.log)
+	startTimes, startsFrom := starts(&st, o.Starts, c.log)
 	prices, pricesFrom := o.prices(ctx, *spec, recs, c.log)
 	st.Count += arrived
 	live := c.live(ctx, spec.Name, cat, now)

@@ -213,28 +213,31 @@ func (c *Converger) takeStarts(pool string, st *store.AutoscaleState) {
 
 // starts are the start times the pool's decision uses: per kind, the median of the kept samples
 // when there are at least minStartSamples believable ones, else def's. A sample a reconciler
-// could not have written (negative, beyond maxStart) is left out and logged.
-func starts(st store.AutoscaleState, def autoscale.Starts, log *slog.Logger) (autoscale.Starts, string) {
+// could not have written (negative, beyond maxStart) is dropped from st and logged.
+func starts(st *store.AutoscaleState, def autoscale.Starts, log *slog.Logger) (autoscale.Starts, string) {
+	unbelievable := func(ms int64) bool { return ms <= 0 || time.Duration(ms)*time.Millisecond > maxStart }
 	out := def
 	var from []string
 	for _, k := range []struct {
 		kind string
 		d    *time.Duration
 	}{{startHot, &out.Hot}, {startStopped, &out.Stopped}, {startCold, &out.Cold}} {
-		var ok []float64
-		for _, ms := range st.Starts[k.kind] {
-			if ms <= 0 || time.Duration(ms)*time.Millisecond > maxStart {
-				log.Warn("autoscale: start sample ignored", "pool", st.Pool, "kind", k.kind, "ms", ms, "reason", "not between 0 and "+maxStart.String())
-				continue
-			}
-			ok = append(ok, float64(ms))
+		all := st.Starts[k.kind]
+		kept := slices.DeleteFunc(slices.Clone(all), unbelievable)
+		if len(kept) < len(all) {
+			log.Warn("autoscale: start samples dropped", "pool", st.Pool, "kind", k.kind, "dropped", len(all)-len(kept), "reason", "not between 0 and "+maxStart.String())
+			st.Starts[k.kind] = kept
 		}
-		if len(ok) < minStartSamples {
-			from = append(from, fmt.Sprintf("%s default (%d samples)", k.kind, len(ok)))
+		if len(kept) < minStartSamples {
+			from = append(from, fmt.Sprintf("%s default (%d samples)", k.kind, len(kept)))
 			continue
 		}
-		*k.d = time.Duration(median(ok)) * time.Millisecond
-		from = append(from, fmt.Sprintf("%s median of %d", k.kind, len(ok)))
+		ms := make([]float64, len(kept))
+		for i, v := range kept {
+			ms[i] = float64(v)
+		}
+		*k.d = time.Duration(median(ms)) * time.Millisecond
+		from = append(from, fmt.Sprintf("%s median of %d", k.kind, len(kept)))
 	}
 	return out, strings.Join(from, ", ")
 }

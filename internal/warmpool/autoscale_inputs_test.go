@@ -1,6 +1,7 @@
 package warmpool_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,6 +151,10 @@ func TestAutoscaleMeasuredColdStartsLookFurtherAhead(t *testing.T) {
 		if pr.TargetHot+pr.TargetStopped != tc.ready || (tc.ready > 0) != (pr.TargetHot > 0) || !strings.Contains(pr.Autoscale.StartsFrom, tc.from) {
 			t.Errorf("%s: %d hot %d stopped, starts from %q (%+v); want %d ready, %q", tc.name, pr.TargetHot, pr.TargetStopped, pr.Autoscale.StartsFrom, pr.Autoscale, tc.ready, tc.from)
 		}
+	}
+	// The samples no reconciler writes are gone from the item.
+	if st, err := e.st.GetAutoscale(t.Context(), "forged"); err != nil || !slices.Equal(st.Starts["cold"], []int64{60000, 60000}) {
+		t.Errorf("forged's kept cold starts %v (%v); want the two believable ones", st.Starts["cold"], err)
 	}
 }
 
