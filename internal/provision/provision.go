@@ -330,28 +330,17 @@ func fleetToken(run store.Run) string {
 // provision still running InProgressWait after it started is taken over before (takeover.go); one
 // found so here lost that record to another takeover since, and is reported as ErrInProgress.
 func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, error) {
-	// UpdatedAt: a provisioning record is written when its try starts, and not again until it ends.
-	wait := p.cfg.InProgressWait - p.opts.Now().Sub(run.UpdatedAt)
-	if run.Status == StatusProvisioning && wait <= 0 {
-		return Result{}, fmt.Errorf("run %s: %w since %s: the provision was abandoned", run.Key, ErrInProgress, run.UpdatedAt.Format(time.RFC3339))
+	if run.Status == StatusProvisioning && p.abandoned(run) {
+		return Result{}, p.inProgress(run)
 	}
-	deadline := time.NewTimer(max(wait, 0))
-	defer deadline.Stop()
-	tick := time.NewTicker(p.opts.PollInterval)
-	defer tick.Stop()
-	for run.Status == StatusProvisioning {
-		select {
-		case <-ctx.Done():
-			return Result{}, fmt.Errorf("waiting for the provision of run %s: %w", run.Key, ctx.Err())
-		case <-deadline.C:
-			return Result{}, fmt.Errorf("run %s: %w after %s", run.Key, ErrInProgress, p.cfg.InProgressWait)
-		case <-tick.C:
-		}
-		r, err := p.st.GetRun(ctx, run.Key)
-		if err != nil {
-			return Result{}, fmt.Errorf("reading run %s: %w", run.Key, err)
-		}
-		run = r
+	wctx, cancel := context.WithDeadline(ctx, p.takeOverAt(run))
+	defer cancel()
+	run, err := p.awaitSettled(wctx, run)
+	if errors.Is(err, ErrInProgress) && ctx.Err() != nil {
+		return Result{}, fmt.Errorf("waiting for the provision of run %s: %w", run.Key, ctx.Err())
+	}
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
 	if err := json.Unmarshal(run.Result, &res); err != nil {

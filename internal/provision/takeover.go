@@ -35,7 +35,78 @@ const takeoverIdleTime = 10 * time.Minute
 
 // abandoned says whether run is provisioning for longer than any live provision takes.
 func (p *Provisioner) abandoned(run store.Run) bool {
-	return run.Status == StatusProvisioning && p.opts.Now().Sub(run.UpdatedAt) > p.cfg.InProgressWait
+	return run.Status == StatusProvisioning && p.opts.Now().After(p.takeOverAt(run))
+}
+
+// takeOverAt is the provision deadline of run's current try: past it, the try counts as abandoned.
+// UpdatedAt: a provisioning record is written when its try starts (or is taken over), and not again
+// until it ends.
+func (p *Provisioner) takeOverAt(run store.Run) time.Time {
+	return run.UpdatedAt.Add(p.cfg.InProgressWait)
+}
+
+// InProgressError says a run's provision is still in progress (errors.Is ErrInProgress), and from
+// when it may be taken over: by then it has finished, or the next request (or refresh) finishes it.
+type InProgressError struct {
+	RunKey     string
+	Since      time.Time // the current try's start
+	TakeOverAt time.Time // its provision deadline
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("run %s: %v since %s; unfinished at %s, it is taken over", e.RunKey, ErrInProgress,
+		e.Since.UTC().Format(time.RFC3339), e.TakeOverAt.UTC().Format(time.RFC3339))
+}
+
+func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+func (p *Provisioner) inProgress(run store.Run) error {
+	return &InProgressError{RunKey: run.Key, Since: run.UpdatedAt, TakeOverAt: p.takeOverAt(run)}
+}
+
+// Settled returns the run record once no provision of it is in progress: at once when its result
+// is stored; otherwise it re-reads the record while ctx lasts, and takes the provision over once it
+// is past the provision deadline (the same takeover as a repeated request's and refresh's). A run
+// still in progress when ctx ends is an *InProgressError; a run never provisioned is
+// store.ErrNotFound. Release waits with it before it releases what the run holds.
+func (p *Provisioner) Settled(ctx context.Context, key string) (store.Run, error) {
+	run, err := p.st.GetRun(ctx, key)
+	if err != nil {
+		return store.Run{}, fmt.Errorf("reading run %s: %w", key, err)
+	}
+	return p.awaitSettled(ctx, run)
+}
+
+// awaitSettled is Settled from the record run as read.
+func (p *Provisioner) awaitSettled(ctx context.Context, run store.Run) (store.Run, error) {
+	tick := time.NewTicker(p.opts.PollInterval)
+	defer tick.Stop()
+	for run.Status == StatusProvisioning {
+		if p.abandoned(run) {
+			taken, err := p.takeOver(ctx, run)
+			if err != nil {
+				return store.Run{}, err
+			}
+			if run = taken; run.Status != StatusProvisioning {
+				break
+			}
+			// Another takeover holds the record now, under its own deadline.
+		}
+		select {
+		case <-ctx.Done():
+			return run, p.inProgress(run)
+		case <-tick.C:
+		}
+		r, err := p.st.GetRun(ctx, run.Key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return run, p.inProgress(run)
+			}
+			return store.Run{}, fmt.Errorf("reading run %s: %w", run.Key, err)
+		}
+		run = r
+	}
+	return run, nil
 }
 
 // TakeOverAbandoned takes over the provision of the run key when its record is provisioning past

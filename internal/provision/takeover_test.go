@@ -143,3 +143,36 @@ func TestTakeOverAfterPromotionSucceeds(t *testing.T) {
 		t.Fatalf("retry = %v (%+v), want the two promoted runners", err, res)
 	}
 }
+
+// TestSettledWaitsBeforeTheDeadline: before the provision deadline a release's wait
+// (Provisioner.Settled) takes nothing over: it ends with an *InProgressError saying when the
+// provision may be taken over (the answer's Retry-After), and the run's instances stay as the
+// provision left them; past the deadline the same call takes it over.
+func TestSettledWaitsBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	s := e.side(t, sideOptions{inProgressWait: 2 * time.Second})
+	e.waitAgents(t, e.idle(t, poolSpec{n: 1, resourceClass: "small"}))
+	a := e.abandon(t, s, request("9203", 1), 1, 0, false)
+	run := e.getRun(t, a.key)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := s.p.Settled(ctx, a.key)
+	var busy *provision.InProgressError
+	if !errors.As(err, &busy) || !errors.Is(err, provision.ErrInProgress) || !busy.TakeOverAt.Equal(run.UpdatedAt.Add(2*time.Second)) {
+		t.Fatalf("Settled before the deadline = %v, want an InProgressError with the deadline %s", err, run.UpdatedAt.Add(2*time.Second))
+	}
+	if in := e.get(t, a.claimed[0]); in.State != store.StateClaimed || in.RunID != a.key {
+		t.Errorf("claimed %s = %s run %q before the deadline, want left claimed for the run", in.ID, in.State, in.RunID)
+	}
+
+	got, err := s.p.Settled(t.Context(), a.key) // waits past the deadline, then takes over
+	if err != nil || got.Status == provision.StatusProvisioning {
+		t.Fatalf("Settled past the deadline = %+v, %v; want the run taken over", got, err)
+	}
+	var res provision.Result
+	if err := json.Unmarshal(got.Result, &res); err != nil || res.Outcome != provision.OutcomeTakenOver {
+		t.Errorf("result %s (%v), want taken over", got.Result, err)
+	}
+}

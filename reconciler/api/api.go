@@ -47,6 +47,13 @@ type Releaser interface {
 	Release(ctx context.Context, runKey string, idleTime time.Duration) (release.Report, error)
 }
 
+// Runs waits for a run's provision to settle before a release: *provision.Provisioner satisfies
+// it (Settled), taking over a provision left in progress past its deadline by a replica that
+// stopped. A run still in progress when ctx ends is a *provision.InProgressError.
+type Runs interface {
+	Settled(ctx context.Context, runKey string) (store.Run, error)
+}
+
 // Store is the part of *store.Store the API reads and writes directly.
 type Store interface {
 	GetRun(ctx context.Context, key string) (store.Run, error)
@@ -68,6 +75,7 @@ type Authenticator interface {
 type Options struct {
 	Provisioner Provisioner
 	Releaser    Releaser
+	Runs        Runs
 	Store       Store
 	Auth        Authenticator
 	Metrics     *metrics.Metrics // nil: no metrics
@@ -124,6 +132,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.Store == nil {
 		missing = append(missing, errors.New("a store"))
+	}
+	if o.Runs == nil {
+		missing = append(missing, errors.New("runs (a provisioner's Settled)"))
 	}
 	if o.Auth == nil {
 		missing = append(missing, errors.New("an authenticator"))

@@ -52,7 +52,7 @@ func fuzzAPI(t testing.TB) (http.Handler, *fakeProvisioner, *fakeReleaser) {
 			Result: json.RawMessage(`{"runKey":"` + key + `","label":"7","status":"succeeded"}`)})
 	}
 	a, err := api.New(api.Options{
-		Provisioner: prov, Releaser: rel, Store: st, Auth: fakeAuth{}, Logger: slog.New(slog.DiscardHandler),
+		Provisioner: prov, Releaser: rel, Runs: st, Store: st, Auth: fakeAuth{}, Logger: slog.New(slog.DiscardHandler),
 		PollInterval: time.Millisecond, IdleTime: 15 * time.Minute, MaxIdleTime: fuzzMaxIdle, DefaultRunnerClass: "linux",
 		MaxBodyBytes: 4096,
 	})

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +94,23 @@ func (s *fakeStore) LastSignal(_ context.Context, id string) (store.SignalRecord
 	return sig, nil
 }
 
+// Settled is api.Runs over the fake's records: it re-reads a run provisioning until it is not, or
+// ctx ends (its deadline a minute after its UpdatedAt); the takeover itself is provision's, tested there and in
+// reconciler/service.
+func (s *fakeStore) Settled(ctx context.Context, key string) (store.Run, error) {
+	for {
+		run, err := s.GetRun(ctx, key)
+		if err != nil || run.Status != provision.StatusProvisioning {
+			return run, err
+		}
+		select {
+		case <-ctx.Done():
+			return run, &provision.InProgressError{RunKey: key, Since: run.UpdatedAt, TakeOverAt: run.UpdatedAt.Add(time.Minute)}
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 func (s *fakeStore) GetRun(_ context.Context, key string) (store.Run, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,7 +188,7 @@ func newFixtureWith(t *testing.T, opt func(*api.Options)) *fixture {
 		work: cancel,
 	}
 	o := api.Options{
-		Provisioner: f.prov, Releaser: f.rel, Store: f.st, Auth: fakeAuth{}, Work: work,
+		Provisioner: f.prov, Releaser: f.rel, Runs: f.st, Store: f.st, Auth: fakeAuth{}, Work: work,
 		PollInterval: 10 * time.Millisecond, IdleTime: 15 * time.Minute, MaxIdleTime: time.Hour,
 		RunnerClassIdleTime: func(c string) time.Duration {
 			if c == "linux" {
@@ -463,10 +481,15 @@ func TestRunShowsSpotInterruption(t *testing.T) {
 func TestReleaseOfStuckProvision(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t) // ReleaseTimeout 2s
-	f.st.setRun(store.Run{Key: "4242:7:1", RepositoryID: "4242", RunID: "7", Attempt: 1, Status: provision.StatusProvisioning, Version: 1})
-	code, _, b := f.call(t, http.MethodPost, "/v1/release", "run-7", "")
+	f.st.setRun(store.Run{Key: "4242:7:1", RepositoryID: "4242", RunID: "7", Attempt: 1, Status: provision.StatusProvisioning, Version: 1, UpdatedAt: time.Now()})
+	code, hdr, b := f.call(t, http.MethodPost, "/v1/release", "run-7", "")
 	if code != http.StatusConflict || !strings.Contains(string(b), apiv1.CodeInProgress) {
 		t.Errorf("release of a run still provisioning: %d %s", code, b)
+	}
+	// Retry-After: the time left to the provision deadline (a minute after the try started, in the
+	// fake), less the second the release waited (half its time limit).
+	if s, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || s < 50 || s > 60 {
+		t.Errorf("Retry-After %q, want the time left to the provision deadline (about 59 s)", hdr.Get("Retry-After"))
 	}
 	if len(f.rel.calls) != 0 {
 		t.Errorf("releaser called %v", f.rel.calls)

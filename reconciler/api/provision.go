@@ -100,6 +100,9 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
 
 	case errors.Is(err, provision.ErrInProgress):
+		if busy := (*provision.InProgressError)(nil); errors.As(err, &busy) {
+			a.retryInProgress(w, busy)
+		}
 		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, err.Error(), true)
 
 	case errors.Is(err, provision.ErrFailed):

@@ -2,14 +2,19 @@
 //
 // The run released is always the caller's: the repository id and run id of its token, and the
 // token's attempt unless the body names an earlier one. A body naming another repository's or
-// another run's provision (run_key) is refused with 403 before anything is read. A release waits for a provision of the run
-// that is still in progress, then hands every running instance of the run back to the pool and
-// records what it did on the run record (GET /v1/runs shows it).
+// another run's provision (run_key) is refused with 403 before anything is read. A release waits
+// for a provision of the run that is still in progress (at most half its time limit, so the release
+// itself keeps the other half); a provision still in progress past the provision deadline was left
+// by a replica that stopped, and the release takes it over first (Runs.Settled: the same takeover
+// as a repeated provision request's and refresh's). Then it hands every running instance of the run
+// back to the pool and records what it did on the run record (GET /v1/runs shows it).
 //
 // Answers: 200 with what happened to each instance (also when there was nothing left to release);
 // 404 run_not_found when the run never provisioned; 409 (retryable) when its provision is still in
-// progress at the time limit; 500 release_incomplete (retryable) when a control-plane call failed
-// for some instance (a retry picks those up); 400, 401, 403, 413, 415, 503 as for provision.
+// progress, before its deadline, when the wait ends, with Retry-After the time left to that
+// deadline (by then it has finished or the retry takes it over; an earlier retry waits again); 500
+// release_incomplete (retryable) when a control-plane call failed for some instance (a retry picks
+// those up); 400, 401, 403, 413, 415, 503 as for provision.
 package api
 
 import (
@@ -89,13 +94,18 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	start := a.now()
 
-	run, err := a.settledRun(ctx, key)
+	wctx, wcancel := context.WithTimeout(ctx, a.o.ReleaseTimeout/2)
+	run, err := a.o.Runs.Settled(wctx, key)
+	wcancel()
+	var busy *provision.InProgressError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		a.writeError(w, r, http.StatusNotFound, apiv1.CodeRunNotFound, "run "+key+" has no provision to release", false)
 		return
-	case errors.Is(err, errStillProvisioning):
-		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, "the provision of run "+key+" is still in progress; retry", true)
+	case errors.As(err, &busy):
+		a.retryInProgress(w, busy)
+		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, fmt.Sprintf("the provision of run %s is still in progress (since %s); retry: unfinished at %s, a release takes it over",
+			key, busy.Since.UTC().Format(time.RFC3339), busy.TakeOverAt.UTC().Format(time.RFC3339)), true)
 		return
 	case err != nil:
 		a.writeStoreError(w, r, err)
@@ -146,30 +156,11 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var errStillProvisioning = errors.New("still provisioning")
-
-// settledRun reads the run record, waiting while its provision is in progress (on this or another
-// replica) until ctx ends.
-func (a *API) settledRun(ctx context.Context, key string) (store.Run, error) {
-	tick := time.NewTicker(a.o.PollInterval)
-	defer tick.Stop()
-	for {
-		run, err := a.o.Store.GetRun(ctx, key)
-		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, store.ErrNotFound) {
-				return store.Run{}, errStillProvisioning
-			}
-			return store.Run{}, err
-		}
-		if run.Status != provision.StatusProvisioning {
-			return run, nil
-		}
-		select {
-		case <-ctx.Done():
-			return store.Run{}, errStillProvisioning
-		case <-tick.C:
-		}
-	}
+// retryInProgress sets Retry-After on an answer about a run whose provision is in progress: the
+// time left to its deadline, by which it has finished or the retry takes it over (an earlier retry
+// only waits on the server again).
+func (a *API) retryInProgress(w http.ResponseWriter, busy *provision.InProgressError) {
+	setRetryAfter(w, max(busy.TakeOverAt.Sub(a.now()), time.Second))
 }
 
 // idleTimeOf is the default idle time of a run's runners: its runner class's, else the API's.

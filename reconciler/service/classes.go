@@ -329,6 +329,16 @@ func (c *classSource) TakeOverAbandoned(ctx context.Context, key string) (settle
 	return set.prov.TakeOverAbandoned(ctx, key)
 }
 
+// Settled waits for a run's provision to settle before a release (api.Runs), with the provisioner
+// of the runner classes in force: a provision past its deadline is taken over, as refresh would.
+func (c *classSource) Settled(ctx context.Context, key string) (store.Run, error) {
+	set, err := c.get(ctx, "")
+	if err != nil {
+		return store.Run{}, err
+	}
+	return set.prov.Settled(ctx, key)
+}
+
 // Queue returns a runner class's pool queue (pool.Resolver). A class the cached set does not know
 // makes the table be read (bounded), since release has no deadline of its own to pass.
 func (c *classSource) Queue(runnerClass string) (*pool.Queue, error) {

@@ -253,7 +253,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	}
 	prov, relr = quotaProvisioner{next: prov, q: s.quotas}, quotaReleaser{next: relr, q: s.quotas}
 	s.api, err = api.New(api.Options{
-		Provisioner: prov, Releaser: relr, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
+		Provisioner: prov, Releaser: relr, Runs: s.classes, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, PollInterval: cfg.PollInterval, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
