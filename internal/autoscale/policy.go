@@ -34,9 +34,14 @@ type Live struct {
 	Waiting int
 	// InFlight is how many instances are being started or created for waiting jobs.
 	InFlight int
+	// Runs are the workflow runs in progress (their jobs carry run id and workflow name): a run of
+	// a workflow in Input.Fanouts is warmed for before its matrix is queued.
+	Runs []Run
 }
 
-// State is what a decision carries to the next one (hysteresis).
+// State is what a decision carries to the next one (hysteresis): the targets the forecast and
+// the waiting jobs asked for, before the runs' pre-warm, the bounds and the budget. The caller
+// passes Decision.Next back as the next Input.Prev.
 type State struct {
 	Hot, Stopped int
 	// LowFor is how long the wanted targets have stayed below Hot/Stopped.
@@ -45,10 +50,13 @@ type State struct {
 
 // Input is everything a decision depends on. The caller measures; Decide only computes.
 type Input struct {
-	Slot     int           // slot of the week now (SlotOf)
-	Into     time.Duration // time since the slot began
-	Plan     *WeekPlan
-	Profile  *Profile
+	Slot    int           // slot of the week now (SlotOf)
+	Into    time.Duration // time since the slot began
+	Plan    *WeekPlan
+	Profile *Profile
+	// Fanouts are the workflows whose runs fan out after their first job (LearnFanouts); nil: runs
+	// are not looked at.
+	Fanouts  Fanouts
 	Live     Live
 	Prev     State
 	Starts   Starts
@@ -100,10 +108,13 @@ func Decide(in Input) Decision {
 	}
 	hot, stopped := mix(in, hot, peak, &d)
 	hot, stopped = hysteresis(in, hot, stopped, &d)
+	d.Next.Hot, d.Next.Stopped = hot, stopped
+	// A run's pre-warm is not held by the cooldown: once its matrix has arrived, the instances
+	// are busy and the level it asked for is spent.
+	hot += prewarm(in, &d)
 	hot, stopped = bound(in, hot, stopped, &d)
 	hot, stopped = budget(in, hot, stopped, &d)
 	d.Hot, d.Stopped = hot, stopped
-	d.Next.Hot, d.Next.Stopped = hot, stopped
 	return d
 }
 

@@ -5,6 +5,7 @@
 package jobtrace
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -47,6 +48,33 @@ type GenParams struct {
 	// Queue is the trace's own queue time (the hosted service's), uniform up to it.
 	Queue  time.Duration
 	Labels []string
+	// Runs, when set, gives every job its run's id and workflow name and makes the fan-outs
+	// workflows of their own; nil: the jobs carry no run (the first committed week).
+	Runs *RunParams
+}
+
+// RunParams describe the workflows behind the runs. A matrix is written in its workflow's file,
+// so each repository's matrix workflow fans out to the same number of jobs every run (drawn once
+// per repository, log-uniform MatrixMin-MatrixMax); a share of the matrix workflows (each
+// repository's and the nightly ones) run a setup job first (a build) that the matrix `needs:`,
+// so their matrix is queued when it completes. The workflows are the repositories', not the
+// week's: they are drawn from RepoSeed, the same for every week.
+type RunParams struct {
+	RepoSeed uint64
+	// SetupShare is the chance a matrix workflow runs a setup job first.
+	SetupShare float64
+	// Setup jobs run log-normal: median SetupMedian, shape SetupSigma, at least SetupMin.
+	SetupMedian time.Duration
+	SetupSigma  float64
+	SetupMin    time.Duration
+}
+
+// RunsParams are DefaultParams with runs (testdata/week-runs.csv.gz): the assumptions are in
+// docs/autoscale.md.
+func RunsParams() GenParams {
+	p := DefaultParams()
+	p.Runs = &RunParams{RepoSeed: 1, SetupShare: 0.5, SetupMedian: 3 * time.Minute, SetupSigma: 0.5, SetupMin: 30 * time.Second}
+	return p
 }
 
 // DefaultParams are the parameters of the committed week (testdata/week.csv.gz).
@@ -74,14 +102,20 @@ var dayShape = [24]float64{
 // Generate is the week of jobs of p, the same for the same seed.
 func Generate(p GenParams, seed uint64) []Job {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	g := &gen{p: p, rng: rng}
+	g := &gen{p: p, rng: rng, runID: int64(seed) * 10_000_000}
+	if p.Runs != nil {
+		g.setupRng = rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+		g.workflows = workflows(p)
+	}
 	end := p.Start.AddDate(0, 0, p.Days)
 	repo := 0
 	for _, z := range p.Zones {
 		for range z.Repos {
+			g.repo = repo
 			g.repoRuns(z.Location, end)
 			if repo < p.NightlyRepos {
 				for d := range p.Days {
+					g.wf = g.workflow(repo, "nightly")
 					g.run(p.Start.AddDate(0, 0, d).Add(p.NightlyAt).Add(time.Duration(repo)*time.Minute), p.NightlyJobs)
 				}
 			}
@@ -96,6 +130,48 @@ type gen struct {
 	p    GenParams
 	rng  *rand.Rand
 	jobs []Job
+	// With runs: the repository being generated, the workflow of the next run, the run ids so
+	// far, the repositories' workflows, and the setup jobs' own random numbers.
+	repo      int
+	wf        workflow
+	runID     int64
+	workflows map[string]workflow
+	setupRng  *rand.Rand
+}
+
+// workflow is a repository's workflow: its name, its matrix size (0: not a matrix) and whether
+// the matrix waits for a setup job.
+type workflow struct {
+	name   string
+	matrix int
+	setup  bool
+}
+
+// workflows draws every repository's matrix workflow (size, setup) and the nightly ones' (setup).
+func workflows(p GenParams) map[string]workflow {
+	rng := rand.New(rand.NewPCG(p.Runs.RepoSeed, p.Runs.RepoSeed^0x2545f4914f6cdd1d))
+	out := map[string]workflow{}
+	repos := 0
+	for _, z := range p.Zones {
+		repos += z.Repos
+	}
+	for r := range repos {
+		lo, hi := math.Log(float64(p.MatrixMin)), math.Log(float64(p.MatrixMax))
+		size := int(math.Round(math.Exp(lo + rng.Float64()*(hi-lo))))
+		m := workflow{name: fmt.Sprintf("repo-%02d/matrix", r), matrix: size, setup: rng.Float64() < p.Runs.SetupShare}
+		n := workflow{name: fmt.Sprintf("repo-%02d/nightly", r), matrix: p.NightlyJobs, setup: rng.Float64() < p.Runs.SetupShare}
+		out[m.name], out[n.name] = m, n
+	}
+	return out
+}
+
+// workflow is repository repo's workflow of kind (matrix, nightly or ci).
+func (g *gen) workflow(repo int, kind string) workflow {
+	name := fmt.Sprintf("repo-%02d/%s", repo, kind)
+	if w, ok := g.workflows[name]; ok {
+		return w
+	}
+	return workflow{name: name}
 }
 
 // repoRuns starts one repository's runs: a Poisson process thinned by the day's shape, and the
@@ -125,13 +201,20 @@ func (g *gen) repoRuns(loc *time.Location, end time.Time) {
 	}
 }
 
-// runJobs is the size of a run: a matrix fan-out or 1 + geometric.
+// runJobs is the size of a run: a matrix fan-out or 1 + geometric. With runs it also sets the
+// run's workflow: a matrix run is its repository's matrix workflow, its size the workflow's.
 func (g *gen) runJobs() int {
 	p := g.p
 	if g.rng.Float64() < p.MatrixShare {
 		lo, hi := math.Log(float64(p.MatrixMin)), math.Log(float64(p.MatrixMax))
-		return int(math.Round(math.Exp(lo + g.rng.Float64()*(hi-lo))))
+		n := int(math.Round(math.Exp(lo + g.rng.Float64()*(hi-lo))))
+		if g.workflows != nil {
+			g.wf = g.workflow(g.repo, "matrix")
+			return g.wf.matrix
+		}
+		return n
 	}
+	g.wf = g.workflow(g.repo, "ci")
 	n := 1
 	for g.rng.Float64() > 1/p.JobsPerRun {
 		n++
@@ -139,15 +222,32 @@ func (g *gen) runJobs() int {
 	return n
 }
 
-// run adds the n jobs of a run created at t (all at once: GitHub creates a run's jobs, matrix
-// included, when the run starts).
+// run adds the n jobs of a run created at t, all at once; with runs, a matrix workflow with a
+// setup job adds it first and queues the matrix when it completes (a job that `needs:` another
+// is queued once that one completed).
 func (g *gen) run(t time.Time, n int) {
 	p := g.p
 	t = t.Truncate(time.Second)
+	job := Job{Labels: p.Labels}
+	if g.workflows != nil {
+		g.runID++
+		job.RunID, job.Workflow = g.runID, g.wf.name
+		if g.wf.setup {
+			r := p.Runs
+			d := time.Duration(float64(r.SetupMedian) * math.Exp(r.SetupSigma*g.setupRng.NormFloat64()))
+			d = max(d, r.SetupMin).Truncate(time.Second)
+			started := t.Add(time.Duration(g.setupRng.Float64() * float64(p.Queue))).Truncate(time.Second)
+			setup := job
+			setup.Created, setup.Started, setup.Completed = t, started, started.Add(d)
+			g.jobs = append(g.jobs, setup)
+			t = setup.Completed
+		}
+	}
 	for range n {
 		d := time.Duration(float64(p.DurationMedian) * math.Exp(p.DurationSigma*g.rng.NormFloat64()))
 		d = min(max(d, 10*time.Second), p.DurationMax).Truncate(time.Second)
 		started := t.Add(time.Duration(g.rng.Float64() * float64(p.Queue))).Truncate(time.Second)
-		g.jobs = append(g.jobs, Job{Created: t, Started: started, Completed: started.Add(d), Labels: p.Labels})
+		job.Created, job.Started, job.Completed = t, started, started.Add(d)
+		g.jobs = append(g.jobs, job)
 	}
 }

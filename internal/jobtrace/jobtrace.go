@@ -1,7 +1,8 @@
 // Package jobtrace reads and writes job histories: when each GitHub Actions job was created,
 // started and completed, and its labels. It reads what GitHub's REST API returns for a workflow
 // run's jobs ("List jobs for a workflow run", concatenated documents or arrays of jobs) and CSV
-// with the columns created_at, started_at, completed_at, labels (labels separated by ';').
+// with the columns created_at, started_at, completed_at, labels (labels separated by ';') and,
+// optionally, run_id and workflow_name.
 package jobtrace
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,6 +23,9 @@ import (
 type Job struct {
 	Created, Started, Completed time.Time
 	Labels                      []string
+	// RunID and Workflow name the job's workflow run (0 and "" when the history lacks them).
+	RunID    int64
+	Workflow string
 }
 
 // Duration is how long the job ran.
@@ -41,6 +46,8 @@ type apiJob struct {
 	StartedAt   *time.Time `json:"started_at"`
 	CompletedAt *time.Time `json:"completed_at"`
 	Labels      []string   `json:"labels"`
+	RunID       int64      `json:"run_id"`
+	Workflow    string     `json:"workflow_name"`
 }
 
 // Read reads a history, JSON or CSV (told apart by the first non-space byte), sorted by creation.
@@ -78,7 +85,7 @@ func Read(r io.Reader) ([]Job, Stats, error) {
 	return jobs, st, nil
 }
 
-func (st *Stats) add(jobs *[]Job, created, started, completed *time.Time, labels []string) {
+func (st *Stats) add(jobs *[]Job, created, started, completed *time.Time, run Job) {
 	switch {
 	case created == nil || started == nil || completed == nil || created.IsZero() || started.IsZero() || completed.IsZero():
 		st.Unfinished++
@@ -86,7 +93,8 @@ func (st *Stats) add(jobs *[]Job, created, started, completed *time.Time, labels
 		st.Inconsistent++
 	default:
 		st.Jobs++
-		*jobs = append(*jobs, Job{Created: *created, Started: *started, Completed: *completed, Labels: labels})
+		run.Created, run.Started, run.Completed = *created, *started, *completed
+		*jobs = append(*jobs, run)
 	}
 }
 
@@ -119,13 +127,13 @@ func readJSON(r io.Reader) ([]Job, Stats, error) {
 			list = *page.Jobs
 		}
 		for _, j := range list {
-			st.add(&jobs, j.CreatedAt, j.StartedAt, j.CompletedAt, j.Labels)
+			st.add(&jobs, j.CreatedAt, j.StartedAt, j.CompletedAt, Job{Labels: j.Labels, RunID: j.RunID, Workflow: j.Workflow})
 		}
 	}
 }
 
-// columns of the CSV form.
-var columns = []string{"created_at", "started_at", "completed_at", "labels"}
+// columns of the CSV form; the last two are optional.
+var columns = []string{"created_at", "started_at", "completed_at", "labels", "run_id", "workflow_name"}
 
 func readCSV(r io.Reader) ([]Job, Stats, error) {
 	cr := csv.NewReader(r)
@@ -140,7 +148,7 @@ func readCSV(r io.Reader) ([]Job, Stats, error) {
 	}
 	for _, c := range columns[:3] {
 		if _, ok := at[c]; !ok {
-			return nil, Stats{}, fmt.Errorf("the CSV header %q lacks the column %s (need %s)", strings.Join(head, ","), c, strings.Join(columns, ", "))
+			return nil, Stats{}, fmt.Errorf("the CSV header %q lacks the column %s (need %s; optional: %s)", strings.Join(head, ","), c, strings.Join(columns[:4], ", "), strings.Join(columns[4:], ", "))
 		}
 	}
 	var jobs []Job
@@ -165,11 +173,19 @@ func readCSV(r io.Reader) ([]Job, Stats, error) {
 			}
 			ts[k] = &t
 		}
-		var labels []string
+		var run Job
 		if i, ok := at["labels"]; ok && field(rec, i) != "" {
-			labels = strings.Split(field(rec, i), ";")
+			run.Labels = strings.Split(field(rec, i), ";")
 		}
-		st.add(&jobs, ts[0], ts[1], ts[2], labels)
+		if i, ok := at["run_id"]; ok && field(rec, i) != "" {
+			if run.RunID, err = strconv.ParseInt(field(rec, i), 10, 64); err != nil || run.RunID <= 0 {
+				return nil, st, fmt.Errorf("CSV line %d, run_id %q: want a positive integer", line, field(rec, i))
+			}
+		}
+		if i, ok := at["workflow_name"]; ok {
+			run.Workflow = field(rec, i)
+		}
+		st.add(&jobs, ts[0], ts[1], ts[2], run)
 	}
 }
 
@@ -180,14 +196,22 @@ func field(rec []string, i int) string {
 	return ""
 }
 
-// WriteCSV writes jobs in the CSV form Read reads.
+// WriteCSV writes jobs in the CSV form Read reads: with the run columns when a job has a run.
 func WriteCSV(w io.Writer, jobs []Job) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(columns); err != nil {
+	runs := slices.ContainsFunc(jobs, func(j Job) bool { return j.RunID != 0 || j.Workflow != "" })
+	cols := columns[:4]
+	if runs {
+		cols = columns
+	}
+	if err := cw.Write(cols); err != nil {
 		return err
 	}
 	for _, j := range jobs {
 		rec := []string{j.Created.UTC().Format(time.RFC3339), j.Started.UTC().Format(time.RFC3339), j.Completed.UTC().Format(time.RFC3339), strings.Join(j.Labels, ";")}
+		if runs {
+			rec = append(rec, strconv.FormatInt(j.RunID, 10), j.Workflow)
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

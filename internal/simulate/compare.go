@@ -31,6 +31,10 @@ type Options struct {
 // Comparison is the outcome of the three policies.
 type Comparison struct {
 	ColdOnly, Fixed, Autoscaler *Result
+	// RunsIgnored, when the history's jobs carry their runs, is the autoscaler without them: what
+	// the pre-warm of fan-outs buys.
+	RunsIgnored *Result
+	Fanouts     autoscale.Fanouts
 	// PriorFixed, with a separate history, is the cheapest fixed schedule of the history replayed
 	// on the jobs: what a team that sized its schedule on last week gets this week.
 	PriorFixed *Result
@@ -72,9 +76,25 @@ func Compare(o Options) (*Comparison, error) {
 		}
 		c.PriorFixed.Policy = "fixed schedule of the history"
 	}
-	prof := Record(hist, o.Loc)
-	c.Plan = autoscale.PlanWeek(prof, o.Slack)
-	a := &Autoscaler{Profile: prof, Plan: c.Plan, Loc: o.Loc, Base: autoscale.Input{
+	lead := o.Model.Starts.Cold + o.Model.Interval
+	if c.Fanouts = autoscale.LearnFanouts(Runs(hist), lead); len(c.Fanouts) > 0 {
+		if c.RunsIgnored, _, err = c.autoscale(o, hist, nil); err != nil {
+			return nil, err
+		}
+		c.RunsIgnored.Policy = "autoscaler, runs ignored"
+	}
+	if c.Autoscaler, c.Plan, err = c.autoscale(o, hist, c.Fanouts); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// autoscale replays the autoscaler learning from hist: the pre-warm of fanouts, and the week plan
+// of the demand it leaves.
+func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale.Fanouts) (*Result, *autoscale.WeekPlan, error) {
+	prof := Record(Uncovered(hist, fanouts), o.Loc)
+	plan := autoscale.PlanWeek(prof, o.Slack)
+	a := &Autoscaler{Profile: prof, Plan: plan, Fanouts: fanouts, Loc: o.Loc, Base: autoscale.Input{
 		Starts: o.Model.Starts, Prices: o.Model.Prices, Goal: o.Goal, Interval: o.Model.Interval,
 		Cooldown: o.Cooldown, Budget: o.Budget,
 	}, Decision: func(_ time.Time, d autoscale.Decision) {
@@ -82,10 +102,8 @@ func Compare(o Options) (*Comparison, error) {
 			c.Conflicts++
 		}
 	}}
-	if c.Autoscaler, err = Run(o.Jobs, o.Model, a, o.Goal); err != nil {
-		return nil, err
-	}
-	return c, nil
+	r, err := Run(o.Jobs, o.Model, a, o.Goal)
+	return r, plan, err
 }
 
 // IdleRatio is the autoscaler's idle instance-hours over the fixed schedule's.
@@ -100,7 +118,7 @@ func (c *Comparison) IdleRatio() float64 {
 func (c *Comparison) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tjobs\tqueue p50\tp95\tp99\tidle inst-h\tstopped inst-h\tidle cost\ttotal cost\t")
-	for _, r := range []*Result{c.ColdOnly, c.Fixed, c.PriorFixed, c.Autoscaler} {
+	for _, r := range []*Result{c.ColdOnly, c.Fixed, c.PriorFixed, c.RunsIgnored, c.Autoscaler} {
 		if r == nil {
 			continue
 		}

@@ -44,10 +44,13 @@ func (f *Fixed) slot(t time.Time) (day, hour int) {
 	return day, t.Hour()
 }
 
-// Autoscaler runs autoscale.Decide at every pass, from a profile recorded beforehand.
+// Autoscaler runs autoscale.Decide at every pass, from a profile recorded beforehand (and, with
+// Fanouts, the runs in progress).
 type Autoscaler struct {
+	Label    string // the policy's name; default "autoscaler"
 	Profile  *autoscale.Profile
 	Plan     *autoscale.WeekPlan
+	Fanouts  autoscale.Fanouts
 	Base     autoscale.Input // Starts, Prices, Bounds, Goal, Budget, Interval, Cooldown
 	Loc      *time.Location
 	state    autoscale.State
@@ -55,11 +58,16 @@ type Autoscaler struct {
 	Decision func(at time.Time, d autoscale.Decision) // optional, sees every decision
 }
 
-func (a *Autoscaler) Name() string { return "autoscaler" }
-func (a *Autoscaler) Reuse() bool  { return true }
+func (a *Autoscaler) Name() string {
+	if a.Label != "" {
+		return a.Label
+	}
+	return "autoscaler"
+}
+func (a *Autoscaler) Reuse() bool { return true }
 func (a *Autoscaler) Targets(o Observation) (int, int) {
 	in := a.Base
-	in.Profile, in.Plan, in.Prev = a.Profile, a.Plan, a.state
+	in.Profile, in.Plan, in.Prev, in.Fanouts = a.Profile, a.Plan, a.state, a.Fanouts
 	in.Slot = autoscale.SlotOf(o.Now, a.Loc)
 	local := o.Now
 	if a.Loc != nil {
@@ -67,12 +75,57 @@ func (a *Autoscaler) Targets(o Observation) (int, int) {
 	}
 	in.Into = time.Duration(local.Minute()%15)*time.Minute + time.Duration(local.Second())*time.Second
 	in.Live = autoscale.Live{Arrived: o.Arrived}
+	if a.Fanouts != nil {
+		in.Live.Runs = o.Runs
+	}
 	d := autoscale.Decide(in)
 	a.state, a.Last = d.Next, d
 	if a.Decision != nil {
 		a.Decision(o.Now, d)
 	}
 	return d.Hot, d.Stopped
+}
+
+// Runs are a history's runs (jobs with a run id): each one's workflow and its jobs' arrivals
+// after its first job's.
+func Runs(jobs []jobtrace.Job) []autoscale.RunHistory {
+	at := map[int64]int{}
+	var out []autoscale.RunHistory
+	first := map[int64]time.Time{}
+	for _, j := range jobs { // sorted by creation
+		if j.RunID == 0 {
+			continue
+		}
+		i, ok := at[j.RunID]
+		if !ok {
+			i, first[j.RunID] = len(out), j.Created
+			at[j.RunID] = i
+			out = append(out, autoscale.RunHistory{Workflow: j.Workflow})
+		}
+		out[i].Arrivals = append(out[i].Arrivals, j.Created.Sub(first[j.RunID]))
+	}
+	return out
+}
+
+// Uncovered are the jobs a pre-warm for fanouts would not serve: the demand the week plan is for.
+func Uncovered(jobs []jobtrace.Job, fanouts autoscale.Fanouts) []jobtrace.Job {
+	if len(fanouts) == 0 {
+		return jobs
+	}
+	first := map[int64]time.Time{}
+	var out []jobtrace.Job
+	for _, j := range jobs {
+		if j.RunID != 0 {
+			if _, ok := first[j.RunID]; !ok {
+				first[j.RunID] = j.Created
+			}
+			if fanouts.Covers(j.Workflow, j.Created.Sub(first[j.RunID])) {
+				continue
+			}
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // Record is the demand profile of a history: for every minute from the first job's to the last

@@ -11,6 +11,7 @@
 package simulate
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -34,7 +35,12 @@ type Observation struct {
 	Arrived int // jobs since the previous pass
 	// Pool now: idle hot, stopped, warming, busy.
 	Hot, Stopped, Warming, Busy int
+	// Runs are the workflow runs whose first job arrived within RunWindow (jobs with a run id).
+	Runs []autoscale.Run
 }
+
+// RunWindow is how long after its first job a run is shown to the policy.
+const RunWindow = 2 * time.Hour
 
 // Policy decides the targets of each pass.
 type Policy interface {
@@ -77,6 +83,7 @@ func (r *Result) QueueTimes() []time.Duration { return r.queue }
 type event struct {
 	at  time.Time
 	seq int
+	run int64 // the job's run, 0 for none
 }
 
 type events []event
@@ -108,6 +115,14 @@ type pool struct {
 	res                      *Result
 	arrived, slow, all       int
 	maxQueue                 time.Duration
+	runs                     map[int64]*runSeen
+}
+
+// runSeen is a run in progress: its workflow, its first job's arrival and its jobs so far.
+type runSeen struct {
+	workflow      string
+	first         time.Time
+	jobs, running int
 }
 
 // advance accounts the time until t.
@@ -121,9 +136,9 @@ func (p *pool) advance(t time.Time) {
 	}
 }
 
-func (p *pool) push(at time.Time) {
+func (p *pool) push(at time.Time, run int64) {
 	p.seq++
-	heap.Push(&p.ev, event{at: at, seq: p.seq})
+	heap.Push(&p.ev, event{at: at, seq: p.seq, run: run})
 }
 
 // Run replays jobs under pol from shortly before the first job to the last job's completion.
@@ -134,7 +149,7 @@ func Run(jobs []jobtrace.Job, m Model, pol Policy, goal time.Duration) (*Result,
 	if m.Interval <= 0 {
 		return nil, fmt.Errorf("the pass interval must be positive")
 	}
-	p := &pool{m: m, pol: pol, res: &Result{Policy: pol.Name(), Jobs: len(jobs)}}
+	p := &pool{m: m, pol: pol, res: &Result{Policy: pol.Name(), Jobs: len(jobs)}, runs: map[int64]*runSeen{}}
 	// The pool runs before the first job, long enough for the policy's first targets to be warm.
 	p.now = jobs[0].Created.Add(-2 * (m.Starts.Cold + m.Interval)).Truncate(m.Interval)
 	next := p.now
@@ -182,7 +197,7 @@ func (p *pool) job(j jobtrace.Job, goal time.Duration) {
 		q = s.Cold
 	}
 	p.busy++
-	p.push(j.Created.Add(q + j.Duration()))
+	p.push(j.Created.Add(q+j.Duration()), j.RunID)
 	p.res.queue = append(p.res.queue, q)
 	p.arrived++
 	p.all++
@@ -190,10 +205,37 @@ func (p *pool) job(j jobtrace.Job, goal time.Duration) {
 		p.slow++
 	}
 	p.maxQueue = max(p.maxQueue, q)
+	if j.RunID != 0 {
+		r, ok := p.runs[j.RunID]
+		if !ok {
+			r = &runSeen{workflow: j.Workflow, first: j.Created}
+			p.runs[j.RunID] = r
+		}
+		r.jobs++
+		r.running++
+	}
+}
+
+// openRuns are the runs whose first job arrived within RunWindow; older ones are forgotten.
+func (p *pool) openRuns() []autoscale.Run {
+	var out []autoscale.Run
+	for id, r := range p.runs {
+		since := p.now.Sub(r.first)
+		if since > RunWindow {
+			delete(p.runs, id)
+			continue
+		}
+		out = append(out, autoscale.Run{Workflow: r.workflow, Since: since, Jobs: r.jobs, Running: r.running})
+	}
+	slices.SortFunc(out, func(a, b autoscale.Run) int { return cmp.Compare(b.Since, a.Since) })
+	return out
 }
 
 func (p *pool) done() {
-	heap.Pop(&p.ev)
+	e := heap.Pop(&p.ev).(event)
+	if r, ok := p.runs[e.run]; ok {
+		r.running--
+	}
 	p.busy--
 	if p.pol.Reuse() {
 		p.hot++
@@ -214,7 +256,7 @@ func (p *pool) warmed() {
 
 // pass is one convergence pass (converge steps 6 and 7).
 func (p *pool) pass(goal time.Duration) {
-	o := Observation{Now: p.now, Arrived: p.arrived, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy}
+	o := Observation{Now: p.now, Arrived: p.arrived, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy, Runs: p.openRuns()}
 	p.targetHot, p.targetStopped = p.pol.Targets(o)
 	p.res.Timeline = append(p.res.Timeline, Point{
 		At: p.now, Arrived: p.arrived, TargetHot: p.targetHot, TargetStopped: p.targetStopped,

@@ -136,3 +136,58 @@ func TestSearchFixedMeetsTheGoalAtLeastCost(t *testing.T) {
 		f.Hot[0][h]++
 	}
 }
+
+// TestAutoscalerPrewarmsARunsMatrix: a workflow whose matrix of 40 `needs:` a 3-minute build is
+// warmed for when the build is queued, at an hour no history predicts; ignoring runs, the matrix
+// overflows to cold starts.
+func TestAutoscalerPrewarmsARunsMatrix(t *testing.T) {
+	t.Parallel()
+	run := func(id int64, at time.Time, build time.Duration) []jobtrace.Job {
+		jobs := burst(at, 1, build)
+		jobs = append(jobs, burst(at.Add(build), 40, 5*time.Minute)...)
+		for i := range jobs {
+			jobs[i].RunID, jobs[i].Workflow = id, "test"
+		}
+		return jobs
+	}
+	hist := append(run(1, monday.Add(10*time.Hour), 3*time.Minute), run(2, monday.Add(15*time.Hour), 4*time.Minute)...)
+	week := run(3, monday.AddDate(0, 0, 8).Add(13*time.Hour+7*time.Minute), 3*time.Minute+20*time.Second)
+	lead := model.Starts.Cold + model.Interval
+	fan := autoscale.LearnFanouts(Runs(hist), lead)
+	if got := fan["test"]; got.Jobs != 40 || got.After != 3*time.Minute {
+		t.Fatalf("learned %+v, want 40 jobs after 3 min", got)
+	}
+	if n := len(Uncovered(hist, fan)); n != 2 {
+		t.Errorf("%d jobs left to the plan, want the 2 builds", n)
+	}
+	for _, tt := range []struct {
+		name    string
+		fanouts autoscale.Fanouts
+		hot     int // matrix jobs started hot
+	}{{"runs followed", fan, 40}, {"runs ignored", nil, 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			prof := Record(Uncovered(hist, tt.fanouts), time.UTC)
+			a := &Autoscaler{Profile: prof, Plan: autoscale.PlanWeek(prof, 0.05), Fanouts: tt.fanouts, Base: autoscale.Input{
+				Starts: model.Starts, Prices: model.Prices, Goal: 5 * time.Second, Interval: model.Interval, Cooldown: 2 * time.Minute,
+			}}
+			r, err := Run(week, model, a, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hot := 0
+			for _, q := range r.QueueTimes()[1:] {
+				if q == model.Starts.Hot {
+					hot++
+				}
+			}
+			if hot != tt.hot {
+				t.Errorf("%d of the matrix's 40 jobs started hot, want %d", hot, tt.hot)
+			}
+			// The pre-warm idles from the build's queueing to the matrix's, and no longer.
+			if tt.fanouts != nil && r.IdleInstanceHours > 40*(3*time.Minute+20*time.Second+model.Interval).Hours() {
+				t.Errorf("idle %.2f instance-hours: the pre-warm came too early or stayed", r.IdleInstanceHours)
+			}
+		})
+	}
+}

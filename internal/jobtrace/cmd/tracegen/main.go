@@ -2,6 +2,11 @@
 //
 //	go run ./internal/jobtrace/cmd/tracegen -seed 1 -o internal/jobtrace/testdata/week.csv.gz
 //	go run ./internal/jobtrace/cmd/tracegen -seed 2 -weeks-before 1 -o internal/jobtrace/testdata/week-before.csv.gz
+//
+// and, with -runs, the week whose jobs carry their runs (jobtrace.RunsParams):
+//
+//	go run ./internal/jobtrace/cmd/tracegen -runs -seed 1 -o internal/jobtrace/testdata/week-runs.csv.gz
+//	go run ./internal/jobtrace/cmd/tracegen -runs -seed 2 -weeks-before 1 -o internal/jobtrace/testdata/week-runs-before.csv.gz
 package main
 
 import (
@@ -17,8 +22,16 @@ func main() {
 	seed := flag.Uint64("seed", 1, "random seed")
 	out := flag.String("o", "week.csv.gz", "output file (gzipped CSV)")
 	before := flag.Int("weeks-before", 0, "start this many weeks before the default week")
+	runs := flag.Bool("runs", false, "jobs carry run ids and workflow names; matrix workflows may run a setup job first (jobtrace.RunsParams)")
+	setup := flag.Float64("setup-share", -1, "with -runs: the chance a matrix workflow runs a setup job first (default: RunsParams')")
 	flag.Parse()
 	p := jobtrace.DefaultParams()
+	if *runs {
+		p = jobtrace.RunsParams()
+		if *setup >= 0 {
+			p.Runs.SetupShare = *setup
+		}
+	}
 	p.Start = p.Start.AddDate(0, 0, -7**before)
 	if err := write(*out, p, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "tracegen:", err)
