@@ -133,7 +133,7 @@ const (
 	// maxStart bounds a believable start: a job queued an hour before its runner registered waited
 	// for something other than an instance.
 	maxStart = time.Hour
-	// clockSkew is how far an agent's report may be dated after the reconciler's now.
+	// clockSkew is how far an agent's report may be dated outside the reconciler's bounds.
 	clockSkew = 5 * time.Second
 )
 
@@ -184,9 +184,12 @@ func (c *Converger) startOf(ctx context.Context, in store.Instance, sig store.Si
 	if json.Unmarshal(r.Request, &j) == nil && !j.CreatedAt.IsZero() && j.CreatedAt.Before(queued) {
 		queued = j.CreatedAt // GitHub's time: the webhook's delivery is part of the wait
 	}
+	// The registration cannot precede the job's ledger record (its runner is minted after it),
+	// nor follow now. Not the ledger's served time: the worker wakes a hot instance's agent
+	// before it writes that, and the agent may register first.
 	switch {
-	case sig.At.Before(s.At) || sig.At.After(now.Add(clockSkew)):
-		return "", 0, fmt.Errorf("registration reported at %s, outside its claim at %s and now", sig.At.Format(time.RFC3339Nano), s.At.Format(time.RFC3339Nano))
+	case sig.At.Before(r.CreatedAt.Add(-clockSkew)) || sig.At.After(now.Add(clockSkew)):
+		return "", 0, fmt.Errorf("registration reported at %s, outside the job's record at %s and now", sig.At.Format(time.RFC3339Nano), r.CreatedAt.Format(time.RFC3339Nano))
 	case sig.At.Sub(queued) <= 0 || sig.At.Sub(queued) > maxStart:
 		return "", 0, fmt.Errorf("a start of %s: not between 0 and %s", sig.At.Sub(queued), maxStart)
 	}

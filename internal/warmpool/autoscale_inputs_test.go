@@ -159,8 +159,8 @@ func TestAutoscaleMeasuredColdStartsLookFurtherAhead(t *testing.T) {
 }
 
 // The start times come from the pool's own jobs: from the job's creation at GitHub to its
-// runner's registration, by where the instance came from. A registration dated before the claim
-// (an agent's clock, or a forged report) is not a measurement.
+// runner's registration, by where the instance came from. A registration dated before the job's
+// ledger record (an agent's clock, or a forged report) is not a measurement.
 func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -179,9 +179,21 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(500 + i), RunID: 9, Repository: "acme/api", Labels: []string{"pool=measured"}, Pool: "measured",
 			CreatedAt: e.clock.Now().Add(-3 * time.Second)}
 		served(t, e, j, id)
+		if i == 4 {
+			// The worker wakes a hot instance's agent before it writes the ledger: a registration
+			// dated before the ledger's served time is a start all the same.
+			r, err := e.st.GetRun(ctx, "pooljob:504")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Result = []byte(`{"instanceId":"` + id + `","source":"hot","at":"` + e.clock.Now().Add(2*time.Second).Format(time.RFC3339Nano) + `"}`)
+			if _, err := e.st.UpdateRun(ctx, r, r.Version); err != nil {
+				t.Fatal(err)
+			}
+		}
 		at := e.clock.Now()
 		if i == 5 {
-			at = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // before the claim: not a start
+			at = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // before the job's record: not a start
 		}
 		if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey(), At: at}); err != nil {
 			t.Fatal(err)
