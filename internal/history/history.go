@@ -130,7 +130,26 @@ type PoolCount struct {
 	// Billed counts the instances EC2 bills for compute (every live state but stopped), by
 	// "instance type/usage class".
 	Billed map[string]int `json:"billed,omitempty"`
+	// Autoscale is an autoscaled pool's last decision, read when the dashboard's pools page is
+	// drawn; never kept in samples.
+	Autoscale *PoolAutoscale `json:"-"`
 }
+
+// PoolAutoscale is what an autoscaled warm pool's last decision shows beside its target and
+// counts: the demand forecast, the schedule window's maxima, the measured queue time against the
+// goal, any conflict with the bounds or the budget, and the reasons.
+type PoolAutoscale struct {
+	DecidedAt                time.Time
+	Forecast                 float64 // jobs per minute
+	WindowHot, WindowStopped int
+	Goal, QueueP95           time.Duration
+	QueueJobs                int // jobs QueueP95 is the p95 of (0: none measured in the last hour)
+	Conflict                 string
+	Reasons                  []string
+}
+
+// Missed reports whether the measured queue time is above the goal.
+func (a PoolAutoscale) Missed() bool { return a.QueueJobs > 0 && a.QueueP95 > a.Goal }
 
 // Sample is every pool's counts at one moment.
 type Sample struct {

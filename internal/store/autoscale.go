@@ -43,9 +43,13 @@ type AutoscaleState struct {
 	// Starts are the pool's recent measured start times in milliseconds by where the instance
 	// came from ("hot", "stopped", "cold"), newest last: the leader's measurements, kept so a new
 	// leader continues from them.
-	Starts   map[string][]int64
-	Decision AutoscaleDecision
-	Version  int64 // incremented by every write
+	Starts map[string][]int64
+	// QueueTimes are the pool's jobs' measured queue times (a job's creation at GitHub to its
+	// runner's registration) of the recent past, oldest first, each dated by the decision that took
+	// it in: what status, the dashboard and the metrics compare with the goal.
+	QueueTimes []QueueTime
+	Decision   AutoscaleDecision
+	Version    int64 // incremented by every write
 }
 
 // AutoscaleDecision is what the last decision saw and why it chose its targets.
@@ -72,6 +76,42 @@ type AutoscaleDecision struct {
 	HotPerHour     float64 `json:"hot_per_hour,omitempty"`
 	StoppedPerHour float64 `json:"stopped_per_hour,omitempty"`
 	PricesFrom     string  `json:"prices_from,omitempty"`
+	// GoalMS is the pool's queue-time goal (its p95); QueueP95MS the p95 of the QueueJobs queue
+	// times measured in the recent past (none: 0 jobs).
+	GoalMS     int64 `json:"goal_ms,omitempty"`
+	QueueP95MS int64 `json:"queue_p95_ms,omitempty"`
+	QueueJobs  int   `json:"queue_jobs,omitempty"`
+}
+
+// QueueTime is one job's measured queue time.
+type QueueTime struct {
+	At   time.Time
+	Wait time.Duration
+}
+
+// encodeQueueTimes renders queue times compactly: [[at unix ms, wait ms], ...].
+func encodeQueueTimes(qs []QueueTime) (string, error) {
+	out := make([][2]int64, len(qs))
+	for i, q := range qs {
+		out[i] = [2]int64{q.At.UnixMilli(), q.Wait.Milliseconds()}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}
+
+func decodeQueueTimes(js string) ([]QueueTime, error) {
+	var raw [][2]int64
+	if err := json.Unmarshal([]byte(js), &raw); err != nil {
+		return nil, fmt.Errorf("queue times: %w", err)
+	}
+	out := make([]QueueTime, len(raw))
+	for i, r := range raw {
+		if r[1] < 0 {
+			return nil, fmt.Errorf("queue time %d ms: negative", r[1])
+		}
+		out[i] = QueueTime{At: fromMS(r[0]), Wait: time.Duration(r[1]) * time.Millisecond}
+	}
+	return out, nil
 }
 
 func autoscaleKey(pool string) map[string]types.AttributeValue {
@@ -95,6 +135,9 @@ func (s *Store) GetAutoscale(ctx context.Context, pool string) (AutoscaleState, 
 	}
 	if js := d.str("starts"); d.err == nil && js != "" {
 		d.err = json.Unmarshal([]byte(js), &st.Starts)
+	}
+	if js := d.str("queue_times"); d.err == nil && js != "" {
+		st.QueueTimes, d.err = decodeQueueTimes(js)
 	}
 	if d.err == nil && (st.Count < 0 || st.Hot < 0 || st.Stopped < 0 || st.LowFor < 0) {
 		d.err = errors.New("negative count or target")
@@ -126,6 +169,13 @@ func (s *Store) PutAutoscale(ctx context.Context, st AutoscaleState, expectVersi
 			return AutoscaleState{}, fmt.Errorf("autoscale state of %s: %w", st.Pool, err)
 		}
 		item["starts"] = sv(string(starts))
+	}
+	if len(st.QueueTimes) > 0 {
+		qs, err := encodeQueueTimes(st.QueueTimes)
+		if err != nil {
+			return AutoscaleState{}, fmt.Errorf("autoscale state of %s: %w", st.Pool, err)
+		}
+		item["queue_times"] = sv(qs)
 	}
 	token := newWriteToken()
 	item[attrWrite] = sv(token)

@@ -144,6 +144,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	}
 	recordMinutes(&st, prof, now, a.Loc)
 	c.takeStarts(spec.Name, &st)
+	queueP95, queueJobs := c.takeQueueTimes(spec.Name, &st, now)
 	startTimes, startsFrom := starts(&st, o.Starts, c.log)
 	prices, pricesFrom := o.prices(ctx, *spec, recs, c.log)
 	st.Count += arrived
@@ -167,6 +168,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	rep.Forecast, rep.Level, rep.Reasons, rep.Conflict = d.Forecast, d.Level, d.Reasons, d.Conflict
 	rep.Arrived, rep.Waiting, rep.InFlight = arrived, waiting, inFlight
 	rep.Queued, rep.ScaleSetWaiting = live.queued, live.service
+	rep.GoalMS, rep.QueueP95MS, rep.QueueJobs = a.Goal.Milliseconds(), queueP95.Milliseconds(), queueJobs
 	rep.HotStartMS, rep.StoppedStartMS, rep.ColdStartMS = startTimes.Hot.Milliseconds(), startTimes.Stopped.Milliseconds(), startTimes.Cold.Milliseconds()
 	rep.StartsFrom, rep.HotPerHour, rep.StoppedPerHour, rep.PricesFrom = startsFrom, prices.HotPerHour, prices.StoppedPerHour, pricesFrom
 	st.Profile, st.Hot, st.Stopped, st.LowFor, st.DecidedAt = prof.Encode(), hot, stopped, d.Next.LowFor, now

@@ -153,6 +153,7 @@ func (c *Converger) measureStart(ctx context.Context, pool string, in store.Inst
 		c.log.Info("autoscale: start time not measured", "pool", pool, "instance", in.ID, "run", in.RunID, "reason", err)
 		return
 	}
+	c.noteQueueTime(pool, d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.starts == nil {

@@ -111,6 +111,8 @@ type Converger struct {
 	seen map[string]map[string]bool // per autoscaled pool, the records held by a job at the last pass
 	// starts are the start times (ms) measured per autoscaled pool and kind since its last write.
 	starts map[string]map[string][]int64
+	// queued are the queue times measured per autoscaled pool since its last write.
+	queued map[string][]time.Duration
 }
 
 // discovery is what the last search for removed pools found.

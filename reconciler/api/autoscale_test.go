@@ -32,7 +32,8 @@ func (s autoscaleStore) GetAutoscale(_ context.Context, pool string) (store.Auto
 	return st, nil
 }
 
-// The pools answer carries each autoscaled pool's last decision; a pool without one, or whose
+// The pools answer carries each autoscaled pool's last decision, its measured queue time and goal
+// among it; a pool without one, or whose
 // decision cannot be read, is counted all the same.
 func TestPoolsAutoscale(t *testing.T) {
 	t.Parallel()
@@ -41,7 +42,8 @@ func TestPoolsAutoscale(t *testing.T) {
 	f := newFixtureWith(t, func(o *api.Options) {
 		as = autoscaleStore{fakeStore: o.Store.(*fakeStore), items: map[string]store.AutoscaleState{"busy": {
 			Pool: "busy", Hot: 3, Stopped: 0, DecidedAt: decided,
-			Decision: store.AutoscaleDecision{Forecast: 6, WindowHot: 3, WindowStopped: 2, Reasons: []string{"r1"}, Conflict: "the goal needs 6 hot; the schedule's max is 3"},
+			Decision: store.AutoscaleDecision{Forecast: 6, WindowHot: 3, WindowStopped: 2, Reasons: []string{"r1"}, Conflict: "the goal needs 6 hot; the schedule's max is 3",
+				GoalMS: 5000, QueueP95MS: 7500, QueueJobs: 42},
 		}}}
 		o.Store = as
 	})
@@ -62,7 +64,7 @@ func TestPoolsAutoscale(t *testing.T) {
 	}
 	want := map[string]*apiv1.PoolAutoscale{
 		"busy": {DecidedAt: decided, Forecast: 6, TargetHot: 3, TargetStopped: 0, WindowHot: 3, WindowStopped: 2,
-			Reasons: []string{"r1"}, Conflict: "the goal needs 6 hot; the schedule's max is 3"},
+			Reasons: []string{"r1"}, Conflict: "the goal needs 6 hot; the schedule's max is 3", GoalMS: 5000, QueueP95MS: 7500, QueueJobs: 42},
 		"plain": nil, "broken": nil,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

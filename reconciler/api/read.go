@@ -216,6 +216,7 @@ func (a *API) autoscaled(ctx context.Context, pools []apiv1.PoolCount) {
 			DecidedAt: st.DecidedAt, Forecast: d.Forecast, TargetHot: st.Hot, TargetStopped: st.Stopped,
 			WindowHot: d.WindowHot, WindowStopped: d.WindowStopped, Reasons: d.Reasons, Conflict: d.Conflict,
 			Inputs: autoscaleInputs(d),
+			GoalMS: d.GoalMS, QueueP95MS: d.QueueP95MS, QueueJobs: d.QueueJobs,
 		}
 	}
 }

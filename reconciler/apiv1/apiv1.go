@@ -221,6 +221,11 @@ type PoolAutoscale struct {
 	// Inputs are the live signals, start times and prices the decision used; nil for a decision
 	// that did not record them.
 	Inputs *PoolAutoscaleInputs `json:"inputs,omitempty"`
+	// GoalMS is the queue-time goal (p95); QueueP95MS the p95 of the QueueJobs jobs' queue times
+	// measured in the last hour (created at GitHub to the runner's registration; none: 0 jobs).
+	GoalMS     int64 `json:"queue_time_goal_ms,omitempty"`
+	QueueP95MS int64 `json:"queue_time_p95_ms,omitempty"`
+	QueueJobs  int   `json:"queue_time_jobs,omitempty"`
 }
 
 // PoolAutoscaleInputs are what an autoscale decision read besides the recorded demand.

@@ -150,6 +150,13 @@ func (h *harness) autoscaleLive(ctx context.Context, res *Result) error {
 	if len(errs) == 0 && lr.arrived != len(lr.sent) {
 		errs = append(errs, fmt.Errorf("the wiring counted %d arrivals for the %d jobs sent", lr.arrived, len(lr.sent)))
 	}
+	queue := ""
+	if len(errs) == 0 {
+		var err error
+		if queue, err = lr.queueTime(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	errs = append(errs, lr.finish(ctx))
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -159,9 +166,9 @@ func (h *harness) autoscaleLive(ctx context.Context, res *Result) error {
 		How: fmt.Sprintf("a warm pool with an autoscale block (goal p95 5 s, window max %d hot, %d stopped) in the state table, its AUTOSCALE item holding the week before's demand (one job in %d); "+
 			"the committed week's busiest weekday hour (%s UTC, %d jobs after thinning) replayed as workflow_job webhooks served by a replica's pool workers, %d steps of %s of the policy's clock; "+
 			"each step the real convergence loop counted the arrivals, decided and acted; after the simulated warm-up one more pass acted, repeated (the policy's clock 1 ms on, no job arriving) until a pass's decision was the one the pass before acted on (at most %d passes): the largest gap between the decision stored in the table and the pool's ready and stopped instances (goal 0). "+
-			"Decisions ranged %d-%d hot, %d-%d stopped; every job counted once; phase wall time %s on this machine",
-			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, lo[0], hi[0], lo[1], hi[1], wall.Round(100*time.Millisecond))})
-	h.say("  decisions %d-%d hot, %d-%d stopped; largest gap %d; %d jobs counted once; %s", lo[0], hi[0], lo[1], hi[1], worst, lr.arrived, wall.Round(100*time.Millisecond))
+			"Decisions ranged %d-%d hot, %d-%d stopped; every job counted once; %s; phase wall time %s on this machine",
+			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, lo[0], hi[0], lo[1], hi[1], queue, wall.Round(100*time.Millisecond))})
+	h.say("  decisions %d-%d hot, %d-%d stopped; largest gap %d; %d jobs counted once; %s; %s", lo[0], hi[0], lo[1], hi[1], worst, lr.arrived, queue, wall.Round(100*time.Millisecond))
 	return nil
 }
 
@@ -314,6 +321,22 @@ func (lr *liveRun) settle(ctx context.Context, at time.Time) (store.AutoscaleSta
 		}
 	}
 	return d, liveSettle, nil
+}
+
+// queueTime checks that the wiring measured the replayed jobs' queue times (the pool's item keeps
+// those of the last hour of the policy's clock: all of them) and says what it measured: wall-clock
+// time at the bench's scaled boot, not the trace's.
+func (lr *liveRun) queueTime(ctx context.Context) (string, error) {
+	st, err := lr.h.sb.Store.GetAutoscale(ctx, livePool)
+	if err != nil {
+		return "", err
+	}
+	d := st.Decision
+	if d.QueueJobs == 0 || d.QueueJobs > len(lr.sent) || d.GoalMS != autoscaleGoal.Milliseconds() {
+		return "", fmt.Errorf("the pool's item measured %d queue times (goal %d ms) of the %d jobs sent", d.QueueJobs, d.GoalMS, len(lr.sent))
+	}
+	return fmt.Sprintf("queue time p95 %s over %d of the %d jobs as the item kept it (wall clock, scaled boot)",
+		time.Duration(d.QueueP95MS)*time.Millisecond, d.QueueJobs, len(lr.sent)), nil
 }
 
 // held counts the pool's hot (ready) and stopped instances in the table.

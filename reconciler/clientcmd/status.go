@@ -140,16 +140,19 @@ func printAutoscaled(w io.Writer, p apiv1.PoolsResponse) {
 	}
 	fmt.Fprintln(w, "\nAutoscaled pools (target / actual, within the schedule window's maxima):")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POOL\tFORECAST JOBS/MIN\tHOT\tSTOPPED\tWINDOW MAX\tDECIDED")
+	fmt.Fprintln(tw, "POOL\tFORECAST JOBS/MIN\tHOT\tSTOPPED\tWINDOW MAX\tQUEUE P95 / GOAL\tDECIDED")
 	for _, pc := range pools {
 		a := pc.Autoscale
-		fmt.Fprintf(tw, "%s\t%.1f\t%d / %d\t%d / %d\t%d / %d\t%s ago\n", pc.Pool, a.Forecast,
+		fmt.Fprintf(tw, "%s\t%.1f\t%d / %d\t%d / %d\t%d / %d\t%s\t%s ago\n", pc.Pool, a.Forecast,
 			a.TargetHot, pc.States["ready"], a.TargetStopped, pc.States["stopped"], a.WindowHot, a.WindowStopped,
-			p.At.Sub(a.DecidedAt).Round(time.Second))
+			queueAgainstGoal(a.QueueP95MS, a.QueueJobs, a.GoalMS), p.At.Sub(a.DecidedAt).Round(time.Second))
 	}
 	_ = tw.Flush()
 	for _, pc := range pools {
 		a := pc.Autoscale
+		if a.QueueJobs > 0 && a.QueueP95MS > a.GoalMS {
+			fmt.Fprintf(w, "  %s: queue time p95 %s over the last hour's %d jobs is above the goal %s\n", pc.Pool, ms(a.QueueP95MS), a.QueueJobs, ms(a.GoalMS))
+		}
 		if a.Conflict != "" {
 			fmt.Fprintf(w, "  %s: goal not met: %s\n", pc.Pool, a.Conflict)
 		}
@@ -172,6 +175,19 @@ func printAutoscaleInputs(w io.Writer, pool string, in *apiv1.PoolAutoscaleInput
 		pool, in.Waiting, in.Queued, in.ScaleSetWaiting, in.InFlight)
 	fmt.Fprintf(w, "  %s: starts: hot %s, stopped %s, cold %s (%s)\n", pool, sec(in.HotStart), sec(in.StoppedStart), sec(in.ColdStart), in.StartsFrom)
 	fmt.Fprintf(w, "  %s: prices: hot $%.4f/h, stopped $%.4f/h (%s)\n", pool, in.HotPerHour, in.StoppedPerHour, in.PricesFrom)
+}
+
+// queueAgainstGoal renders an autoscaled pool's measured queue-time p95 against its goal: "7.5s / 5s
+// (42 jobs)", or "- / 5s" when no job was measured in the last hour.
+func queueAgainstGoal(p95MS int64, jobs int, goalMS int64) string {
+	if jobs == 0 {
+		return "- / " + ms(goalMS)
+	}
+	return fmt.Sprintf("%s / %s (%d jobs)", ms(p95MS), ms(goalMS), jobs)
+}
+
+func ms(v int64) string {
+	return (time.Duration(v) * time.Millisecond).Round(100 * time.Millisecond).String()
 }
 
 func formatStates(m map[string]int) string {

@@ -14,7 +14,8 @@ import (
 // TestAutoscaledPoolEndToEnd: a warm pool with an autoscale block, written as the provider writes
 // it, is sized by the policy in the running service: with no demand recorded it keeps its
 // minimum (1 hot), not its window's maxima (3 hot, 2 stopped); the leader keeps the decision in
-// the pool's autoscale item, and the dashboard's pools page shows that target.
+// the pool's autoscale item, and the dashboard's pools page shows that target, the window's
+// maxima and the queue time (none measured yet) against the goal.
 func TestAutoscaledPoolEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -30,7 +31,9 @@ func TestAutoscaledPoolEndToEnd(t *testing.T) {
 	dash := r.Service.DashboardURL()
 	waitFor(t, 40*time.Second, "the pools page showing the policy's target", func() bool {
 		code, body := get(t, http.MethodGet, dash+"/pools")
-		return code == http.StatusOK && strings.Contains(body, "<td>1 hot, 0 stopped</td>")
+		return code == http.StatusOK && strings.Contains(body, "<td>1 hot, 0 stopped</td>") &&
+			strings.Contains(body, "<th>queue time p95 / goal</th><td>— (no job measured in the last hour) / 5.0s</td>") &&
+			strings.Contains(body, "window max 3 hot, 2 stopped")
 	})
 }
 

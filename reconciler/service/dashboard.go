@@ -244,8 +244,13 @@ func (s *Service) poolTargets(ctx context.Context, now time.Time) ([]history.Poo
 		}
 		// An autoscaled pool's target is the leader's last decision within the window's maxima.
 		if p.Autoscale != nil {
+			c.Autoscale = &history.PoolAutoscale{Goal: p.Autoscale.QueueTimeP95.Std()}
 			if st, err := s.store.GetAutoscale(ctx, p.Name); err == nil {
+				d := st.Decision
 				c.TargetHot, c.TargetStop = st.Hot, st.Stopped
+				*c.Autoscale = history.PoolAutoscale{DecidedAt: st.DecidedAt, Forecast: d.Forecast, WindowHot: d.WindowHot, WindowStopped: d.WindowStopped,
+					Goal: c.Autoscale.Goal, QueueP95: time.Duration(d.QueueP95MS) * time.Millisecond, QueueJobs: d.QueueJobs,
+					Conflict: d.Conflict, Reasons: d.Reasons}
 			} else if !errors.Is(err, store.ErrNotFound) {
 				s.log.Warn("pool sample: autoscale decision not read", "pool", p.Name, "err", err)
 			}

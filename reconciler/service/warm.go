@@ -59,6 +59,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 			OnAutoscale: func(pr warmpool.PoolReport) {
 				a := pr.Autoscale
 				s.metrics.Autoscale(pr.Pool, pr.TargetHot, pr.TargetStopped, a.WindowHot, a.WindowStopped, a.Forecast, a.Conflict != "")
+				s.metrics.AutoscaleQueue(pr.Pool, time.Duration(a.QueueP95MS)*time.Millisecond, a.QueueJobs, time.Duration(a.GoalMS)*time.Millisecond)
 			},
 		})
 		if err != nil {
