@@ -330,7 +330,7 @@ func fleetToken(run store.Run) string {
 // provision still running InProgressWait after it started is taken over before (takeover.go); one
 // found so here lost that record to another takeover since, and is reported as ErrInProgress.
 func (p *Provisioner) existing(ctx context.Context, run store.Run) (Result, error) {
-	if run.Status == StatusProvisioning && p.abandoned(run) {
+	if p.abandoned(run) {
 		return Result{}, p.inProgress(run)
 	}
 	wctx, cancel := context.WithDeadline(ctx, p.takeOverAt(run))

@@ -84,6 +84,9 @@ func (p *Provisioner) awaitSettled(ctx context.Context, run store.Run) (store.Ru
 	for run.Status == StatusProvisioning {
 		if p.abandoned(run) {
 			taken, err := p.takeOver(ctx, run)
+			if err != nil && ctx.Err() != nil {
+				return run, p.inProgress(run) // the wait ended before the takeover's write
+			}
 			if err != nil {
 				return store.Run{}, err
 			}
@@ -164,7 +167,11 @@ func (p *Provisioner) takeOver(ctx context.Context, run store.Run) (store.Run, e
 	if err := p.storeResult(ctx, taken, res); err != nil {
 		return store.Run{}, err
 	}
-	return p.st.GetRun(ctx, run.Key)
+	// Read back even when the caller's wait ended meanwhile (a release waits on a context of its
+	// own): the takeover is done, and its caller acts on it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return p.st.GetRun(rctx, run.Key)
 }
 
 // undoAbandoned ends the run's instances as the abandoned provision would have: running ones (it
