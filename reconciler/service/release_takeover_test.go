@@ -47,7 +47,9 @@ func TestReleaseTakesOverAnAbandonedProvision(t *testing.T) {
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{})
 	pooled := env.Fill(t, 1)
-	a := env.Start(t, "a", map[string]string{"RUNNERPOOL_REFRESH_SCHEDULE": "@every 1h", "RUNNERPOOL_RELEASE_TIMEOUT": "20s"})
+	// a refreshes once, as it takes the lease, before the crash; a lease a loaded machine cannot
+	// lose keeps it from refreshing again (which would take the run over before the release).
+	a := env.Start(t, "a", map[string]string{"RUNNERPOOL_REFRESH_SCHEDULE": "@every 1h", "RUNNERPOOL_LEASE_TTL": "60s", "RUNNERPOOL_RELEASE_TIMEOUT": "20s"})
 	env.SetAgent(claimtest.Behaviour{NeverRegister: true}) // created instances never register
 
 	awsCfg := env.AWSConfig()
