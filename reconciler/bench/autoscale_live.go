@@ -126,26 +126,10 @@ func (h *harness) autoscaleLive(ctx context.Context, res *Result) error {
 	defer stop()
 	h.say("  the policy drives the real convergence loop through %s UTC (the busiest weekday hour: %d jobs, one in %d replayed as pool jobs), %d steps of %s of its clock",
 		start.Format("Mon 15:04"), len(hour), liveScale, liveSteps, liveStep)
-	worst, lo, hi := 0, [2]int{1 << 30, 1 << 30}, [2]int{}
+	st, err := lr.replay(ctx, start, hour)
 	var errs []error
-	for s := range liveSteps {
-		at := start.Add(time.Duration(s+1) * liveStep)
-		var due []jobtrace.Job
-		for _, j := range hour {
-			if !j.Created.Before(at.Add(-liveStep)) && j.Created.Before(at) {
-				due = append(due, j)
-			}
-		}
-		d, held, passes, err := lr.step(ctx, at, due)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("step %d: %w", s, err))
-			break
-		}
-		gap := max(abs(held[0]-d.Hot), abs(held[1]-d.Stopped))
-		worst = max(worst, gap)
-		lo, hi = [2]int{min(lo[0], d.Hot), min(lo[1], d.Stopped)}, [2]int{max(hi[0], d.Hot), max(hi[1], d.Stopped)}
-		h.say("  step %2d (%s): %2d jobs; decided %d hot, %d stopped (forecast %.2f/min, level %d%s); held %d hot, %d stopped after %d passes",
-			s, at.Format("15:04"), len(due), d.Hot, d.Stopped, d.Decision.Forecast, d.Decision.Level, conflictNote(d.Decision.Conflict), held[0], held[1], passes)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 && lr.arrived != len(lr.sent) {
 		errs = append(errs, fmt.Errorf("the wiring counted %d arrivals for the %d jobs sent", lr.arrived, len(lr.sent)))
@@ -162,14 +146,48 @@ func (h *harness) autoscaleLive(ctx context.Context, res *Result) error {
 		return err
 	}
 	wall := time.Since(began)
-	res.add(Figure{Name: "autoscale_live_target_error", Value: float64(worst), Unit: "instances",
+	res.add(Figure{Name: "autoscale_live_target_error", Value: float64(st.worst), Unit: "instances",
 		How: fmt.Sprintf("a warm pool with an autoscale block (goal p95 5 s, window max %d hot, %d stopped) in the state table, its AUTOSCALE item holding the week before's demand (one job in %d); "+
 			"the committed week's busiest weekday hour (%s UTC, %d jobs after thinning) replayed as workflow_job webhooks served by a replica's pool workers, %d steps of %s of the policy's clock; "+
 			"each step the real convergence loop counted the arrivals, decided and acted; after the simulated warm-up one more pass acted, repeated (the policy's clock 1 ms on, no job arriving) until a pass's decision was the one the pass before acted on (at most %d passes): the largest gap between the decision stored in the table and the pool's ready and stopped instances (goal 0). "+
-			"Decisions ranged %d-%d hot, %d-%d stopped; every job counted once; %s; phase wall time %s on this machine",
-			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, lo[0], hi[0], lo[1], hi[1], queue, wall.Round(100*time.Millisecond))})
-	h.say("  decisions %d-%d hot, %d-%d stopped; largest gap %d; %d jobs counted once; %s; %s", lo[0], hi[0], lo[1], hi[1], worst, lr.arrived, queue, wall.Round(100*time.Millisecond))
+			"Decisions ranged %d-%d hot, %d-%d stopped, with the start times the wiring measured on the bench's scaled boot (%s: a stopped start falls within the goal, so the policy keeps stopped instances rather than hot ones); "+
+			"every job counted once; %s; phase wall time %s on this machine",
+			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, st.lo[0], st.hi[0], st.lo[1], st.hi[1], st.startsFrom, queue, wall.Round(100*time.Millisecond))})
+	h.say("  decisions %d-%d hot, %d-%d stopped; largest gap %d; %d jobs counted once; %s; %s", st.lo[0], st.hi[0], st.lo[1], st.hi[1], st.worst, lr.arrived, queue, wall.Round(100*time.Millisecond))
 	return nil
+}
+
+// liveStats are the replay's figures: the largest gap, the decisions' range and where the last
+// decision's start times came from.
+type liveStats struct {
+	worst      int
+	lo, hi     [2]int // hot, stopped
+	startsFrom string
+}
+
+// replay runs the hour's steps.
+func (lr *liveRun) replay(ctx context.Context, start time.Time, hour []jobtrace.Job) (liveStats, error) {
+	st := liveStats{lo: [2]int{1 << 30, 1 << 30}}
+	for s := range liveSteps {
+		at := start.Add(time.Duration(s+1) * liveStep)
+		var due []jobtrace.Job
+		for _, j := range hour {
+			if !j.Created.Before(at.Add(-liveStep)) && j.Created.Before(at) {
+				due = append(due, j)
+			}
+		}
+		d, held, passes, err := lr.step(ctx, at, due)
+		if err != nil {
+			return st, fmt.Errorf("step %d: %w", s, err)
+		}
+		st.worst = max(st.worst, abs(held[0]-d.Hot), abs(held[1]-d.Stopped))
+		st.lo = [2]int{min(st.lo[0], d.Hot), min(st.lo[1], d.Stopped)}
+		st.hi = [2]int{max(st.hi[0], d.Hot), max(st.hi[1], d.Stopped)}
+		st.startsFrom = d.Decision.StartsFrom
+		lr.h.say("  step %2d (%s): %2d jobs; decided %d hot, %d stopped (forecast %.2f/min, level %d%s); held %d hot, %d stopped after %d passes",
+			s, at.Format("15:04"), len(due), d.Hot, d.Stopped, d.Decision.Forecast, d.Decision.Level, conflictNote(d.Decision.Conflict), held[0], held[1], passes)
+	}
+	return st, nil
 }
 
 func conflictNote(c string) string {
@@ -179,12 +197,12 @@ func conflictNote(c string) string {
 	return "; conflict: " + c
 }
 
-// startLive writes the class, the pool and its recorded demand, and starts the replica that serves
-// the pool's webhooks and jobs.
-func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start time.Time) (*liveRun, func(), error) {
+// writeLivePool writes the class, the pool with its autoscale block (as the provider writes it)
+// and its AUTOSCALE item holding the week before's demand (as a leader that watched it leaves it).
+func (h *harness) writeLivePool(ctx context.Context, before []jobtrace.Job) error {
 	q, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + liveClass)})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	h.extraQueues = append(h.extraQueues, aws.ToString(q.QueueUrl))
 	for sn, z := range launchSubnets {
@@ -198,18 +216,27 @@ func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start ti
 		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute), LaunchTemplateID: h.sb.LaunchTemplate,
 	}
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
-		return nil, nil, err
+		return err
 	}
 	// As the provider writes a runnerpool_warm_pool with an autoscale block.
 	if _, err := repo.PutWarmPool(ctx, tableconfig.WarmPool{Name: livePool, RunnerClass: liveClass, Timezone: "UTC",
 		Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: liveMaxHot, Stopped: liveMaxStopped}},
 		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(autoscaleGoal)}}, 0); err != nil {
-		return nil, nil, err
+		return err
 	}
 	prof := simulate.Record(before, time.UTC)
 	if _, err := h.sb.Store.PutAutoscale(ctx, store.AutoscaleState{Pool: livePool, Profile: prof.Encode()}, 0); err != nil {
-		return nil, nil, fmt.Errorf("recording the week before's demand: %w", err)
+		return fmt.Errorf("recording the week before's demand: %w", err)
 	}
+	return nil
+}
+
+// startLive writes the pool and starts the replica that serves the pool's webhooks and jobs.
+func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start time.Time) (*liveRun, func(), error) {
+	if err := h.writeLivePool(ctx, before); err != nil {
+		return nil, nil, err
+	}
+	repo := tableconfig.NewRepository(h.sb.Store)
 	jobs, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-bench-autoscale-jobs")})
 	if err != nil {
 		return nil, nil, err
