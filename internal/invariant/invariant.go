@@ -74,6 +74,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -582,20 +583,22 @@ func checkStates(rep *Report) {
 }
 
 // RunLabel is the GitHub label of a run key (store.RunKey: repository id, run id, attempt): the
-// run id.
+// run attempt's, store.RunLabel.
 func RunLabel(runKey string) string {
 	parts := strings.Split(runKey, ":")
-	if len(parts) == 3 {
-		return parts[1]
+	if n, err := strconv.Atoi(parts[len(parts)-1]); len(parts) == 3 && err == nil {
+		return store.RunLabel(parts[1], n)
 	}
 	return runKey
 }
 
-// runLabels are a runner's labels that name runs: GitHub run ids are decimal numbers.
+// runLabels are a runner's labels that name run attempts (store.RunLabel): GitHub run ids and
+// attempts are decimal numbers.
 func runLabels(labels []string) []string {
 	var out []string
 	for _, l := range labels {
-		if l != "" && strings.Trim(l, "0123456789") == "" {
+		run, attempt, ok := strings.Cut(l, "-")
+		if ok && run != "" && attempt != "" && strings.Trim(run+attempt, "0123456789") == "" {
 			out = append(out, l)
 		}
 	}

@@ -208,7 +208,7 @@ func TestCheck(t *testing.T) {
 			w.pooled()
 			id := w.running("4242:200:1")
 			w.launch(false) // another deployment's instance: none of our business
-			w.runners[scope] = []ghaccess.Runner{{ID: 1, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "200", "runnerpool"}}}
+			w.runners[scope] = []ghaccess.Runner{{ID: 1, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "200-1", "runnerpool"}}}
 			return invariant.Options{Held: map[string][]string{"4242:200:1": {id}}, Thresholds: true}
 		},
 	}, {
@@ -234,7 +234,7 @@ func TestCheck(t *testing.T) {
 				w.t.Fatal(err)
 			}
 			id := w.running("4242:500:1")
-			w.runners[scope] = []ghaccess.Runner{{ID: 5, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "500"}}}
+			w.runners[scope] = []ghaccess.Runner{{ID: 5, Name: "runnerpool-" + id, Labels: []string{"self-hosted", "500-1"}}}
 			return invariant.Options{Held: map[string][]string{"4242:500:1": {id}}}
 		},
 		want: []string{invariant.RuleCredential},
@@ -405,7 +405,7 @@ func TestCheck(t *testing.T) {
 		name: "a pooled instance still registered at GitHub",
 		setup: func(w *world) invariant.Options {
 			id := w.pooled()
-			w.runners[scope] = []ghaccess.Runner{{ID: 7, Name: "runnerpool-" + id, Labels: []string{"100"}}}
+			w.runners[scope] = []ghaccess.Runner{{ID: 7, Name: "runnerpool-" + id, Labels: []string{"100-1"}}}
 			return invariant.Options{}
 		},
 		want: []string{invariant.RulePool},
@@ -427,7 +427,7 @@ func TestCheck(t *testing.T) {
 		name: "a runner registered for two runs",
 		setup: func(w *world) invariant.Options {
 			id := w.running("4242:900:1")
-			w.runners[scope] = []ghaccess.Runner{{ID: 9, Name: "runnerpool-" + id, Labels: []string{"900", "901"}}}
+			w.runners[scope] = []ghaccess.Runner{{ID: 9, Name: "runnerpool-" + id, Labels: []string{"900-1", "901-1"}}}
 			return invariant.Options{}
 		},
 		want: []string{invariant.RuleDoubleClaim},
@@ -435,7 +435,16 @@ func TestCheck(t *testing.T) {
 		name: "a runner registered for another run than its record's",
 		setup: func(w *world) invariant.Options {
 			id := w.running("4242:1000:1")
-			w.runners[scope] = []ghaccess.Runner{{ID: 10, Name: "runnerpool-" + id, Labels: []string{"1001"}}}
+			w.runners[scope] = []ghaccess.Runner{{ID: 10, Name: "runnerpool-" + id, Labels: []string{"1001-1"}}}
+			return invariant.Options{}
+		},
+		want: []string{invariant.RuleDoubleClaim},
+	}, {
+		// Issue #28 item 8: each attempt of a run has its own label (store.RunLabel).
+		name: "a runner registered for another attempt of its record's run",
+		setup: func(w *world) invariant.Options {
+			id := w.running("4242:1200:2")
+			w.runners[scope] = []ghaccess.Runner{{ID: 12, Name: "runnerpool-" + id, Labels: []string{"1200-1", "runnerpool"}}}
 			return invariant.Options{}
 		},
 		want: []string{invariant.RuleDoubleClaim},

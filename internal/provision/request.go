@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
 // MaxCount is the most runners one provision asks for.
@@ -185,7 +185,7 @@ func (r Request) Label() string {
 	if r.RunID == "" {
 		return ""
 	}
-	return r.RunID + "-" + strconv.Itoa(r.Attempt)
+	return store.RunLabel(r.RunID, r.Attempt)
 }
 
 // Validate reports every problem of the request, each in words a workflow author can act on.

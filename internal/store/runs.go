@@ -57,6 +57,13 @@ func RunKey(repositoryID, runID string, attempt int) string {
 	return fmt.Sprintf("%s:%s:%d", repositoryID, runID, attempt)
 }
 
+// RunLabel is the GitHub runner label of a run attempt's runners: "<run id>-<attempt>", what a
+// job names with `runs-on: ${{ github.run_id }}-${{ github.run_attempt }}`. Each attempt has its
+// own, so a re-run's jobs never land on an earlier attempt's runners.
+func RunLabel(runID string, attempt int) string {
+	return fmt.Sprintf("%s-%d", runID, attempt)
+}
+
 func runKey(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: sv(prefixRun + key), attrSK: sv(skRun)}
 }
