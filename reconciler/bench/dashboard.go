@@ -175,13 +175,20 @@ func benchPrice(_ context.Context, _, usage, _ string) (float64, string) {
 }
 
 // dashTargets are the seeded warm pools' schedules and targets (the configuration the service
-// reads; the bench's table holds none): each pool's hot and stopped instances as seeded.
+// reads; the bench's table holds none): each pool's hot and stopped instances as seeded. Every
+// other pool is autoscaled (its last decision as the service reads it from the pool's item), one
+// of them missing its queue goal.
 func dashTargets(instances int) []history.PoolCount {
 	per := instances * 4 / 5 / dashPools
 	out := make([]history.PoolCount, dashPools)
 	for p := range out {
 		out[p] = history.PoolCount{RunnerClass: dashPoolClass(p), Pool: fmt.Sprintf("org-%d", p), Schedule: "working-hours",
 			TargetHot: per * 2 / 5, TargetStop: per - per*2/5}
+		if p%2 == 0 {
+			out[p].Autoscale = &history.PoolAutoscale{DecidedAt: time.Now().Add(-20 * time.Second), Forecast: 41.5,
+				WindowHot: per, WindowStopped: per, Goal: 5 * time.Second, QueueP95: time.Duration(3+3*p) * time.Second, QueueJobs: 200,
+				Reasons: []string{fmt.Sprintf("next quarter-hour needs %d hot: ready before it begins", per*2/5), fmt.Sprintf("%d stopped as the tail's buffer (start 14s against cold 27s)", per-per*2/5)}}
+		}
 	}
 	return out
 }
