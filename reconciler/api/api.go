@@ -92,7 +92,6 @@ type Options struct {
 	RequestTimeout   time.Duration // reads; default 30 s
 	ProvisionTimeout time.Duration // default 10 min
 	ReleaseTimeout   time.Duration // default 5 min
-	PollInterval     time.Duration // re-reading a run that is still provisioning; default 250 ms
 
 	// IdleTime is the default idle time of a release; MaxIdleTime the largest a caller may ask.
 	IdleTime, MaxIdleTime time.Duration
@@ -150,7 +149,6 @@ func New(o Options) (*API, error) {
 	def(&o.RequestTimeout, 30*time.Second)
 	def(&o.ProvisionTimeout, 10*time.Minute)
 	def(&o.ReleaseTimeout, 5*time.Minute)
-	def(&o.PollInterval, 250*time.Millisecond)
 	def(&o.IdleTime, 15*time.Minute)
 	def(&o.MaxIdleTime, 24*time.Hour)
 	if o.MaxBodyBytes <= 0 {

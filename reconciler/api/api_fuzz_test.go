@@ -53,7 +53,7 @@ func fuzzAPI(t testing.TB) (http.Handler, *fakeProvisioner, *fakeReleaser) {
 	}
 	a, err := api.New(api.Options{
 		Provisioner: prov, Releaser: rel, Runs: st, Store: st, Auth: fakeAuth{}, Logger: slog.New(slog.DiscardHandler),
-		PollInterval: time.Millisecond, IdleTime: 15 * time.Minute, MaxIdleTime: fuzzMaxIdle, DefaultRunnerClass: "linux",
+		IdleTime: 15 * time.Minute, MaxIdleTime: fuzzMaxIdle, DefaultRunnerClass: "linux",
 		MaxBodyBytes: 4096,
 	})
 	if err != nil {

@@ -189,7 +189,7 @@ func newFixtureWith(t *testing.T, opt func(*api.Options)) *fixture {
 	}
 	o := api.Options{
 		Provisioner: f.prov, Releaser: f.rel, Runs: f.st, Store: f.st, Auth: fakeAuth{}, Work: work,
-		PollInterval: 10 * time.Millisecond, IdleTime: 15 * time.Minute, MaxIdleTime: time.Hour,
+		IdleTime: 15 * time.Minute, MaxIdleTime: time.Hour,
 		RunnerClassIdleTime: func(c string) time.Duration {
 			if c == "linux" {
 				return 20 * time.Minute
