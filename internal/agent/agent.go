@@ -119,6 +119,8 @@ type agent struct {
 	regReady string
 	credLate int             // consecutive looks that found regReady's credential missing (back-off)
 	relGiven map[string]bool // runs release was abandoned for (signalled UD_REMOVE_REG_FAILED)
+	pinSince time.Time       // when the registered runner began waiting for the key's pin (pin.go)
+	pinLooks int             // reads of the record since pinSince (back-off)
 	last     store.SignalRecord
 	key      ed25519.PrivateKey // the instance's signing key (signingKey)
 
@@ -426,7 +428,7 @@ func (a *agent) step(ctx context.Context) bool {
 		if a.tainted() != "" && rec.RunID != a.marker.RunID {
 			// A failed release: no new run, and the claim hears why at once (register refuses).
 			if !a.regGiven[rec.RunID] {
-				a.register(ctx, rec.RunID)
+				a.register(ctx, rec)
 			}
 			return false
 		}
@@ -435,11 +437,13 @@ func (a *agent) step(ctx context.Context) bool {
 			a.release(ctx, a.marker.RunID)
 		}
 		if a.marker.RunID == rec.RunID && a.marker.Registered {
-			a.ensureRunning(ctx, rec.RunID)
+			if !a.regGiven[rec.RunID] {
+				a.ensureRunning(ctx, rec)
+			}
 			return false
 		}
 		if !a.regGiven[rec.RunID] && (a.marker.RunID == "" || a.marker.RunID == rec.RunID) {
-			a.register(ctx, rec.RunID)
+			a.register(ctx, rec)
 		}
 	case store.StateIdle, store.StateReady:
 		a.regReady, a.credLate = "", 0 // handed back: a later claim checks again
@@ -471,11 +475,13 @@ func (a *agent) resume(ctx context.Context, rec store.Instance) {
 	}
 }
 
-// register takes the run's registration credential, registers the runner and starts it.
-func (a *agent) register(ctx context.Context, runID string) {
+// register takes the registration credential of rec's run, registers the runner and starts it
+// once its key is pinned (pin.go).
+func (a *agent) register(ctx context.Context, rec store.Instance) {
+	runID := rec.RunID
 	log := a.log.With("run", runID)
 	if a.regReady == runID {
-		a.registerWith(ctx, runID, log)
+		a.registerWith(ctx, rec, log)
 		return
 	}
 	if reason := a.tainted(); reason != "" {
@@ -506,17 +512,18 @@ func (a *agent) register(ctx context.Context, runID string) {
 		}
 	}
 	a.regReady, a.credLate = runID, 0
-	a.registerWith(ctx, runID, log)
+	a.registerWith(ctx, rec, log)
 }
 
-// registerWith takes the registration credential of runID (its checks passed) and registers. A
+// registerWith takes the registration credential of rec's run (its checks passed) and registers. A
 // credential not written yet, for a run the agent never registered for, is late, not missing: the
 // control plane writes it once GitHub mints the token, so the agent looks again at a later step
 // (back-off up to maxCredentialLook) for as long as its record is claimed or created for the run.
 // The control plane's registration wait, and the record's threshold, bound the wait; failing the
 // run after CredentialWait instead turned every GitHub outage longer than it into provisions
 // failed and healthy instances terminated.
-func (a *agent) registerWith(ctx context.Context, runID string, log *slog.Logger) {
+func (a *agent) registerWith(ctx context.Context, rec store.Instance, log *slog.Logger) {
+	runID := rec.RunID
 	wait := a.cfg.CredentialWait
 	if a.credLate > 0 {
 		wait = 0 // a later look: one read, then back to the step loop (spot notices, deadlines)
@@ -564,14 +571,19 @@ func (a *agent) registerWith(ctx context.Context, runID string, log *slog.Logger
 		log.Error("agent: runner registered but not recorded", "err", err)
 	}
 	a.restarts = 0
-	// The signed report goes first: no job can run on the instance before the runner starts, so
-	// the control plane reads (and pins, store/attribution.go) the agent's own report, not one a
-	// job wrote in its place.
+	// The signed report goes first, and the runner starts only once the record pins the agent's
+	// key (pin.go): no job can run on the instance before the control plane pinned the key of the
+	// agent's own reports, not one a job wrote in their place. A key pinned already (a warm
+	// instance's, at its warm-up) starts it now; otherwise the step loop looks again.
 	a.signal(ctx, store.SignalRecord{Signal: store.SignalRegistered, RunID: runID})
 	if ctx.Err() != nil {
 		return // not reported: the next start resumes (the marker says registered)
 	}
-	a.startRunner(runID)
+	if rec.AgentKey == "" {
+		a.retryAt = a.cfg.Now() // the report may have been pinned by now: read the record at once
+		return
+	}
+	a.ensureRunning(ctx, rec)
 }
 
 func (a *agent) giveUpRegistration(ctx context.Context, runID, detail string) {
@@ -618,12 +630,13 @@ func (a *agent) takeCredentialWithin(ctx context.Context, kind store.CredentialK
 	}
 }
 
-// ensureRunning starts the runner for run when it is not running and its restart time has come.
-func (a *agent) ensureRunning(ctx context.Context, runID string) {
-	if a.proc != nil || a.cfg.Now().Before(a.startAt) {
+// ensureRunning starts the runner for rec's run when it is not running, its restart time has come
+// and rec pins the agent's key (pin.go).
+func (a *agent) ensureRunning(ctx context.Context, rec store.Instance) {
+	if a.proc != nil || a.cfg.Now().Before(a.startAt) || !a.keyPinned(ctx, rec) {
 		return
 	}
-	a.startRunner(runID)
+	a.startRunner(rec.RunID)
 }
 
 func (a *agent) startRunner(runID string) {

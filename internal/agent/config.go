@@ -160,6 +160,10 @@ type Config struct {
 	CredentialWait time.Duration
 	// RetryInterval is the pause between retries of failed reads and credential look-ups; 250 ms.
 	RetryInterval time.Duration
+	// PinWait bounds how long a registered runner waits for the control plane to pin the agent's
+	// key in the instance record before it starts (pin.go); 2 min, four warm-pool convergence
+	// passes. Past it the agent reports UD_REG_FAILED and never starts the runner.
+	PinWait time.Duration
 	// StopTimeout bounds waiting for the runner to stop; 1 min.
 	StopTimeout time.Duration
 
@@ -242,6 +246,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.OrphanGrace, 2*time.Minute)
 	def(&c.CredentialWait, 10*time.Second)
 	def(&c.RetryInterval, 250*time.Millisecond)
+	def(&c.PinWait, 2*time.Minute)
 	def(&c.StopTimeout, time.Minute)
 	if c.Now == nil {
 		c.Now = time.Now

@@ -50,6 +50,7 @@ type env struct {
 	gh         *githubfake.Server
 	ghURL      string
 	root       string
+	pins       *pinner // the control plane's pinning of agent keys (pin_test.go)
 }
 
 // envOptions tune the environment.
@@ -67,6 +68,9 @@ type envOptions struct {
 	agentAPI []func(*middleware.Stack) error
 	// installation gives every instance a stand-in runner installation with its manifest.
 	installation bool
+	// noPin: nothing pins the agents' keys (the control plane's part, pin_test.go); their runners
+	// never start unless the test pins.
+	noPin bool
 }
 
 // newEnv builds the world; with manual unset, every instance runs the agent (agenttest.RuntimeHook).
@@ -80,6 +84,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	e := &env{t: t, store: store.New(db, table, store.WithInstanceKeyPrefix(o.keyPrefix)), root: t.TempDir()}
 	e.agentStore = e.store
+	if !o.noPin {
+		e.pins = startPinner(t, e.store)
+	}
 	if len(o.agentAPI) > 0 {
 		adb := dynamodb.New(db.Options(), func(do *dynamodb.Options) { do.APIOptions = append(do.APIOptions, o.agentAPI...) })
 		e.agentStore = store.New(adb, table, store.WithInstanceKeyPrefix(o.keyPrefix))
@@ -162,7 +169,9 @@ func (e *env) launch() string {
 	if err != nil {
 		e.t.Fatalf("RunInstances: %v", err)
 	}
-	return aws.ToString(out.Instances[0].InstanceId)
+	id := aws.ToString(out.Instances[0].InstanceId)
+	e.pins.watch(id)
+	return id
 }
 
 // create writes the control plane's "created" record for run.

@@ -66,10 +66,19 @@ func (r startedRunner) Run(ctx context.Context) error {
 // recordingAgent starts an agent for instance id on a recording store; stop ends it.
 func (e *env) recordingAgent(t *testing.T, id string) (rec *recordingStore, stop func()) {
 	t.Helper()
+	return e.recordingAgentWith(t, id, nil)
+}
+
+// recordingAgentWith is recordingAgent with tune applied to its configuration.
+func (e *env) recordingAgentWith(t *testing.T, id string, tune func(*agent.Config)) (rec *recordingStore, stop func()) {
+	t.Helper()
 	started := &atomic.Bool{}
 	rec = &recordingStore{Store: e.agentStore, started: started}
 	dirs := agenttest.InstanceDirs(e.root, id)
 	cfg := e.agentConfig(envOptions{})
+	if tune != nil {
+		tune(&cfg)
+	}
 	cfg.Store = rec
 	cfg.StateDir, cfg.WorkDir = dirs.State, dirs.Work
 	cfg.IMDS = imds.New(imds.Options{Endpoint: e.imdsEndpoint(id)})
