@@ -96,7 +96,7 @@ func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 
 func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
 	rc := snap.RunnerClasses[p.RunnerClass]
-	spec := PoolSpec{Name: p.Name, RunnerClass: rc.Name, Scope: opts.Scope, JobAccess: rc.JobAccess}
+	spec := PoolSpec{Name: p.Name, RunnerClass: rc.Name, Scope: opts.Scope, JobAccess: config.NormalJobAccess(rc.JobAccess)}
 	tgt, err := snap.Target(p.Name, now)
 	if err != nil {
 		spec.Err = err

@@ -589,14 +589,15 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 		case err == nil && sig.Signal == store.SignalPreRunnerOK:
 			// The warm-up is the instance's first sight, before any job ran on it: pin the key its
 			// agent signs with, so that its later reports are believed only when signed by it
-			// (store/attribution.go).
-			_, believed, perr := c.st.Attribute(ctx, in, sig)
+			// (store/attribution.go). An instance is pooled only with its key pinned: its agent
+			// starts a runner only then (agent/pin.go), and a claim hands it a job at once.
+			pinned, believed, perr := c.st.Attribute(ctx, in, sig)
 			switch {
 			case perr != nil:
 				cat.warming = append(cat.warming, in)
 				readErrs = append(readErrs, fmt.Errorf("pinning the agent key of %s: %w", in.ID, perr))
-			case believed:
-				cat.warmed = append(cat.warmed, in)
+			case believed && pinned.AgentKey != "":
+				cat.warmed = append(cat.warmed, pinned)
 			default:
 				cat.errored = append(cat.errored, victim{in, "error: its warm-up report is not signed by its agent's key"})
 			}
@@ -628,7 +629,8 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 			return
 		}
 		// A cold-started job instance's first self-signed report pins its agent's key, as a
-		// warm-up's does: from then on nothing unsigned promotes it (store/attribution.go).
+		// warm-up's does (store/attribution.go). Only a registration signed by the pinned key
+		// promotes: nothing unsigned does, pinned key or not (the agent signs every report).
 		believed := false
 		if err == nil {
 			var aerr error
@@ -641,7 +643,7 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 		}
 		reason := ""
 		switch {
-		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID && believed:
+		case err == nil && sig.Signal == store.SignalRegistered && sig.RunID == in.RunID && believed && in.AgentKey != "":
 			_, terr := c.st.Transition(ctx, in.ID, store.Change{
 				From: []store.State{in.State}, To: store.StateRunning, RunID: in.RunID,
 				Threshold: now.Add(maxRuntime), Reason: "registered for " + in.RunID,

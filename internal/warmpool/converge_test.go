@@ -256,9 +256,7 @@ func TestConvergePoolJobInstances(t *testing.T) {
 		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(100 + i), RunID: 7, Repository: "acme/api", Labels: []string{"pool=jobs"}, Pool: "jobs"}
 		served(t, e, j, id)
 	}
-	if err := e.st.PutSignal(ctx, hot[0], store.SignalRecord{Signal: store.SignalRegistered, RunID: "job:100"}); err != nil {
-		t.Fatal(err)
-	}
+	e.agentSignal(t, hot[0], store.SignalRecord{Signal: store.SignalRegistered, RunID: "job:100"})
 	if err := e.st.PutSignal(ctx, hot[1], store.SignalRecord{Signal: store.SignalRegistrationFailed, RunID: "job:101", Detail: "simulated"}); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,7 @@ type env struct {
 	lt     string     // launch template id
 	gh     *githubfake.Server
 	ghURL  string
+	keys   sync.Map // instance id -> the signing key its played agent signs with (agentSignal)
 }
 
 func newEnv(t testing.TB) *env {
@@ -220,7 +221,6 @@ func (e *env) records(t testing.TB, poolName string) map[store.State][]store.Ins
 // (UD_FAILED) and silent (no signal).
 func (e *env) warmUp(t testing.TB, poolName string, fail, silent []string) {
 	t.Helper()
-	ctx := context.Background()
 	for _, r := range e.records(t, poolName)[store.StateWarming] {
 		sig := store.SignalPreRunnerOK
 		switch {
@@ -229,9 +229,7 @@ func (e *env) warmUp(t testing.TB, poolName string, fail, silent []string) {
 		case slices.Contains(fail, r.ID):
 			sig = store.SignalPreRunnerFailed
 		}
-		if err := e.st.PutSignal(ctx, r.ID, store.SignalRecord{Signal: sig, Detail: "simulated"}); err != nil {
-			t.Fatalf("PutSignal %s: %v", r.ID, err)
-		}
+		e.agentSignal(t, r.ID, store.SignalRecord{Signal: sig, Detail: "simulated"})
 	}
 }
 

@@ -1,8 +1,6 @@
 package warmpool_test
 
 import (
-	"crypto/ed25519"
-	"encoding/base64"
 	"testing"
 	"time"
 
@@ -54,15 +52,10 @@ func TestReclaimedJobIsRerunOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pub, priv, _ := ed25519.GenerateKey(nil)
-		if err := e.st.PinAgentKey(ctx, in.ID, base64.StdEncoding.EncodeToString(pub)); err != nil {
-			t.Fatal(err)
+		if in.AgentKey == "" { // a cold start's, pinned at its agent's first report
+			e.pinKey(t, in.ID)
 		}
-		sig := store.SignalRecord{Signal: store.SignalSpotInterrupted, RunID: in.RunID, Detail: `{"action":"terminate","time":"2025-01-15T12:02:00Z"}`}
-		sig.Sign(in.ID, priv, e.clock.Now())
-		if err := e.st.PutSignal(ctx, in.ID, sig); err != nil {
-			t.Fatal(err)
-		}
+		e.agentSignal(t, in.ID, store.SignalRecord{Signal: store.SignalSpotInterrupted, RunID: in.RunID, Detail: `{"action":"terminate","time":"2025-01-15T12:02:00Z"}`})
 		job, err := rc.NextJob(ctx, 10*time.Second)
 		if err != nil || job == nil || job.ID != jobID {
 			t.Fatalf("stand-in runner got %+v, %v; want job %d", job, err, jobID)

@@ -50,10 +50,12 @@ type Pools interface {
 	Lookup(ctx context.Context, name string) (PoolSpec, bool, error)
 }
 
-// Discarder ends an instance that failed (expire, terminate, record terminated); *claim.Registrar
-// satisfies it.
+// Discarder ends an instance that failed (expire, terminate, record terminated), and waits for the
+// registration of a cold-started one, pinning its agent's key at the first self-signed report it
+// reads (store.Attribute); *claim.Registrar satisfies it.
 type Discarder interface {
 	Discard(ctx context.Context, instanceID, runID, reason string) error
+	WaitRegistered(ctx context.Context, instanceID, runID string, wait time.Duration) error
 }
 
 // Sources of the instance that served a pool job.
@@ -379,7 +381,9 @@ func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message
 	}
 	var hot, stopped []store.Instance
 	for _, in := range recs {
-		usable := in.RunID == "" && in.Threshold.After(now) && (spec.SpecHash == "" || in.SpecHash == spec.SpecHash)
+		// A pooled instance serves a job only with its agent's key pinned (at its warm-up): its
+		// agent starts the runner only then, and nothing here would pin it soon (agent/pin.go).
+		usable := in.RunID == "" && in.Threshold.After(now) && in.AgentKey != "" && (spec.SpecHash == "" || in.SpecHash == spec.SpecHash)
 		switch {
 		case usable && in.State == store.StateReady:
 			hot = append(hot, in)
@@ -463,6 +467,7 @@ func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message
 		}
 	}
 	regFailed := w.register(ctx, picked, log)
+	w.watchPins(ctx, picked, regFailed, log)
 	var retry []*held
 	retry = append(retry, failedStart...)
 	retry = append(retry, failedLaunch...)
@@ -546,7 +551,8 @@ func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger)
 				// The first self-signed report pins the agent's key (store/attribution.go).
 				in, believed, serr = w.cfg.Store.Attribute(ctx, in, sig)
 			}
-			registered := in.State == store.StateRunning || (serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run && believed)
+			registered := in.State == store.StateRunning ||
+				(serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run && believed && in.AgentKey != "")
 			if registered && h.inst.ID == "" {
 				if r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: in.ID, Source: SourceAdopted, At: w.cfg.Now()}); err == nil {
 					h.run, h.inst, h.src = r, in, SourceAdopted
@@ -686,6 +692,26 @@ func (w *Worker) register(ctx context.Context, picked []*held, log *slog.Logger)
 		}
 	}
 	return out
+}
+
+// watchPins waits in the background, under ctx, for the registration of each picked instance whose
+// agent's key is not pinned yet (a cold start; a pooled one's was pinned at its warm-up): the wait
+// pins the key at the first self-signed report it reads, within a poll. The agent starts its runner
+// only once it sees its key pinned (agent/pin.go), which convergence alone would do only at its next
+// pass. Promotion and failures stay convergence's (jobs).
+func (w *Worker) watchPins(ctx context.Context, picked, failed []*held, log *slog.Logger) {
+	for _, h := range picked {
+		if h.inst.AgentKey != "" || slices.Contains(failed, h) {
+			continue
+		}
+		id, run := h.inst.ID, h.msg.job.RunKey()
+		wait := max(h.inst.Threshold.Sub(w.cfg.Now()), time.Second)
+		go func() {
+			if err := w.cfg.Discarder.WaitRegistered(ctx, id, run, wait); err != nil && ctx.Err() == nil {
+				log.Info("cold-started pool job instance not seen registered; convergence judges it", "instance", id, "job", run, "err", err)
+			}
+		}()
+	}
 }
 
 // jitConfig mints the job's runner: from its scale set, or in its repository with its labels.

@@ -75,8 +75,14 @@ func (e *env) hook(t testing.TB, pools webhook.Pools, jobs *warmpool.JobQueue) *
 }
 
 // warm launches instances for a pool and records them hot (ready) or stopped (stopped in EC2 too),
-// as convergence leaves them.
+// as convergence leaves them: their agents' keys pinned at their warm-up.
 func (e *env) warm(t testing.TB, spec warmpool.PoolSpec, state store.State, n int) []store.Instance {
+	t.Helper()
+	return e.warmWith(t, spec, state, n, true)
+}
+
+// warmWith is warm, with the agents' keys pinned or not (a record of an agent that never signed).
+func (e *env) warmWith(t testing.TB, spec warmpool.PoolSpec, state store.State, n int, pinned bool) []store.Instance {
 	t.Helper()
 	if n == 0 {
 		return nil
@@ -104,6 +110,9 @@ func (e *env) warm(t testing.TB, spec warmpool.PoolSpec, state store.State, n in
 			}); err != nil {
 				t.Errorf("Create %s: %v", id, err)
 				return
+			}
+			if pinned {
+				e.pinKey(t, id) // its warm-up pinned its agent's key
 			}
 			threshold := e.clock.Now().Add(10 * time.Minute)
 			if state == store.StateStopped {
@@ -421,9 +430,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	}
 
 	// The hot instance's agent registers: the converger promotes it.
-	if err := e.st.PutSignal(t.Context(), hot[0].ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunID(j1)}); err != nil {
-		t.Fatal(err)
-	}
+	e.agentSignal(t, hot[0].ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunID(j1)})
 	tg.set(e.spec("solo", 0, 0, "v1-solo"))
 	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs})
 	if pr := poolReport(t, pass(t, c), "solo"); !slices.Equal(pr.Promoted, []string{hot[0].ID}) {
@@ -545,9 +552,7 @@ func TestWorkerTakesOverAnInterruptedAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		if registered {
-			if err := e.st.PutSignal(ctx, inst.ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey()}); err != nil {
-				t.Fatal(err)
-			}
+			e.agentSignal(t, inst.ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey()})
 		}
 	}
 	interrupted(11, hot[0], true)
