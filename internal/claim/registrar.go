@@ -387,9 +387,11 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 		// (its boot report, written before any registration, when the wait sees it first).
 		aerr := r.attributed(ctx, instanceID, runID, sig)
 		if sig.RunID == runID && sig.Signal == store.SignalRegistered {
-			// Anything holding the instance role can write the signal: it counts only when the
-			// instance's agent signed it. A forged one waits out the registration wait, and the
-			// instance is discarded before the run is answered.
+			// Anything holding the instance role can write the signal: it counts only when signed
+			// by the key pinned for the instance's agent, which starts its runner only once it
+			// reads that key pinned (agent/pin.go). A forged one, or an unsigned one while no key
+			// is pinned, waits out the registration wait, and the instance is discarded before
+			// the run is answered.
 			if err := aerr; err != nil {
 				*lastErr = err
 				return false, nil
@@ -420,7 +422,7 @@ func (r *Registrar) judge(ctx context.Context, instanceID, runID string, o obser
 // attributed checks that a report of the instance is its agent's (store/attribution.go): signed by
 // the key pinned in its record, or, when none is pinned yet, by the key it names, which is pinned
 // now (Store.Attribute: the first self-signed report the control plane sees, whatever it reports).
-// An unsigned report of an instance with no pinned key (an agent that does not sign) is believed.
+// An unsigned report is not: no key attributes it, and the agent would not start its runner.
 func (r *Registrar) attributed(ctx context.Context, instanceID, runID string, sig store.SignalRecord) error {
 	rec := store.Instance{ID: instanceID}
 	if v, ok := r.pinned.Load(pendingKey(instanceID, runID)); ok {
@@ -435,8 +437,11 @@ func (r *Registrar) attributed(ctx context.Context, instanceID, runID string, si
 		return fmt.Errorf("report of %s: %w", instanceID, err)
 	}
 	r.pinned.Store(pendingKey(instanceID, runID), rec.AgentKey)
-	if !believed {
+	switch {
+	case !believed:
 		return fmt.Errorf("%s report of %s is not signed by its agent's key", sig.Signal, instanceID)
+	case rec.AgentKey == "":
+		return fmt.Errorf("%s report of %s is unsigned and no key is pinned", sig.Signal, instanceID)
 	}
 	return nil
 }

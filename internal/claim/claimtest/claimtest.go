@@ -7,6 +7,8 @@ package claimtest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"sync"
 	"time"
 
@@ -60,6 +62,19 @@ func Simulate(ctx context.Context, st Store, instanceID string, b Behaviour) *Ag
 	a := &Agent{cancel: cancel, done: make(chan struct{})}
 	go a.run(ctx, st, instanceID, b)
 	return a
+}
+
+// Key is the signing key of instance id's simulated agent: the same for every agent simulated on
+// the instance, as the real agent keeps its key across restarts.
+func Key(id string) ed25519.PrivateKey {
+	seed := sha256.Sum256([]byte("claimtest agent key\n" + id))
+	return ed25519.NewKeyFromSeed(seed[:])
+}
+
+// Signed is sig signed by instance id's simulated agent (Key), now.
+func Signed(id string, sig store.SignalRecord) store.SignalRecord {
+	sig.Sign(id, Key(id), time.Now())
+	return sig
 }
 
 // Stop stops the agent and waits for it.
@@ -128,7 +143,7 @@ func (a *Agent) run(ctx context.Context, st Store, id string, b Behaviour) {
 			if b.FailRegistration {
 				sig = store.SignalRegistrationFailed
 			}
-			if err := st.PutSignal(ctx, id, store.SignalRecord{Signal: sig, RunID: pending, Detail: "simulated"}); err != nil {
+			if err := st.PutSignal(ctx, id, Signed(id, store.SignalRecord{Signal: sig, RunID: pending, Detail: "simulated"})); err != nil {
 				continue
 			}
 			if sig == store.SignalRegistered {
@@ -154,7 +169,7 @@ func (a *Agent) take(ctx context.Context, st Store, id string, handled map[strin
 			a.creds = append(a.creds, cred)
 			a.mu.Unlock()
 		}
-		if st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: a.current, Detail: "simulated"}) == nil {
+		if st.PutSignal(ctx, id, Signed(id, store.SignalRecord{Signal: store.SignalReleased, RunID: a.current, Detail: "simulated"})) == nil {
 			a.current = ""
 		}
 		return "", false
