@@ -4,6 +4,7 @@
 package service_test
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"os"
 	"path"
@@ -127,12 +128,19 @@ func TestReconcilerCallsAllowedByIAMPolicy(t *testing.T) {
 		t.Fatalf("release: %d %s", code, body)
 	}
 	// Convergence fills the pool: it launches two, whose agents (played here) report their warm-up
-	// done; it keeps one hot and stops the other. A pool job then takes the hot instance.
+	// done, signed (convergence pins the key); it keeps one hot and stops the other. A pool job then
+	// takes the hot instance.
+	_, agentKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 60*time.Second, "convergence to stop a warmed-up instance", func() bool {
 		recs, err := env.Store.ByPool(ctx, wp.Name)
 		for _, in := range recs {
 			if err == nil && in.State == store.StateWarming {
-				_ = env.Store.PutSignal(ctx, in.ID, store.SignalRecord{Signal: store.SignalPreRunnerOK, Detail: "warmed up (played)"})
+				sig := store.SignalRecord{Signal: store.SignalPreRunnerOK, Detail: "warmed up (played)"}
+				sig.Sign(in.ID, agentKey, time.Now())
+				_ = env.Store.PutSignal(ctx, in.ID, sig)
 			}
 		}
 		return strings.Contains(scrapeMetrics(t, r.URL), `operation="StopInstances"`)

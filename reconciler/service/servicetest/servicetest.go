@@ -571,7 +571,7 @@ func startAgent(ctx context.Context, st *store.Store, id string, b claimtest.Beh
 			if _, err := st.TakeCredential(ctx, id, store.CredentialRemoval, run); err != nil {
 				continue
 			}
-			if err := st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: run, Detail: "simulated"}); err == nil {
+			if err := st.PutSignal(ctx, id, claimtest.Signed(id, store.SignalRecord{Signal: store.SignalReleased, RunID: run, Detail: "simulated"})); err == nil {
 				released[run] = true
 			}
 		}
