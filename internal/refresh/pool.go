@@ -145,8 +145,9 @@ func (r *Refresher) pooledIn(p *pass, url string) []store.Instance { return p.po
 // retireOtherPostures expires every poolable record launched under another job access than its
 // runner class has now (Options.JobAccess): a class changed from root to user must not hand out an
 // instance whose user data gave jobs sudo (its drop-in, and whatever a root job left, stay on it).
-// The walk then drops its message. A record that names no job access (written before it was
-// recorded) is left to its threshold.
+// The walk then drops its message. A record that names no job access was written before launches
+// recorded it (every launch records the class's, default spelled out): it may have been launched as
+// root, so it is retired too, once, whatever its class says now (postureStale).
 func (r *Refresher) retireOtherPostures(ctx context.Context, p *pass) {
 	if r.opts.JobAccess == nil {
 		return
@@ -154,13 +155,16 @@ func (r *Refresher) retireOtherPostures(ctx context.Context, p *pass) {
 	var stale []store.Instance
 	for _, rec := range p.live {
 		now, ok := r.opts.JobAccess(rec.RunnerClass)
-		if ok && rec.JobAccess != "" && poolable(rec, p.now) && config.NormalJobAccess(rec.JobAccess) != config.NormalJobAccess(now) {
+		if ok && poolable(rec, p.now) && postureStale(rec.JobAccess, now) {
 			stale = append(stale, rec)
 		}
 	}
 	forEach(r.opts.Concurrency, stale, func(rec store.Instance) {
 		now, _ := r.opts.JobAccess(rec.RunnerClass)
 		reason := fmt.Sprintf("launched with job access %q, its runner class's is %q now: never pooled again", rec.JobAccess, now)
+		if rec.JobAccess == "" {
+			reason = fmt.Sprintf("launched with an unrecorded job access (perhaps root), its runner class's is %q now: never pooled again", now)
+		}
 		if _, err := r.st.ExpireNoRun(ctx, rec.ID, reason); err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				p.fail(PhasePool, fmt.Errorf("expiring %s (%s): %w", rec.ID, reason, err))
@@ -174,6 +178,15 @@ func (r *Refresher) retireOtherPostures(ctx context.Context, p *pass) {
 		rec.Threshold = p.now // not poolable any more: its message is judged on a consistent read
 		p.live[rec.ID] = rec
 	}
+}
+
+// postureStale reports whether an instance launched under recorded (its record's job access) may
+// not serve its runner class's posture now. An empty recorded is unknown, not the default: records
+// written before launches recorded it include root ones, whose sudoers drop-in (and whatever a root
+// job left) stays on the instance, and nothing tells them apart, so none serves again. Launches
+// record the class's job access with its default spelled out (config.NormalJobAccess).
+func postureStale(recorded, now string) bool {
+	return recorded == "" || config.NormalJobAccess(recorded) != config.NormalJobAccess(now)
 }
 
 // indexPooled sorts the pass's poolable records by the queue their message belongs in, once per

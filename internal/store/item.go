@@ -113,8 +113,9 @@ type Instance struct {
 	// retire instances left behind by a new release.
 	RunnerVersion string
 	// JobAccess is the runner class's job_access when the instance was launched (its user data's
-	// grant: a root class's sudoers drop-in stays on the instance); empty: not recorded (older
-	// records). Written by the control plane at creation.
+	// grant: a root class's sudoers drop-in stays on the instance), its default spelled out; empty:
+	// not recorded (records older than d1b2421 and the replicas of that release, which wrote the
+	// default as empty), retired from the pool by refresh. Written by the control plane at creation.
 	JobAccess string
 	Reason    string // why the last transition happened
 	CreatedAt time.Time
@@ -124,9 +125,10 @@ type Instance struct {
 	// that made it hot): after it verified the hand-back itself, never on the agent's word alone.
 	// Every transition clears it, so a set PooledAt means "in the pool since then, untouched".
 	PooledAt time.Time
-	// AgentKey is the instance agent's public key, pinned by the control plane at the first verified
-	// registration (PinAgentKey; attribution.go); empty until then. Signals that decide something
-	// must be signed by it.
+	// AgentKey is the instance agent's public key, pinned by the control plane at the first
+	// self-signed report it reads (Store.Attribute; attribution.go); empty until then. Signals that
+	// decide something must be signed by it; the agent starts its runner only once it reads its own
+	// key here, and no instance is pooled hot or promoted without one.
 	AgentKey string
 }
 

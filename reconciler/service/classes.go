@@ -228,7 +228,7 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 				// What every runner of the class is: a provision may narrow these, never widen them.
 				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
 				RunnerVersion: runnerOf(c.versions, rc, version),
-				JobAccess:     rc.JobAccess,
+				JobAccess:     tableconfig.NormalJobAccess(rc.JobAccess), // recorded spelled out: "" is unknown (refresh)
 			}
 		}
 	}
