@@ -71,9 +71,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 // signingKey is the instance's signing key, made at its first boot and kept in the root-only state
 // directory (0600 in a 0700 directory), so a stopped instance started again signs with the same
-// key. The control plane pins its public half at the first registration, before any job ran, and
-// believes only signals signed with it (store/attribution.go): a job that reached the instance role
-// but not root cannot forge a registration or a release.
+// key. The control plane pins its public half at the first self-signed report it reads, and the
+// runner starts only once the agent reads it pinned (pin.go), so before any job ran; from then on
+// the control plane believes only signals signed with it (store/attribution.go): a job that reached
+// the instance role but not root cannot forge a registration or a release.
 func signingKey(dir string) (ed25519.PrivateKey, error) {
 	path := filepath.Join(dir, "signing.key")
 	if b, err := os.ReadFile(path); err == nil && len(b) == ed25519.SeedSize {

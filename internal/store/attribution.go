@@ -7,7 +7,9 @@
 // instance starts, so before any job ran on it. The control plane pins the public half in the
 // instance record (a control-plane item) at the first self-signed report it sees, on every path
 // (Store.Attribute), and from then on believes only signals signed by that key: an unsigned report,
-// or one signed by another key, is refused once a key is pinned.
+// or one signed by another key, is refused once a key is pinned. The agent starts its runner only
+// once it reads its own key pinned in the record (agent/pin.go), so no job runs before the key of
+// the agent's later reports is fixed.
 package store
 
 import (

@@ -23,8 +23,9 @@ type SignalRecord struct {
 	RunID  string // the run the signal is about (registration and release signals)
 	At     time.Time
 	Detail string // free text, e.g. why registration failed
-	// Key and Sig attribute the signal to the instance's root agent (attribution.go): the agent's
-	// per-boot public key and its signature. Empty on an unsigned signal.
+	// Key and Sig attribute the signal to the instance's root agent (attribution.go): the public half
+	// of the key the agent keeps in its root-only state directory for the instance's whole life, and
+	// its signature. Empty on an unsigned signal.
 	Key, Sig string
 }
 
