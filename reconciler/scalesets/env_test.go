@@ -5,6 +5,8 @@ package scalesets_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -19,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -322,7 +325,7 @@ func (e *env) spec() warmpool.PoolSpec {
 }
 
 // warm launches n instances of the pool and records them in state (ready: hot; stopped: stopped
-// in EC2 too), as convergence leaves them.
+// in EC2 too), as convergence leaves them: their agents' keys (claimtest.Key) pinned.
 func (e *env) warm(t *testing.T, state store.State, n int) []store.Instance {
 	t.Helper()
 	ctx := context.Background()
@@ -344,6 +347,11 @@ func (e *env) warm(t *testing.T, state store.State, n int) []store.Instance {
 			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: fleet.OnDemand,
 			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "linux", Pool: poolName, Scope: org, Zone: "us-east-1a", SpecHash: "v1",
 		}); err != nil {
+			t.Fatal(err)
+		}
+		// Its warm-up pinned its agent's key: no job is handed to an instance without one.
+		pub := base64.StdEncoding.EncodeToString(claimtest.Key(id).Public().(ed25519.PublicKey))
+		if err := e.st.PinAgentKey(ctx, id, pub); err != nil {
 			t.Fatal(err)
 		}
 		rec, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour)})
