@@ -448,6 +448,7 @@ func (a *agent) step(ctx context.Context) bool {
 		}
 	case store.StateIdle, store.StateReady:
 		a.regReady, a.credLate = "", 0 // handed back: a later claim checks again
+		a.pinSince, a.pinLooks = time.Time{}, 0
 		if rec.RunID == "" && a.marker.RunID != "" && !a.relGiven[a.marker.RunID] {
 			a.release(ctx, a.marker.RunID)
 		}

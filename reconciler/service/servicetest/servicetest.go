@@ -17,6 +17,8 @@ package servicetest
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -681,6 +683,10 @@ func (e *Env) Hot(t testing.TB, rc tableconfig.RunnerClass, poolName, specHash s
 		})
 		if err != nil {
 			t.Fatalf("Create %s: %v", id, err)
+		}
+		// Its warm-up pinned its (simulated) agent's key: no job is handed to an instance without one.
+		if err := e.Store.PinAgentKey(ctx, id, base64.StdEncoding.EncodeToString(claimtest.Key(id).Public().(ed25519.PublicKey))); err != nil {
+			t.Fatalf("pinning the agent key of %s: %v", id, err)
 		}
 		if _, err := e.Store.Transition(ctx, id, store.Change{
 			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
