@@ -195,9 +195,7 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 		if i == 5 {
 			at = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // before the job's record: not a start
 		}
-		if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey(), At: at}); err != nil {
-			t.Fatal(err)
-		}
+		e.agentSignal(t, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey(), At: at})
 	}
 	e.clock.Add(30 * time.Second)
 	if pr := poolReport(t, pass(t, c), "measured"); len(pr.Promoted) != 6 {

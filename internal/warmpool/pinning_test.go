@@ -98,10 +98,13 @@ func (e *env) pinKey(t testing.TB, id string) {
 }
 
 // agentSignal writes sig as instance id's agent does: signed with the instance's own key (made at
-// its first signal), on the test's clock.
+// its first signal), dated sig.At (the test's clock when zero).
 func (e *env) agentSignal(t testing.TB, id string, sig store.SignalRecord) {
 	t.Helper()
-	sig.Sign(id, e.agentKey(t, id), e.clock.Now())
+	if sig.At.IsZero() {
+		sig.At = e.clock.Now()
+	}
+	sig.Sign(id, e.agentKey(t, id), sig.At)
 	if err := e.st.PutSignal(context.Background(), id, sig); err != nil {
 		t.Fatalf("PutSignal %s %s: %v", id, sig.Signal, err)
 	}
