@@ -52,6 +52,16 @@ func startPinner(t testing.TB, st *store.Store) *pinner {
 	return p
 }
 
+// launchFor launches an instance and writes what the control plane writes for its cold start for
+// run: the registration credential and the created record.
+func (e *env) launchFor(run string) string {
+	e.t.Helper()
+	id := e.launch()
+	e.putCredential(id, run, store.CredentialRegistration, e.runnerToken("registration"))
+	e.create(id, run)
+	return id
+}
+
 // watch has the pinner read the reports of id (nil: nothing pins).
 func (p *pinner) watch(id string) {
 	if p == nil {
@@ -70,9 +80,7 @@ func TestRunnerStartsOnlyOnceItsKeyIsPinned(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{manual: true, noPin: true})
 	ctx := t.Context()
-	id := e.launch()
-	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
-	e.create(id, "run-1")
+	id := e.launchFor("run-1")
 	rec, stop := e.recordingAgent(t, id)
 	defer stop()
 	sig := e.waitSignal(id, store.SignalRegistered, "run-1")
@@ -113,9 +121,7 @@ func TestRunnerNeverStartsUnpinned(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{manual: true, noPin: true})
 			ctx := t.Context()
-			id := e.launch()
-			e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
-			e.create(id, "run-1")
+			id := e.launchFor("run-1")
 			if tc.other {
 				pub, _, err := ed25519.GenerateKey(nil)
 				if err != nil {

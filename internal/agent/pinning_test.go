@@ -97,9 +97,7 @@ func (e *env) recordingAgentWith(t *testing.T, id string, tune func(*agent.Confi
 func TestRegistrationReportedBeforeTheRunnerStarts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{manual: true})
-	id := e.launch()
-	e.putCredential(id, "run-1", store.CredentialRegistration, e.runnerToken("registration"))
-	e.create(id, "run-1")
+	id := e.launchFor("run-1")
 	rec, stop := e.recordingAgent(t, id)
 	defer stop()
 	sig := e.waitSignal(id, store.SignalRegistered, "run-1")
