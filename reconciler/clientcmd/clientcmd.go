@@ -3,7 +3,7 @@
 // job's OIDC token, calls the reconciler API and writes a summary to stdout and the step outputs
 // to $GITHUB_OUTPUT.
 //
-// Outputs of provision: label (the runners' unique label: the run id), labels, run-key, count,
+// Outputs of provision: label (the runners' unique label: <run id>-<attempt>), labels, run-key, count,
 // instance-ids (comma-separated), runners (JSON). Outputs of release: run-key, message, pooled,
 // report (JSON).
 package clientcmd

@@ -105,8 +105,8 @@ func TestWorkflowCommands(t *testing.T) {
 		t.Fatalf("runners output %q: %v", outs["runners"], err)
 	}
 	ids := strings.Split(outs["instance-ids"], ",")
-	if outs["label"] != "6001" || outs["run-key"] != key || outs["count"] != "2" || len(runners) != 2 || len(ids) != 2 ||
-		!slices.Contains(ids, pooled[0]) || outs["labels"] != "6001,runnerpool" {
+	if outs["label"] != "6001-1" || outs["run-key"] != key || outs["count"] != "2" || len(runners) != 2 || len(ids) != 2 ||
+		!slices.Contains(ids, pooled[0]) || outs["labels"] != "6001-1,runnerpool" {
 		t.Errorf("provision outputs %v", outs)
 	}
 	if !strings.Contains(stdout, "Provisioned 2 runner(s)") || !strings.Contains(stdout, pooled[0]) {
