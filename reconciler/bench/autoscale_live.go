@@ -9,8 +9,8 @@
 // AUTOSCALE item and acts; once what it started could warm up, one more pass acts, and
 // autoscale_live_target_error is the largest gap between the decision then stored in the table and
 // the hot and stopped instances the pool holds. (Passes repeat, no job arriving, while a pass
-// decides otherwise than the one before it: the first pass after a step's jobs sees them as
-// waiting, the next does not.)
+// decides otherwise than the one before it: its live signals, look-ahead or cooldown may differ
+// from the deciding pass's.)
 package bench
 
 import (
@@ -150,19 +150,19 @@ func (h *harness) autoscaleLive(ctx context.Context, res *Result) error {
 		How: fmt.Sprintf("a warm pool with an autoscale block (goal p95 5 s, window max %d hot, %d stopped) in the state table, its AUTOSCALE item holding the week before's demand (one job in %d); "+
 			"the committed week's busiest weekday hour (%s UTC, %d jobs after thinning) replayed as workflow_job webhooks served by a replica's pool workers, %d steps of %s of the policy's clock; "+
 			"each step the real convergence loop counted the arrivals, decided and acted; after the simulated warm-up one more pass acted, repeated (the policy's clock 1 ms on, no job arriving) until a pass's decision was the one the pass before acted on (at most %d passes): the largest gap between the decision stored in the table and the pool's ready and stopped instances (goal 0). "+
-			"Decisions ranged %d-%d hot, %d-%d stopped, with the start times the wiring measured on the bench's scaled boot (%s: a stopped start falls within the goal, so the policy keeps stopped instances rather than hot ones); "+
+			"Decisions ranged %d-%d hot, %d-%d stopped, with the start times the wiring measured on the bench's scaled boot (%s; %s); "+
 			"every job counted once; %s; phase wall time %s on this machine",
-			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, st.lo[0], st.hi[0], st.lo[1], st.hi[1], st.startsFrom, queue, wall.Round(100*time.Millisecond))})
+			liveMaxHot, liveMaxStopped, liveScale, start.Format("Mon 15:04"), len(hour), liveSteps, liveStep, liveSettle, st.lo[0], st.hi[0], st.lo[1], st.hi[1], st.starts, st.startsFrom, queue, wall.Round(100*time.Millisecond))})
 	h.say("  decisions %d-%d hot, %d-%d stopped; largest gap %d; %d jobs counted once; %s; %s", st.lo[0], st.hi[0], st.lo[1], st.hi[1], st.worst, lr.arrived, queue, wall.Round(100*time.Millisecond))
 	return nil
 }
 
-// liveStats are the replay's figures: the largest gap, the decisions' range and where the last
-// decision's start times came from.
+// liveStats are the replay's figures: the largest gap, the decisions' range and the last
+// decision's start times.
 type liveStats struct {
-	worst      int
-	lo, hi     [2]int // hot, stopped
-	startsFrom string
+	worst              int
+	lo, hi             [2]int // hot, stopped
+	starts, startsFrom string // the last decision's start times and where they came from
 }
 
 // replay runs the hour's steps.
@@ -183,6 +183,8 @@ func (lr *liveRun) replay(ctx context.Context, start time.Time, hour []jobtrace.
 		st.worst = max(st.worst, abs(held[0]-d.Hot), abs(held[1]-d.Stopped))
 		st.lo = [2]int{min(st.lo[0], d.Hot), min(st.lo[1], d.Stopped)}
 		st.hi = [2]int{max(st.hi[0], d.Hot), max(st.hi[1], d.Stopped)}
+		ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+		st.starts = fmt.Sprintf("hot %s, stopped %s, cold %s", ms(d.Decision.HotStartMS), ms(d.Decision.StoppedStartMS), ms(d.Decision.ColdStartMS))
 		st.startsFrom = d.Decision.StartsFrom
 		lr.h.say("  step %2d (%s): %2d jobs; decided %d hot, %d stopped (forecast %.2f/min, level %d%s); held %d hot, %d stopped after %d passes",
 			s, at.Format("15:04"), len(due), d.Hot, d.Stopped, d.Decision.Forecast, d.Decision.Level, conflictNote(d.Decision.Conflict), held[0], held[1], passes)
