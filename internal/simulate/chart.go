@@ -33,15 +33,19 @@ func (c *Comparison) Chart(w io.Writer, jobs []jobtrace.Job, goal time.Duration)
 		return err
 	}
 	targets := panel("targets", "instances")
-	for _, s := range []struct {
+	hot := func(p Point) float64 { return float64(p.TargetHot) }
+	type line struct {
 		name string
 		col  color.Color
 		pts  plotter.XYs
-	}{
-		{"fixed schedule hot", orange, series(c.Fixed, func(p Point) float64 { return float64(p.TargetHot) })},
-		{"autoscaler hot", blue, series(c.Autoscaler, func(p Point) float64 { return float64(p.TargetHot) })},
-		{"autoscaler stopped", green, series(c.Autoscaler, func(p Point) float64 { return float64(p.TargetStopped) })},
-	} {
+	}
+	lines := []line{{"fixed schedule hot", orange, series(c.Fixed, hot)}}
+	if c.RunsIgnored != nil {
+		lines = append(lines, line{"autoscaler hot, runs ignored", grey, series(c.RunsIgnored, hot)})
+	}
+	lines = append(lines, line{"autoscaler hot", blue, series(c.Autoscaler, hot)},
+		line{"autoscaler stopped", green, series(c.Autoscaler, func(p Point) float64 { return float64(p.TargetStopped) })})
+	for _, s := range lines {
 		if err := addLine(targets, s.name, s.col, s.pts); err != nil {
 			return err
 		}

@@ -82,6 +82,7 @@ func Compare(o Options) (*Comparison, error) {
 			return nil, err
 		}
 		c.RunsIgnored.Policy = "autoscaler, runs ignored"
+		c.Conflicts = 0 // the autoscaler's own are counted
 	}
 	if c.Autoscaler, c.Plan, err = c.autoscale(o, hist, c.Fanouts); err != nil {
 		return nil, err
@@ -107,12 +108,19 @@ func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale
 }
 
 // IdleRatio is the autoscaler's idle instance-hours over the fixed schedule's.
-func (c *Comparison) IdleRatio() float64 {
-	if c.Fixed.IdleInstanceHours == 0 {
+func (c *Comparison) IdleRatio() float64 { return ratio(c.Autoscaler, c.Fixed) }
+
+// ratio is a's idle instance-hours over b's (0 when b has none).
+func ratio(a, b *Result) float64 {
+	if b == nil || b.IdleInstanceHours == 0 {
 		return 0
 	}
-	return c.Autoscaler.IdleInstanceHours / c.Fixed.IdleInstanceHours
+	return a.IdleInstanceHours / b.IdleInstanceHours
 }
+
+// IdleRatioVsPrior is the autoscaler's idle instance-hours over those of the history's fixed
+// schedule replayed on the week (0 without a history).
+func (c *Comparison) IdleRatioVsPrior() float64 { return ratio(c.Autoscaler, c.PriorFixed) }
 
 // Print writes the comparison as a table.
 func (c *Comparison) Print(w io.Writer) error {
@@ -129,6 +137,13 @@ func (c *Comparison) Print(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "autoscaler idle instance-hours / fixed schedule's: %.2f\n", c.IdleRatio())
+	if c.RunsIgnored != nil && err == nil {
+		_, err = fmt.Fprintf(w, "the same, runs ignored: %.2f\n", ratio(c.RunsIgnored, c.Fixed))
+	}
+	if c.PriorFixed != nil && err == nil {
+		_, err = fmt.Fprintf(w, "autoscaler idle instance-hours / the history's fixed schedule's: %.2f (that schedule on this week: p95 %s)\n",
+			ratio(c.Autoscaler, c.PriorFixed), c.PriorFixed.P95)
+	}
 	if c.Conflicts > 0 && err == nil {
 		_, err = fmt.Fprintf(w, "the budget or the bounds held the autoscaler below the goal in %d decisions\n", c.Conflicts)
 	}

@@ -60,30 +60,40 @@ func TestServeRefusesJobQueueWithoutSecret(t *testing.T) {
 	}
 }
 
-// TestSimulateCommittedWeek runs `runnerpool simulate` on the committed week as docs/autoscale.md
-// shows it (its table is this output) and on a GitHub jobs export: the policies, and a PNG chart.
+// TestSimulateCommittedWeek runs `runnerpool simulate` on the committed weeks as docs/autoscale.md
+// shows them (its tables are this output: the first week, whose jobs carry no runs, and the week
+// whose jobs carry their runs) and on a GitHub jobs export: the policies, and a PNG chart.
 func TestSimulateCommittedWeek(t *testing.T) {
 	t.Parallel()
-	chart := filepath.Join(t.TempDir(), "week.png")
-	var stdout, stderr bytes.Buffer
-	data := "../../../internal/jobtrace/testdata/"
-	args := []string{"simulate", "-label", "pool=ci", "-history", data + "week-before.csv.gz", "-chart", chart, data + "week.csv.gz"}
-	if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
-		t.Fatalf("runnerpool simulate: exit %d\n%s", code, stderr.String())
-	}
-	for _, want := range []string{"18167 jobs", "cold only", "fixed schedule", "autoscaler", "idle instance-hours / fixed schedule's"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, stdout.String())
-		}
-	}
 	doc, err := os.ReadFile("../../../docs/autoscale.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, _ := strings.Cut(stdout.String(), "\n\n")
-	if !strings.Contains(string(doc), table) {
-		t.Errorf("docs/autoscale.md does not show this output:\n%s", table)
+	chart := filepath.Join(t.TempDir(), "week.png")
+	data := "../../../internal/jobtrace/testdata/"
+	for _, tt := range []struct {
+		week, before string
+		want         []string
+	}{
+		{"week.csv.gz", "week-before.csv.gz", []string{"18167 jobs"}},
+		{"week-runs.csv.gz", "week-runs-before.csv.gz", []string{"17006 jobs", "autoscaler, runs ignored", "the same, runs ignored"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := []string{"simulate", "-label", "pool=ci", "-history", data + tt.before, "-chart", chart, data + tt.week}
+		if code := run(t.Context(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("runnerpool simulate %s: exit %d\n%s", tt.week, code, stderr.String())
+		}
+		for _, want := range append(tt.want, "cold only", "fixed schedule", "autoscaler", "idle instance-hours / fixed schedule's", "the history's fixed schedule's") {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", tt.week, want, stdout.String())
+			}
+		}
+		_, table, _ := strings.Cut(stdout.String(), "\n\n")
+		if !strings.Contains(string(doc), table) {
+			t.Errorf("docs/autoscale.md does not show the output on %s:\n%s", tt.week, table)
+		}
 	}
+	var stdout, stderr bytes.Buffer
 	png, err := os.ReadFile(chart)
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Errorf("chart: %v, %d bytes, want a PNG", err, len(png))
