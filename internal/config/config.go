@@ -487,6 +487,16 @@ func ValidateReuse(s string) error {
 	return fmt.Errorf("reuse %q: want %q, %q or %q", s, ReuseAny, ReuseSameRepository, ReuseNever)
 }
 
+// KeepsAcrossRuns reports whether an instance of a class of this job access keeps what a job left
+// into its next run: a docker class's daemon keeps its images and build cache (the agent removes
+// containers, volumes and networks only), and a root job can change anything on the instance. A
+// user class's job can write only what the agent's cleanup empties (workspace, home, temporary
+// directories) or checks (the runner's installation), so it keeps nothing. An unknown value keeps.
+// Such a class's instances are pooled apart per trust level (pool.RunScope).
+func KeepsAcrossRuns(jobAccess string) bool {
+	return NormalJobAccess(jobAccess) != JobAccessUser
+}
+
 // NormalJobAccess is a job access with its default spelled out (empty is JobAccessUser), so two
 // can be compared.
 func NormalJobAccess(s string) string {

@@ -19,7 +19,8 @@ type Filter struct {
 	MinCPU, MinMemoryMiB int
 	// ResourceClass, when set, must equal the message's resource class.
 	ResourceClass string
-	// Scope is the repository ("owner/repo") or owner the runners are for. When set, a message
+	// Scope is the repository ("owner/repo"), its untrusted scope (RunScope) or the owner the
+	// runners are for. When set, a message
 	// matches if its scope is the same, or is the owner of that repository (an organisation
 	// instance may serve its repositories). A message without a scope never matches a scoped
 	// request: an instance of unknown provenance must not cross a trust boundary.
@@ -44,7 +45,9 @@ func (f Filter) Matches(m Message) bool {
 }
 
 // ScopeCovers reports whether an instance of scope have may serve a request of scope want. GitHub
-// owner and repository names are case-insensitive.
+// owner and repository names are case-insensitive. A repository's scope and its untrusted scope
+// (trust.go) are two scopes: neither covers the other. An owner's covers both (its instances are
+// hot warm-pool ones, which ran no job).
 func ScopeCovers(have, want string) bool {
 	if have == "" || want == "" {
 		return false
@@ -53,11 +56,11 @@ func ScopeCovers(have, want string) bool {
 		return true
 	}
 	owner, _, isRepo := strings.Cut(want, "/")
-	return isRepo && !strings.Contains(have, "/") && strings.EqualFold(have, owner)
+	return isRepo && !strings.ContainsAny(have, "/:") && strings.EqualFold(have, owner)
 }
 
 // CoveringScopes are the scopes of the instances that may serve a request of scope want (see
-// ScopeCovers): the scope itself and, for a repository, its owner.
+// ScopeCovers): the scope itself and, for a repository (or its untrusted scope), its owner.
 func CoveringScopes(want string) []string {
 	if want == "" {
 		return nil

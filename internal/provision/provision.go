@@ -227,7 +227,7 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	}
 	run, created, err := p.st.CreateRun(ctx, store.Run{
 		Key: key, RepositoryID: req.RepositoryID, Repository: req.Repository, RunID: req.RunID,
-		Attempt: req.Attempt, Status: StatusProvisioning, Request: body,
+		Attempt: req.Attempt, Event: req.Event, Status: StatusProvisioning, Request: body,
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("recording run %s: %w", key, err)

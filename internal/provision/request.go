@@ -145,7 +145,11 @@ type Request struct {
 	Repository   string // owner/name: the scope the runners register for
 	RunID        string // GitHub's run id
 	Attempt      int    // the run attempt, from 1 (the OIDC token's run_attempt); with RunID, the runners' label (Label)
-	Count        int    // runners wanted, 1 to MaxCount
+	// Event is the event that started the run (the OIDC token's event_name; "" when it has none):
+	// with the runner class's job access it decides the pool scope the run claims released
+	// instances from (pool.RunScope), and the run record keeps it for the release.
+	Event string `json:",omitempty"`
+	Count int    // runners wanted, 1 to MaxCount
 	// UsageClass is "spot" or "on-demand"; empty: the runner class's, else on-demand. It must not
 	// differ from the runner class's.
 	UsageClass string

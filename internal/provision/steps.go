@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
@@ -84,11 +85,13 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	j.regToken = p.reg.TokenFor(req.Repository)
 	j.regToken.Start(ctx)
 
-	// Selection: claim workers over the runner class's pool.
+	// Selection: claim workers over the runner class's pool, for the instances the run's repository
+	// and trust level may have (pool.RunScope: a class that keeps images keeps a pull request's
+	// runs and the base repository's apart); the runners register in the repository whatever it is.
 	t := time.Now()
 	filter := pool.Filter{
 		UsageClass: req.reuseUsageClass(j.rc), InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
-		ResourceClass: req.ResourceClass, Scope: req.Repository,
+		ResourceClass: req.ResourceClass, Scope: pool.RunScope(req.Repository, req.Event, config.KeepsAcrossRuns(j.rc.JobAccess)),
 	}
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
 		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup, Token: j.regToken,

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -112,7 +113,7 @@ func (r *Refresher) scopesToCheck(p *pass) []string {
 	}
 	var pooled []string
 	for _, rec := range p.live {
-		sc := strings.ToLower(rec.Scope)
+		sc := strings.ToLower(pool.GitHubScope(rec.Scope)) // the repository its runner registered in
 		if sc == "" || seen[sc] || !pooledBefore(rec, p.now) {
 			continue
 		}

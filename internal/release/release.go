@@ -71,6 +71,11 @@ type Options struct {
 	// is ReuseAny), from the control plane's configuration. An error keeps the instance out of the
 	// pool. Nil: every class is ReuseAny (tests and the bench, whose classes declare nothing).
 	Reuse func(runnerClass string) (string, error)
+	// JobAccess is a runner class's job_access in the control plane's configuration (ok false:
+	// unknown). With the instance record's own (the class's at launch), it says whether the
+	// instance keeps what a job left (config.KeepsAcrossRuns), and so whether its pool scope
+	// carries the run's trust level (pool.RunScope). Nil: the record's alone.
+	JobAccess func(runnerClass string) (string, bool)
 	// RunnerDue says why an instance's runner must not serve another run ("" when it may): older
 	// than the current release by more than the operator's lag (runnerversion.Due). Such an
 	// instance is retired at its hand-back, never pooled; never during a job. Nil: none is.
@@ -265,9 +270,11 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 		return res
 	}
 
-	// The scope the runner is removed from, and that the pooled instance may serve next, is the
-	// control plane's own record of the run: the repository the provision was authenticated for.
+	// The scope the pooled instance may serve next is the control plane's own record of the run:
+	// the repository the provision was authenticated for, at the run's trust level when the class
+	// keeps images. Its runner is removed from that repository (gh).
 	scope, err := r.runScope(ctx, runID, rec)
+	gh := pool.GitHubScope(scope)
 	if err != nil && !errors.Is(err, errScope) {
 		return failed(err, "left "+string(h.from)+" for the run")
 	}
@@ -283,9 +290,9 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 		return r.expire(ctx, res, runID, "cannot be pooled: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
 	}
 
-	tok, err := tokens.get(ctx, scope)
+	tok, err := tokens.get(ctx, gh)
 	if err != nil {
-		return failed(fmt.Errorf("remove token for %s: %w", scope, err), "left "+string(h.from)+" for the run")
+		return failed(fmt.Errorf("remove token for %s: %w", gh, err), "left "+string(h.from)+" for the run")
 	}
 	// The signal item before the transition: only a signal written after it counts, so a stale
 	// release signal of an earlier attempt of the same run is never taken for this one.
@@ -392,7 +399,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	// listing per scope and pass (refresh/runners.go): the release spends no GitHub call.
 	if signed && acrossRepositories {
 		ghaccess.LeaveShared(ctx)
-	} else if err := r.checkDeregistered(ctx, id, scope); err != nil {
+	} else if err := r.checkDeregistered(ctx, id, gh); err != nil {
 		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
 	}
 
@@ -458,10 +465,13 @@ func (r *Releaser) reuseRefused(runnerClass, scope string) (refused string, acro
 // errScope marks a run whose scope the control plane cannot vouch for: the instance is expired.
 var errScope = errors.New("no trusted scope")
 
-// runScope is the GitHub scope of runID from the control plane's records: the repository of the run
-// record the provision created from the caller's verified OIDC token. A run without a run record (a
-// warm-pool job's) falls back to the instance record's scope, which only the control plane writes
-// too. An instance record whose scope does not cover the run's repository is not released to it.
+// runScope is the pool scope of runID from the control plane's records: the repository of the run
+// record the provision created from the caller's verified OIDC token, at the trust level of the
+// run's event (pool.RunScope) when the instance keeps what a job left (keepsAcrossRuns). A run
+// record without an event (written before it was kept) is untrusted. A run without a run record
+// (a warm-pool job's, recycled only when its event is trusted: warmpool.Job.Trusted) falls back to
+// the instance record's scope, which only the control plane writes too. An instance record whose
+// repository does not cover the run's is not released to it.
 func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instance) (string, error) {
 	run, err := r.st.GetRun(ctx, runID)
 	switch {
@@ -474,10 +484,25 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 		return "", fmt.Errorf("reading the run record: %w", err)
 	case run.Repository == "":
 		return "", fmt.Errorf("%w: the run record names no repository", errScope)
-	case rec.Scope != "" && !pool.ScopeCovers(rec.Scope, run.Repository):
+	case rec.Scope != "" && !pool.ScopeCovers(pool.GitHubScope(rec.Scope), run.Repository):
 		return "", fmt.Errorf("%w: the instance's scope %q does not cover the run's repository %q", errScope, rec.Scope, run.Repository)
 	}
-	return strings.ToLower(run.Repository), nil
+	return pool.RunScope(run.Repository, run.Event, r.keepsAcrossRuns(rec)), nil
+}
+
+// keepsAcrossRuns says whether the instance keeps what a job left into its next run: its record's
+// job access (its class's at launch) or its class's now says so (config.KeepsAcrossRuns). The
+// provision claims with its class's (provision.RunnerClass.JobAccess), the same configuration; an
+// instance whose record and class disagree is retired by refresh (a posture change).
+func (r *Releaser) keepsAcrossRuns(rec store.Instance) bool {
+	if config.KeepsAcrossRuns(rec.JobAccess) {
+		return true
+	}
+	if r.opts.JobAccess == nil {
+		return false
+	}
+	access, ok := r.opts.JobAccess(rec.RunnerClass)
+	return ok && config.KeepsAcrossRuns(access)
 }
 
 // checkDeregistered confirms with GitHub that the instance's runner is no longer registered in

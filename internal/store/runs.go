@@ -40,12 +40,17 @@ type Run struct {
 	Repository   string // owner/name, for display
 	RunID        string
 	Attempt      int
-	Status       string          // free-form status owned by the provision orchestrator
-	Request      json.RawMessage // the provision request as accepted
-	Result       json.RawMessage // what was provisioned, released, undone
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Version      int64
+	// Event is the event that started the run, from the provision's verified OIDC token
+	// (event_name): it decides the trust level of the pool scope its release uses
+	// (pool.RunScope). Empty on a record written before it was kept, or by a pool job; the
+	// release then treats the run as untrusted.
+	Event     string
+	Status    string          // free-form status owned by the provision orchestrator
+	Request   json.RawMessage // the provision request as accepted
+	Result    json.RawMessage // what was provisioned, released, undone
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64
 	// WaitingIn, while set, lists the run among the waiting jobs of that warm pool (WaitingJobs):
 	// the pool job ledger sets it on a job not yet served. Written, never read back: every write
 	// says it again.
@@ -144,7 +149,7 @@ func (s *Store) GetRun(ctx context.Context, key string) (Run, error) {
 	d := &decoder{item: item}
 	r := Run{
 		Key: key, RepositoryID: d.str("repository_id"), Repository: d.str("repository"), RunID: d.str("run_id"),
-		Attempt: int(d.num("attempt")), Status: d.str("status"),
+		Attempt: int(d.num("attempt")), Event: d.str("event"), Status: d.str("status"),
 		CreatedAt: fromMS(d.num("created_at")), UpdatedAt: fromMS(d.num("updated_at")), Version: d.num("version"),
 	}
 	if v := d.str("request"); v != "" {
@@ -171,7 +176,7 @@ func encodeRun(r Run) map[string]types.AttributeValue {
 	if r.WaitingIn != "" {
 		item[attrIdxPool], item[attrID] = sv(prefixWaiting+r.WaitingIn), sv(r.Key)
 	}
-	for k, v := range map[string]string{"repository": r.Repository, "status": r.Status, "request": string(r.Request), "result": string(r.Result)} {
+	for k, v := range map[string]string{"repository": r.Repository, "event": r.Event, "status": r.Status, "request": string(r.Request), "result": string(r.Result)} {
 		if v != "" {
 			item[k] = sv(v)
 		}

@@ -68,12 +68,10 @@ type Job struct {
 // Trusted reports whether the job's run is known not to run a pull request's code: its event is
 // known, and is not pull_request or one of its kin (pull_request_review, ..., which run a fork's
 // code without the repository's secrets), pull_request_target excepted (it runs the base
-// branch's code, with secrets). Only a trusted job's instance may go back to its repository's
-// pool: whatever it leaves (Docker images above all, which a docker class keeps) reaches that
-// repository's next runs, pushes with secrets among them.
-func (j Job) Trusted() bool {
-	return j.Event != "" && (!strings.HasPrefix(j.Event, "pull_request") || j.Event == "pull_request_target")
-}
+// branch's code, with secrets): pool.TrustedEvent, the step path's rule too. Only a trusted job's
+// instance may go back to its repository's pool: whatever it leaves (Docker images above all,
+// which a docker class keeps) reaches that repository's next runs, pushes with secrets among them.
+func (j Job) Trusted() bool { return pool.TrustedEvent(j.Event) }
 
 // RunKey is the run id of the instance serving the job.
 func (j Job) RunKey() string { return JobRunPrefix + j.key() }

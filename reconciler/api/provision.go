@@ -46,7 +46,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := toProvisionRequest(body)
-	req.RepositoryID, req.Repository, req.RunID, req.Attempt = id.RepositoryID, id.Repository, id.RunID, id.RunAttempt
+	req.RepositoryID, req.Repository, req.RunID, req.Attempt, req.Event = id.RepositoryID, id.Repository, id.RunID, id.RunAttempt, id.Event
 	key := store.RunKey(req.RepositoryID, req.RunID, req.Attempt)
 	r = annotate(r, slog.String(logging.KeyRunID, key))
 

@@ -5,8 +5,9 @@
 // https://token.actions.githubusercontent.com, a GHES host's /_services/token, or the local issuer):
 // discovery and the key set (JWKS, cached; refetched for an unknown key id at most once per
 // RefetchInterval, see keys.go), RS256 signature, issuer, expiry, and the deployment's audience. Its claims then give the caller's
-// identity: repository, repository id and owner, run id and attempt. GitHub sends the ids as
-// strings; numbers are accepted too.
+// identity: repository, repository id and owner, run id and attempt, and the event that started the
+// run (event_name), which decides the run's trust level (pool.TrustedEvent). GitHub sends the ids
+// as strings; numbers are accepted too.
 //
 // Rejections are typed (*Error) with the HTTP status the API answers: 401 when the token is missing
 // or not valid for this deployment (the caller is not authenticated), 403 when a valid token may
@@ -42,8 +43,12 @@ type Identity struct {
 	RepositoryOwner string
 	RunID           string
 	RunAttempt      int
-	Subject         string
-	Expiry          time.Time
+	// Event is the token's event_name claim, "the name of the event that triggered the workflow
+	// run" (https://docs.github.com/en/actions/reference/security/oidc): "push", "pull_request",
+	// ... Empty when the token has none, which pool.TrustedEvent treats as untrusted.
+	Event   string
+	Subject string
+	Expiry  time.Time
 }
 
 // Error is a rejected request. Status is 401, 403 or 503 (the issuer could not be reached).
@@ -352,6 +357,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if !isID(id.RepositoryID) || !isID(id.RunID) {
 		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, "repository_id and run_id must be numbers", nil)
 	}
+	if id.Event = string(c.EventName); !isEventName(id.Event) {
+		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, fmt.Sprintf("event_name %q is not an event name (lower-case letters and '_')", truncate(id.Event)), nil)
+	}
 	id.RunAttempt = 1
 	if c.RunAttempt != "" {
 		n, err := strconv.Atoi(string(c.RunAttempt))
@@ -361,6 +369,20 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 		id.RunAttempt = n
 	}
 	return id, nil
+}
+
+// isEventName reports whether s may be a GitHub event name ("push", "pull_request_target"): empty
+// (no claim), or up to 64 lower-case letters and '_'.
+func isEventName(s string) bool {
+	return len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz_") == ""
+}
+
+// truncate bounds a claim's text for an error message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 func isID(s string) bool {
@@ -416,6 +438,7 @@ type claims struct {
 	RepositoryOwner flexString `json:"repository_owner"`
 	RunID           flexString `json:"run_id"`
 	RunAttempt      flexString `json:"run_attempt"`
+	EventName       flexString `json:"event_name"`
 }
 
 // flexString is a claim GitHub sends as a string ("12345") that other issuers may send as a number.

@@ -84,6 +84,9 @@ func TestAuthenticate(t *testing.T) {
 			auth.Identity{Repository: "trusted/x", RepositoryID: "7", RepositoryOwner: "trusted", RunID: "1001", RunAttempt: 2}, 0, ""},
 		{"audience among several", "Bearer " + mint(map[string]any{"aud": []string{"other", audience}}),
 			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2}, 0, ""},
+		{"event name", "Bearer " + mint(map[string]any{"event_name": "pull_request"}),
+			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2, Event: "pull_request"}, 0, ""},
+		{"bad event name", "Bearer " + mint(map[string]any{"event_name": "push;x"}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
 		{"no header", "", auth.Identity{}, 401, apiv1.CodeMissingToken},
 		{"basic scheme", "Basic dXNlcjpwYXNz", auth.Identity{}, 401, apiv1.CodeMissingToken},
 		{"empty bearer", "Bearer ", auth.Identity{}, 401, apiv1.CodeMissingToken},
@@ -113,7 +116,7 @@ func TestAuthenticate(t *testing.T) {
 					t.Fatalf("Authenticate: %v", err)
 				}
 				if id.Repository != tt.want.Repository || id.RepositoryID != tt.want.RepositoryID || id.RepositoryOwner != tt.want.RepositoryOwner ||
-					id.RunID != tt.want.RunID || id.RunAttempt != tt.want.RunAttempt {
+					id.RunID != tt.want.RunID || id.RunAttempt != tt.want.RunAttempt || id.Event != tt.want.Event {
 					t.Errorf("identity %+v, want %+v", id, tt.want)
 				}
 				return

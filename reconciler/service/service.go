@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	}
 	rel = release.New(s.store, s.classes, gh, ec2c, release.Options{
 		SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
-		OnSpotInterruption: s.metrics.SpotInterruption, Reuse: s.classes.Reuse, RunnerDue: s.runnerDue,
+		OnSpotInterruption: s.metrics.SpotInterruption, Reuse: s.classes.Reuse, JobAccess: s.classes.JobAccess, RunnerDue: s.runnerDue,
 	})
 	s.refresher = refresh.New(s.store, ec2c, gh, s.classes, refresh.Options{
 		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), SQS: sqsc,
