@@ -223,6 +223,8 @@ type sideOptions struct {
 	// reuse is runnerClass's reuse rule (config.Reuse*; "" any repository), which the side's
 	// hand-backs apply as its release does.
 	reuse string
+	// jobAccess is runnerClass's job access (config.JobAccess*; "" user).
+	jobAccess string
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -279,7 +281,7 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 		RunnerClasses: map[string]provision.RunnerClass{runnerClass: {
 			Name: runnerClass, Queue: pool.NewQueue(s.sqs, e.queue),
 			Launch:     fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}},
-			MaxRuntime: time.Hour, IdleTime: time.Hour,
+			MaxRuntime: time.Hour, IdleTime: time.Hour, JobAccess: o.jobAccess,
 		}},
 		DefaultRunnerClass: runnerClass, DeploymentID: deployment,
 		CreatedTimeout: 2 * time.Minute, RegistrationWait: o.registrationWait, InProgressWait: o.inProgressWait,
@@ -418,6 +420,12 @@ func (e *env) warm(t testing.TB, n int, state store.State) []store.Instance {
 // warmOf is warm for records that carry a resource class (as convergence writes them).
 func (e *env) warmOf(t testing.TB, n int, state store.State, resourceClass string) []store.Instance {
 	t.Helper()
+	return e.warmIn(t, n, state, resourceClass, "acme")
+}
+
+// warmIn is warmOf for a warm pool of scope (an owner, or a repository).
+func (e *env) warmIn(t testing.TB, n int, state store.State, resourceClass, scope string) []store.Instance {
+	t.Helper()
 	ctx := context.Background()
 	ro, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
 		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: "c6i.large", SubnetId: aws.String("subnet-a"),
@@ -432,7 +440,7 @@ func (e *env) warmOf(t testing.TB, n int, state store.State, resourceClass strin
 		if _, err := e.st.Create(ctx, store.Instance{
 			ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: fleet.OnDemand,
 			InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, ResourceClass: resourceClass, RunnerClass: runnerClass,
-			Pool: "warm", Scope: "acme", Zone: "us-east-1a", SpecHash: "v1-test",
+			Pool: "warm", Scope: scope, Zone: "us-east-1a", SpecHash: "v1-test",
 		}); err != nil {
 			t.Fatalf("Create %s: %v", id, err)
 		}

@@ -246,7 +246,7 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 			// its signal while GitHub still lists the runner, lists the record idle without the
 			// mark. The index may lag; the claim's condition on the mark decides.
 			pooled := !rec.PooledAt.IsZero()
-			if pooled && rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && f.Matches(m) {
+			if pooled && rec.RunnerClass == runnerClass && rec.RunID == "" && !rec.Expired(now) && m.Validate() == nil && fits(f, rec) {
 				out = append(out, m)
 			}
 		}
@@ -258,15 +258,27 @@ func (p *Provisioner) secondLook(runnerClass string, f pool.Filter) func(ctx con
 // fitting lists the live records in states of the runner class whose scope covers the request's
 // (pool.CoveringScopes: the repository, and its owner), one by_fit query per scope for all the
 // states (store.FittingIn), the scopes at once: what the request can use, never the whole pool.
-// The caller still filters (size, type, pool mark, expiry). A table created before the index
-// existed lists by state instead, as it did then (the provider warns about such a table at plan).
+// A request of a repository's untrusted scope (pool.RunScope) also lists the repository's own warm
+// instances, which never ran a job (fits). The caller still filters (size, type, pool mark,
+// expiry, fits). A table created before the index existed lists by state instead, as it did then
+// (the provider warns about such a table at plan).
 func (p *Provisioner) fitting(ctx context.Context, states []store.State, runnerClass, scope string) ([]store.Instance, error) {
-	scopes := pool.CoveringScopes(scope)
-	got := make([][]store.Instance, len(scopes))
-	errs := make([]error, len(scopes))
+	type query struct {
+		scope  string
+		states []store.State
+	}
+	var queries []query
+	for _, sc := range pool.CoveringScopes(scope) {
+		queries = append(queries, query{sc, states})
+	}
+	if repo, warm := pool.GitHubScope(scope), slices.DeleteFunc(slices.Clone(states), ranAJob); repo != scope && len(warm) > 0 {
+		queries = append(queries, query{repo, warm})
+	}
+	got := make([][]store.Instance, len(queries))
+	errs := make([]error, len(queries))
 	var wg sync.WaitGroup
-	for i, sc := range scopes {
-		wg.Go(func() { got[i], errs[i] = p.st.FittingIn(ctx, states, runnerClass, sc) })
+	for i, q := range queries {
+		wg.Go(func() { got[i], errs[i] = p.st.FittingIn(ctx, q.states, runnerClass, q.scope) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); errors.Is(err, store.ErrNoIndex) {
@@ -286,6 +298,25 @@ func (p *Provisioner) fitting(ctx context.Context, states []store.State, runnerC
 	return slices.Concat(got...), nil
 }
 
+// fits reports whether the record's instance fits the request: its pool message matches the
+// filter, or it is a warm pool's instance that never ran a job (hot or stopped), which serves
+// every trust level of its repository (the filter on the repository's own scope). A pooled
+// instance that ran a run's jobs serves only runs of that run's trust level (pool.RunScope).
+func fits(f pool.Filter, rec store.Instance) bool {
+	m := claim.MessageOf(rec)
+	if f.Matches(m) {
+		return true
+	}
+	f.Scope = pool.GitHubScope(f.Scope)
+	return !ranAJob(rec.State) && f.Matches(m)
+}
+
+// ranAJob reports whether an instance in state may have run a job: only a warm pool's warmed
+// instances, hot (ready) or stopped, never did (both come from warming alone).
+func ranAJob(state store.State) bool {
+	return state != store.StateReady && state != store.StateStopped
+}
+
 // startStopped is the stopped branch of selection: it claims up to n stopped warm-pool instances of
 // the runner class that fit the request, starts them (one StartInstances per 50) and issues their
 // registration credentials; their agents register once booted, and validation waits for them with
@@ -301,7 +332,7 @@ func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Fi
 	now := p.opts.Now()
 	var cands []store.Instance
 	for _, rec := range recs {
-		if rec.RunnerClass == j.rc.Name && rec.RunID == "" && !rec.Expired(now) && f.Matches(claim.MessageOf(rec)) {
+		if rec.RunnerClass == j.rc.Name && rec.RunID == "" && !rec.Expired(now) && fits(f, rec) {
 			cands = append(cands, rec)
 		}
 	}
