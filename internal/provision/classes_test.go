@@ -227,10 +227,7 @@ func TestResourceClassTakesWarmInstances(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (%+v)", err, res)
 	}
-	got := map[string][]string{}
-	for _, r := range res.Runners {
-		got[r.Source] = append(got[r.Source], r.InstanceID)
-	}
+	got := bySource(res.Runners)
 	if !slices.Equal(got[provision.SourceReused], []string{hot[0].ID}) || !slices.Equal(got[provision.SourceStarted], []string{stopped[0].ID}) ||
 		len(got[provision.SourceCreated]) != 0 {
 		t.Fatalf("runners by source %v: want hot %s reused and stopped %s started, none created", got, hot[0].ID, stopped[0].ID)

@@ -626,6 +626,15 @@ func request(runID string, count int) provision.Request {
 	}
 }
 
+// bySource groups runners' instance ids by their source (reused, started, created).
+func bySource(rs []provision.Runner) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range rs {
+		out[r.Source] = append(out[r.Source], r.InstanceID)
+	}
+	return out
+}
+
 func ids(rs []provision.Runner) []string {
 	var out []string
 	for _, r := range rs {

@@ -639,10 +639,7 @@ func TestWarmSelectionOrder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Provision: %v (%+v)", err, res)
 	}
-	got := map[string][]string{}
-	for _, r := range res.Runners {
-		got[r.Source] = append(got[r.Source], r.InstanceID)
-	}
+	got := bySource(res.Runners)
 	want := map[string][]string{
 		provision.SourceReused:  {hot[0].ID},
 		provision.SourceStarted: ids([]provision.Runner{{InstanceID: stopped[0].ID}, {InstanceID: stopped[1].ID}}),
