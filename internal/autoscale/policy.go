@@ -78,7 +78,10 @@ type Decision struct {
 	Reasons  []string
 	// Conflict, when set, says why the goal cannot be met (budget or bounds).
 	Conflict string
-	Next     State
+	// Prewarm is how many hot instances the fan-outs of the runs in progress asked for (before
+	// the bounds and the budget).
+	Prewarm int
+	Next    State
 }
 
 // Decide is one pass's decision.
@@ -111,7 +114,8 @@ func Decide(in Input) Decision {
 	d.Next.Hot, d.Next.Stopped = hot, stopped
 	// A run's pre-warm is not held by the cooldown: once its matrix has arrived, the instances
 	// are busy and the level it asked for is spent.
-	hot += prewarm(in, &d)
+	d.Prewarm = prewarm(in, &d)
+	hot += d.Prewarm
 	hot, stopped = bound(in, hot, stopped, &d)
 	hot, stopped = budget(in, hot, stopped, &d)
 	d.Hot, d.Stopped = hot, stopped

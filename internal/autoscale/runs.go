@@ -66,15 +66,23 @@ func LearnFanouts(runs []RunHistory, lead time.Duration) Fanouts {
 		if later < MinFanout || r.Workflow == "" {
 			continue
 		}
-		f, seen := out[r.Workflow]
-		if !seen {
-			f.After = after
-		}
-		f.First, f.Jobs = max(f.First, first), max(f.Jobs, later)
-		f.After, f.Within = min(f.After, after), max(f.Within, within)
-		out[r.Workflow] = f
+		out.Add(r.Workflow, Fanout{First: first, Jobs: later, After: after, Within: within})
 	}
 	return out
+}
+
+// Add merges f, learned from more runs of workflow, into what fs knows of it: the most jobs, the
+// earliest and the latest arrival (a caller learning run by run, as the reconciler does, keeps
+// the same fan-outs LearnFanouts finds at once).
+func (fs Fanouts) Add(workflow string, f Fanout) {
+	g, seen := fs[workflow]
+	if !seen {
+		fs[workflow] = f
+		return
+	}
+	g.First, g.Jobs = max(g.First, f.First), max(g.Jobs, f.Jobs)
+	g.After, g.Within = min(g.After, f.After), max(g.Within, f.Within)
+	fs[workflow] = g
 }
 
 // Covers reports whether a job of workflow arriving at after its run's first job is one a

@@ -166,3 +166,11 @@ func (j JobMessage) Key() string {
 	}
 	return "r" + strconv.FormatInt(j.RunnerRequestID, 10)
 }
+
+// Workflow is the job's workflow file as the autoscaler learns fan-outs by: jobWorkflowRef
+// ("owner/repo/.github/workflows/ci.yml@refs/heads/main", actions/scaleset's JobMessageBase)
+// without its ref and its repository, which the job names apart; "" when the message has none.
+func (j JobMessage) Workflow() string {
+	path, _, _ := strings.Cut(j.JobWorkflowRef, "@")
+	return strings.TrimPrefix(path, j.OwnerName+"/"+j.RepositoryName+"/")
+}

@@ -48,8 +48,11 @@ type AutoscaleState struct {
 	// runner's registration) of the recent past, oldest first, each dated by the decision that took
 	// it in: what status, the dashboard and the metrics compare with the goal.
 	QueueTimes []QueueTime
-	Decision   AutoscaleDecision
-	Version    int64 // incremented by every write
+	// Runs is the leader's encoding of the pool's workflow runs in progress and the fan-outs
+	// learned from its completed ones (warmpool's autoscale runs), opaque here.
+	Runs     string
+	Decision AutoscaleDecision
+	Version  int64 // incremented by every write
 }
 
 // AutoscaleDecision is what the last decision saw and why it chose its targets.
@@ -63,10 +66,16 @@ type AutoscaleDecision struct {
 	InFlight      int     `json:"in_flight"`
 	// Queued is how many of Waiting are jobs the ledger holds unserved; ScaleSetWaiting what the
 	// scale sets' statistics count as waiting (Waiting takes the larger of the two views per set).
-	Queued          int      `json:"queued,omitempty"`
-	ScaleSetWaiting int      `json:"scale_set_waiting,omitempty"`
-	Reasons         []string `json:"reasons,omitempty"`
-	Conflict        string   `json:"conflict,omitempty"`
+	Queued          int `json:"queued,omitempty"`
+	ScaleSetWaiting int `json:"scale_set_waiting,omitempty"`
+	// Runs is how many workflow runs were in progress in the pool's jobs; Fanouts how many
+	// workflows' fan-outs were learned from its completed runs; Prewarm how many hot instances
+	// the decision asked for the fan-outs of runs in progress (within its bounds).
+	Runs     int      `json:"runs,omitempty"`
+	Fanouts  int      `json:"fanouts,omitempty"`
+	Prewarm  int      `json:"prewarm,omitempty"`
+	Reasons  []string `json:"reasons,omitempty"`
+	Conflict string   `json:"conflict,omitempty"`
 	// The start times (milliseconds) and prices (USD per hour) the decision used, and where each
 	// came from (warmpool's autoscale inputs: measured or default, price file or default).
 	HotStartMS     int64   `json:"hot_start_ms,omitempty"`
@@ -126,7 +135,7 @@ func (s *Store) GetAutoscale(ctx context.Context, pool string) (AutoscaleState, 
 	}
 	d := &decoder{item: item}
 	st := AutoscaleState{
-		Pool: pool, Profile: d.str("profile"), Minute: fromMS(d.num("minute")), Count: int(d.num("count")),
+		Pool: pool, Profile: d.str("profile"), Runs: d.str("runs"), Minute: fromMS(d.num("minute")), Count: int(d.num("count")),
 		Hot: int(d.num("hot")), Stopped: int(d.num("stopped")), LowFor: time.Duration(d.num("low_for_ms")) * time.Millisecond,
 		DecidedAt: fromMS(d.num("decided_at")), HalvedAt: fromMS(d.num("halved_at")), Version: d.num("version"),
 	}
@@ -162,6 +171,9 @@ func (s *Store) PutAutoscale(ctx context.Context, st AutoscaleState, expectVersi
 	item["decided_at"], item["decision"], item["version"] = ms(st.DecidedAt), sv(string(js)), n(st.Version)
 	if !st.HalvedAt.IsZero() {
 		item["halved_at"] = ms(st.HalvedAt)
+	}
+	if st.Runs != "" {
+		item["runs"] = sv(st.Runs)
 	}
 	if len(st.Starts) > 0 {
 		starts, err := json.Marshal(st.Starts)

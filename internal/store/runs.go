@@ -51,10 +51,14 @@ type Run struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64
-	// WaitingIn, while set, lists the run among the waiting jobs of that warm pool (WaitingJobs):
-	// the pool job ledger sets it on a job not yet served. Written, never read back: every write
+	// WaitingIn, while set, lists the run among the jobs in progress of that warm pool (PoolJobs):
+	// the pool job ledger sets it on a job not yet completed. Written, never read back: every write
 	// says it again.
 	WaitingIn string
+	// Workflow is the workflow of a pool job's run, as its source said it (the workflow_job
+	// webhook's workflow_name, a scale set job message's workflow file): what the autoscaler learns
+	// fan-outs by. Empty when unknown.
+	Workflow string
 }
 
 // RunKey is the idempotency key of a provision: one per repository, run and attempt.
@@ -149,7 +153,7 @@ func (s *Store) GetRun(ctx context.Context, key string) (Run, error) {
 	d := &decoder{item: item}
 	r := Run{
 		Key: key, RepositoryID: d.str("repository_id"), Repository: d.str("repository"), RunID: d.str("run_id"),
-		Attempt: int(d.num("attempt")), Event: d.str("event"), Status: d.str("status"),
+		Attempt: int(d.num("attempt")), Event: d.str("event"), Status: d.str("status"), Workflow: d.str("workflow"),
 		CreatedAt: fromMS(d.num("created_at")), UpdatedAt: fromMS(d.num("updated_at")), Version: d.num("version"),
 	}
 	if v := d.str("request"); v != "" {
@@ -176,7 +180,7 @@ func encodeRun(r Run) map[string]types.AttributeValue {
 	if r.WaitingIn != "" {
 		item[attrIdxPool], item[attrID] = sv(prefixWaiting+r.WaitingIn), sv(r.Key)
 	}
-	for k, v := range map[string]string{"repository": r.Repository, "event": r.Event, "status": r.Status, "request": string(r.Request), "result": string(r.Result)} {
+	for k, v := range map[string]string{"repository": r.Repository, "event": r.Event, "status": r.Status, "request": string(r.Request), "result": string(r.Result), "workflow": r.Workflow} {
 		if v != "" {
 			item[k] = sv(v)
 		}

@@ -1,8 +1,10 @@
-// Waiting pool jobs and scale set statistics: what an autoscaled warm pool's convergence reads as
-// live demand. The pool job queue (one SQS queue) is shared by every pool, so a pool's waiting
-// jobs are its ledger records not yet served, listed in the by_pool index under a key of their
-// own (WAITING#<pool>: pool names never hold '#', so no pool's instance listing meets them). A
-// scale set's listener, wherever it runs, keeps the Actions service's latest statistics of the
+// Pool jobs in progress and scale set statistics: what an autoscaled warm pool's convergence reads
+// as live demand. The pool job queue (one SQS queue) is shared by every pool, so a pool's jobs in
+// progress are its ledger records queued, being served or served (not yet completed), listed in
+// the by_pool index under a key of their own (WAITING#<pool>, the name it had when it listed the
+// unserved ones only: pool names never hold '#', so no pool's instance listing meets them). Each
+// says its status, run and workflow, so the waiting jobs and the runs in progress are one query.
+// A scale set's listener, wherever it runs, keeps the Actions service's latest statistics of the
 // scale set under its pool, for the leader to read.
 package store
 
@@ -23,39 +25,50 @@ const (
 	statsRetention = 24 * time.Hour
 )
 
-// WaitingJob is a pool job whose ledger record says it waits for an instance.
-type WaitingJob struct {
-	Key       string // the ledger key ("pooljob:<job key>")
-	CreatedAt time.Time
+// PoolJob is a pool job in progress: its ledger record says it waits for an instance (Status
+// queued or serving) or runs on one (served). What it says of its run is the control plane's
+// record of the job's webhook or scale set message; a value the caller does not believe it leaves
+// out.
+type PoolJob struct {
+	Key        string // the ledger key ("pooljob:<job key>")
+	Status     string
+	CreatedAt  time.Time
+	Repository string // owner/name
+	RunID      string // the workflow run's id
+	Attempt    int
+	Workflow   string // the run's workflow (Run.Workflow), "" when its source did not say
 }
 
-// WaitingJobs lists the waiting jobs of a pool: one query of the by_pool index. An item of any
+// PoolJobs lists the jobs in progress of a pool: one query of the by_pool index. An item of any
 // partition but a run record's is dropped by the query's filter and counted (foreign.go).
-func (s *Store) WaitingJobs(ctx context.Context, pool string) ([]WaitingJob, error) {
+func (s *Store) PoolJobs(ctx context.Context, pool string) ([]PoolJob, error) {
 	if pool == "" {
-		return nil, fmt.Errorf("listing waiting jobs: empty pool name: %w", ErrInvalid)
+		return nil, fmt.Errorf("listing pool jobs: empty pool name: %w", ErrInvalid)
 	}
 	p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
 		TableName: &s.table, IndexName: aws.String(IndexByPool),
 		KeyConditionExpression:    aws.String("idx_pool = :p"),
 		FilterExpression:          aws.String("begins_with(#pk, :run)"),
-		ProjectionExpression:      aws.String("#pk, #id, created_at"),
-		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#id": attrID},
+		ProjectionExpression:      aws.String("#pk, #id, created_at, #status, repository, run_id, attempt, workflow"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#id": attrID, "#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": sv(prefixWaiting + pool), ":run": sv(prefixRun)},
 	})
-	var out []WaitingJob
+	var out []PoolJob
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, classify("listing the waiting jobs of "+pool, err)
+			return nil, classify("listing the jobs in progress of "+pool, err)
 		}
 		skipped := int(page.ScannedCount - page.Count)
 		for _, item := range page.Items {
 			d := &decoder{item: item}
-			w := WaitingJob{Key: d.str(attrID), CreatedAt: fromMS(d.num("created_at"))}
+			w := PoolJob{
+				Key: d.str(attrID), Status: d.str("status"), CreatedAt: fromMS(d.num("created_at")), Repository: d.str("repository"),
+				RunID: d.str("run_id"), Attempt: int(d.num("attempt")), Workflow: d.str("workflow"),
+			}
 			if d.err != nil || w.Key == "" || d.str(attrPK) != prefixRun+w.Key {
 				skipped++
-				s.foreign.logOnce(ctx, IndexByPool, itemKey(item), fmt.Errorf("not a waiting job's run record: %v", d.err))
+				s.foreign.logOnce(ctx, IndexByPool, itemKey(item), fmt.Errorf("not a pool job's run record: %v", d.err))
 				continue
 			}
 			out = append(out, w)

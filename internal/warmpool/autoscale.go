@@ -116,6 +116,7 @@ func (c *Converger) arrivals(pool string, recs []store.Instance) (n int) {
 // autoscale replaces spec's window counts by the policy's targets.
 func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.Instance, cat categories, now time.Time) *AutoscaleReport {
 	o := c.opts.Autoscale.withDefaults()
+	passNow := now // the ledger's clock, which the runs' jobs are dated by
 	if o.Now != nil {
 		now = o.Now()
 	}
@@ -147,9 +148,12 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	queueP95, queueJobs := c.takeQueueTimes(spec.Name, &st, now)
 	startTimes, startsFrom := starts(&st, o.Starts, c.log)
 	prices, pricesFrom := o.prices(ctx, *spec, recs, c.log)
-	st.Count += arrived
 	live := c.live(ctx, spec.Name, cat, now)
 	waiting, inFlight := live.waiting, live.inFlight
+	runs := c.followRuns(spec.Name, &st, live, passNow, startTimes.Cold+o.Interval)
+	// Jobs a fan-out's pre-warm serves are left out of the recorded demand, or the week plan
+	// would hold them hot all week as well (autoscale.Fanouts.Covers).
+	st.Count += max(0, arrived-runs.covered)
 	slot := autoscale.SlotOf(now, a.Loc)
 	local := now
 	if a.Loc != nil {
@@ -157,8 +161,8 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	}
 	into := time.Duration(local.Minute()%15)*time.Minute + time.Duration(local.Second())*time.Second
 	d := autoscale.Decide(autoscale.Input{
-		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof,
-		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight},
+		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof, Fanouts: runs.fanouts,
+		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight, Runs: runs.runs},
 		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
 		Starts: startTimes, Prices: prices, Goal: a.Goal, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
 		Bounds: autoscale.Bounds{MinHot: a.MinHot, MaxHot: spec.Hot, MinStopped: a.MinStopped, MaxStopped: spec.Stopped},
@@ -169,6 +173,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 	rep.Arrived, rep.Waiting, rep.InFlight = arrived, waiting, inFlight
 	rep.Queued, rep.ScaleSetWaiting = live.queued, live.service
 	rep.GoalMS, rep.QueueP95MS, rep.QueueJobs = a.Goal.Milliseconds(), queueP95.Milliseconds(), queueJobs
+	rep.Runs, rep.Fanouts, rep.Prewarm = len(runs.runs), len(runs.fanouts), d.Prewarm
 	rep.HotStartMS, rep.StoppedStartMS, rep.ColdStartMS = startTimes.Hot.Milliseconds(), startTimes.Stopped.Milliseconds(), startTimes.Cold.Milliseconds()
 	rep.StartsFrom, rep.HotPerHour, rep.StoppedPerHour, rep.PricesFrom = startsFrom, prices.HotPerHour, prices.StoppedPerHour, pricesFrom
 	st.Profile, st.Hot, st.Stopped, st.LowFor, st.DecidedAt = prof.Encode(), hot, stopped, d.Next.LowFor, now

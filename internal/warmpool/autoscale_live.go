@@ -1,6 +1,6 @@
 // The live demand of an autoscaled pool, beside what its profile forecasts: the jobs waiting for it
 // now and the instances on their way to them. Waiting are the pool's ledger records not yet
-// served (webhook and scale set jobs alike: one query, store.WaitingJobs), its job instances not
+// served (webhook and scale set jobs alike: one query, store.PoolJobs, which lists the served too), its job instances not
 // yet running, and, per scale set serving the pool, what the Actions service counts beyond those
 // (its statistics, kept in the table by the scale set's listener wherever it runs). In flight are
 // the pool's job instances (claimed or being created for a job) and its warming instances.
@@ -19,7 +19,7 @@ import (
 // LiveStore is where an autoscaled pool's live signals are read; *store.Store satisfies it. An
 // AutoscaleStore that is not one leaves a pool's own records as its only live signal.
 type LiveStore interface {
-	WaitingJobs(ctx context.Context, pool string) ([]store.WaitingJob, error)
+	PoolJobs(ctx context.Context, pool string) ([]store.PoolJob, error)
 	ScaleSetStatsOf(ctx context.Context, pool string) ([]store.ScaleSetStats, []error, error)
 }
 
@@ -39,6 +39,10 @@ type liveDemand struct {
 	waiting, inFlight int
 	queued            int // ledger records waiting (in waiting)
 	service           int // the scale sets' statistics' waiting jobs
+	// jobs are the pool's jobs in progress as the ledger lists them (listed: read this pass): its
+	// runs in progress are read from them (autoscale_runs.go).
+	jobs   []store.PoolJob
+	listed bool
 }
 
 // live reads the pool's live demand. A signal that cannot be read or is not believable is left out
@@ -51,7 +55,12 @@ func (c *Converger) live(ctx context.Context, pool string, cat categories, now t
 	}
 	service := map[int64]int{}
 	if ls, ok := c.opts.Autoscale.Store.(LiveStore); ok {
-		d.queued = c.waitingJobs(ctx, ls, pool, now, table)
+		var err error
+		d.jobs, err = ls.PoolJobs(ctx, pool)
+		if d.listed = err == nil; err != nil {
+			c.log.Warn("autoscale: pool jobs not read: the pool's job instances stand in", "pool", pool, "err", err)
+		}
+		d.queued = waitingJobs(d.jobs, now, table)
 		service = c.scaleSetWaiting(ctx, ls, pool, now)
 	}
 	for id, n := range table {
@@ -70,16 +79,12 @@ func (c *Converger) live(ctx context.Context, pool string, cat categories, now t
 	return d
 }
 
-// waitingJobs adds the pool's waiting ledger records to table and returns how many there were.
-func (c *Converger) waitingJobs(ctx context.Context, ls LiveStore, pool string, now time.Time, table map[int64]int) int {
-	jobs, err := ls.WaitingJobs(ctx, pool)
-	if err != nil {
-		c.log.Warn("autoscale: waiting jobs not read: the pool's job instances stand in", "pool", pool, "err", err)
-		return 0
-	}
+// waitingJobs adds the pool's waiting ledger records (those not served yet) among jobs to table
+// and returns how many there were.
+func waitingJobs(jobs []store.PoolJob, now time.Time, table map[int64]int) int {
 	n := 0
 	for _, j := range jobs {
-		if age := now.Sub(j.CreatedAt); age > maxWaitingAge {
+		if age := now.Sub(j.CreatedAt); age > maxWaitingAge || j.Status == JobServed {
 			continue
 		}
 		table[scaleSetOfKey(strings.TrimPrefix(j.Key, "pooljob:"))]++
@@ -137,8 +142,9 @@ func scaleSetOfKey(key string) int64 {
 	return n
 }
 
-// ledgerStore is the job ledger's Store: every run record it writes says whether its job waits
-// for an instance (store.Run.WaitingIn: queued or serving), so a pool's waiting jobs are one query.
+// ledgerStore is the job ledger's Store: every run record it writes says whether its job is in
+// progress (store.Run.WaitingIn: queued, serving or served), so a pool's waiting jobs and runs in
+// progress are one query.
 type ledgerStore struct{ Store }
 
 func (s ledgerStore) CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error) {
@@ -149,10 +155,11 @@ func (s ledgerStore) UpdateRun(ctx context.Context, r store.Run, expectVersion i
 	return s.Store.UpdateRun(ctx, waitingIn(r), expectVersion)
 }
 
-// waitingIn sets r.WaitingIn to its job's pool while the job waits, and clears it otherwise.
+// waitingIn sets r.WaitingIn to its job's pool while the job is in progress, and clears it
+// otherwise.
 func waitingIn(r store.Run) store.Run {
 	r.WaitingIn = ""
-	if r.Status == JobQueued || r.Status == JobServing {
+	if r.Status == JobQueued || r.Status == JobServing || r.Status == JobServed {
 		var j struct {
 			Pool string `json:"pool"`
 		}

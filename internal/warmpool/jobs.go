@@ -63,6 +63,11 @@ type Job struct {
 	// Event is the event that started the job's workflow run, when the job's source says it (a
 	// scale set's job message: eventName); a workflow_job webhook does not carry it.
 	Event string `json:"event,omitempty"`
+	// Workflow is the job's workflow as its source names it (the webhook's workflow_name, a scale
+	// set message's workflow file), "" when unknown. Enqueue keeps it on the job's ledger record
+	// (store.Run.Workflow) for the autoscaler; it is not part of the queue message, which
+	// DecodeJob reads strictly: a replica of an older release would drop a message carrying it.
+	Workflow string `json:"-"`
 }
 
 // Trusted reports whether the job's run is known not to run a pull request's code: its event is
@@ -227,7 +232,7 @@ func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
 		r, created, err := q.st.CreateRun(ctx, store.Run{
 			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
 			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobQueued,
-			Request: json.RawMessage(body),
+			Request: json.RawMessage(body), Workflow: j.Workflow,
 		})
 		if err != nil {
 			return "", fmt.Errorf("recording pool job %d: %w", j.JobID, err)

@@ -27,12 +27,18 @@ type Event struct {
 	Conclusion     string
 	RunnerName     string // the runner that took the job; empty until one did
 	CreatedAt      time.Time
+	// WorkflowName is the job's workflow (workflow_job.workflow_name: the workflow file's name:,
+	// or its path when it has none); "" when missing or not printable text of at most 256 bytes:
+	// it serves the autoscaler only, so a bad one never refuses a job.
+	WorkflowName string
 }
 
 // Limits on what a payload may hold; GitHub's own are lower (100 labels of 256 characters).
 const (
 	maxLabels   = 100
 	maxLabelLen = 256
+	// maxWorkflowName bounds a workflow name kept for the autoscaler.
+	maxWorkflowName = 256
 )
 
 type payload struct {
@@ -46,6 +52,9 @@ type payload struct {
 		Conclusion *string  `json:"conclusion"`
 		RunnerName *string  `json:"runner_name"`
 		CreatedAt  *string  `json:"created_at"`
+		// https://docs.github.com/en/webhooks/webhook-events-and-payloads#workflow_job:
+		// workflow_job.workflow_name, "The name of the workflow" (nullable).
+		WorkflowName *string `json:"workflow_name"`
 	} `json:"workflow_job"`
 	Repository *struct {
 		ID       int64  `json:"id"`
@@ -91,6 +100,10 @@ func ParseWorkflowJob(body []byte) (Event, error) {
 	}
 	if wj.RunnerName != nil {
 		ev.RunnerName = *wj.RunnerName
+	}
+	if w := wj.WorkflowName; w != nil && len(*w) <= maxWorkflowName && utf8.ValidString(*w) &&
+		!strings.ContainsFunc(*w, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		ev.WorkflowName = *w
 	}
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID

@@ -241,6 +241,7 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		Action: ev.Action, JobID: ev.JobID, RunID: ev.RunID, RunAttempt: ev.RunAttempt, Repository: ev.Repository,
 		RepositoryID: ev.RepositoryID, InstallationID: ev.InstallationID, Labels: ev.Labels, Pool: poolName,
 		RunnerName: ev.RunnerName, Conclusion: ev.Conclusion, DeliveryID: resp.Delivery, CreatedAt: ev.CreatedAt,
+		Workflow: ev.WorkflowName,
 	}
 	result, err := h.cfg.Jobs.Enqueue(ctx, job)
 	if err != nil {

@@ -333,5 +333,6 @@ func (p *poller) job(action string, jm scaleset.JobMessage) warmpool.Job {
 		Repository: jm.OwnerName + "/" + jm.RepositoryName, Labels: p.l.set.ScaleSetLabels(), Pool: p.l.set.WarmPool,
 		RunnerName: jm.RunnerName, Conclusion: jm.Result, CreatedAt: jm.QueueTime,
 		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope, Event: jm.EventName,
+		Workflow: jm.Workflow(),
 	}
 }

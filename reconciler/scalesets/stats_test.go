@@ -30,7 +30,7 @@ func TestListenerKeepsStatisticsForTheAutoscale(t *testing.T) {
 			t.Errorf("statistics %+v; want scale set %s/%s (id %d), dated", got, org, setName, set.ID)
 		}
 		eventually(t, "3 waiting jobs in the ledger", func() bool {
-			w, err := e.st.WaitingJobs(t.Context(), poolName)
+			w, err := e.st.PoolJobs(t.Context(), poolName)
 			return err == nil && len(w) == 3
 		})
 	})
