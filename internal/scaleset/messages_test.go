@@ -43,3 +43,20 @@ func TestParseMessage(t *testing.T) {
 		})
 	}
 }
+
+// A job's workflow, for the autoscaler's fan-outs: jobWorkflowRef without its ref and repository.
+func TestJobMessageWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ ref, want string }{
+		{"acme/api/.github/workflows/ci.yml@refs/heads/main", ".github/workflows/ci.yml"},
+		{"acme/api/.github/workflows/ci.yml", ".github/workflows/ci.yml"},
+		// A reusable workflow of another repository keeps its repository.
+		{"acme/shared/.github/workflows/build.yml@v2", "acme/shared/.github/workflows/build.yml"},
+		{"", ""},
+	} {
+		jm := scaleset.JobMessage{OwnerName: "acme", RepositoryName: "api", JobWorkflowRef: tt.ref}
+		if got := jm.Workflow(); got != tt.want {
+			t.Errorf("Workflow of %q = %q, want %q", tt.ref, got, tt.want)
+		}
+	}
+}

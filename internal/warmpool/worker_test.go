@@ -428,6 +428,17 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	if hotJob.JobID != j1 {
 		j1, j2 = j2, j1
 	}
+	// Served, both stay listed among the pool's jobs in progress with their run and the
+	// webhook's workflow_name (the autoscaler's runs in progress), until they complete.
+	listed, err := e.st.PoolJobs(t.Context(), "solo")
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("pool jobs %+v %v; want both served jobs", listed, err)
+	}
+	for _, pj := range listed {
+		if pj.Status != warmpool.JobServed || pj.Workflow != "CI" || pj.RunID == "" || pj.Attempt != 1 || pj.Repository != "acme/api" {
+			t.Errorf("pool job %+v; want served, of a run of acme/api's CI", pj)
+		}
+	}
 
 	// The hot instance's agent registers: the converger promotes it.
 	e.agentSignal(t, hot[0].ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunID(j1)})
@@ -462,6 +473,9 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	}
 	if run, err := e.st.GetRun(t.Context(), fmt.Sprintf("pooljob:%d", j1)); err != nil || run.Status != warmpool.JobCompleted {
 		t.Errorf("ledger of job %d: %+v %v", j1, run, err)
+	}
+	if listed, err := e.st.PoolJobs(t.Context(), "solo"); err != nil || len(listed) != 0 {
+		t.Errorf("pool jobs after completion: %+v %v; want none", listed, err)
 	}
 
 	// A job queued twice (the first send's outcome unknown) is served once.

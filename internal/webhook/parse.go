@@ -54,7 +54,8 @@ type payload struct {
 		CreatedAt  *string  `json:"created_at"`
 		// https://docs.github.com/en/webhooks/webhook-events-and-payloads#workflow_job:
 		// workflow_job.workflow_name, "The name of the workflow" (nullable).
-		WorkflowName *string `json:"workflow_name"`
+		// Read apart, so that a value of another type leaves the name out, not the job.
+		WorkflowName json.RawMessage `json:"workflow_name"`
 	} `json:"workflow_job"`
 	Repository *struct {
 		ID       int64  `json:"id"`
@@ -101,9 +102,10 @@ func ParseWorkflowJob(body []byte) (Event, error) {
 	if wj.RunnerName != nil {
 		ev.RunnerName = *wj.RunnerName
 	}
-	if w := wj.WorkflowName; w != nil && len(*w) <= maxWorkflowName && utf8.ValidString(*w) &&
-		!strings.ContainsFunc(*w, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		ev.WorkflowName = *w
+	var w string
+	if json.Unmarshal(wj.WorkflowName, &w) == nil && len(w) <= maxWorkflowName && utf8.ValidString(w) &&
+		!strings.ContainsFunc(w, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		ev.WorkflowName = w
 	}
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID
