@@ -22,7 +22,7 @@ func TestPoolsAutoscaleInputs(t *testing.T) {
 	f := newFixtureWith(t, func(o *api.Options) {
 		as = autoscaleStore{fakeStore: o.Store.(*fakeStore), items: map[string]store.AutoscaleState{"busy": {
 			Pool: "busy", Hot: 7, DecidedAt: decided,
-			Decision: store.AutoscaleDecision{WindowHot: 10, Waiting: 7, Queued: 2, ScaleSetWaiting: 7, InFlight: 1,
+			Decision: store.AutoscaleDecision{WindowHot: 10, Waiting: 7, Queued: 2, ScaleSetWaiting: 7, InFlight: 1, Runs: 3, Fanouts: 2, Prewarm: 40,
 				HotStartMS: 3000, StoppedStartMS: 14000, ColdStartMS: 60250, StartsFrom: "hot median of 5, stopped default (0 samples), cold median of 6",
 				HotPerHour: 0.5, StoppedPerHour: 0.0033, PricesFrom: "price book: c6i.large, the runner class's cheapest"},
 		}}}
@@ -37,7 +37,7 @@ func TestPoolsAutoscaleInputs(t *testing.T) {
 	if err := json.Unmarshal(body, &resp); err != nil || len(resp.Pools) != 1 || resp.Pools[0].Autoscale == nil {
 		t.Fatalf("pools %s: %v", body, err)
 	}
-	want := &apiv1.PoolAutoscaleInputs{Waiting: 7, Queued: 2, ScaleSetWaiting: 7, InFlight: 1,
+	want := &apiv1.PoolAutoscaleInputs{Waiting: 7, Queued: 2, ScaleSetWaiting: 7, InFlight: 1, Runs: 3, Fanouts: 2, Prewarm: 40,
 		HotStart: 3, StoppedStart: 14, ColdStart: 60.25, StartsFrom: "hot median of 5, stopped default (0 samples), cold median of 6",
 		HotPerHour: 0.5, StoppedPerHour: 0.0033, PricesFrom: "price book: c6i.large, the runner class's cheapest"}
 	if diff := cmp.Diff(want, resp.Pools[0].Autoscale.Inputs); diff != "" {

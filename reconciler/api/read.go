@@ -229,6 +229,7 @@ func autoscaleInputs(d store.AutoscaleDecision) *apiv1.PoolAutoscaleInputs {
 	sec := func(ms int64) float64 { return float64(ms) / 1000 }
 	return &apiv1.PoolAutoscaleInputs{
 		Waiting: d.Waiting, Queued: d.Queued, ScaleSetWaiting: d.ScaleSetWaiting, InFlight: d.InFlight,
+		Runs: d.Runs, Fanouts: d.Fanouts, Prewarm: d.Prewarm,
 		HotStart: sec(d.HotStartMS), StoppedStart: sec(d.StoppedStartMS), ColdStart: sec(d.ColdStartMS), StartsFrom: d.StartsFrom,
 		HotPerHour: d.HotPerHour, StoppedPerHour: d.StoppedPerHour, PricesFrom: d.PricesFrom,
 	}

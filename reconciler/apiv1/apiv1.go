@@ -234,6 +234,12 @@ type PoolAutoscaleInputs struct {
 	Queued          int `json:"queued"`            // of which queued in the job ledger
 	ScaleSetWaiting int `json:"scale_set_waiting"` // jobs the scale sets' statistics count as waiting
 	InFlight        int `json:"in_flight"`         // instances on their way to jobs
+	// Runs are the workflow runs in progress among the pool's jobs; Fanouts the workflows whose
+	// fan-outs were learned from completed runs; Prewarm the hot instances the decision asked for
+	// the fan-outs of the runs in progress.
+	Runs    int `json:"runs"`
+	Fanouts int `json:"fanouts"`
+	Prewarm int `json:"prewarm"`
 	// Start times (seconds) and where they came from (measured medians or defaults).
 	HotStart     float64 `json:"hot_start_s"`
 	StoppedStart float64 `json:"stopped_start_s"`

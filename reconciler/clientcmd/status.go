@@ -173,6 +173,7 @@ func printAutoscaleInputs(w io.Writer, pool string, in *apiv1.PoolAutoscaleInput
 	}
 	fmt.Fprintf(w, "  %s: live: %d waiting (%d queued, %d by the scale sets' statistics), %d in flight\n",
 		pool, in.Waiting, in.Queued, in.ScaleSetWaiting, in.InFlight)
+	fmt.Fprintf(w, "  %s: runs: %d in progress, fan-outs of %d workflows learned, %d hot for them\n", pool, in.Runs, in.Fanouts, in.Prewarm)
 	fmt.Fprintf(w, "  %s: starts: hot %s, stopped %s, cold %s (%s)\n", pool, sec(in.HotStart), sec(in.StoppedStart), sec(in.ColdStart), in.StartsFrom)
 	fmt.Fprintf(w, "  %s: prices: hot $%.4f/h, stopped $%.4f/h (%s)\n", pool, in.HotPerHour, in.StoppedPerHour, in.PricesFrom)
 }
