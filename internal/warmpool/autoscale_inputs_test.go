@@ -219,8 +219,16 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 // webhook does.
 func enqueue(t *testing.T, jobs *warmpool.JobQueue, pool string, first int64, n int, at time.Time) {
 	t.Helper()
+	enqueueLike(t, jobs, warmpool.Job{RunID: 9, Pool: pool, CreatedAt: at}, first, n)
+}
+
+// enqueueLike queues n jobs of acme/api like j (its run, pool, workflow and creation), ids from
+// first, as the webhook receiver does.
+func enqueueLike(t *testing.T, jobs *warmpool.JobQueue, j warmpool.Job, first int64, n int) {
+	t.Helper()
+	j.Action, j.Repository, j.Labels = warmpool.ActionQueued, "acme/api", []string{"pool=" + j.Pool}
 	for i := range n {
-		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: first + int64(i), RunID: 9, Repository: "acme/api", Labels: []string{"pool=" + pool}, Pool: pool, CreatedAt: at}
+		j.JobID = first + int64(i)
 		if _, err := jobs.Enqueue(t.Context(), j); err != nil {
 			t.Fatal(err)
 		}

@@ -13,16 +13,10 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
-// enqueueRun queues n jobs of a workflow run (ids from first) as the webhook receiver does.
+// enqueueRun queues n jobs of a run of acme/api's workflow (ids from first).
 func enqueueRun(t *testing.T, jobs *warmpool.JobQueue, pool, workflow string, run, first int64, n int) {
 	t.Helper()
-	for i := range n {
-		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: first + int64(i), RunID: run, RunAttempt: 1, Repository: "acme/api",
-			Labels: []string{"pool=" + pool}, Pool: pool, Workflow: workflow}
-		if _, err := jobs.Enqueue(t.Context(), j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueLike(t, jobs, warmpool.Job{RunID: run, RunAttempt: 1, Pool: pool, Workflow: workflow}, first, n)
 }
 
 // complete ends pool jobs in the ledger as their completion does.
