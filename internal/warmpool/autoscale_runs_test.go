@@ -37,7 +37,7 @@ func complete(t *testing.T, e *env, first int64, n int) {
 // A workflow whose past run fanned out to 8 jobs after its first gets 8 hot from the moment a new
 // run's first job is queued, before its matrix: the pool's ledger records say each job's run and
 // workflow, the leader follows the runs in progress and learns, in the pool's autoscale item, what
-// the completed ones fanned out to. A workflow without history gets nothing more than its queued
+// the completed ones fanned out to (a new leader continues from it). A workflow without history gets nothing more than its queued
 // job, and neither an agent's item dressed as a job of the workflow nor a record with a run id no
 // receiver writes opens a run.
 func TestAutoscalePrewarmsARunsFanout(t *testing.T) {
@@ -46,7 +46,7 @@ func TestAutoscalePrewarmsARunsFanout(t *testing.T) {
 	ctx := t.Context()
 	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
 	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
-	c, _ := autoscaled(t, e, "fan", 40, 0, warmpool.Options{Jobs: jobs})
+	c, tg := autoscaled(t, e, "fan", 40, 0, warmpool.Options{Jobs: jobs})
 	target := 0
 	step := func(d time.Duration) *store.AutoscaleDecision {
 		t.Helper()
@@ -107,8 +107,10 @@ func TestAutoscalePrewarmsARunsFanout(t *testing.T) {
 		Status: warmpool.JobQueued, WaitingIn: "fan", Workflow: "CI"}); err != nil {
 		t.Fatal(err)
 	}
-	// A new run of CI: its build queued, the matrix not yet.
+	// A new run of CI: its build queued, the matrix not yet. A new leader decides: the runs in
+	// progress and the fan-outs are the pool's item's, not the old leader's memory.
 	enqueueRun(t, jobs, "fan", "CI", 3, 300, 1)
+	c = e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
 	a = step(10 * time.Second)
 	// Waiting: Lint's job (its instance on its way), CI's build and the bad record (the ledger
 	// says it is queued: a waiting job as ever, not a run).
