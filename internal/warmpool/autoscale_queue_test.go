@@ -33,9 +33,7 @@ func TestAutoscaleQueueTimeAgainstGoal(t *testing.T) {
 		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(700 + i), RunID: 11, Repository: "acme/api", Labels: []string{"pool=queued"}, Pool: "queued",
 			CreatedAt: e.clock.Now().Add(-wait)}
 		served(t, e, j, id)
-		if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey(), At: e.clock.Now()}); err != nil {
-			t.Fatal(err)
-		}
+		e.agentSignal(t, id, store.SignalRecord{Signal: store.SignalRegistered, RunID: j.RunKey()})
 	}
 	e.clock.Add(30 * time.Second)
 	if pr := poolReport(t, pass(t, c), "queued"); len(pr.Promoted) != 4 {
