@@ -36,6 +36,9 @@ func callsTable() string {
 	return b.String()
 }
 
+// testOutputLine is a line go test prints for a failure ("    x_test.go:47: ..."), pasted by mistake.
+var testOutputLine = regexp.MustCompile(`(?m)^\s+[a-z0-9_]+_test\.go:[0-9]+: .*$`)
+
 // TestCredentialsGuide: the guide (and its template) lists every GitHub call with what it needs,
 // as ghaccess.Calls says, and the App's permissions.
 func TestCredentialsGuide(t *testing.T) {
@@ -44,6 +47,9 @@ func TestCredentialsGuide(t *testing.T) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if m := testOutputLine.Find(b); m != nil {
+			t.Errorf("%s holds a line of go test output: %q", p, m)
 		}
 		if !strings.Contains(string(b), callsTable()) {
 			t.Errorf("%s lacks the table of GitHub calls; want:\n%s", p, callsTable())
