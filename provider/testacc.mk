@@ -7,7 +7,8 @@
 #   make docs-check         fails when `make docs` would change docs/
 #   make examples-check     fails when an example is not `terraform fmt`-formatted
 #   make release-check      goreleaser check on .goreleaser.yml
-#   make workflows-check    actionlint (pinned in tools/actionlint/go.mod) on .github/workflows
+#   make workflows-check    actionlint (pinned in tools/actionlint/go.mod) on .github/workflows, and
+#                           every `uses:` of the workflows and examples pinned by full commit SHA
 #
 # The tools cache is ${RUNNERPOOL_TOOLS_CACHE:-~/.cache/runnerpool-tools}: keep it in CI's cache so a
 # fresh clone does not rebuild the CLIs (several minutes).
@@ -41,3 +42,4 @@ release-check:
 workflows-check:
 	cd tools/actionlint && $(GO) build -o ../../$(BIN)/actionlint github.com/rhysd/actionlint/cmd/actionlint
 	$(BIN)/actionlint .github/workflows/*.yml
+	$(GOTEST) -run '^(TestUnpinned|TestWorkflowsPinActions)$$' ./internal/stack/exampletf/
