@@ -31,9 +31,9 @@ func FuzzParseWorkflowJob(f *testing.F) {
 				t.Fatalf("accepted label %q", l)
 			}
 		}
-		pool, err := webhook.PoolFromLabels(ev.Labels)
-		if err == nil && pool != "" && !poolName.MatchString(pool) {
-			t.Fatalf("PoolFromLabels(%q) = %q, not a pool name", ev.Labels, pool)
+		ask, err := webhook.PoolFromLabels(ev.Labels)
+		if err == nil && ask.Pool != "" && !poolName.MatchString(ask.Pool) {
+			t.Fatalf("PoolFromLabels(%q) = %+v, not a pool name", ev.Labels, ask)
 		}
 	})
 }

@@ -71,7 +71,7 @@ func (d *fuzzDeps) reset() (enqueued, cancelled int) {
 // FuzzHandler: signed says whether the body is signed with the secret (else sig is sent as is).
 func FuzzHandler(f *testing.F) {
 	deps := &fuzzDeps{marked: map[string]bool{}}
-	h, err := webhook.New(webhook.Config{Secret: fuzzSecret, Deliveries: deps, Pools: deps, Jobs: deps, GitHub: deps,
+	h, err := webhook.New(webhook.Config{Secret: fuzzSecret, Deliveries: deps, Pools: deps, Jobs: deps, GitHub: deps, DependabotPool: webhook.DependabotPool,
 		Logger: slog.New(slog.DiscardHandler), MaxBodyBytes: 64 << 10})
 	if err != nil {
 		f.Fatal(err)

@@ -146,44 +146,72 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// DependabotPool is the pool a job labelled "dependabot" asks for.
+// DependabotLabel is the label GitHub's Dependabot jobs on self-hosted runners ask for. It names
+// no pool by itself: a deployment answers it only when it has a pool for it (Config.DependabotPool).
+const DependabotLabel = "dependabot"
+
+// DependabotPool is the pool a bare "dependabot" label asks for by default.
 const DependabotPool = "dependabot"
 
 // poolNameRE is a warm pool name (internal/config.ValidateName).
 var poolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
-// PoolFromLabels returns the warm pool a job's runs-on labels ask for, or "" when they ask for
-// none. A label asks for pool NAME when it is "pool=NAME" or holds it as a "/"-separated part
-// ("runs-on/pool=NAME", "runs-on=RUN_ID/pool=NAME"); the label "dependabot" asks for pool
-// "dependabot". Labels are case-insensitive, so NAME is lower-cased. Two different pools, or a pool
-// name that cannot exist, is an error naming the labels.
-func PoolFromLabels(labels []string) (string, error) {
-	var pools []string
+// Ask is what a job's runs-on labels ask of this deployment's warm pools.
+type Ask struct {
+	// Pool is the pool asked for; "" when none.
+	Pool string
+	// Ours says the pool was asked for in this deployment's own syntax, a "pool=NAME" label: a job
+	// asking so for a pool that does not exist fails clearly. Otherwise the pool was named inside a
+	// label of another product's syntax ("runs-on=RUN_ID/pool=NAME", as RunsOn writes them), and
+	// the job is served only when the pool exists; else it is left to whoever serves it.
+	Ours bool
+	// Dependabot says the job asks for no pool but carries the bare label "dependabot": it is this
+	// deployment's only when the deployment has a pool for Dependabot's jobs.
+	Dependabot bool
+}
+
+// PoolFromLabels returns what a job's runs-on labels ask of the warm pools. A "pool=NAME" label
+// asks for pool NAME in this deployment's syntax; a label holding "pool=NAME" as one of its
+// "/"-separated parts ("runs-on/pool=NAME", "runs-on=RUN_ID/pool=NAME") asks for it in another
+// product's syntax, and counts only when no "pool=NAME" label does; the bare "dependabot" label
+// is reported apart (Ask.Dependabot). Labels are case-insensitive, so NAME is lower-cased. Only
+// this deployment's syntax is an error: two different pools, or a name that cannot be a pool's.
+// Another product's labels never are: what they ask is left alone when it is not clear.
+func PoolFromLabels(labels []string) (Ask, error) {
+	var ours, theirs []string
+	dependabot := false
 	for _, l := range labels {
 		l = strings.TrimSpace(l)
-		if strings.EqualFold(l, "dependabot") {
-			pools = append(pools, DependabotPool)
+		if strings.EqualFold(l, DependabotLabel) {
+			dependabot = true
+			continue
+		}
+		if key, name, ok := strings.Cut(l, "="); ok && !strings.Contains(l, "/") && strings.EqualFold(strings.TrimSpace(key), "pool") {
+			name = strings.ToLower(strings.TrimSpace(name))
+			if !poolNameRE.MatchString(name) {
+				return Ask{}, fmt.Errorf("label %q asks for pool %q, which is not a valid pool name (1-63 lower-case letters, digits, '-' or '_')", truncate(l, 80), truncate(name, 80))
+			}
+			ours = append(ours, name)
 			continue
 		}
 		for part := range strings.SplitSeq(l, "/") {
 			key, name, ok := strings.Cut(part, "=")
-			if !ok || !strings.EqualFold(strings.TrimSpace(key), "pool") {
-				continue
+			if name = strings.ToLower(strings.TrimSpace(name)); ok && strings.EqualFold(strings.TrimSpace(key), "pool") && poolNameRE.MatchString(name) {
+				theirs = append(theirs, name)
 			}
-			name = strings.ToLower(strings.TrimSpace(name))
-			if !poolNameRE.MatchString(name) {
-				return "", fmt.Errorf("label %q asks for pool %q, which is not a valid pool name (1-63 lower-case letters, digits, '-' or '_')", truncate(l, 80), truncate(name, 80))
-			}
-			pools = append(pools, name)
 		}
 	}
-	slices.Sort(pools)
-	pools = slices.Compact(pools)
-	switch len(pools) {
-	case 0:
-		return "", nil
-	case 1:
-		return pools[0], nil
+	slices.Sort(ours)
+	ours = slices.Compact(ours)
+	slices.Sort(theirs)
+	theirs = slices.Compact(theirs)
+	switch {
+	case len(ours) > 1:
+		return Ask{}, fmt.Errorf("labels ask for several pools (%s): a job runs in one pool", strings.Join(ours, ", "))
+	case len(ours) == 1:
+		return Ask{Pool: ours[0], Ours: true}, nil
+	case len(theirs) == 1:
+		return Ask{Pool: theirs[0]}, nil
 	}
-	return "", fmt.Errorf("labels ask for several pools (%s): a job runs in one pool", strings.Join(pools, ", "))
+	return Ask{Dependabot: dependabot}, nil
 }

@@ -1,9 +1,12 @@
 // Package webhook receives GitHub's workflow_job webhooks (POST /v1/webhooks/github) and routes the
 // jobs that ask for a warm pool (seed 002, "Webhook-Level Routing"): a queued job of a configured
-// pool goes to the pool job queue (package warmpool serves it from there); a queued job of a pool
-// that does not exist has its run cancelled, with the reason logged and answered, so it never waits
-// for a runner that will not come; a completed pool job goes to the queue too, so its instance is
-// ended. Jobs without a pool label are left to step-driven provisions.
+// pool goes to the pool job queue (package warmpool serves it from there); a queued job asking in
+// this deployment's own syntax (pool=NAME) for a pool that does not exist has its run cancelled,
+// with the reason logged and answered, so it never waits for a runner that will not come; a
+// completed pool job goes to the queue too, so its instance is ended. A label this deployment does
+// not own (a bare "dependabot" without a Dependabot pool here, another product's pool label) never
+// cancels anything: with an organisation webhook, other fleets serve such jobs. Jobs without a pool
+// label are left to step-driven provisions.
 //
 // Every request is verified with X-Hub-Signature-256 (HMAC-SHA256 of the body with the webhook
 // secret, compared in constant time) before anything is parsed; the handler cannot be built
@@ -67,6 +70,14 @@ type Config struct {
 	// any other repository is refused (logged and answered, never enqueued). The webhook secret
 	// proves GitHub sent the delivery, not that the deployment serves that repository.
 	Allowed func(repository string) bool
+	// DependabotPool is the warm pool a job with the bare label "dependabot" (and no pool label)
+	// asks for: Dependabot's jobs on self-hosted runners ask for that label. Such a job is served
+	// only when that pool is configured; empty, or a pool that does not exist, leaves the job
+	// alone, since another fleet of the organisation may serve Dependabot's jobs.
+	DependabotPool string
+	// OnLeftAlone, when set, counts each queued job left alone, by why (LeftDependabot,
+	// LeftForeignPool).
+	OnLeftAlone func(why string)
 	// DeliveryTTL is how long a delivery id is remembered (default 72 h; GitHub lets a delivery be
 	// redelivered for 3 days).
 	DeliveryTTL time.Duration
@@ -205,10 +216,16 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		resp.Result, resp.Reason = ResultIgnored, "action "+ev.Action+" needs nothing"
 		return http.StatusOK
 	}
-	poolName, perr := PoolFromLabels(ev.Labels)
+	ask, perr := PoolFromLabels(ev.Labels)
+	if ask.Dependabot {
+		ask.Pool = h.cfg.DependabotPool
+	}
+	poolName := ask.Pool
 	resp.Pool = poolName
 	log := h.log.With("delivery", resp.Delivery, "job", ev.JobID, "run", ev.RunID, "repository", ev.Repository)
 	switch {
+	case perr == nil && poolName == "" && ask.Dependabot:
+		return h.leaveAlone(ev, LeftDependabot, "the job's bare dependabot label names no pool of this deployment", resp, log)
 	case perr == nil && poolName == "":
 		resp.Result, resp.Reason = ResultIgnored, "the job asks for no warm pool"
 		return http.StatusOK
@@ -234,6 +251,10 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		// No pool served it: nothing to end, and nothing to queue.
 		resp.Result, resp.Reason = ResultIgnored, fmt.Sprintf("warm pool %q is not configured: nothing to end", poolName)
 		return http.StatusOK
+	case !known && ask.Dependabot:
+		return h.leaveAlone(ev, LeftDependabot, fmt.Sprintf("the job's bare dependabot label means warm pool %q here, which is not configured", poolName), resp, log)
+	case !known && !ask.Ours:
+		return h.leaveAlone(ev, LeftForeignPool, fmt.Sprintf("warm pool %q, named in another product's label, is not configured here", poolName), resp, log)
 	case !known:
 		return h.fail(ctx, ev, fmt.Sprintf("the job asks for warm pool %q, which is not configured", poolName), resp, log)
 	}
@@ -251,6 +272,28 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 	}
 	resp.Result = result
 	log.Info("github webhook: pool job routed", "action", ev.Action, "pool", poolName, "result", result)
+	return http.StatusOK
+}
+
+// Why a job whose labels look like a warm pool's was left alone (Config.OnLeftAlone).
+const (
+	// LeftDependabot: a bare "dependabot" label, and this deployment has no pool for it.
+	LeftDependabot = "dependabot"
+	// LeftForeignPool: another product's label names a pool this deployment does not have.
+	LeftForeignPool = "foreign_pool"
+)
+
+// leaveAlone answers a job whose labels are not this deployment's to judge: nothing is queued and
+// its run is never cancelled, since another runner fleet of the organisation may serve it. A
+// queued one is logged and counted.
+func (h *Handler) leaveAlone(ev Event, why, reason string, resp *Response, log *slog.Logger) int {
+	resp.Result, resp.Reason = ResultIgnored, reason+": left to whoever serves it"
+	if ev.Action == warmpool.ActionQueued {
+		log.Info("github webhook: job left alone", "why", why, "reason", reason, "labels", ev.Labels)
+		if h.cfg.OnLeftAlone != nil {
+			h.cfg.OnLeftAlone(why)
+		}
+	}
 	return http.StatusOK
 }
 

@@ -32,6 +32,9 @@ type fakes struct {
 	marks     map[string]bool
 	enqErr    error
 	cancelErr error
+	// noDependabot: the deployment has no pool named dependabot.
+	noDependabot bool
+	leftAlone    []string
 }
 
 func (f *fakes) Enqueue(_ context.Context, j warmpool.Job) (string, error) {
@@ -50,7 +53,7 @@ func (f *fakes) Enqueue(_ context.Context, j warmpool.Job) (string, error) {
 }
 
 func (f *fakes) Known(_ context.Context, name string) (bool, error) {
-	return name == "small" || name == "dependabot", nil
+	return name == "small" || (name == "dependabot" && !f.noDependabot), nil
 }
 
 func (f *fakes) CancelRun(_ context.Context, _ string, runID int64) error {
@@ -84,8 +87,18 @@ func (f *fakes) MarkOnce(_ context.Context, key string, _ time.Duration) (bool, 
 
 func newHandler(t *testing.T, f *fakes) http.Handler {
 	t.Helper()
+	return newHandlerWith(t, f, webhook.DependabotPool)
+}
+
+func newHandlerWith(t *testing.T, f *fakes, dependabotPool string) http.Handler {
+	t.Helper()
 	h, err := webhook.New(webhook.Config{Secret: secret, Deliveries: f, Pools: f, Jobs: f, GitHub: f, MaxBodyBytes: 64 << 10,
-		Allowed: func(repo string) bool { return repo != "evil/api" }})
+		Allowed: func(repo string) bool { return repo != "evil/api" }, DependabotPool: dependabotPool,
+		OnLeftAlone: func(why string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.leftAlone = append(f.leftAlone, why)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,29 +297,96 @@ func TestPoolFromLabels(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		labels  []string
-		want    string
+		want    webhook.Ask
 		wantErr bool
 	}{
-		{nil, "", false},
-		{[]string{"self-hosted", "linux"}, "", false},
-		{[]string{"pool=small"}, "small", false},
-		{[]string{"runs-on/pool=cheap-x64"}, "cheap-x64", false},
-		{[]string{"runs-on=12345/pool=cheap-x64"}, "cheap-x64", false},
-		{[]string{"runs-on=12345/cpu=2/pool=Cheap_X64/ram=4"}, "cheap_x64", false},
-		{[]string{"Dependabot"}, "dependabot", false},
-		{[]string{"dependabot", "pool=dependabot"}, "dependabot", false},
-		{[]string{"pool=small", "runs-on/pool=small"}, "small", false},
-		{[]string{"pool=small", "pool=large"}, "", true},
-		{[]string{"dependabot", "pool=small"}, "", true},
-		{[]string{"pool="}, "", true},
-		{[]string{"pool=-bad"}, "", true},
-		{[]string{"pool=" + strings.Repeat("a", 64)}, "", true},
-		{[]string{"spool=small", "poolx=y", "pool"}, "", false},
+		{nil, webhook.Ask{}, false},
+		{[]string{"self-hosted", "linux"}, webhook.Ask{}, false},
+		{[]string{"pool=small"}, webhook.Ask{Pool: "small", Ours: true}, false},
+		{[]string{"Pool = Small"}, webhook.Ask{Pool: "small", Ours: true}, false},
+		{[]string{"runs-on/pool=cheap-x64"}, webhook.Ask{Pool: "cheap-x64"}, false},
+		{[]string{"runs-on=12345/pool=cheap-x64"}, webhook.Ask{Pool: "cheap-x64"}, false},
+		{[]string{"runs-on=12345/cpu=2/pool=Cheap_X64/ram=4"}, webhook.Ask{Pool: "cheap_x64"}, false},
+		{[]string{"Dependabot"}, webhook.Ask{Dependabot: true}, false},
+		{[]string{"dependabot", "pool=dependabot"}, webhook.Ask{Pool: "dependabot", Ours: true}, false},
+		{[]string{"pool=small", "runs-on/pool=small"}, webhook.Ask{Pool: "small", Ours: true}, false},
+		{[]string{"pool=small", "runs-on/pool=other"}, webhook.Ask{Pool: "small", Ours: true}, false},
+		{[]string{"dependabot", "pool=small"}, webhook.Ask{Pool: "small", Ours: true}, false},
+		// Another product's labels are never an error: what they ask is left alone when unclear.
+		{[]string{"runs-on/pool=a", "runs-on/pool=b"}, webhook.Ask{}, false},
+		{[]string{"runs-on/pool=-bad"}, webhook.Ask{}, false},
+		{[]string{"pool=small", "pool=large"}, webhook.Ask{}, true},
+		{[]string{"pool="}, webhook.Ask{}, true},
+		{[]string{"pool=-bad"}, webhook.Ask{}, true},
+		{[]string{"pool=" + strings.Repeat("a", 64)}, webhook.Ask{}, true},
+		{[]string{"spool=small", "poolx=y", "pool"}, webhook.Ask{}, false},
 	}
 	for _, tt := range tests {
 		got, err := webhook.PoolFromLabels(tt.labels)
 		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("PoolFromLabels(%q) = %q, %v; want %q, error %v", tt.labels, got, err, tt.want, tt.wantErr)
+			t.Errorf("PoolFromLabels(%q) = %+v, %v; want %+v, error %v", tt.labels, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// TestLabelsWeDoNotOwnNeverCancel (issue #33 item 5): with an organisation webhook, a job
+// labelled dependabot, or naming a pool in another product's label, is not this deployment's
+// unless it has that pool: it is left alone (answered, logged, counted), never cancelled, while
+// pool=NAME, this deployment's own syntax, still fails clearly for a pool it does not have. On the
+// old code the first two cancelled their runs.
+func TestLabelsWeDoNotOwnNeverCancel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		labels         []string
+		noDependabot   bool
+		dependabotPool string
+		want           string // result
+		wantPool       string
+		wantLeft       string
+	}{
+		{"dependabot without a dependabot pool", []string{"self-hosted", "dependabot"}, true, webhook.DependabotPool, webhook.ResultIgnored, "dependabot", webhook.LeftDependabot},
+		{"dependabot answered by no pool", []string{"dependabot"}, false, "", webhook.ResultIgnored, "", webhook.LeftDependabot},
+		{"dependabot with a dependabot pool", []string{"self-hosted", "dependabot"}, false, webhook.DependabotPool, webhook.ResultEnqueued, "dependabot", ""},
+		{"dependabot mapped to another pool", []string{"dependabot"}, true, "small", webhook.ResultEnqueued, "small", ""},
+		{"another product's unknown pool", []string{"runs-on=77/runner=2cpu-linux-x64/pool=nope"}, false, webhook.DependabotPool, webhook.ResultIgnored, "nope", webhook.LeftForeignPool},
+		{"another product's label naming our pool", []string{"runs-on=77/pool=small"}, false, webhook.DependabotPool, webhook.ResultEnqueued, "small", ""},
+		{"pool=unknown still fails clearly", []string{"self-hosted", "pool=nope"}, false, webhook.DependabotPool, webhook.ResultCancelled, "nope", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{noDependabot: tt.noDependabot}
+			h := newHandlerWith(t, f, tt.dependabotPool)
+			status, resp := post(t, h, delivery{event: "workflow_job", id: "q", body: jobPayload("queued", 5, tt.labels...)})
+			if status != http.StatusOK || resp.Result != tt.want || resp.Pool != tt.wantPool {
+				t.Fatalf("queued: %d %+v; want 200 %s for pool %q", status, resp, tt.want, tt.wantPool)
+			}
+			wantCancelled := 0
+			if tt.want == webhook.ResultCancelled {
+				wantCancelled = 1
+				if !strings.Contains(resp.Reason, `"nope"`) || !strings.Contains(resp.Reason, "not configured") {
+					t.Errorf("reason %q does not say which pool is missing", resp.Reason)
+				}
+			}
+			if len(f.cancelled) != wantCancelled {
+				t.Errorf("cancelled runs %v, want %d", f.cancelled, wantCancelled)
+			}
+			if tt.wantLeft != "" && (resp.Reason == "" || !strings.Contains(resp.Reason, "left to whoever serves it")) {
+				t.Errorf("reason %q, want it to say the job is left alone", resp.Reason)
+			}
+			// Its completion is left alone too, and counted once (the queued event).
+			if status, resp := post(t, h, delivery{event: "workflow_job", id: "c", body: jobPayload("completed", 5, tt.labels...)}); status != http.StatusOK ||
+				(tt.wantLeft != "" && resp.Result != webhook.ResultIgnored) {
+				t.Errorf("completed: %d %+v", status, resp)
+			}
+			var wantLeft []string
+			if tt.wantLeft != "" {
+				wantLeft = []string{tt.wantLeft}
+			}
+			if diff := cmp.Diff(wantLeft, f.leftAlone); diff != "" {
+				t.Errorf("counted as left alone (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

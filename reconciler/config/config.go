@@ -26,6 +26,8 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
+
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // Config is the reconciler's configuration.
@@ -72,6 +74,8 @@ type Config struct {
 	WebhookSecret     string // secret: never logged
 	WebhookSecretFile string
 	WarmPoolScope     string
+	// DependabotPool is the warm pool a job with the bare label "dependabot" asks for; empty: none.
+	DependabotPool string
 	// OwnerRunners are the owners for which owner-level runner credentials may be minted (see
 	// OwnerRunnerScopes).
 	OwnerRunners []string
@@ -355,6 +359,15 @@ var settings = []setting{
 				return nil
 			}
 			return checkScope(c.WarmPoolScope)
+		}},
+	{flag: "dependabot-pool", env: "RUNNERPOOL_DEPENDABOT_POOL", def: "dependabot",
+		doc: "Warm pool that serves jobs labelled with the bare `dependabot` label (Dependabot's jobs on self-hosted runners), when that pool is configured; otherwise, or when empty, such jobs are left to whatever else serves them (never cancelled).",
+		set: func(c *Config, v string) error {
+			c.DependabotPool = strings.TrimSpace(v)
+			if c.DependabotPool == "" {
+				return nil
+			}
+			return tableconfig.ValidateName(c.DependabotPool)
 		}},
 	{flag: "owner-runners", env: "RUNNERPOOL_OWNER_RUNNERS",
 		doc: "Comma-separated owners (each also in the allowed repositories) for which owner-level (organisation) runner credentials may be minted; runner credentials for any other owner scope are refused. Default: the warm pool scope when it is an owner, else none.",

@@ -81,6 +81,7 @@ type Metrics struct {
 	foreignItems      *prometheus.CounterVec
 	spotInterruptions prometheus.Counter
 	quotaRefusals     *prometheus.CounterVec // quota.go
+	webhookLeftAlone  *prometheus.CounterVec // webhook.go
 	githubBudget      githubBudget           // github_budget.go
 	runner            *runnerVersionMetrics  // runner_version.go
 	autoscale         *autoscaleMetrics      // autoscale.go
@@ -169,6 +170,7 @@ func New(o Options) *Metrics {
 		Help: "Instances a release found reclaimed by EC2 (a spot interruption notice signed by the agent); each is terminated, never pooled.",
 	})
 	m.quotaRefusals = newQuotaRefusals()
+	m.webhookLeftAlone = newWebhookLeftAlone()
 	m.githubBudget = newGitHubBudget()
 	for _, c := range m.githubBudget.collectors() {
 		f(c)
@@ -176,7 +178,7 @@ func New(o Options) *Metrics {
 	m.runner = newRunnerVersionMetrics(r)
 	m.autoscale = newAutoscaleMetrics(r)
 	for _, c := range []prometheus.Collector{
-		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals,
+		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals, m.webhookLeftAlone,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {

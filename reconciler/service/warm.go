@@ -88,6 +88,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	}
 	h, err := webhook.New(webhook.Config{
 		Secret: cfg.WebhookSecret, Deliveries: s.store, Pools: catalog, Jobs: jobs, GitHub: d.gh, Logger: s.log.With("component", "webhook"),
+		DependabotPool: cfg.DependabotPool, OnLeftAlone: s.metrics.WebhookJobLeftAlone,
 		// s.auth is built after the warm pools; read it at delivery time.
 		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
 	})
