@@ -108,10 +108,18 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 	}
 	w.withdrawUnused(ctx, j, targets)
 	victims := make([]victim, len(targets))
+	from := map[string][]store.State{}
 	for i, in := range targets {
 		victims[i] = victim{in, fmt.Sprintf("job %d completed (%s)", j.JobID, j.Conclusion)}
+		if in.ID == ranIt {
+			// Its ephemeral runner is done whatever the record became since it was read: a job
+			// shorter than a convergence pass completes while its record is still claimed, and the
+			// pass may promote it to running in between (same run). Conditional on the read state
+			// alone, the completion lost that race and the instance ran out its max runtime.
+			from[in.ID] = jobStates(in.State)
+		}
 	}
-	if _, _, err := w.term.terminate(ctx, victims); err != nil {
+	if _, _, err := w.term.terminateFrom(ctx, victims, from); err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
 	if err := w.ledger.end(ctx, j); err != nil {
@@ -188,6 +196,16 @@ func (w *Worker) stillRunning(ctx context.Context, j Job, in store.Instance) err
 		return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, RunnerName(in.ID))
 	}
 	return nil
+}
+
+// jobStates are the states an instance serving a pool job passes through before its job ends
+// (launched, claimed, registered), with the one it was read in.
+func jobStates(read store.State) []store.State {
+	states := []store.State{store.StateCreated, store.StateClaimed, store.StateRunning}
+	if !slices.Contains(states, read) {
+		states = append(states, read)
+	}
+	return states
 }
 
 // poolJobLive reports whether a record is a live instance serving a pool job (never a

@@ -192,6 +192,12 @@ type terminator struct {
 // terminate returns the ids it terminated (or found terminated) and the number of
 // TerminateInstances calls it made.
 func (t *terminator) terminate(ctx context.Context, victims []victim) (done []string, calls int, _ error) {
+	return t.terminateFrom(ctx, victims, nil)
+}
+
+// terminateFrom is terminate where from names, by instance, the states a record may have reached
+// since it was read and still be terminated (of the same run); others only from the state read.
+func (t *terminator) terminateFrom(ctx context.Context, victims []victim, from map[string][]store.State) (done []string, calls int, _ error) {
 	if len(victims) == 0 {
 		return nil, 0, nil
 	}
@@ -202,6 +208,9 @@ func (t *terminator) terminate(ctx context.Context, victims []victim) (done []st
 	each(len(victims), func(i int) {
 		v := victims[i]
 		c := store.Change{From: []store.State{v.rec.State}, To: store.StateTerminating, Reason: v.reason}
+		if states, ok := from[v.rec.ID]; ok {
+			c.From = states
+		}
 		if v.rec.RunID != "" {
 			c.RunID = v.rec.RunID
 		} else {

@@ -301,11 +301,17 @@ func (e *env) ledger(t *testing.T, jobID int64) string {
 // worker is a pool worker of the env's warm pool whose scale set runners come from m.
 func (e *env) worker(t *testing.T, m *scalesets.Manager) *warmpool.Worker {
 	t.Helper()
+	return e.workerOver(t, m, e.st)
+}
+
+// workerOver is worker reading and writing the state table through st.
+func (e *env) workerOver(t *testing.T, m *scalesets.Manager, st warmpool.Store) *warmpool.Worker {
+	t.Helper()
 	gh := e.github(t)
 	copts := claim.Options{Logger: logger(), StartWait: 500 * time.Millisecond}
 	reg := claim.NewRegistrar(e.st, gh, e.ec2, copts)
 	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
-		Store: e.st, EC2: e.ec2, Fleet: fleet.New(e.ec2, fleet.Options{Logger: logger()}), Starter: claim.NewStarter(e.st, e.ec2, reg, copts),
+		Store: st, EC2: e.ec2, Fleet: fleet.New(e.ec2, fleet.Options{Logger: logger()}), Starter: claim.NewStarter(e.st, e.ec2, reg, copts),
 		Discarder: reg, GitHub: gh, Jobs: e.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(e.spec()), time.Minute, nil),
 		ScaleSets: m, DeploymentID: deployment, WaitTime: time.Second, Lease: 30 * time.Second, RetryDelay: time.Second, Logger: logger(),
 	})
