@@ -245,15 +245,27 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 		How: "from the killed session holder's death (no lease released, no session deleted) until the other listener replica holds the scale set's session, lease TTL 5 s"})
 	h.say("  scale set session taken over in %s", took.Round(time.Millisecond))
 
-	if err := h.expiredTakeover(ctx, p, holder, map[string]func(bool){"bench-ss-a": stopA, "bench-ss-b": stopB}, res); err != nil {
+	stopC, err := h.expiredTakeover(ctx, p, holder, map[string]func(bool){"bench-ss-a": stopA, "bench-ss-b": stopB}, res)
+	if err != nil {
 		return err
 	}
+	defer stopC(false)
 
-	// The jobs' instances end with their jobs: wait, so the audit finds them terminated.
-	return waitUntil(ctx, 2*time.Minute, func() bool {
+	// The jobs' instances end with their jobs: wait, so the audit finds them terminated. The last
+	// job can end after its holder was killed, so its completion waits at the service for the next
+	// session: the third replica, kept listening until then, delivers it to the pool worker.
+	if err := waitUntil(ctx, 2*time.Minute, func() bool {
 		recs, err := p.st.ByPool(ctx, ssPool)
 		return err == nil && len(recs) == 0
-	})
+	}); err != nil {
+		recs, _ := p.st.ByPool(ctx, ssPool)
+		var left []string
+		for _, in := range recs {
+			left = append(left, fmt.Sprintf("%s (%s, run %s)", in.ID, in.State, in.RunID))
+		}
+		return fmt.Errorf("the scale set jobs' instances did not end: %s left: %w", strings.Join(left, ", "), err)
+	}
+	return nil
 }
 
 // jobStarts queues ssJobs jobs one after the other and returns, in milliseconds and sorted, how long
@@ -281,20 +293,25 @@ func (h *harness) jobStarts(ctx context.Context, first int64) ([]float64, error)
 // expiredTakeover kills the session holder while a third replica waits; the service expires the
 // dead holder's session (idle 2 s, shorter than the 5 s lease) before the lease lapses, so the
 // third replica's delete of the recorded session answers 400. Timed from the kill to the third
-// replica's session.
-func (h *harness) expiredTakeover(ctx context.Context, p ssParts, holder func() string, stops map[string]func(bool), res *Result) error {
+// replica's session. It returns the third replica's stop, which the caller calls once it needs no
+// listener any more (the third replica is then the only one).
+func (h *harness) expiredTakeover(ctx context.Context, p ssParts, holder func() string, stops map[string]func(bool), res *Result) (stopC func(bool), err error) {
 	fake := h.sb.Stack.GitHub
 	fake.SetScaleSetTiming(githubfake.ScaleSetTiming{SessionIdle: 2 * time.Second})
 	defer fake.SetScaleSetTiming(githubfake.ScaleSetTiming{})
-	_, stopC, err := h.listener(ctx, p, "bench-ss-c")
+	_, stopC, err = h.listener(ctx, p, "bench-ss-c")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stopC(false)
+	defer func() {
+		if err != nil {
+			stopC(false)
+		}
+	}()
 	dead := holder()
 	stop, ok := stops[dead]
 	if !ok {
-		return fmt.Errorf("session holder %q is not a replica of the phase", dead)
+		return nil, fmt.Errorf("session holder %q is not a replica of the phase", dead)
 	}
 	killed := time.Now()
 	stop(true)
@@ -304,16 +321,16 @@ func (h *harness) expiredTakeover(ctx context.Context, p ssParts, holder func() 
 		expired = expired || o == ""
 		return o == "bench-ss-c"
 	}); err != nil {
-		return fmt.Errorf("no takeover after %s died with its session expired: %w", dead, err)
+		return nil, fmt.Errorf("no takeover after %s died with its session expired: %w", dead, err)
 	}
 	if !expired {
-		return fmt.Errorf("the dead holder's session never showed expired: the figure would not measure that takeover")
+		return nil, fmt.Errorf("the dead holder's session never showed expired: the figure would not measure that takeover")
 	}
 	took := time.Since(killed)
 	res.add(Figure{Name: "scale_set_takeover_s_expired_session", Value: took.Seconds(), Unit: "s",
 		How: "from the killed session holder's death until a third listener replica holds a new session, the dead holder's session expired at the service meanwhile (deleting it answers 400 RunnerScaleSetSessionExpiredException), lease TTL 5 s"})
 	h.say("  scale set session taken over after the old one expired in %s", took.Round(time.Millisecond))
-	return nil
+	return stopC, nil
 }
 
 // waitUntil polls cond every 20 ms until it holds, ctx ends or d passes.
