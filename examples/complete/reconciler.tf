@@ -104,6 +104,10 @@ locals {
     RUNNERPOOL_MAX_RUNNERS_PER_REPOSITORY = tostring(var.max_runners_per_repository)
     RUNNERPOOL_PROVISION_TIMEOUT          = "${var.provision_timeout_seconds}s"
     RUNNERPOOL_DRAIN_TIMEOUT              = "60s"
+    # The metrics the alert rules read, as embedded metric format lines on stdout every minute:
+    # CloudWatch extracts them from the log group for the alarms (alarms.tf).
+    RUNNERPOOL_EMF_INTERVAL  = "60s"
+    RUNNERPOOL_EMF_NAMESPACE = local.metrics_namespace
     # Instance items are keyed by instance ARN, as the runners' user data says (instance_keys) and
     # the runners' role requires (iam.tf); the account is given so start-up needs no STS call.
     RUNNERPOOL_INSTANCE_KEYS  = "arn"

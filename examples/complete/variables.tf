@@ -143,6 +143,12 @@ variable "metrics_cidr_blocks" {
   default     = []
 }
 
+variable "alarm_topic_arn" {
+  description = "SNS topic the CloudWatch alarms (alarms.tf, one per alert of reconciler/alerts) notify when they fire and when they clear; empty: the alarms are created without actions."
+  type        = string
+  default     = ""
+}
+
 variable "reconciler_count" {
   description = "Reconciler replicas; one holds the leader lease for the cron jobs, all serve the API."
   type        = number

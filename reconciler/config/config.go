@@ -38,6 +38,11 @@ type Config struct {
 	DeploymentID  string
 	ReplicaID     string // the lease holder name of this replica
 
+	// EMFInterval, when set, writes the alerting metrics to stdout as CloudWatch embedded metric
+	// format lines at this interval, under EMFNamespace (reconciler/metrics/emf).
+	EMFInterval  time.Duration
+	EMFNamespace string
+
 	OIDCIssuer   string
 	OIDCAudience string
 	// OIDCKeyRefetchInterval is the least time between two fetches of the issuer's key set caused
@@ -190,6 +195,23 @@ var settings = []setting{
 				return nil
 			}
 			return checkAddr(v)
+		}},
+	{flag: "emf-interval", env: "RUNNERPOOL_EMF_INTERVAL",
+		doc: "Write the metrics the alert rules read to stdout as CloudWatch embedded metric format lines at this interval (e.g. `60s`), for CloudWatch alarms where nothing scrapes `/metrics` (docs/alerts.md); empty: none.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			return duration(func(c *Config) *time.Duration { return &c.EMFInterval })(c, v)
+		}},
+	{flag: "emf-namespace", env: "RUNNERPOOL_EMF_NAMESPACE", def: "Runnerpool",
+		doc: "CloudWatch namespace of the embedded metric format lines (`--emf-interval`); their dimension `Deployment` is the deployment id.",
+		set: func(c *Config, v string) error {
+			if len(v) < 1 || len(v) > 255 || strings.HasPrefix(v, "AWS/") {
+				return fmt.Errorf("%q: 1-255 characters, not AWS/", v)
+			}
+			c.EMFNamespace = v
+			return nil
 		}},
 	{flag: "table", env: "RUNNERPOOL_TABLE", doc: "DynamoDB state table (required).",
 		set: func(c *Config, v string) error { c.Table = v; return required(v) }},

@@ -17,9 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -49,6 +51,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/leader"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics/emf"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 )
 
@@ -83,6 +86,9 @@ type Options struct {
 	OnJob  func(job string, err error)
 	Logger *slog.Logger
 	Now    func() time.Time
+	// EMFOut receives the embedded metric format lines (--emf-interval); nil: stdout, which the
+	// ECS task's awslogs driver sends to CloudWatch Logs.
+	EMFOut io.Writer
 }
 
 // Service is one reconciler replica.
@@ -91,6 +97,7 @@ type Service struct {
 	o       Options
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	emf     *emf.Exporter // nil without --emf-interval
 	store   *store.Store
 	api     *api.API
 	auth    *auth.Verifier
@@ -156,6 +163,17 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	awsCfg.HTTPClient = awslimit.CallTimeout(awsCfg.HTTPClient, cfg.AWSCallTimeout)
 	// Every AWS call of every client is counted by service, operation and result.
 	s.metrics = metrics.New(metrics.Options{Replica: cfg.ReplicaID, Logger: log, PoolCounts: s.poolSamples})
+	if cfg.EMFInterval > 0 {
+		out := o.EMFOut
+		if out == nil {
+			out = os.Stdout
+		}
+		s.emf, err = emf.New(emf.Options{Gatherer: s.metrics.Registry(), Namespace: cfg.EMFNamespace,
+			Dimensions: map[string]string{emf.DeploymentDimension: cfg.DeploymentID}, Out: out, Now: o.Now, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+	}
 	awsCfg.APIOptions = append(awsCfg.APIOptions, s.metrics.AWSMiddleware)
 	db := dynamodb.NewFromConfig(awsCfg, func(do *dynamodb.Options) {
 		do.DisableValidateResponseChecksum = cfg.DynamoDBSkipCRC32
@@ -347,6 +365,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.startScaleSets()
 	go s.checkGitHubPermissions(leadCtx, s.ghCheck) // ghcheck.go
 	go s.refreshRelease(leadCtx)                    // runner_release.go
+	if s.emf != nil {
+		go s.emf.Run(leadCtx, s.cfg.EMFInterval)
+	}
 	s.log.Info("reconciler serving", "url", s.URL(), "config", s.cfg)
 
 	var runErr error

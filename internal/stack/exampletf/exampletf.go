@@ -325,6 +325,15 @@ func (m *Module) Resource(mode, typ, name string) cty.Value {
 	return v
 }
 
+// Local is the evaluated value of a local (cty.NilVal when the module has none).
+func (m *Module) Local(name string) cty.Value {
+	v, ok := m.locals[name]
+	if !ok {
+		return cty.NilVal
+	}
+	return v
+}
+
 // Block is the configuration block of a resource or data source ("resource" or "data"), for what
 // only its nested blocks say (nil when the module has none).
 func (m *Module) Block(mode, typ, name string) *hclsyntax.Block {
