@@ -1,0 +1,497 @@
+// toolkit_test.go: the published @actions/cache toolkit (npm, installed in internal/stack/node by
+// make deps) saves and restores through the agent's server, against the local stack's S3 (gofakes3)
+// with URLs presigned by the control plane's Authority for the scope of each "instance"'s run.
+package cache_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
+)
+
+// world is one deployment: an S3 bucket and the control plane's presigner.
+type world struct {
+	s3         *httptest.Server
+	s3Requests atomic.Int64
+	auth       cache.Authority
+	node       string
+	toolkit    string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: %v", err)
+	}
+	dir, err := stack.NodeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "node_modules", "@actions", "cache", "lib", "cache.js")
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("@actions/cache is not installed (run make deps): %v", err)
+	}
+	h, err := stack.NewS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{node: node, toolkit: (&url.URL{Scheme: "file", Path: lib}).String()}
+	w.s3 = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.s3Requests.Add(1)
+		h.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(w.s3.Close)
+	w.auth = cache.Authority{Bucket: stack.CacheBucket, Region: stack.Region, Endpoint: w.s3.URL,
+		Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")}
+	return w
+}
+
+// instance is one runner instance: its agent's cache server, serving the run the control plane
+// recorded for it (scope).
+type instance struct {
+	srv   *cache.Server
+	url   string
+	scope atomic.Pointer[cache.Scope]
+	now   atomic.Pointer[time.Time]
+	stop  context.CancelFunc
+}
+
+func (w *world) instance(t *testing.T, scope cache.Scope, tweak ...func(*cache.Config)) *instance {
+	t.Helper()
+	in := &instance{}
+	in.scope.Store(&scope)
+	start := time.Now()
+	in.now.Store(&start)
+	cfg := cache.Config{
+		Dir:   t.TempDir(),
+		Scope: func(context.Context) (cache.Scope, error) { return *in.scope.Load(), nil },
+		Presign: func(ctx context.Context, req cache.Request) (string, error) {
+			return w.auth.Presign(ctx, *in.scope.Load(), req)
+		},
+		Now: func() time.Time { return *in.now.Load() },
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	srv, err := cache.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
+	in.stop = func() { cancel(); <-done }
+	t.Cleanup(in.stop)
+	in.srv, in.url = srv, "http://"+ln.Addr().String()
+	return in
+}
+
+func (in *instance) advance(d time.Duration) {
+	next := in.now.Load().Add(d)
+	in.now.Store(&next)
+}
+
+// run runs the toolkit script in workspace against the instance's server, as a node action step
+// would with the runner's environment pointed at it. It returns the script's result and its output.
+func (w *world) run(t *testing.T, in *instance, workspace string, args ...string) (string, string) {
+	t.Helper()
+	cmd := w.command(t, in.url, workspace, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("toolkit %v: %v\n%s", args, err, out)
+	}
+	return result(t, out), string(out)
+}
+
+func (w *world) command(t *testing.T, base, workspace string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(w.node, append([]string{"testdata/toolkit.mjs"}, args...)...)
+	script, err := filepath.Abs("testdata/toolkit.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Args[1] = script
+	cmd.Dir = workspace
+	cmd.Env = append(os.Environ(),
+		"TOOLKIT="+w.toolkit,
+		"ACTIONS_RESULTS_URL="+base+"/",
+		"ACTIONS_CACHE_SERVICE_V2=true",
+		"ACTIONS_RUNTIME_TOKEN=runtime-token",
+		"GITHUB_SERVER_URL=https://github.com",
+		"GITHUB_WORKSPACE="+workspace,
+		"RUNNER_TEMP="+t.TempDir(),
+		"RUNNER_OS=Linux",
+	)
+	return cmd
+}
+
+func result(t *testing.T, out []byte) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var r struct {
+		Result any `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("toolkit output has no result: %v\n%s", err, out)
+	}
+	if r.Result == nil {
+		return ""
+	}
+	return fmt.Sprint(r.Result)
+}
+
+// workspace makes a workspace holding data/blob with size random bytes; it returns the workspace
+// and the bytes.
+func workspace(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "blob"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, b
+}
+
+func (w *world) save(t *testing.T, in *instance, key string, size int) []byte {
+	t.Helper()
+	ws, b := workspace(t, size)
+	if res, out := w.run(t, in, ws, "save", key, "data"); res == "-1" || res == "" {
+		t.Fatalf("save %s: result %q\n%s", key, res, out)
+	}
+	return b
+}
+
+// restore restores in a fresh workspace and returns the matched key ("" on a miss) and the bytes.
+func (w *world) restore(t *testing.T, in *instance, key string, restoreKeys ...string) (string, []byte, string) {
+	t.Helper()
+	ws := t.TempDir()
+	res, out := w.run(t, in, ws, append([]string{"restore", "data", key}, restoreKeys...)...)
+	b, _ := os.ReadFile(filepath.Join(ws, "data", "blob"))
+	return res, b, out
+}
+
+var (
+	mainRun = cache.Scope{Repository: "acme/app", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
+	prRun   = cache.Scope{Repository: "acme/app", Ref: "refs/pull/7/merge", BaseRef: "refs/heads/release",
+		DefaultBranch: "refs/heads/main", Trusted: false}
+	otherRepo = cache.Scope{Repository: "acme/other", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
+)
+
+func TestToolkitExactKeyAndRestoreKeys(t *testing.T) {
+	w := newWorld(t)
+	a := w.instance(t, mainRun)
+	want := w.save(t, a, "deps-linux-abc", 64<<10)
+
+	b := w.instance(t, mainRun) // another instance: its disk is empty, S3 has the entry
+	got, data, out := w.restore(t, b, "deps-linux-abc")
+	if got != "deps-linux-abc" || !bytes.Equal(data, want) {
+		t.Fatalf("exact restore on another instance: key %q, %d bytes (want %d)\n%s", got, len(data), len(want), out)
+	}
+	if st := b.srv.Stats(); st.RemoteHits != 1 {
+		t.Errorf("stats %+v: want one hit from S3", st)
+	}
+
+	got, data, out = w.restore(t, b, "deps-linux-zzz", "deps-linux-", "deps-")
+	if got != "deps-linux-abc" || !bytes.Equal(data, want) {
+		t.Fatalf("restore-key prefix match: key %q\n%s", got, out)
+	}
+	if got, _, _ := w.restore(t, b, "nothing-like-it", "other-"); got != "" {
+		t.Fatalf("unmatched keys restored %q", got)
+	}
+}
+
+func TestToolkitLocalHitNeverTouchesS3(t *testing.T) {
+	w := newWorld(t)
+	a := w.instance(t, mainRun)
+	want := w.save(t, a, "build-1", 32<<10)
+	before := w.s3Requests.Load()
+	got, data, out := w.restore(t, a, "build-1")
+	if got != "build-1" || !bytes.Equal(data, want) {
+		t.Fatalf("local restore: %q\n%s", got, out)
+	}
+	if n := w.s3Requests.Load() - before; n != 0 {
+		t.Fatalf("a restore served from the instance's disk made %d S3 requests", n)
+	}
+	if st := a.srv.Stats(); st.LocalHits != 1 || st.RemoteHits != 0 {
+		t.Fatalf("stats %+v: want one local hit", st)
+	}
+}
+
+func TestToolkitScopes(t *testing.T) {
+	w := newWorld(t)
+	mainInst := w.instance(t, mainRun)
+	mainData := w.save(t, mainInst, "deps-main", 16<<10)
+	release := w.instance(t, cache.Scope{Repository: "acme/app", Ref: "refs/heads/release", DefaultBranch: "refs/heads/main", Trusted: true})
+	releaseData := w.save(t, release, "deps-release", 16<<10)
+
+	pr := w.instance(t, prRun)
+	if got, data, out := w.restore(t, pr, "deps-main"); got != "deps-main" || !bytes.Equal(data, mainData) {
+		t.Errorf("a pull request does not read the default branch: %q\n%s", got, out)
+	}
+	if got, data, out := w.restore(t, pr, "deps-release"); got != "deps-release" || !bytes.Equal(data, releaseData) {
+		t.Errorf("a pull request does not read its base branch: %q\n%s", got, out)
+	}
+	w.save(t, pr, "deps-pr", 16<<10)
+	if got, _, _ := w.restore(t, pr, "deps-pr"); got != "deps-pr" {
+		t.Errorf("a pull request does not read its own save")
+	}
+	for _, in := range []*instance{w.instance(t, mainRun), w.instance(t, *release.scope.Load())} {
+		if got, _, out := w.restore(t, in, "deps-pr", "deps-"); got == "deps-pr" {
+			t.Errorf("a base branch's run read the pull request's save\n%s", out)
+		}
+	}
+	// A trusted run of the pull request's own ref (a pull_request_target, say) does not read what
+	// the untrusted run wrote there either.
+	trustedPR := prRun
+	trustedPR.Trusted = true
+	if got, _, _ := w.restore(t, w.instance(t, trustedPR), "deps-pr"); got != "" {
+		t.Errorf("a trusted run read an untrusted run's save on the same ref: %q", got)
+	}
+	// A sibling branch never reads another branch's saves (only its own and the default branch's).
+	sibling := w.instance(t, cache.Scope{Repository: "acme/app", Ref: "refs/heads/feature", DefaultBranch: "refs/heads/main", Trusted: true})
+	if got, _, _ := w.restore(t, sibling, "deps-release"); got != "" {
+		t.Errorf("a sibling branch read release's save: %q", got)
+	}
+	// Another repository reads nothing of acme/app, even with the exact key.
+	other := w.instance(t, otherRepo)
+	if got, _, _ := w.restore(t, other, "deps-main", "deps-"); got != "" {
+		t.Errorf("another repository read acme/app's cache: %q", got)
+	}
+}
+
+func TestToolkitConcurrentSavesOfOneKey(t *testing.T) {
+	w := newWorld(t)
+	a := w.instance(t, mainRun)
+	var wg sync.WaitGroup
+	blobs := make([][]byte, 3)
+	for i := range blobs {
+		ws, b := workspace(t, 256<<10)
+		blobs[i] = b
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := w.command(t, a.url, ws, "save", "same-key", "data").CombinedOutput()
+			if err != nil {
+				t.Errorf("concurrent save %d: %v\n%s", i, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	got, data, out := w.restore(t, w.instance(t, mainRun), "same-key")
+	if got != "same-key" {
+		t.Fatalf("no entry after concurrent saves\n%s", out)
+	}
+	matches := 0
+	for _, b := range blobs {
+		if bytes.Equal(b, data) {
+			matches++
+		}
+	}
+	if matches != 1 {
+		t.Fatalf("the restored entry is none of the saved ones whole (%d bytes)", len(data))
+	}
+}
+
+func TestToolkitOversizeUploadRefused(t *testing.T) {
+	w := newWorld(t)
+	a := w.instance(t, mainRun, func(c *cache.Config) { c.MaxEntry = 256 << 10 })
+	ws, _ := workspace(t, 1<<20) // random: the archive stays above 1 MiB
+	res, out := w.run(t, a, ws, "save", "too-big", "data")
+	if res != "-1" || !strings.Contains(out, "::warning::") {
+		t.Fatalf("an oversize save: result %q, want -1 with a warning\n%s", res, out)
+	}
+	if got, _, _ := w.restore(t, w.instance(t, mainRun), "too-big"); got != "" {
+		t.Fatalf("an oversize save was stored")
+	}
+}
+
+func TestToolkitLargeEntryInBlocks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 150 MiB entry")
+	}
+	w := newWorld(t)
+	a := w.instance(t, mainRun)
+	// Above the toolkit's 128 MiB single-shot size, so the Azure SDK stages 64 MiB blocks and
+	// commits a block list.
+	want := w.save(t, a, "large", 150<<20)
+	got, data, out := w.restore(t, w.instance(t, mainRun), "large")
+	if got != "large" || !bytes.Equal(data, want) {
+		t.Fatalf("large entry: %q, %d bytes\n%s", got, len(data), out)
+	}
+}
+
+func TestToolkitKilledUpload(t *testing.T) {
+	w := newWorld(t)
+	put, killed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a := w.instance(t, mainRun)
+	// A proxy in front of the instance's server that holds the first upload request, so the test can
+	// kill the toolkit while it uploads.
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			once.Do(func() { close(put) })
+			select {
+			case <-r.Context().Done():
+			case <-killed:
+			}
+			return
+		}
+		target, _ := url.Parse(a.url)
+		r.URL.Scheme, r.URL.Host, r.RequestURI = target.Scheme, target.Host, ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			rw.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		// The upload URL names the instance's server; send the upload through the proxy too.
+		fixed := bytes.ReplaceAll(body.Bytes(), []byte(a.url), []byte("http://"+r.Host))
+		rw.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		rw.WriteHeader(resp.StatusCode)
+		_, _ = rw.Write(fixed)
+	}))
+	defer proxy.Close()
+	ws, _ := workspace(t, 1<<20)
+	cmd := w.command(t, proxy.URL, ws, "save", "killed", "data")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-put
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	close(killed)
+	if got, _, _ := w.restore(t, w.instance(t, mainRun), "killed"); got != "" {
+		t.Fatalf("a killed upload left an entry")
+	}
+	// The reservation outlives the killed job only until it expires; then the key saves again.
+	a.advance(11 * time.Minute)
+	want := w.save(t, a, "killed", 8<<10)
+	if got, data, _ := w.restore(t, w.instance(t, mainRun), "killed"); got != "killed" || !bytes.Equal(data, want) {
+		t.Fatalf("the key does not save after a killed upload: %q", got)
+	}
+}
+
+func TestToolkitServiceStoppedWarnsNeverFails(t *testing.T) {
+	w := newWorld(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there: the agent's server is stopped
+	ws, _ := workspace(t, 4<<10)
+	// The toolkit reports a failed reservation as a notice ("Failed to save: Unable to reserve
+	// cache", cache.ts saveCacheV2) and a failed lookup as a warning; neither fails the step.
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"save", "k", "data"}, "Failed to save"},
+		{[]string{"restore", "data", "k"}, "::warning::Failed to restore"},
+	} {
+		out, err := w.command(t, base, ws, tt.args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v with the service stopped failed the step: %v\n%s", tt.args[0], err, out)
+		}
+		if !strings.Contains(string(out), tt.says) || result(t, out) == "k" {
+			t.Fatalf("%v with the service stopped: want %q\n%s", tt.args[0], tt.says, out)
+		}
+	}
+}
+
+func TestAuthorityRefusesOutsideScope(t *testing.T) {
+	auth := cache.Authority{Bucket: "b", Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("a", "s", "")}
+	mainObject, err := cache.ObjectKey(mainRun.WritePrefix(), "k", "0a1b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prObject, _ := cache.ObjectKey(prRun.WritePrefix(), "k", "0a1b")
+	tests := []struct {
+		name  string
+		scope cache.Scope
+		req   cache.Request
+		ok    bool
+	}{
+		{"own write", mainRun, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 10}, true},
+		{"own read", mainRun, cache.Request{Op: cache.OpGet, Object: mainObject}, true},
+		{"pull request reads default branch", prRun, cache.Request{Op: cache.OpGet, Object: mainObject}, true},
+		{"pull request writes default branch", prRun, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 10}, false},
+		{"default branch reads pull request", mainRun, cache.Request{Op: cache.OpGet, Object: prObject}, false},
+		{"another repository reads", otherRepo, cache.Request{Op: cache.OpGet, Object: mainObject}, false},
+		{"another repository lists", otherRepo, cache.Request{Op: cache.OpList, Object: "v1/"}, false},
+		{"forged scope: a prefix with ..", mainRun, cache.Request{Op: cache.OpGet, Object: mainRun.WritePrefix() + "../../acme~2Fother/x"}, false},
+		{"oversize put", mainRun, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 11 << 30}, false},
+		{"empty scope", cache.Scope{}, cache.Request{Op: cache.OpGet, Object: mainObject}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := auth.Presign(t.Context(), tt.scope, tt.req)
+			if tt.ok != (err == nil) {
+				t.Fatalf("presign: %v, want ok %v", err, tt.ok)
+			}
+			if !tt.ok && !errors.Is(err, cache.ErrDenied) {
+				t.Fatalf("presign refused with %v, want ErrDenied", err)
+			}
+		})
+	}
+}
+
+func TestObjectKeyConfinesTraversal(t *testing.T) {
+	for _, key := range []string{"../../etc/passwd", "a/../../b", "..", "%2e%2e/x", "k\x00y"} {
+		obj, err := cache.ObjectKey(mainRun.WritePrefix(), key, "0a1b")
+		if err != nil {
+			t.Fatalf("%q: %v", key, err)
+		}
+		if !strings.HasPrefix(obj, mainRun.WritePrefix()) || strings.Contains(obj, "..") ||
+			strings.Count(obj, "/") != strings.Count(mainRun.WritePrefix(), "/")+1 {
+			t.Fatalf("%q: object %q leaves its prefix", key, obj)
+		}
+		if back, ok := cache.KeyOf(obj); !ok || back != key {
+			t.Fatalf("%q: decodes to %q", key, back)
+		}
+	}
+}
+
+func TestToolkitPathTraversalKey(t *testing.T) {
+	w := newWorld(t)
+	a := w.instance(t, mainRun)
+	want := w.save(t, a, "../../../acme/other/x", 8<<10)
+	if got, data, _ := w.restore(t, w.instance(t, mainRun), "../../../acme/other/x"); got == "" || !bytes.Equal(data, want) {
+		t.Fatalf("a key with .. does not round-trip in its own scope: %q", got)
+	}
+	if got, _, _ := w.restore(t, w.instance(t, otherRepo), "x", "../", "x"); got != "" {
+		t.Fatalf("another repository read the traversal key: %q", got)
+	}
+}
