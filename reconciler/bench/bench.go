@@ -261,6 +261,7 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 		{"foreign items", phaseForeignItems},
 		{"runner release", phaseRunnerRelease},
 		{"many repos", phaseManyRepos},
+		{"cache", phaseCache},
 		{"audit", phaseAudit},
 	}
 	var errs []error
