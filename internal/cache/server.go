@@ -16,6 +16,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -28,6 +29,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -57,9 +60,16 @@ type Config struct {
 	MaxAge time.Duration
 	// ReservationTTL is how long a CreateCacheEntry holds its key against another save (default 10 min).
 	ReservationTTL time.Duration
-	HTTP           *http.Client
-	Logger         *slog.Logger
-	Now            func() time.Time
+	// ReadyFile, when set, is written with the server's URL while it serves and removed when it
+	// stops: the preload points jobs at the server only while it exists.
+	ReadyFile string
+	// Upstream is the results service the runner's jobs were given (GitHub's): every other route
+	// (artifacts share ACTIONS_RESULTS_URL) goes there, and so does a cache request this server
+	// cannot serve (no scope from the control plane): the job then gets GitHub's cache.
+	Upstream *url.URL
+	HTTP     *http.Client
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Stats are the server's counters since it started.
@@ -147,6 +157,12 @@ func (s *Server) Stats() Stats {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.base.Store("http://" + ln.Addr().String())
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if s.cfg.ReadyFile != "" {
+		if err := writeReady(s.cfg.ReadyFile, s.base.Load().(string)); err != nil {
+			return err
+		}
+		defer os.Remove(s.cfg.ReadyFile)
+	}
 	go func() {
 		<-ctx.Done()
 		_ = hs.Close()
@@ -163,6 +179,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+twirpPrefix+"{method}", s.twirp)
 	mux.HandleFunc("PUT /blob/cache/{id}", s.blobPut)
 	mux.HandleFunc("GET /download/{token}", s.download)
+	if s.cfg.Upstream != nil {
+		mux.Handle("/", s.upstream())
+	}
 	return mux
 }
 
@@ -190,8 +209,12 @@ type twirpRequest struct {
 }
 
 func (s *Server) twirp(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 	var req twirpRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req); err != nil {
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		twirpError(w, http.StatusBadRequest, "malformed", "the request is not JSON")
 		return
 	}
@@ -201,6 +224,11 @@ func (s *Server) twirp(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		s.log.Warn("cache: no scope for this run", "err", err)
+		if s.cfg.Upstream != nil {
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+			s.upstream().ServeHTTP(w, r)
+			return
+		}
 		twirpError(w, http.StatusForbidden, "permission_denied", "this runner serves no run with a cache scope")
 		return
 	}
@@ -214,6 +242,14 @@ func (s *Server) twirp(w http.ResponseWriter, r *http.Request) {
 	default:
 		twirpError(w, http.StatusNotFound, "bad_route", "no such method")
 	}
+}
+
+// upstream forwards a request to the results service the job was given.
+func (s *Server) upstream() http.Handler {
+	return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(s.cfg.Upstream)
+		pr.Out.Host = s.cfg.Upstream.Host
+	}}
 }
 
 func randomID() string {
