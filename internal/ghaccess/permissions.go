@@ -36,6 +36,10 @@ const (
 	PermOrgRunners     = "organization_self_hosted_runners" // organization: Self-hosted runners
 	PermActions        = "actions"                          // repository: Actions
 	PermMetadata       = "metadata"                         // repository: Metadata (every App has it)
+	// PermPublic marks a call on a public repository: any credential may make it, and none is
+	// required of the App (GitHub's "List releases": "can be used without authentication or the
+	// aforementioned permissions if only public resources are requested").
+	PermPublic = "public"
 )
 
 // Calls is every GitHub REST call runnerpool's reconciler makes (the agent makes none: it runs the
@@ -56,6 +60,7 @@ var Calls = []Call{
 	{"GET", "/orgs/{org}/actions/runners", "confirm a released owner-level runner is gone", PermOrgRunners, "read", "admin:org"},
 	{"DELETE", "/orgs/{org}/actions/runners/{runner_id}", "delete a leftover owner-level runner", PermOrgRunners, "write", "admin:org"},
 	{"GET", "/orgs/{org}/actions/runners/downloads", "the current runner release", PermOrgRunners, "read", "admin:org"},
+	{"GET", "/repos/actions/runner/releases", "the publication dates of runner releases; the current release when no downloads endpoint answers", PermPublic, "read", ""},
 	{"POST", "/actions/runner-registration", "the scale-set registration exchange (owner scale sets)", PermOrgRunners, "write", "admin:org"},
 	{"POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "cancel the run of a job no pool can serve", PermActions, "write", "repo"},
 	{"POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", "re-run a job its runner lost", PermActions, "write", "repo"},
@@ -74,7 +79,7 @@ var levelRank = map[string]int{"read": 1, "write": 2, "admin": 3}
 func RequiredPermissions(owner bool) map[string]string {
 	req := map[string]string{PermMetadata: "read"}
 	for _, c := range Calls {
-		if c.Permission == "" || (c.Permission == PermOrgRunners && !owner) {
+		if c.Permission == "" || c.Permission == PermPublic || (c.Permission == PermOrgRunners && !owner) {
 			continue
 		}
 		if levelRank[c.Level] > levelRank[req[c.Permission]] {

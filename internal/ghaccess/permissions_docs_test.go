@@ -27,7 +27,11 @@ func callsTable() string {
 	b.WriteString("| Call | Used for | GitHub App / fine-grained PAT permission | Classic PAT scope |\n|---|---|---|---|\n")
 	for _, c := range ghaccess.Calls {
 		perm, scope := "none (the App's own JWT)", "—"
-		if c.Permission != "" {
+		switch c.Permission {
+		case "":
+		case ghaccess.PermPublic:
+			perm, scope = "none (a public repository)", "none"
+		default:
 			perm = fmt.Sprintf("%s (%s)", permissionTitles[c.Permission], c.Level)
 			scope = "`" + c.PATScope + "`"
 		}
@@ -61,7 +65,7 @@ func TestCredentialsGuide(t *testing.T) {
 		}
 	}
 	for _, c := range ghaccess.Calls {
-		if c.Permission != "" && (permissionTitles[c.Permission] == "" || c.PATScope == "" || (c.Level != "read" && c.Level != "write")) {
+		if c.Permission != "" && c.Permission != ghaccess.PermPublic && (permissionTitles[c.Permission] == "" || c.PATScope == "" || (c.Level != "read" && c.Level != "write")) {
 			t.Errorf("call %s %s: permission %q level %q scope %q", c.Method, c.Path, c.Permission, c.Level, c.PATScope)
 		}
 	}

@@ -127,3 +127,28 @@ func Due(installed string, current Release, lag time.Duration, now time.Time) bo
 	}
 	return current.Published.IsZero() || now.Sub(current.Published) > lag
 }
+
+// Deadline is when GitHub stops assigning jobs to a runner of version installed, given the releases
+// published (any order, with their publication times): 30 days after the earliest-published newer
+// release, or that release's publication when it is a security release; next is the release that
+// sets it. ok is false when no newer release with a known publication time is among them.
+func Deadline(installed string, releases []Release) (deadline time.Time, next Release, ok bool) {
+	v, err := Parse(installed)
+	if err != nil {
+		return time.Time{}, Release{}, false
+	}
+	for _, r := range releases {
+		rv, err := Parse(r.Version)
+		if err != nil || !v.Less(rv) || r.Published.IsZero() {
+			continue
+		}
+		d := r.Published.Add(AssignmentWindow)
+		if r.Security {
+			d = r.Published
+		}
+		if !ok || d.Before(deadline) {
+			deadline, next, ok = d, r, true
+		}
+	}
+	return deadline, next, ok
+}

@@ -30,6 +30,12 @@ type RunnerRelease struct {
 	Scope     string
 	Release   runnerversion.Release
 	FetchedAt time.Time
+	// Source names where the release was read (internal/runnerrelease); empty in items written
+	// before it was kept.
+	Source string
+	// Releases are the releases GitHub published, with their publication times and no downloads;
+	// empty when they could not be read.
+	Releases []runnerversion.Release
 }
 
 func runnerReleaseKey(scope string) map[string]types.AttributeValue {
@@ -47,6 +53,10 @@ func (s *Store) GetRunnerRelease(ctx context.Context, scope string) (RunnerRelea
 	if d.err == nil {
 		d.err = json.Unmarshal([]byte(d.str("release")), &rr.Release)
 	}
+	if js := d.str("releases"); d.err == nil && js != "" {
+		d.err = json.Unmarshal([]byte(js), &rr.Releases)
+	}
+	rr.Source = d.str("source")
 	if d.err == nil {
 		d.err = rr.Release.Validate()
 	}
@@ -67,6 +77,16 @@ func (s *Store) PutRunnerRelease(ctx context.Context, rr RunnerRelease) error {
 	}
 	item := runnerReleaseKey(rr.Scope)
 	item["release"], item["version"], item["fetched_at"] = sv(string(js)), sv(rr.Release.Version), ms(rr.FetchedAt)
+	if rr.Source != "" {
+		item["source"] = sv(rr.Source)
+	}
+	if len(rr.Releases) > 0 {
+		rels, err := json.Marshal(rr.Releases)
+		if err != nil {
+			return fmt.Errorf("runner release of %s: %w", rr.Scope, err)
+		}
+		item["releases"] = sv(string(rels))
+	}
 	_, err = s.db.PutItem(writeRunnerRelease.Context(ctx), &dynamodb.PutItemInput{
 		TableName: &s.table, Item: item,
 		ConditionExpression:       aws.String("attribute_not_exists(pk) OR fetched_at <= :f"),

@@ -496,7 +496,7 @@ var settings = []setting{
 		set: duration(func(c *Config) *time.Duration { return &c.ClaimPollInterval })},
 	{flag: "orphan-grace", env: "RUNNERPOOL_ORPHAN_GRACE", def: "2m", doc: "Age below which a tagged instance without a record is not yet an orphan.",
 		set: duration(func(c *Config) *time.Duration { return &c.OrphanGrace })},
-	{flag: "runner-upgrade-lag", env: "RUNNERPOOL_RUNNER_UPGRADE_LAG", def: "168h", doc: "How long after a new Actions runner release (first seen by the reconciler) an idle instance still running an older runner may be handed to another run; past it the instance is retired at its hand-back (at once for a runner below GitHub's floor). At most 672h: GitHub stops assigning jobs to a runner 30 days after a newer release.",
+	{flag: "runner-upgrade-lag", env: "RUNNERPOOL_RUNNER_UPGRADE_LAG", def: "168h", doc: "How long after a new Actions runner release's publication (GitHub's published_at; first seen by the reconciler when actions/runner's public releases cannot be read) an idle instance still running an older runner may be handed to another run; past it the instance is retired at its hand-back (at once for a runner below GitHub's floor, or older than a release GitHub requires at once). At most 672h: GitHub stops assigning jobs to a runner 30 days after a newer release.",
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err == nil {

@@ -19,6 +19,7 @@ type runnerVersionMetrics struct {
 	published    prometheus.Gauge
 	instances    *prometheus.GaugeVec
 	oldestBehind prometheus.Gauge
+	pinDeadline  *prometheus.GaugeVec
 }
 
 func newRunnerVersionMetrics(r prometheus.Registerer) *runnerVersionMetrics {
@@ -33,7 +34,7 @@ func newRunnerVersionMetrics(r prometheus.Registerer) *runnerVersionMetrics {
 		}, []string{"version"}),
 		published: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "runner_release_published_timestamp_seconds",
-			Help: "When the current runner release was published (first seen by the reconciler), Unix seconds.",
+			Help: "When the current runner release was published (GitHub's published_at; when the public releases cannot be read, first seen by the reconciler), Unix seconds.",
 		}),
 		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "instances_by_runner_version",
@@ -44,7 +45,11 @@ func newRunnerVersionMetrics(r prometheus.Registerer) *runnerVersionMetrics {
 			Help: "How long ago the first release newer than the oldest live instance's runner was published (0: every live runner is current). GitHub stops assigning jobs past 30 days.",
 		}),
 	}
-	r.MustRegister(v.refused, v.release, v.published, v.instances, v.oldestBehind)
+	v.pinDeadline = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "runner_pin_deadline_timestamp_seconds",
+		Help: "For a runner class that launches an older runner than the current release (a runner_version pin): when GitHub stops assigning its runners jobs, Unix seconds.",
+	}, []string{"class", "version"})
+	r.MustRegister(v.refused, v.release, v.published, v.instances, v.oldestBehind, v.pinDeadline)
 	return v
 }
 
@@ -78,4 +83,16 @@ func (m *Metrics) RunnerVersions(counts map[string]int, oldestBehind time.Durati
 		m.runner.instances.WithLabelValues(v).Set(float64(n))
 	}
 	m.runner.oldestBehind.Set(oldestBehind.Seconds())
+}
+
+// RunnerPins sets, per pinned runner class and the version it launches, when GitHub stops
+// assigning its runners jobs.
+func (m *Metrics) RunnerPins(deadlines map[[2]string]time.Time) {
+	if m == nil {
+		return
+	}
+	m.runner.pinDeadline.Reset()
+	for k, d := range deadlines {
+		m.runner.pinDeadline.WithLabelValues(k[0], k[1]).Set(float64(d.Unix()))
+	}
 }

@@ -5,6 +5,8 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -18,14 +20,14 @@ import (
 // hour by whichever replica finds the table's copy older than that).
 const releaseCheck = 5 * time.Minute
 
-// newRunnerRelease returns the deployment's release cache: the release of its first GitHub scope
-// (the downloads endpoints answer per organisation or repository).
+// newRunnerRelease returns the deployment's release cache, kept under its first GitHub scope and
+// read with whichever scope's credential a source answers (internal/runnerrelease sources.go).
 func (s *Service) newRunnerRelease(cfg config.Config, gh *ghaccess.Client) {
 	scopes := cfg.Scopes()
 	if len(scopes) == 0 {
 		return
 	}
-	s.release = runnerrelease.New(gh, s.store, runnerrelease.Options{Scope: scopes[0], Now: s.o.Now, Logger: s.log.With("component", "runner-release")})
+	s.release = runnerrelease.New(gh, s.store, runnerrelease.Options{Scope: scopes[0], Scopes: scopes, Now: s.o.Now, Logger: s.log.With("component", "runner-release")})
 }
 
 // currentRelease is the release launches install, ok false until one is known.
@@ -49,6 +51,21 @@ func (s *Service) runnerDue(rec store.Instance) string {
 	return s.release.Due(rec, lag, s.o.Now())
 }
 
+// checkRunnerRelease is the start-up check of the runner release (runnerrelease.Cache.Check): an
+// error stops Run, naming the permission each source needs.
+func (s *Service) checkRunnerRelease(ctx context.Context) error {
+	if s.release == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := s.release.Check(ctx); err != nil {
+		s.log.Error("runner release: start-up check failed", "err", err)
+		return fmt.Errorf("start-up check: %w", err)
+	}
+	return nil
+}
+
 // refreshRelease keeps the release current until ctx ends; a failure keeps the last one known.
 func (s *Service) refreshRelease(ctx context.Context) {
 	if s.release == nil {
@@ -64,6 +81,7 @@ func (s *Service) refreshRelease(ctx context.Context) {
 		if rel.Version != "" {
 			s.metrics.RunnerRelease(rel.Version, rel.Published)
 			s.observeRunnerVersions(ctx, rel)
+			s.observePins(ctx) // runner_pins.go
 		}
 		select {
 		case <-ctx.Done():
@@ -102,4 +120,13 @@ func RunnerVersions(live []store.Instance, cur runnerversion.Release, now time.T
 		}
 	}
 	return counts, behind
+}
+
+// closeListeners closes what New opened, for a Run that stops before serving.
+func (s *Service) closeListeners() {
+	for _, ln := range []net.Listener{s.ln, s.opsLn, s.dashboard.ln} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }

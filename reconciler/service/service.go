@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -112,8 +113,9 @@ type Service struct {
 	classes   *classSource
 	pools     *poolQueues // classes.go
 	versions  *launchtemplate.Versions
-	release   *runnerrelease.Cache // runner_release.go; nil without GitHub scopes
-	quotas    *quotas              // quota.go
+	release   *runnerrelease.Cache         // runner_release.go; nil without GitHub scopes
+	pins      atomic.Pointer[[]PinWarning] // runner_pins.go
+	quotas    *quotas                      // quota.go
 
 	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
 	webhook    http.Handler
@@ -348,6 +350,10 @@ func (s *Service) Abandon() {
 // Run serves until ctx ends, then shuts down gracefully (see the package comment). It returns the
 // error that stopped the server, if one did.
 func (s *Service) Run(ctx context.Context) error {
+	if err := s.checkRunnerRelease(ctx); err != nil { // runner_release.go
+		s.closeListeners()
+		return err
+	}
 	serveErr := make(chan error, 3)
 	s.serveDashboard(serveErr)
 	go func() { serveErr <- s.srv.Serve(s.ln) }()
@@ -487,6 +493,7 @@ func (s *Service) readiness(ctx context.Context) apiv1.ReadyResponse {
 	if err := s.auth.Ready(ctx); err != nil {
 		resp.Ready, resp.Checks["oidc"] = false, err.Error()
 	}
+	s.pinChecks(resp.Checks) // runner_pins.go
 	resp.Checks["lease"] = "follower"
 	if st.Leading {
 		resp.Checks["lease"] = "leader"

@@ -14,6 +14,17 @@
 //
 // The release list starts with runnerversion.Default, as published long ago; PublishRunnerRelease adds one, with a
 // publication time on the fake's clock. The downloads endpoints answer the newest release published.
+//
+// Who may read a release (GitHub's REST reference, "Self-hosted runners" and "Releases" pages):
+//   - GET /repos/{owner}/{repo}/actions/runners/downloads: "Administration" repository permission
+//     (read), classic scope repo; GET /orgs/{org}/actions/runners/downloads: "Self-hosted runners"
+//     organization permission (read), classic scope admin:org. An installation lacking it gets 403
+//     "Resource not accessible by integration" (permissions.go).
+//   - GET /repos/actions/runner/releases (https://docs.github.com/en/rest/releases/releases#list-
+//     releases): public, "available to everyone", with any token or none; each release has tag_name,
+//     draft, prerelease, published_at, body and assets (name, browser_download_url, digest
+//     "sha256:..."). Newest first, 30 a page. SetPublicReleases(false) answers 404, as a GitHub
+//     Enterprise Server without actions/runner does.
 
 package githubfake
 
@@ -34,6 +45,67 @@ const ErrorKindRunnerVersionTooOld = "RunnerVersionTooOld"
 func (s *Server) runnerVersionRoutes() {
 	s.handle("GET /orgs/{org}/actions/runners/downloads", authToken, s.listRunnerDownloads)
 	s.handle("GET /repos/{owner}/{repo}/actions/runners/downloads", authToken, s.listRunnerDownloads)
+	s.handle("GET /repos/actions/runner/releases", authPublic, s.listPublicReleases)
+}
+
+// SetPublicReleases makes actions/runner's public releases readable (the default) or not (404).
+func (s *Server) SetPublicReleases(available bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publicReleasesOff = !available
+}
+
+// releaseJSON is the part of GitHub's "release" schema the fake answers.
+type releaseJSON struct {
+	TagName     string      `json:"tag_name"`
+	Name        string      `json:"name"`
+	Draft       bool        `json:"draft"`
+	Prerelease  bool        `json:"prerelease"`
+	PublishedAt time.Time   `json:"published_at"`
+	Body        string      `json:"body"`
+	Assets      []assetJSON `json:"assets"`
+}
+
+type assetJSON struct {
+	Name               string `json:"name"`
+	BrowserDownloadURL string `json:"browser_download_url"`
+	Digest             string `json:"digest"`
+}
+
+// longAgo is when the fake says the first release (runnerversion.Default, whatever the fake clock)
+// was published.
+var longAgo = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// listPublicReleases answers actions/runner's releases published by now, newest first: public, so
+// no credential is needed, but one given must be valid (GitHub answers 401 to a bad one).
+func (s *Server) listPublicReleases(w http.ResponseWriter, _ *http.Request, _ *caller) {
+	s.mu.Lock()
+	off, now, rels := s.publicReleasesOff, s.now(), slices.Clone(s.releasesLocked())
+	s.mu.Unlock()
+	if off {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	out := []releaseJSON{}
+	for i := len(rels) - 1; i >= 0 && len(out) < 30; i-- {
+		rel := rels[i]
+		if rel.Published.After(now) {
+			continue
+		}
+		at := rel.Published
+		if at.IsZero() {
+			at = longAgo
+		}
+		rj := releaseJSON{TagName: "v" + rel.Version, Name: "v" + rel.Version, PublishedAt: at.UTC().Truncate(time.Second)}
+		rj.Body = "## SHA-256 Checksums\n\nThe SHA-256 checksums for the packages included in this build are shown below:\n\n"
+		for _, a := range runnerversion.Arches {
+			d := rel.Linux[a]
+			rj.Assets = append(rj.Assets, assetJSON{Name: d.Filename, BrowserDownloadURL: d.URL, Digest: "sha256:" + d.SHA256})
+			rj.Body += fmt.Sprintf("- %s <!-- BEGIN SHA linux-%s -->%s<!-- END SHA linux-%s -->\n", d.Filename, a, d.SHA256, a)
+		}
+		out = append(out, rj)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // FakeRunnerSHA256 is the checksum the fake publishes for a release file it makes up: the SHA-256 of

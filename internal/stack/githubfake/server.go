@@ -85,8 +85,9 @@ type Server struct {
 	nextID        int64
 	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
 
-	releases        []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
-	versionRefusals int                     // registrations and job polls refused for the runner's version
+	releases          []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
+	versionRefusals   int                     // registrations and job polls refused for the runner's version
+	publicReleasesOff bool                    // actions/runner's public releases answer 404 (runner_versions.go)
 }
 
 type fault struct {
@@ -266,6 +267,7 @@ const (
 	authToken                  // installation token or PAT
 	authRunner                 // runner credential (fake runner protocol)
 	authNone                   // the fake runner's register call: the body carries the credential
+	authPublic                 // a public repository's REST route: any valid token, or none
 )
 
 // caller is who made an authenticated REST request.
@@ -313,6 +315,14 @@ func (s *Server) handle(pattern string, kind authKind, h handlerFunc) {
 				s.log.Info("githubfake: refused App credentials", "op", r.Pattern, "reason", err)
 				writeError(w, http.StatusUnauthorized, "Bad credentials")
 				return
+			}
+		case authPublic:
+			if _, _, ok := credential(r); ok {
+				var err error
+				if c, err = s.tokenCaller(r); err != nil {
+					writeError(w, http.StatusUnauthorized, "Bad credentials")
+					return
+				}
 			}
 		case authToken:
 			var err error
