@@ -55,6 +55,10 @@ type Run struct {
 	// the pool job ledger sets it on a job not yet completed. Written, never read back: every write
 	// says it again.
 	WaitingIn string
+	// ServedAttempt, when set, is a later attempt of the run whose re-run jobs ask for this
+	// attempt's label (RunLabel): its provision ran again for them (provision.ServeRerun), and
+	// the release of that attempt ends what it holds. Zero: the record serves its own Attempt.
+	ServedAttempt int
 	// Workflow is the workflow of a pool job's run, as its source said it (the workflow_job
 	// webhook's workflow_name, a scale set job message's workflow file): what the autoscaler learns
 	// fan-outs by. Empty when unknown.
@@ -71,6 +75,23 @@ func RunKey(repositoryID, runID string, attempt int) string {
 // own, so a re-run's jobs never land on an earlier attempt's runners.
 func RunLabel(runID string, attempt int) string {
 	return fmt.Sprintf("%s-%d", runID, attempt)
+}
+
+// AttemptOfLabel returns the attempt a runner label names for run runID (RunLabel), or 0 when the
+// label is not one of that run's: "<run id>-<attempt>", both decimal, the attempt from 1.
+func AttemptOfLabel(label, runID string) int {
+	rest, ok := strings.CutPrefix(label, runID+"-")
+	if !ok || runID == "" || rest == "" || len(rest) > 4 || rest[0] == '0' {
+		return 0
+	}
+	n := 0
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 func runKey(key string) map[string]types.AttributeValue {
@@ -153,7 +174,7 @@ func (s *Store) GetRun(ctx context.Context, key string) (Run, error) {
 	d := &decoder{item: item}
 	r := Run{
 		Key: key, RepositoryID: d.str("repository_id"), Repository: d.str("repository"), RunID: d.str("run_id"),
-		Attempt: int(d.num("attempt")), Event: d.str("event"), Status: d.str("status"), Workflow: d.str("workflow"),
+		Attempt: int(d.num("attempt")), ServedAttempt: int(d.num("served_attempt")), Event: d.str("event"), Status: d.str("status"), Workflow: d.str("workflow"),
 		CreatedAt: fromMS(d.num("created_at")), UpdatedAt: fromMS(d.num("updated_at")), Version: d.num("version"),
 	}
 	if v := d.str("request"); v != "" {
@@ -174,6 +195,9 @@ func encodeRun(r Run) map[string]types.AttributeValue {
 	item["run_id"] = sv(r.RunID)
 	item["attempt"] = n(int64(r.Attempt))
 	item["version"] = n(r.Version)
+	if r.ServedAttempt > 0 {
+		item["served_attempt"] = n(int64(r.ServedAttempt))
+	}
 	item["created_at"] = ms(r.CreatedAt)
 	item["updated_at"] = ms(r.UpdatedAt)
 	item[attrTTL] = n(r.UpdatedAt.Add(runRetention).Unix())

@@ -63,6 +63,10 @@ type Job struct {
 	// Event is the event that started the job's workflow run, when the job's source says it (a
 	// scale set's job message: eventName); a workflow_job webhook does not carry it.
 	Event string `json:"event,omitempty"`
+	// Rerun marks a job of a re-run attempt that asks for no pool but for a label of its own run
+	// (store.RunLabel) that a provision of the run made: the worker hands it to
+	// WorkerConfig.Rerun (provision.ServeRerun), whose run record is its ledger.
+	Rerun bool `json:"rerun,omitempty"`
 	// Workflow is the job's workflow as its source names it (the webhook's workflow_name, a scale
 	// set message's workflow file), "" when unknown. Enqueue keeps it on the job's ledger record
 	// (store.Run.Workflow) for the autoscaler; it is not part of the queue message, which
@@ -107,8 +111,8 @@ func (j Job) Validate() error {
 	if owner, name, ok := strings.Cut(j.Repository, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(j.Repository, " \t\n") {
 		problems = append(problems, fmt.Sprintf("repository %q is not owner/name", j.Repository))
 	}
-	if j.Pool == "" {
-		problems = append(problems, "pool is empty")
+	if (j.Pool == "") != j.Rerun {
+		problems = append(problems, "a job names a pool, or is a re-run's")
 	}
 	if len(j.Labels) == 0 {
 		problems = append(problems, "no labels")
@@ -228,7 +232,7 @@ func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
 		return "", err
 	}
 	version := int64(0)
-	if j.Action == ActionQueued {
+	if j.Action == ActionQueued && !j.Rerun {
 		r, created, err := q.st.CreateRun(ctx, store.Run{
 			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
 			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobQueued,

@@ -87,6 +87,10 @@ type WorkerConfig struct {
 	// job's repository: typically (*release.Releaser).Release wrapped to drop its report. It runs in
 	// the background (it waits for the agent's deregistration).
 	Recycle func(ctx context.Context, runID string, idleTime time.Duration) error
+	// Rerun, when set, serves the jobs of re-runs (Job.Rerun): provision.ServeRerun through the
+	// step path's provisioner. An error makes the job visible again after RetryDelay. Nil: such
+	// jobs are dropped.
+	Rerun func(ctx context.Context, j Job) error
 	// Capacity, when set, reserves cold-started instances against the instance caps (*quota.Caps):
 	// jobs a cap has no room for are not served now and tried again after RetryDelay.
 	Capacity Capacity
@@ -264,6 +268,10 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 		seen[key] = true
 		if m.job.Action == ActionCompleted {
 			wg.Go(func() { w.handleCompleted(ctx, m, o) })
+			continue
+		}
+		if m.job.Rerun {
+			wg.Go(func() { w.serveRerun(ctx, m, o) })
 			continue
 		}
 		groups[m.job.Pool] = append(groups[m.job.Pool], m)

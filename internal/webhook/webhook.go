@@ -28,11 +28,14 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
@@ -78,6 +81,11 @@ type Config struct {
 	// OnLeftAlone, when set, counts each queued job left alone, by why (LeftDependabot,
 	// LeftForeignPool).
 	OnLeftAlone func(why string)
+	// Reruns, when set, queues the jobs of re-run attempts that ask for a label of their own run
+	// (store.RunLabel) as re-run jobs (warmpool.Job.Rerun), for the pool worker to serve through
+	// provision.ServeRerun: a provision job that a re-run does not repeat leaves its jobs asking
+	// for runners nobody provides.
+	Reruns bool
 	// DeliveryTTL is how long a delivery id is remembered (default 72 h; GitHub lets a delivery be
 	// redelivered for 3 days).
 	DeliveryTTL time.Duration
@@ -226,6 +234,8 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 	switch {
 	case perr == nil && poolName == "" && ask.Dependabot:
 		return h.leaveAlone(ev, LeftDependabot, "the job's bare dependabot label names no pool of this deployment", resp, log)
+	case perr == nil && poolName == "" && h.rerun(ev):
+		return h.routeRerun(ctx, ev, resp, log)
 	case perr == nil && poolName == "":
 		resp.Result, resp.Reason = ResultIgnored, "the job asks for no warm pool"
 		return http.StatusOK
@@ -272,6 +282,43 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 	}
 	resp.Result = result
 	log.Info("github webhook: pool job routed", "action", ev.Action, "pool", poolName, "result", result)
+	return http.StatusOK
+}
+
+// rerun says whether a queued job of a re-run attempt asks for a label of its own run
+// (store.RunLabel: "<run id>-<attempt>", the attempt 1 to its own), which step-driven provisions
+// give their runners: provision.ServeRerun then decides whether that label still has runners. The
+// label alone proves nothing: it is matched only against the run id GitHub signed.
+func (h *Handler) rerun(ev Event) bool {
+	if !h.cfg.Reruns || ev.Action != warmpool.ActionQueued || ev.RunAttempt < 2 {
+		return false
+	}
+	return slices.ContainsFunc(ev.Labels, func(l string) bool {
+		k := store.AttemptOfLabel(strings.TrimSpace(l), strconv.FormatInt(ev.RunID, 10))
+		return k >= 1 && int64(k) <= ev.RunAttempt
+	})
+}
+
+// routeRerun queues a re-run's job for the pool worker, which serves it through the step path's
+// provision (warmpool.Job.Rerun).
+func (h *Handler) routeRerun(ctx context.Context, ev Event, resp *Response, log *slog.Logger) int {
+	if h.cfg.Allowed != nil && !h.cfg.Allowed(ev.Repository) {
+		resp.Result, resp.Reason = ResultIgnored, "the job asks for no warm pool, and its repository may not use this deployment"
+		return http.StatusOK
+	}
+	job := warmpool.Job{
+		Action: ev.Action, JobID: ev.JobID, RunID: ev.RunID, RunAttempt: ev.RunAttempt, Repository: ev.Repository,
+		RepositoryID: ev.RepositoryID, InstallationID: ev.InstallationID, Labels: ev.Labels, Rerun: true,
+		DeliveryID: resp.Delivery, CreatedAt: ev.CreatedAt, Workflow: ev.WorkflowName,
+	}
+	result, err := h.cfg.Jobs.Enqueue(ctx, job)
+	if err != nil {
+		log.Error("github webhook: re-run job not enqueued", "err", err)
+		resp.Error = "the job could not be queued; redeliver later"
+		return http.StatusServiceUnavailable
+	}
+	resp.Result, resp.Reason = result, "a re-run's job asking for a label of its run"
+	log.Info("github webhook: re-run job routed", "attempt", ev.RunAttempt, "labels", ev.Labels, "result", result)
 	return http.StatusOK
 }
 

@@ -390,3 +390,50 @@ func TestLabelsWeDoNotOwnNeverCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestReRunJobsAreQueued: a queued job of a re-run attempt that asks for a label of its own run
+// (an earlier attempt's, or its own) is queued as a re-run job for the pool worker; a label naming
+// another run, a first attempt's job, and a deployment that serves no re-runs queue nothing.
+func TestReRunJobsAreQueued(t *testing.T) {
+	t.Parallel()
+	payload := func(run, attempt int64, labels ...string) []byte {
+		b, _ := json.Marshal(map[string]any{
+			"action":       "queued",
+			"workflow_job": map[string]any{"id": 77, "run_id": run, "run_attempt": attempt, "labels": labels, "status": "queued"},
+			"repository":   map[string]any{"id": 42, "full_name": "acme/api"},
+		})
+		return b
+	}
+	tests := []struct {
+		name   string
+		body   []byte
+		reruns bool
+		want   bool
+	}{
+		{"earlier attempt's label", payload(500, 2, "500-1"), true, true},
+		{"own attempt's label", payload(500, 3, "self-hosted", "500-3"), true, true},
+		{"another run's label", payload(500, 2, "499-1"), true, false},
+		{"a later attempt's label", payload(500, 2, "500-3"), true, false},
+		{"first attempt", payload(500, 1, "500-1"), true, false},
+		{"not a run label", payload(500, 2, "500-x"), true, false},
+		{"re-runs not served", payload(500, 2, "500-1"), false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{}
+			h, err := webhook.New(webhook.Config{Secret: secret, Deliveries: f, Pools: f, Jobs: f, GitHub: f, Reruns: tt.reruns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status, resp := post(t, h, delivery{event: "workflow_job", id: "r", body: tt.body})
+			if status != http.StatusOK {
+				t.Fatalf("status %d %+v", status, resp)
+			}
+			queued := len(f.jobs) == 1 && f.jobs[0].Rerun && f.jobs[0].Pool == "" && f.jobs[0].RunAttempt >= 2
+			if queued != tt.want || (!tt.want && len(f.jobs) != 0) || len(f.cancelled) != 0 {
+				t.Errorf("queued %+v, cancelled %v; want a re-run job queued: %v", f.jobs, f.cancelled, tt.want)
+			}
+		})
+	}
+}

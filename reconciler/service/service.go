@@ -122,6 +122,8 @@ type Service struct {
 	worker     *warmpool.Worker
 	workerStop context.CancelFunc // stops receiving pool jobs
 	workerDone chan struct{}      // closed when the worker returned
+	// rerunProv is the API's provisioner, which serves the worker's re-run jobs (set once built).
+	rerunProv api.Provisioner
 	// Scale set listeners (scalesets.go), with warm pools.
 	scaleSets     *scalesets.Manager
 	scaleSetsStop context.CancelFunc
@@ -272,6 +274,7 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		return nil, err
 	}
 	prov, relr = quotaProvisioner{next: prov, q: s.quotas}, quotaReleaser{next: relr, q: s.quotas}
+	s.rerunProv = prov
 	s.api, err = api.New(api.Options{
 		Provisioner: prov, Releaser: relr, Runs: s.classes, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,

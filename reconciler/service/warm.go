@@ -13,6 +13,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -22,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
@@ -81,6 +84,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 			_, err := d.rel.Release(ctx, runID, idleTime)
 			return err
 		},
+		Rerun:        func(ctx context.Context, j warmpool.Job) error { return s.serveRerun(ctx, cfg.ProvisionTimeout, j) },
 		ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Now: s.o.Now, Logger: s.log.With("component", "pool_worker"),
 	})
 	if err != nil {
@@ -88,7 +92,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	}
 	h, err := webhook.New(webhook.Config{
 		Secret: cfg.WebhookSecret, Deliveries: s.store, Pools: catalog, Jobs: jobs, GitHub: d.gh, Logger: s.log.With("component", "webhook"),
-		DependabotPool: cfg.DependabotPool, OnLeftAlone: s.metrics.WebhookJobLeftAlone,
+		DependabotPool: cfg.DependabotPool, OnLeftAlone: s.metrics.WebhookJobLeftAlone, Reruns: true,
 		// s.auth is built after the warm pools; read it at delivery time.
 		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
 	})
@@ -96,6 +100,25 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 		return err
 	}
 	s.worker, s.webhook = w, h
+	return nil
+}
+
+// serveRerun serves a re-run's job (warmpool.Job.Rerun) with the API's provisioner, quota checks
+// included, within the provision timeout.
+func (s *Service) serveRerun(ctx context.Context, timeout time.Duration, j warmpool.Job) error {
+	if s.rerunProv == nil {
+		return errors.New("the provisioner is not built yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := provision.ServeRerun(ctx, s.store, s.rerunProv, provision.Rerun{
+		RepositoryID: strconv.FormatInt(j.RepositoryID, 10), RunID: strconv.FormatInt(j.RunID, 10),
+		Attempt: int(j.RunAttempt), Labels: j.Labels,
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("re-run job served", "job", j.JobID, "run", j.RunID, "attempt", j.RunAttempt, "labels", j.Labels, "outcome", out)
 	return nil
 }
 

@@ -390,7 +390,7 @@ func (s *Server) runnerComplete(w http.ResponseWriter, r *http.Request, _ *calle
 		j.Conclusion = "cancelled"
 	}
 	rr.busy, rr.jobID, rr.idleSince = false, 0, s.now()
-	s.emitLocked(j, "completed")
+	s.completedLocked(j) // its own steps' failure, then the jobs that wait for it (runs.go)
 	if rr.ephemeral {
 		s.deleteRunnerLocked(rr) // GitHub removes an ephemeral runner after its one job
 	}

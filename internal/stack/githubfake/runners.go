@@ -473,7 +473,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, _ *caller) {
 		case JobQueued:
 			s.queue = slices.DeleteFunc(s.queue, func(id int64) bool { return id == j.ID })
 			j.Status, j.Conclusion, j.CompletedAt = JobCompleted, "cancelled", now
-			s.emitLocked(j, "completed")
+			s.completedLocked(j)
 		case JobInProgress:
 			j.cancelRequested = true
 		}
@@ -494,9 +494,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ *caller) {
 	writeJSON(w, http.StatusOK, workflowJobJSON(j))
 }
 
-// rerunFailedJobs re-runs a workflow run's failed (or cancelled) jobs, as GitHub does: each is
-// queued again as a new job of the run's next attempt. A run with nothing to re-run is refused
-// (403), as GitHub refuses it.
+// rerunFailedJobs re-runs a workflow run's failed (or cancelled) jobs, as GitHub does: with their
+// dependents, in the run's next attempt (runs.go). Jobs queued alone (QueueJob) are each queued
+// again as a new job of the next attempt. A run with nothing to re-run is refused (403), as GitHub
+// refuses it.
 func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request, _ *caller) {
 	runID, ok := pathInt(r, "run_id")
 	if !ok {
@@ -506,6 +507,10 @@ func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request, _ *call
 	owner, repo := pathScope(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if run := s.runOfLocked(r, runID); run != nil {
+		s.rerunFailedOfRun(w, run)
+		return
+	}
 	var failed []*jobRec
 	attempt := int64(0)
 	for _, j := range s.jobs {
@@ -522,26 +527,15 @@ func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request, _ *call
 		writeError(w, http.StatusForbidden, "This workflow run cannot be rerun: it has no failed jobs in its latest attempt.")
 		return
 	}
-	slices.SortFunc(failed, func(a, b *jobRec) int { return int(a.ID - b.ID) })
-	for _, old := range failed {
-		j := &jobRec{repo: old.repo, Job: Job{
-			ID: s.newIDLocked(), RunID: runID, RunAttempt: attempt + 1, Owner: old.Owner, Repo: old.Repo, Name: old.Name,
-			Labels: slices.Clone(old.Labels), Status: JobQueued, QueuedAt: s.now().UTC(),
-		}}
-		s.jobs[j.ID] = j
-		s.queue = append(s.queue, j.ID)
-		s.reruns = append(s.reruns, Rerun{Owner: old.Owner, Repo: old.Repo, RunID: runID, Job: old.ID, NewJob: j.ID})
-		s.emitLocked(j, "queued")
-	}
-	s.broadcastLocked()
+	s.requeueLocked(failed, attempt+1)
 	writeJSON(w, http.StatusCreated, struct{}{})
 }
 
-// Rerun is a failed job queued again through POST .../actions/runs/{run_id}/rerun-failed-jobs.
+// Rerun is a job run again by one of the re-run endpoints (runs.go).
 type Rerun struct {
 	Owner, Repo string
 	RunID       int64
-	Job, NewJob int64 // the failed job and the one queued in its place
+	Job, NewJob int64 // the job re-run and the one queued (or skipped) in its place
 }
 
 // Reruns returns the jobs re-run through the API, oldest first.

@@ -82,6 +82,7 @@ type Server struct {
 	queue         []int64 // queued job ids, oldest first
 	cancelled     []CancelledRun
 	reruns        []Rerun
+	runs          map[int64]*runRec // workflow runs started with StartRun (runs.go)
 	nextID        int64
 	actions       *actionsState // the Actions service's scale sets (actions.go), created on first use
 
@@ -430,6 +431,8 @@ func (s *Server) routes() {
 	// Workflow runs and jobs.
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel", authToken, s.cancelRun)
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", authToken, s.rerunFailedJobs)
+	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun", authToken, s.rerunRun)
+	s.handle("POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun", authToken, s.rerunJob)
 	s.handle("GET /repos/{owner}/{repo}/actions/jobs/{job_id}", authToken, s.getJob)
 
 	// The Actions service's scale set protocol (actions.go).

@@ -5,6 +5,7 @@ package githubfake
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -160,6 +161,9 @@ type Job struct {
 	QueuedAt      time.Time
 	StartedAt     time.Time
 	CompletedAt   time.Time
+	// Outputs are what the job's steps set (CompleteJob): later jobs read them as
+	// needs.<job>.outputs.<name>.
+	Outputs map[string]string
 }
 
 // CancelledRun is a workflow run cancelled through POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel.
@@ -185,6 +189,7 @@ func (rr *runnerRec) snapshot() Runner {
 func (j *jobRec) snapshot() Job {
 	c := j.Job
 	c.Labels = slices.Clone(j.Labels)
+	c.Outputs = maps.Clone(j.Outputs)
 	return c
 }
 
