@@ -6,7 +6,8 @@
 #   make testacc-opentofu   ... on `tofu` from PATH, else OpenTofu built once into the tools cache
 #   make docs-check         fails when `make docs` would change docs/
 #   make examples-check     fails when an example is not `terraform fmt`-formatted
-#   make release-check      goreleaser check on .goreleaser.yml
+#   make release-check      goreleaser check on .goreleaser.yml (in CI, .ci/run: goreleaser is built
+#                           from source; `make test` runs neither this nor testacc-opentofu)
 #   make workflows-check    actionlint (pinned in tools/actionlint/go.mod) on .github/workflows, and
 #                           every `uses:` of the workflows and examples pinned by full commit SHA
 #
@@ -34,8 +35,10 @@ docs-check:
 examples-check:
 	tf=$$($(ENSURE_TF) terraform) && TF_CLI_CONFIG_FILE=provider/testdata/cli.tfrc "$$tf" fmt -check -recursive -diff examples
 
+# release-check also runs TestReleaseNames (build tag release), which builds a goreleaser snapshot.
 release-check:
 	tools/release-check.sh
+	$(GOTEST) -tags release -run '^TestReleaseNames$$' ./reconciler/cmd/runnerpool/
 
 # actionlint also runs shellcheck on the workflows' run scripts when shellcheck is on PATH (make
 # test-deps installs it).

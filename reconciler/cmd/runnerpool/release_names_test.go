@@ -1,11 +1,17 @@
+//go:build release
+
 package main
 
 // TestReleaseNames ties the names together: every release URL and image the examples and the docs
 // give resolves to a file (or tag) a release of .goreleaser.yml produces, with its line in the
-// release's checksums file. The release is a goreleaser snapshot of the real configuration's
-// runnerpool build, archives and checksum settings, built from a stub main package (the names and the
-// checksum lines are goreleaser's own; compiling the real binary twice would add minutes and prove
-// nothing more about names).
+// release's checksums file.
+//
+// It needs goreleaser (tools/goreleaser.sh builds it from the Go module proxy: minutes on a fresh
+// machine) and a release, so it runs under the build tag release, not in `make test`: the rehearsal
+// (test/rehearsal, `make rehearsal` in .ci/run) runs it on the snapshot release it builds from the
+// whole configuration, handing over its dist folder in RUNNERPOOL_RELEASE_DIST. Without that variable
+// the test builds its own snapshot of the configuration's runnerpool build, archives and checksum
+// settings from a stub main package (the names and the checksum lines are goreleaser's own).
 
 import (
 	"bufio"
@@ -28,7 +34,7 @@ import (
 // releaseBase is where the release's files are downloaded from: the GitHub release of the tag.
 const releaseBase = "https://github.com/runnerpool/terraform-provider-runnerpool/releases/download/v"
 
-// snapshotVersion is the version of the snapshot release.
+// snapshotVersion is the version of the stub snapshot release.
 const snapshotVersion = "1.2.3"
 
 var (
@@ -41,8 +47,8 @@ var (
 
 func TestReleaseNames(t *testing.T) {
 	t.Parallel()
-	files := goreleaserSnapshot(t)
-	sums := readChecksums(t, files)
+	files, version := releaseFiles(t)
+	sums := readChecksums(t, files, version)
 
 	// The agent binaries instances install: one per architecture the runnerpool build has, each
 	// with its checksum line beside the archives'.
@@ -70,7 +76,7 @@ func TestReleaseNames(t *testing.T) {
 			}
 			refs++
 			versions[m[1]] = true
-			checkReleased(t, files, sums, strings.ReplaceAll(m[2], m[1], snapshotVersion), file+": "+u)
+			checkReleased(t, files, sums, strings.ReplaceAll(m[2], m[1], version), file+": "+u)
 		}
 		for _, m := range imageRef.FindAllStringSubmatch(text, -1) {
 			if m[1] == "VERSION" {
@@ -155,10 +161,10 @@ func imageTags(t *testing.T, version string) []string {
 }
 
 // readChecksums reads the snapshot's checksums file (sha256sum format: digest, two spaces, name).
-func readChecksums(t *testing.T, files map[string]string) map[string]string {
+func readChecksums(t *testing.T, files map[string]string, version string) map[string]string {
 	t.Helper()
 	c := loadReleaseConfig(t)
-	name := render(t, c, c.Checksum.NameTemplate, snapshotVersion, "", "")
+	name := render(t, c, c.Checksum.NameTemplate, version, "", "")
 	f, err := os.Open(files[name])
 	if err != nil {
 		t.Fatalf("the snapshot has no checksums file %s: %v", name, err)
@@ -176,10 +182,57 @@ func readChecksums(t *testing.T, files map[string]string) map[string]string {
 	return sums
 }
 
+// releaseFiles are the files of the release in RUNNERPOOL_RELEASE_DIST (a goreleaser dist folder:
+// its artifacts.json and metadata.json), else of a stub snapshot (goreleaserSnapshot), and its version.
+func releaseFiles(t *testing.T) (map[string]string, string) {
+	t.Helper()
+	dist := os.Getenv("RUNNERPOOL_RELEASE_DIST")
+	if dist == "" {
+		dir := goreleaserSnapshot(t)
+		return distFiles(t, filepath.Join(dir, "dist"), dir), snapshotVersion
+	}
+	b, err := os.ReadFile(filepath.Join(dist, "metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct{ Version string }
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Version == "" {
+		t.Fatalf("%s/metadata.json: no version (%v)", dist, err)
+	}
+	// artifacts.json's paths are relative to the folder goreleaser ran in, the dist folder's parent.
+	return distFiles(t, dist, filepath.Dir(dist)), meta.Version
+}
+
+// distFiles are the files a release uploads, by name: goreleaser's own list of its artifacts in
+// dist/artifacts.json (a raw binary is uploaded under its archive name from the build's folder),
+// their paths relative to root.
+func distFiles(t *testing.T, dist, root string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist, "artifacts.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var artifacts []struct{ Name, Path, Type string }
+	if err := json.Unmarshal(b, &artifacts); err != nil {
+		t.Fatalf("artifacts.json: %v", err)
+	}
+	files := map[string]string{}
+	for _, a := range artifacts {
+		if a.Type == "Archive" || a.Type == "Binary" || a.Type == "Checksum" {
+			p := a.Path
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(root, p)
+			}
+			files[a.Name] = p
+		}
+	}
+	return files
+}
+
 // goreleaserSnapshot runs `goreleaser release --snapshot` on .goreleaser.yml reduced to the
 // runnerpool build (its main package a stub), its archives and the checksum settings, in a temporary
-// git repository, and returns the files the release would upload: their paths by name.
-func goreleaserSnapshot(t *testing.T) map[string]string {
+// git repository, and returns that repository's folder (the release is in its dist folder).
+func goreleaserSnapshot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
@@ -250,92 +303,5 @@ func goreleaserSnapshot(t *testing.T) map[string]string {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	// What the release uploads, by name: goreleaser's own list of its artifacts (a raw binary is
-	// uploaded under its archive name from the build's folder).
-	b, err = os.ReadFile(filepath.Join(dir, "dist", "artifacts.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var artifacts []struct{ Name, Path, Type string }
-	if err := json.Unmarshal(b, &artifacts); err != nil {
-		t.Fatalf("dist/artifacts.json: %v", err)
-	}
-	files := map[string]string{}
-	for _, a := range artifacts {
-		if a.Type == "Archive" || a.Type == "Binary" || a.Type == "Checksum" {
-			files[a.Name] = filepath.Join(dir, a.Path)
-		}
-	}
-	return files
-}
-
-// TestReleaseRegistryLayout: the provider is released as the Terraform Registry wants it: one zip per
-// platform named terraform-provider-NAME_VERSION_OS_ARCH.zip holding terraform-provider-NAME_vVERSION,
-// a SHA256SUMS file that lists the zips and the registry manifest (published as
-// terraform-provider-NAME_VERSION_manifest.json), and a detached signature of that file.
-func TestReleaseRegistryLayout(t *testing.T) {
-	t.Parallel()
-	cfg := loadReleaseConfig(t)
-	r := func(tmpl string) string { return render(t, cfg, tmpl, "1.2.3", "linux", "amd64") }
-	if cfg.ProjectName != "terraform-provider-runnerpool" {
-		t.Fatalf("project_name %q", cfg.ProjectName)
-	}
-	for _, bd := range cfg.Builds {
-		if bd.ID == "provider" && r(bd.Binary) != "terraform-provider-runnerpool_v1.2.3" {
-			t.Errorf("provider binary %q, want terraform-provider-runnerpool_v1.2.3", r(bd.Binary))
-		}
-	}
-	var zip bool
-	for _, a := range cfg.Archives {
-		if slices.Equal(a.IDs, []string{"provider"}) {
-			zip = slices.Equal(a.Formats, []string{"zip"}) && r(a.NameTemplate) == "terraform-provider-runnerpool_1.2.3_linux_amd64"
-		}
-	}
-	if !zip {
-		t.Error("the provider is not archived as terraform-provider-runnerpool_VERSION_OS_ARCH.zip")
-	}
-	if r(cfg.Checksum.NameTemplate) != "terraform-provider-runnerpool_1.2.3_SHA256SUMS" {
-		t.Errorf("checksums file %q", r(cfg.Checksum.NameTemplate))
-	}
-	manifest := func(files []releaseExtra) bool {
-		for _, f := range files {
-			if f.Glob == "terraform-registry-manifest.json" && r(f.NameTemplate) == "terraform-provider-runnerpool_1.2.3_manifest.json" {
-				return true
-			}
-		}
-		return false
-	}
-	if !manifest(cfg.Checksum.ExtraFiles) || !manifest(cfg.Release.ExtraFiles) {
-		t.Error("the registry manifest is not both published and listed in SHA256SUMS as terraform-provider-runnerpool_VERSION_manifest.json")
-	}
-	if len(cfg.Signs) != 1 || cfg.Signs[0].Artifacts != "checksum" || !slices.Contains(cfg.Signs[0].Args, "--detach-sign") {
-		t.Errorf("signs = %+v, want a detached signature of the checksums file", cfg.Signs)
-	}
-}
-
-// TestReleaseWorkflow: the release workflow runs goreleaser on a version tag, signs with the imported
-// key, and uses the goreleaser version `make release-check` and these tests check the configuration
-// with (tools/goreleaser.sh).
-func TestReleaseWorkflow(t *testing.T) {
-	t.Parallel()
-	wf, err := os.ReadFile(filepath.Join(repoRoot, ".github/workflows/release.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, err := os.ReadFile(filepath.Join(repoRoot, "tools/goreleaser.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned := regexp.MustCompile(`GORELEASER_VERSION=\$\{GORELEASER_VERSION:-([0-9.]+)\}`).FindSubmatch(script)
-	if pinned == nil {
-		t.Fatal("tools/goreleaser.sh pins no GORELEASER_VERSION")
-	}
-	for _, want := range []string{
-		"uses: goreleaser/goreleaser-action@", "version: v" + string(pinned[1]) + "\n", "args: release --clean",
-		"GPG_FINGERPRINT: ${{ steps.import_gpg.outputs.fingerprint }}", "tags:\n      - \"v*\"",
-	} {
-		if !strings.Contains(string(wf), want) {
-			t.Errorf(".github/workflows/release.yml lacks %q", want)
-		}
-	}
+	return dir
 }

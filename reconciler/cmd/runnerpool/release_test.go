@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -536,4 +537,75 @@ func runScript(t *testing.T, script string, env []string) (stdout, stderr string
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
 	return o.String(), e.String(), err
+}
+
+// TestReleaseRegistryLayout: the provider is released as the Terraform Registry wants it: one zip per
+// platform named terraform-provider-NAME_VERSION_OS_ARCH.zip holding terraform-provider-NAME_vVERSION,
+// a SHA256SUMS file that lists the zips and the registry manifest (published as
+// terraform-provider-NAME_VERSION_manifest.json), and a detached signature of that file.
+func TestReleaseRegistryLayout(t *testing.T) {
+	t.Parallel()
+	cfg := loadReleaseConfig(t)
+	r := func(tmpl string) string { return render(t, cfg, tmpl, "1.2.3", "linux", "amd64") }
+	if cfg.ProjectName != "terraform-provider-runnerpool" {
+		t.Fatalf("project_name %q", cfg.ProjectName)
+	}
+	for _, bd := range cfg.Builds {
+		if bd.ID == "provider" && r(bd.Binary) != "terraform-provider-runnerpool_v1.2.3" {
+			t.Errorf("provider binary %q, want terraform-provider-runnerpool_v1.2.3", r(bd.Binary))
+		}
+	}
+	var zip bool
+	for _, a := range cfg.Archives {
+		if slices.Equal(a.IDs, []string{"provider"}) {
+			zip = slices.Equal(a.Formats, []string{"zip"}) && r(a.NameTemplate) == "terraform-provider-runnerpool_1.2.3_linux_amd64"
+		}
+	}
+	if !zip {
+		t.Error("the provider is not archived as terraform-provider-runnerpool_VERSION_OS_ARCH.zip")
+	}
+	if r(cfg.Checksum.NameTemplate) != "terraform-provider-runnerpool_1.2.3_SHA256SUMS" {
+		t.Errorf("checksums file %q", r(cfg.Checksum.NameTemplate))
+	}
+	manifest := func(files []releaseExtra) bool {
+		for _, f := range files {
+			if f.Glob == "terraform-registry-manifest.json" && r(f.NameTemplate) == "terraform-provider-runnerpool_1.2.3_manifest.json" {
+				return true
+			}
+		}
+		return false
+	}
+	if !manifest(cfg.Checksum.ExtraFiles) || !manifest(cfg.Release.ExtraFiles) {
+		t.Error("the registry manifest is not both published and listed in SHA256SUMS as terraform-provider-runnerpool_VERSION_manifest.json")
+	}
+	if len(cfg.Signs) != 1 || cfg.Signs[0].Artifacts != "checksum" || !slices.Contains(cfg.Signs[0].Args, "--detach-sign") {
+		t.Errorf("signs = %+v, want a detached signature of the checksums file", cfg.Signs)
+	}
+}
+
+// TestReleaseWorkflow: the release workflow runs goreleaser on a version tag, signs with the imported
+// key, and uses the goreleaser version `make release-check` and these tests check the configuration
+// with (tools/goreleaser.sh).
+func TestReleaseWorkflow(t *testing.T) {
+	t.Parallel()
+	wf, err := os.ReadFile(filepath.Join(repoRoot, ".github/workflows/release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot, "tools/goreleaser.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`GORELEASER_VERSION=\$\{GORELEASER_VERSION:-([0-9.]+)\}`).FindSubmatch(script)
+	if pinned == nil {
+		t.Fatal("tools/goreleaser.sh pins no GORELEASER_VERSION")
+	}
+	for _, want := range []string{
+		"uses: goreleaser/goreleaser-action@", "version: v" + string(pinned[1]) + "\n", "args: release --clean",
+		"GPG_FINGERPRINT: ${{ steps.import_gpg.outputs.fingerprint }}", "tags:\n      - \"v*\"",
+	} {
+		if !strings.Contains(string(wf), want) {
+			t.Errorf(".github/workflows/release.yml lacks %q", want)
+		}
+	}
 }
