@@ -716,7 +716,7 @@ func (s *Server) downloadRemote(w http.ResponseWriter, r *http.Request, object s
 	defer os.Remove(tmp.Name())
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	n, err := io.Copy(io.MultiWriter(w, tmp), resp.Body)
+	n, err := io.CopyBuffer(io.MultiWriter(w, tmp), resp.Body, make([]byte, 1<<20))
 	s.bytesServed.Add(n)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

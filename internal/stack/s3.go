@@ -29,6 +29,21 @@ func NewS3() (http.Handler, error) {
 	return gofakes3.New(backend, gofakes3.WithAutoBucket(true)).Server(), nil
 }
 
+// startS3 serves an S3 for the stack on a free loopback port (Endpoints.S3).
+func (s *Stack) startS3() error {
+	h, err := NewS3()
+	if err != nil {
+		return err
+	}
+	lis, err := listen(0, "the S3 emulator")
+	if err != nil {
+		return err
+	}
+	s.Endpoints.S3 = baseURL(lis)
+	s.serve(lis, h)
+	return nil
+}
+
 // NodeDir returns the directory of the stack's npm packages (package.json and node_modules), for
 // tests that run a published client such as @actions/cache.
 func NodeDir() (string, error) { return findNodeDir(os.Getenv(EnvNodeDir)) }

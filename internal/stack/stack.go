@@ -90,6 +90,9 @@ type Ports struct {
 // Endpoints are the base URLs of the stack's servers, all http://127.0.0.1:PORT.
 type Endpoints struct {
 	DynamoDB, SQS, EC2, GitHubAPI, OIDCIssuer string
+	// S3 is the runner cache's bucket store (s3.go); empty for a stack from FromEnv whose starter set
+	// no AWS_ENDPOINT_URL_S3.
+	S3 string
 }
 
 // Stack is a running local stack, or (FromEnv) the endpoints of one started by another process.
@@ -202,6 +205,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Logger:       logger.With("server", "ec2"),
 	})
 	s.serve(ec2Lis, s.EC2)
+	if err := s.startS3(); err != nil {
+		return nil, err
+	}
 
 	s.Endpoints.GitHubAPI = baseURL(ghLis)
 	s.GitHub = githubfake.New(githubfake.Options{Logger: logger.With("server", "github")})
@@ -281,6 +287,7 @@ func FromEnv() (*Stack, error) {
 		return nil, fmt.Errorf("local stack environment incomplete: %s set but %s missing",
 			strings.Join(set, ", "), strings.Join(missing, ", "))
 	}
+	s.Endpoints.S3 = os.Getenv(EnvS3) // optional: a stack started before it had one has none
 	return s, nil
 }
 
@@ -293,6 +300,7 @@ func (s *Stack) Env() []string {
 		EnvEC2 + "=" + s.Endpoints.EC2,
 		EnvGitHubAPI + "=" + s.Endpoints.GitHubAPI,
 		EnvOIDCIssuer + "=" + s.Endpoints.OIDCIssuer,
+		EnvS3 + "=" + s.Endpoints.S3,
 		"AWS_REGION=" + Region,
 		"AWS_ACCESS_KEY_ID=" + AccessKeyID,
 		"AWS_SECRET_ACCESS_KEY=" + SecretAccessKey,

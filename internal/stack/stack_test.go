@@ -171,7 +171,7 @@ func TestStartAndClose(t *testing.T) {
 	if st.EC2 == nil || st.GitHub == nil || st.OIDC == nil {
 		t.Errorf("in-process servers missing: EC2 %v, GitHub %v, OIDC %v", st.EC2 != nil, st.GitHub != nil, st.OIDC != nil)
 	}
-	for name, endpoint := range map[string]string{"EC2": st.Endpoints.EC2, "GitHub": st.Endpoints.GitHubAPI, "OIDC": st.Endpoints.OIDCIssuer} {
+	for name, endpoint := range map[string]string{"EC2": st.Endpoints.EC2, "GitHub": st.Endpoints.GitHubAPI, "OIDC": st.Endpoints.OIDCIssuer, "S3": st.Endpoints.S3} {
 		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(endpoint, "http://"), time.Second)
 		if err != nil {
 			t.Errorf("%s server at %s: %v", name, endpoint, err)
