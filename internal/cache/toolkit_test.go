@@ -495,3 +495,30 @@ func TestToolkitPathTraversalKey(t *testing.T) {
 		t.Fatalf("another repository read the traversal key: %q", got)
 	}
 }
+
+func TestLocalEvictionLeastRecentlyUsedAndAge(t *testing.T) {
+	w := newWorld(t)
+	// Local only (no presigner): what the disk keeps is all a restore can find.
+	a := w.instance(t, mainRun, func(c *cache.Config) { c.Presign, c.RepoLimit, c.MaxAge = nil, 200<<10, 48*time.Hour })
+	w.save(t, a, "one", 80<<10)
+	a.advance(time.Minute)
+	w.save(t, a, "two", 80<<10)
+	a.advance(time.Minute)
+	if got, _, _ := w.restore(t, a, "one"); got != "one" { // "one" is now the most recently used
+		t.Fatalf("before the limit: %q", got)
+	}
+	a.advance(time.Minute)
+	w.save(t, a, "three", 80<<10) // 240 KiB > 200 KiB: the least recently used ("two") goes
+	for key, kept := range map[string]bool{"one": true, "two": false, "three": true} {
+		if got, _, _ := w.restore(t, a, key); (got == key) != kept {
+			t.Errorf("after the limit, %s restored %q, want kept %v", key, got, kept)
+		}
+	}
+	a.advance(72 * time.Hour)
+	w.save(t, a, "four", 8<<10) // a commit evicts what went unused past MaxAge
+	for key, kept := range map[string]bool{"one": false, "three": false, "four": true} {
+		if got, _, _ := w.restore(t, a, key); (got == key) != kept {
+			t.Errorf("after MaxAge, %s restored %q, want kept %v", key, got, kept)
+		}
+	}
+}
