@@ -399,6 +399,14 @@ func (c *Claimer) try(ctx context.Context, req Request, p *pool.Pickup, m pool.M
 		col.lock(func() { col.res.Indexed++ })
 	}
 
+	return c.verify(ctx, req, in, m, start, col, log)
+}
+
+// verify hands a claimed instance its registration and waits for its agent to acknowledge the
+// claim: verified, it is the request's; an instance that failed its checks is discarded; one the
+// notice did not reach goes back to the pool. done reports that this worker holds the instance or
+// must stop.
+func (c *Claimer) verify(ctx context.Context, req Request, in store.Instance, m pool.Message, start time.Time, col *collector, log *slog.Logger) (done bool, err error) {
 	// The instance is claimed for the run: from here it must end up in the Result.
 	noticed, err := c.reg.issueClaim(ctx, in, req.Labels, req.Token)
 	if err != nil {

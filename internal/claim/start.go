@@ -12,14 +12,12 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"golang.org/x/sync/errgroup"
 )
 
 // StartAPI is the part of the EC2 client starting stopped instances needs; *ec2.Client satisfies it.
@@ -30,9 +28,6 @@ type StartAPI interface {
 // MaxStartBatch is the number of instance ids one StartInstances call carries (DESIGN: EC2
 // mutations in batches of 50).
 const MaxStartBatch = 50
-
-// startConcurrency bounds the parallel claim writes of one ClaimAndStart.
-const startConcurrency = 16
 
 // Starter claims and starts stopped warm instances.
 type Starter struct {
@@ -87,50 +82,13 @@ func (s *Starter) ClaimAndStart(ctx context.Context, cands []store.Instance, run
 	if threshold.IsZero() {
 		return res, fmt.Errorf("claiming stopped instances: no claim threshold: %w", store.ErrInvalid)
 	}
-	var (
-		mu      sync.Mutex
-		next    int
-		errs    []error
-		claimed = make([]store.Instance, len(runs))
-	)
-	take := func() (store.Instance, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= len(cands) {
-			return store.Instance{}, false
-		}
-		next++
-		return cands[next-1], true
+	taken, err := Take(ctx, s.st, cands, runs, threshold, store.StateStopped)
+	res.Lost = taken.Lost
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
 	}
-	// Every run's claim is tried; errors are collected, not cancelling the others.
-	var g errgroup.Group
-	g.SetLimit(startConcurrency)
-	for i, runID := range runs {
-		g.Go(func() error {
-			for ctx.Err() == nil {
-				cand, ok := take()
-				if !ok {
-					return nil
-				}
-				in, err := s.claim(ctx, cand.ID, runID, threshold)
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, err)
-				case in.ID == "":
-					res.Lost++
-				default:
-					claimed[i] = in
-				}
-				mu.Unlock()
-				if in.ID != "" {
-					return nil
-				}
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
+	claimed := taken.Claimed
 
 	var toStart []store.Instance
 	for i, in := range claimed {
@@ -159,34 +117,6 @@ func (s *Starter) ClaimAndStart(ctx context.Context, cands []store.Instance, run
 		return res, fmt.Errorf("claiming and starting stopped instances: %w", err)
 	}
 	return res, nil
-}
-
-// claim claims one candidate. It returns the record when the instance is now the run's, a zero
-// record when the candidate is gone (lost race, no longer stopped, expired), or an error when the
-// outcome cannot be known.
-func (s *Starter) claim(ctx context.Context, id, runID string, threshold time.Time) (store.Instance, error) {
-	in, err := s.st.Claim(ctx, id, runID, threshold, store.StateStopped)
-	switch {
-	case err == nil:
-		return in, nil
-	case errors.Is(err, store.ErrNotFound):
-		return store.Instance{}, nil
-	}
-	var ce *store.ConflictError
-	if errors.As(err, &ce) && (ce.Current != store.StateClaimed || ce.RunID != runID) {
-		return store.Instance{}, nil
-	}
-	// A retried write whose first attempt landed, or an unknown outcome: the record says which.
-	dctx, cancel := detached(ctx)
-	defer cancel()
-	cur, gerr := s.st.Get(dctx, id)
-	switch {
-	case gerr == nil && cur.State == store.StateClaimed && cur.RunID == runID:
-		return cur, nil
-	case gerr == nil:
-		return store.Instance{}, nil
-	}
-	return store.Instance{}, fmt.Errorf("claiming stopped %s: %w", id, err)
 }
 
 type failedStart struct {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -177,8 +178,7 @@ type Provisioner struct {
 	st      *store.Store
 	claimer *claim.Claimer
 	reg     *claim.Registrar
-	fleet   *fleet.Fleet
-	ec2     EC2API
+	launch  *launch.Launcher
 	cfg     Config
 	cfgErr  error
 	opts    Options
@@ -203,7 +203,11 @@ func New(st *store.Store, claimer *claim.Claimer, reg *claim.Registrar, fl *flee
 		opts.Logger = slog.Default()
 	}
 	return &Provisioner{
-		st: st, claimer: claimer, reg: reg, fleet: fl, ec2: ec2,
+		st: st, claimer: claimer, reg: reg,
+		launch: launch.New(launch.Config{
+			Fleet: fl, Store: st, EC2: ec2, Capacity: opts.Capacity,
+			Timeout: opts.RollbackTimeout, Concurrency: opts.Concurrency, Logger: opts.Logger,
+		}),
 		cfg: cfg.withDefaults(), cfgErr: cfg.Validate(), opts: opts, log: opts.Logger,
 	}
 }

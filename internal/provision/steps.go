@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pipeline"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -77,69 +77,75 @@ func (p *Provisioner) provision(ctx context.Context, req Request, key, token str
 	return j.res, err
 }
 
-// steps runs selection (pool, then stopped warm instances), creation, validation and
-// post-provision; the outcome is in j.res.
+// steps runs the workflow source's stages of the runner pipeline (package pipeline): selection
+// from the pool (hot), stopped warm instances, creation (cold) and validation; then post-provision.
+// The outcome is in j.res.
 func (p *Provisioner) steps(ctx context.Context, j *job) error {
-	req, key, log := j.req, j.key, j.log
+	req := j.req
 	cpu, mem := req.size(p.cfg)
 	j.regToken = p.reg.TokenFor(req.Repository)
 	j.regToken.Start(ctx)
-
-	// Selection: claim workers over the runner class's pool, for the instances the run's repository
-	// and trust level may have (pool.RunScope: a class that keeps images keeps a pull request's
-	// runs and the base repository's apart); the runners register in the repository whatever it is.
-	t := time.Now()
+	// Selection claims the instances the run's repository and trust level may have
+	// (pool.RunScope: a class that keeps images keeps a pull request's runs and the base
+	// repository's apart); the runners register in the repository whatever it is.
 	filter := pool.Filter{
 		UsageClass: req.reuseUsageClass(j.rc), InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
 		ResourceClass: req.ResourceClass, Scope: pool.RunScope(req.Repository, req.Event, config.KeepsAcrossRuns(j.rc.JobAccess)),
 	}
+	steps := map[pipeline.Stage]pipeline.Step{
+		pipeline.Hot: func(ctx context.Context, n int) (int, error) { return p.selectPooled(ctx, j, n, filter) },
+		pipeline.Stopped: func(ctx context.Context, n int) (int, error) {
+			if err := ctx.Err(); err != nil {
+				return 0, &stepError{err: fmt.Errorf("before starting stopped instances: %w", err), unsuccessful: true}
+			}
+			t := time.Now()
+			defer func() { j.res.Timing.Start = time.Since(t) }()
+			err := p.startStopped(ctx, j, n, filter)
+			return len(j.started), err
+		},
+		pipeline.Cold: func(ctx context.Context, n int) (int, error) {
+			if err := ctx.Err(); err != nil {
+				return 0, &stepError{err: fmt.Errorf("before creation: %w", err), unsuccessful: true}
+			}
+			err := p.create(ctx, j, n, j.usage, cpu, mem)
+			return len(j.created), err
+		},
+		pipeline.Validate: func(ctx context.Context, n int) (int, error) {
+			if len(j.started)+len(j.created) == 0 {
+				return n, nil // reused runners were verified when claimed
+			}
+			t := time.Now()
+			defer func() { j.res.Timing.Validate = time.Since(t) }()
+			return n, p.validateFleet(ctx, j)
+		},
+	}
+	stages := pipeline.Stages(pipeline.Workflow, p.opts.Starter != nil)
+	if _, err := pipeline.Run(ctx, pipeline.Workflow, stages, steps, req.Count); err != nil {
+		return p.failed(ctx, j, err)
+	}
+	return p.succeed(ctx, j)
+}
+
+// selectPooled is the hot stage: claim workers over the runner class's pool (its queue, then the
+// table's idle index) for n instances that fit filter.
+func (p *Provisioner) selectPooled(ctx context.Context, j *job, n int, filter pool.Filter) (int, error) {
+	t := time.Now()
+	defer func() { j.res.Timing.Select = time.Since(t) }()
 	cres, err := p.claimer.ClaimN(ctx, claim.Request{
-		RunID: key, Scope: req.Repository, Labels: j.labels, Count: req.Count, Queue: j.rc.Queue, Pickup: p.opts.Pickup, Token: j.regToken,
+		RunID: j.key, Scope: j.req.Repository, Labels: j.labels, Count: n, Queue: j.rc.Queue, Pickup: p.opts.Pickup, Token: j.regToken,
 		Filter: filter, SecondLook: p.secondLook(j.rc.Name, filter),
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
 		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "failed its checks: " + d.Reason, Error: errString(d.Err)})
 	}
-	j.res.Timing.Select = time.Since(t)
 	if err != nil {
-		if ctx.Err() != nil {
-			return p.unsuccessful(ctx, j, fmt.Errorf("selection: %w", err))
-		}
-		return p.dump(ctx, j, fmt.Errorf("selection: %w", err))
+		// Dumped unless the request ended (failed): nobody planned for a selection that fails.
+		return len(j.claimed), fmt.Errorf("selection: %w", err)
 	}
-	log.Debug("selection done", "claimed", len(j.claimed), "indexed", cres.Indexed, "second_look", cres.SecondLook,
+	j.log.Debug("selection done", "claimed", len(j.claimed), "indexed", cres.Indexed, "second_look", cres.SecondLook,
 		"discarded", len(cres.Discarded), "lost", cres.Lost, "receives", cres.Stats.Receives, "exhausted", cres.Stats.Exhausted)
-
-	if n := req.Count - len(j.claimed); n > 0 && p.opts.Starter != nil {
-		if err := ctx.Err(); err != nil {
-			return p.unsuccessful(ctx, j, fmt.Errorf("before starting stopped instances: %w", err))
-		}
-		t = time.Now()
-		err := p.startStopped(ctx, j, n, filter)
-		j.res.Timing.Start = time.Since(t)
-		if err != nil {
-			return p.failed(ctx, j, err)
-		}
-	}
-
-	if n := req.Count - len(j.claimed) - len(j.started); n > 0 {
-		if err := ctx.Err(); err != nil {
-			return p.unsuccessful(ctx, j, fmt.Errorf("before creation: %w", err))
-		}
-		if err := p.create(ctx, j, n, j.usage, cpu, mem); err != nil {
-			return p.failed(ctx, j, err)
-		}
-	}
-	if len(j.started)+len(j.created) > 0 {
-		t = time.Now()
-		err := p.validateFleet(ctx, j)
-		j.res.Timing.Validate = time.Since(t)
-		if err != nil {
-			return p.failed(ctx, j, err)
-		}
-	}
-	return p.succeed(ctx, j)
+	return len(j.claimed), nil
 }
 
 // stepError classifies a failure: unsuccessful (nothing unexpected happened: no capacity, an
@@ -160,53 +166,40 @@ func (p *Provisioner) failed(ctx context.Context, j *job, err error) error {
 	return p.dump(ctx, j, err)
 }
 
-// create launches n instances with one fleet and writes their records, then issues their
+// create launches n instances with one fleet and writes their records (package launch: the
+// reservation against the caps, the fleet, the records and the settlement), then issues their
 // registration credentials.
 func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, cpu, mem int) error {
 	t := time.Now()
 	defer func() { j.res.Timing.Create = time.Since(t) }()
-	// The CreateFleet call is not cancelled with the request: once EC2 may have launched
-	// instances, their ids must be read, recorded and (if the request is gone) undone. A call
-	// cut short would leave them to the orphan sweep.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
-	defer cancel()
-	if err := p.reserve(ctx, j, n); err != nil {
-		return err
-	}
-	launched, err := p.fleet.Create(fctx, fleet.Request{
-		Count: n, UsageClass: usage, InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
-		AllowBurstable: j.req.AllowBurstable, FallbackToOnDemand: j.req.FallbackToOnDemand,
-		ClientToken: j.token, Spec: p.launchSpec(j.rc, j.key),
-	})
-	var ice *fleet.InsufficientCapacityError
-	if errors.As(err, &ice) {
-		for e := ice; e != nil; e = e.Fallback {
-			for _, id := range e.Terminated {
-				j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: "partial " + e.UsageClass + " fleet terminated before any record was written"})
+	out, err := p.launch.Launch(ctx, launch.Order{
+		Count: n, RunnerClass: j.rc.Name, Reservation: j.token,
+		Shape: launch.Shape{
+			UsageClass: usage, InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
+			AllowBurstable: j.req.AllowBurstable, FallbackToOnDemand: j.req.FallbackToOnDemand,
+			ClientToken: j.token, Spec: p.launchSpec(j.rc, j.key),
+		},
+		Record: func(_ int, l fleet.Launched) store.Instance {
+			// The record carries the request's minimum size rather than the launched type's, so
+			// a later pool filter on it never over-promises.
+			return store.Instance{
+				ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: p.opts.Now().Add(p.cfg.CreatedTimeout),
+				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: cpu, MemoryMiB: mem,
+				ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
+				RunnerVersion: j.rc.RunnerVersion, JobAccess: j.rc.JobAccess, Reason: "created for run " + j.key,
 			}
-		}
+		},
+	})
+	for _, e := range out.Ended {
+		j.undone(Undone{InstanceID: e.InstanceID, Action: ActionTerminated, Reason: e.Reason, Error: errString(e.Err)})
 	}
-	if ice != nil && len(ice.Unterminated) > 0 {
-		// The partial fleet could not be terminated: record those instances so that they are
-		// terminated below (and by refresh, should that fail too).
-		recs, werr := p.writeRecords(ctx, j, ice.Unterminated, cpu, mem)
-		j.created = append(j.created, recs...)
-		p.settle(fctx, j, recs)
-		return &stepError{err: fmt.Errorf("creation: %w", errors.Join(err, werr)), unsuccessful: werr == nil}
-	}
+	j.created = append(j.created, out.Recorded...)
 	if err != nil {
-		// Nothing of this fleet is left running: no capacity, a refused request or a call that
-		// failed before EC2 launched anything.
-		p.settle(fctx, j, nil)
-		return &stepError{err: fmt.Errorf("creation: %w", err), unsuccessful: true}
+		// A refusal of the caps, no capacity or a refused fleet request are unsuccessful (what was
+		// recorded of a partial fleet is terminated with the rest); a record not written is not.
+		return &stepError{err: fmt.Errorf("creation: %w", err), unsuccessful: !errors.Is(err, launch.ErrNotRecorded)}
 	}
-	recs, err := p.writeRecords(ctx, j, launched, cpu, mem)
-	j.created = append(j.created, recs...)
-	p.settle(fctx, j, recs)
-	if err != nil {
-		return &stepError{err: fmt.Errorf("creation: %w", err)}
-	}
-	j.log.Debug("created", "instances", len(recs))
+	j.log.Debug("created", "instances", len(out.Recorded))
 	if ctx.Err() != nil {
 		return &stepError{err: fmt.Errorf("creation: %w", ctx.Err()), unsuccessful: true}
 	}
@@ -364,42 +357,6 @@ func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Fi
 		return &stepError{err: fmt.Errorf("issuing registrations to started instances: %w", err), unsuccessful: ctx.Err() != nil}
 	}
 	return nil
-}
-
-// writeRecords writes a created record for each launched instance, straight after CreateFleet
-// returned and whatever happens to the request's ctx. An instance whose record cannot be written
-// is terminated at once (nothing else would know of it but the orphan sweep). The record carries
-// the request's minimum size rather than the launched type's, so a later pool filter on it never
-// over-promises.
-func (p *Provisioner) writeRecords(ctx context.Context, j *job, launched []fleet.Launched, cpu, mem int) ([]store.Instance, error) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.RollbackTimeout)
-	defer cancel()
-	threshold := p.opts.Now().Add(p.cfg.CreatedTimeout)
-	recs := make([]store.Instance, len(launched))
-	ok := make([]bool, len(launched))
-	err := p.each(len(launched), func(i int) error {
-		l := launched[i]
-		rec, err := p.st.Create(dctx, store.Instance{
-			ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: threshold,
-			UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: cpu, MemoryMiB: mem,
-			ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
-			RunnerVersion: j.rc.RunnerVersion, JobAccess: j.rc.JobAccess, Reason: "created for run " + j.key,
-		})
-		if err != nil {
-			_, terr := p.ec2.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{l.ID}})
-			j.undone(Undone{InstanceID: l.ID, Action: ActionTerminated, Reason: "record not written: " + err.Error(), Error: errString(terr)})
-			return fmt.Errorf("recording %s: %w", l.ID, err)
-		}
-		recs[i], ok[i] = rec, true
-		return nil
-	})
-	var out []store.Instance
-	for i, r := range recs {
-		if ok[i] {
-			out = append(out, r)
-		}
-	}
-	return out, err
 }
 
 // validateFleet waits for every started and created instance to register and be alive: all or

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -99,7 +100,7 @@ func (o Options) withDefaults() Options {
 type Converger struct {
 	st      Store
 	api     EC2API
-	fleet   Launcher
+	launch  *launch.Launcher
 	targets Targets
 	opts    Options
 	log     *slog.Logger
@@ -132,8 +133,9 @@ func NewConverger(st Store, api EC2API, fl Launcher, targets Targets, opts Optio
 	}
 	opts = opts.withDefaults()
 	return &Converger{
-		st: st, api: api, fleet: fl, targets: targets, opts: opts, log: opts.Logger,
-		term: &terminator{st: st, api: api, batch: MaxBatch, log: opts.Logger},
+		st: st, api: api, targets: targets, opts: opts, log: opts.Logger,
+		launch: launch.New(launch.Config{Fleet: fl, Store: st, EC2: api, Capacity: opts.Capacity, Timeout: 2 * time.Minute, Logger: opts.Logger}),
+		term:   &terminator{st: st, api: api, batch: MaxBatch, log: opts.Logger},
 	}, nil
 }
 
@@ -376,7 +378,9 @@ type categories struct {
 	detached                    int
 }
 
-// converge runs the steps for one pool.
+// converge runs the steps for one pool: observe (categorize its records, and size it where it
+// autoscales), end what must go (errored, dangling, outdated, failed pool jobs), put warmed-up
+// instances to use, create what is missing, and end the excess.
 func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, now time.Time) (pr PoolReport) {
 	began := time.Now()
 	pr = PoolReport{Pool: spec.Name, Schedule: spec.Schedule, TargetHot: spec.Hot, TargetStopped: spec.Stopped, Removed: removed}
@@ -389,46 +393,65 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 		pr.Err = fmt.Errorf("pool %s: negative target %d hot, %d stopped", spec.Name, spec.Hot, spec.Stopped)
 		return pr
 	}
-	log := c.log.With("pool", spec.Name)
 	var errs []error
 	defer func() {
 		if err := errors.Join(errs...); err != nil {
 			pr.Err = fmt.Errorf("pool %s: %w", spec.Name, err)
 		}
 	}()
-
-	// 1. Categorize. Brief records: every step below reads only their id, state, run, threshold,
-	// spec hash, creation time and agent key (the writes return full records).
-	recs, err := c.st.ByPoolBrief(ctx, spec.Name)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("listing instances: %w", err))
+	cat, ok := c.observe(ctx, &spec, removed, now, &pr, &errs)
+	if !ok {
 		return pr
 	}
-	cat, err := c.categorize(ctx, spec, recs, now)
+	c.endDoomed(ctx, spec, cat, now, &pr, &errs)
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+		return pr
+	}
+	excessWarmed, failedStops := c.useWarmed(ctx, spec, &cat, now, &pr, &errs)
+	keep := c.fill(ctx, spec, removed, &cat, now, &pr, &errs)
+	c.endExcess(ctx, &cat, keep, slices.Concat(warmedVictims(excessWarmed), failedStops), &pr, &errs)
+	return pr
+}
+
+// observe is step 1: the pool's records, categorized, and (for an autoscaled pool) its targets
+// decided. Brief records: every step reads only their id, state, run, threshold, spec hash,
+// creation time and agent key (the writes return full records).
+func (c *Converger) observe(ctx context.Context, spec *PoolSpec, removed bool, now time.Time, pr *PoolReport, errs *[]error) (categories, bool) {
+	recs, err := c.st.ByPoolBrief(ctx, spec.Name)
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, fmt.Errorf("listing instances: %w", err))
+		return categories{}, false
+	}
+	cat, err := c.categorize(ctx, *spec, recs, now)
+	if err != nil {
+		*errs = append(*errs, err)
 	}
 	pr.Detached = cat.detached
 	pr.warm = len(recs) - cat.detached
 	if spec.Autoscale != nil && c.opts.Autoscale.Store != nil && !removed {
-		pr.Autoscale = c.autoscale(ctx, &spec, recs, cat, now)
+		pr.Autoscale = c.autoscale(ctx, spec, recs, cat, now)
 		pr.TargetHot, pr.TargetStopped = spec.Hot, spec.Stopped
 		if pr.Autoscale.Err != nil {
-			errs = append(errs, pr.Autoscale.Err)
+			*errs = append(*errs, pr.Autoscale.Err)
 		} else if c.opts.OnAutoscale != nil {
-			c.opts.OnAutoscale(pr)
+			c.opts.OnAutoscale(*pr)
 		}
 	}
+	return cat, true
+}
 
-	// Pool jobs: promote what registered, recover what failed. Not part of the pool's capacity.
-	failedJobs := c.jobs(ctx, spec, cat.jobs, now, &pr, &errs)
-
-	// 2-4. Terminate errored, dangling and outdated instances, in that order, in shared batches.
+// endDoomed is steps 2-4 with the pool jobs: what registered for a job is promoted, a job's
+// instance that failed is recovered; errored, dangling and outdated instances and the failed
+// jobs' are terminated, in that order, in shared batches.
+func (c *Converger) endDoomed(ctx context.Context, spec PoolSpec, cat categories, now time.Time, pr *PoolReport, errs *[]error) {
+	// Pool jobs are not part of the pool's capacity.
+	failedJobs := c.jobs(ctx, spec, cat.jobs, now, pr, errs)
 	doomed := slices.Concat(cat.errored, cat.dangling, cat.outdated, failedJobs)
 	gone, calls, err := c.term.terminate(ctx, doomed)
 	pr.TerminateCalls += calls
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, err)
 	}
 	isGone := setOf(gone)
 	pr.Errored = goneOf(cat.errored, isGone)
@@ -439,14 +462,11 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 			pr.Detached--
 		}
 	}
-	if ctx.Err() != nil {
-		errs = append(errs, ctx.Err())
-		return pr
-	}
+}
 
-	// 5. Warmed-up instances become hot while the pool lacks hot ones, then stopped; the rest are
-	// excess (terminated in step 7).
-	var excessWarmed []store.Instance
+// useWarmed is step 5: warmed-up instances become hot while the pool lacks hot ones, then
+// stopped; it returns the rest (excess) and those that could not be stopped, both for step 7.
+func (c *Converger) useWarmed(ctx context.Context, spec PoolSpec, cat *categories, now time.Time, pr *PoolReport, errs *[]error) (excess []store.Instance, failedStops []victim) {
 	var toReady, toStop []store.Instance
 	for _, in := range cat.warmed {
 		switch {
@@ -455,42 +475,60 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 		case len(cat.stopped)+len(toStop) < spec.Stopped:
 			toStop = append(toStop, in)
 		default:
-			excessWarmed = append(excessWarmed, in)
+			excess = append(excess, in)
 		}
 	}
 	readied, err := c.ready(ctx, spec, toReady, now)
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, err)
 	}
 	pr.Readied = ids(readied)
 	cat.ready = append(cat.ready, readied...)
 	stopped, stopCalls, failedStops, err := c.stop(ctx, toStop, now)
 	pr.StopCalls += stopCalls
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, err)
 	}
 	pr.StoppedNow = ids(stopped)
 	cat.stopped = append(cat.stopped, stopped...)
+	return excess, failedStops
+}
 
-	// 6. Create what is missing. Warming instances count: they become hot or stopped when ready.
-	keepReady := min(len(cat.ready), spec.Hot)
-	keepStopped := min(len(cat.stopped), spec.Stopped)
-	slots := spec.Hot + spec.Stopped - keepReady - keepStopped
-	keepWarming := min(len(cat.warming), slots)
-	if missing := slots - keepWarming; missing > 0 && !removed {
-		created, ccalls, err := c.create(ctx, spec, missing, now, log, &pr)
+// kept is how many instances of each kind the pool keeps.
+type kept struct{ ready, stopped, warming int }
+
+// fill is step 6: create what is missing. Warming instances count: they become hot or stopped
+// when ready.
+func (c *Converger) fill(ctx context.Context, spec PoolSpec, removed bool, cat *categories, now time.Time, pr *PoolReport, errs *[]error) kept {
+	k := kept{ready: min(len(cat.ready), spec.Hot), stopped: min(len(cat.stopped), spec.Stopped)}
+	slots := spec.Hot + spec.Stopped - k.ready - k.stopped
+	k.warming = min(len(cat.warming), slots)
+	if missing := slots - k.warming; missing > 0 && !removed {
+		created, ccalls, err := c.create(ctx, spec, missing, now, c.log.With("pool", spec.Name), pr)
 		pr.CreateCalls += ccalls
 		if err != nil {
-			errs = append(errs, err)
+			*errs = append(*errs, err)
 		}
 		pr.Created = ids(created)
 		cat.warming = append(cat.warming, created...)
-		keepWarming += len(created)
+		k.warming += len(created)
 	}
+	return k
+}
 
-	// 7. Terminate the excess: hot beyond the target (those closest to dangling first), stopped
-	// beyond it (the oldest first), warming instances beyond the remaining slots (the youngest
-	// first: least invested), warmed-up ones nobody needs, and instances that could not be stopped.
+func warmedVictims(ins []store.Instance) []victim {
+	out := make([]victim, len(ins))
+	for i, in := range ins {
+		out[i] = victim{in, "warmed-up instance beyond the pool's target"}
+	}
+	return out
+}
+
+// endExcess is step 7: terminate the excess: hot beyond the target (those closest to dangling
+// first), stopped beyond it (the oldest first), warming instances beyond the remaining slots (the
+// youngest first: least invested), and more (warmed-up ones nobody needs, instances that could
+// not be stopped).
+func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more []victim, pr *PoolReport, errs *[]error) {
 	var excess []victim
 	byThreshold := func(a, b store.Instance) int {
 		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
@@ -500,27 +538,23 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 	slices.SortFunc(cat.warming, func(a, b store.Instance) int {
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
-	for _, in := range cat.ready[:len(cat.ready)-keepReady] {
+	for _, in := range cat.ready[:len(cat.ready)-k.ready] {
 		excess = append(excess, victim{in, "hot instance beyond the pool's target"})
 	}
-	for _, in := range cat.stopped[:len(cat.stopped)-keepStopped] {
+	for _, in := range cat.stopped[:len(cat.stopped)-k.stopped] {
 		excess = append(excess, victim{in, "stopped instance beyond the pool's target"})
 	}
-	for _, in := range cat.warming[:len(cat.warming)-keepWarming] {
+	for _, in := range cat.warming[:len(cat.warming)-k.warming] {
 		excess = append(excess, victim{in, "warming instance beyond the pool's target"})
 	}
-	for _, in := range excessWarmed {
-		excess = append(excess, victim{in, "warmed-up instance beyond the pool's target"})
-	}
-	excess = append(excess, failedStops...)
-	gone, calls, err = c.term.terminate(ctx, excess)
+	excess = append(excess, more...)
+	gone, calls, err := c.term.terminate(ctx, excess)
 	pr.TerminateCalls += calls
 	if err != nil {
-		errs = append(errs, err)
+		*errs = append(*errs, err)
 	}
 	pr.Excess = goneOf(excess, setOf(gone))
-	pr.Ready, pr.Stopped, pr.Warming = keepReady, keepStopped, keepWarming
-	return pr
+	pr.Ready, pr.Stopped, pr.Warming = k.ready, k.stopped, k.warming
 }
 
 // categorize sorts the records of a pool. Warming records are judged by their last signal.
@@ -764,81 +798,51 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 	return stopped, calls, failed, errors.Join(errs...)
 }
 
-// create launches missing instances in batches (one CreateFleet each) and writes their warming
-// records at once. An instance whose record cannot be written is terminated right away.
+// create launches missing instances in batches (one CreateFleet each, package launch) and writes
+// their warming records at once. An instance whose record cannot be written is terminated right
+// away. Where a cap leaves less room than the pool lacks, what fits is created and the pool's
+// report says how many the cap held back.
 func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
-	launch := spec.launch(c.opts.DeploymentID)
+	shape := spec.shape(c.opts.DeploymentID)
 	threshold := now.Add(c.opts.WarmupTimeout)
 	var errs []error
 	for missing > 0 && ctx.Err() == nil {
-		id := reservationID("pool/" + spec.Name)
-		n, err := c.reserve(ctx, id, spec.RunnerClass, min(missing, c.opts.CreateBatch), missing, pr)
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if n == 0 {
-			break
-		}
-		missing -= n
-		calls++
-		// Warm instances are on-demand: a stopped one must be stoppable, and EC2 refuses to stop a
-		// one-time spot instance.
-		launched, err := launchDetached(ctx, c.fleet, fleet.Request{
-			Count: n, UsageClass: fleet.OnDemand, InstanceTypes: spec.InstanceTypes,
-			MinCPU: spec.CPU, MinMemoryMiB: spec.MemoryMiB, Spec: launch,
+		n := min(missing, c.opts.CreateBatch)
+		out, err := c.launch.Launch(ctx, launch.Order{
+			Count: n, Shape: shape, RunnerClass: spec.RunnerClass, Reservation: reservationID("pool/" + spec.Name), Fewer: true,
+			Record: func(_ int, l fleet.Launched) store.Instance {
+				return store.Instance{
+					ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
+					InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, ResourceClass: spec.ResourceClass,
+					RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.RunnerVersion,
+					JobAccess: spec.JobAccess, Reason: "warming up for pool " + spec.Name,
+				}
+			},
 		})
-		if err != nil {
-			// Capacity or a refused request: nothing of this fleet runs. Try again next pass.
-			settle(ctx, c.opts.Capacity, id, spec.RunnerClass, nil, log)
-			errs = append(errs, fmt.Errorf("creating %d instances: %w", n, err))
-			break
+		if out.Refused != nil {
+			c.capped(pr, missing-out.Reserved, out.Refused.Kind)
 		}
-		recs, err := writeRecords(ctx, c.st, c.api, launched, func(_ int, l fleet.Launched) store.Instance {
-			return store.Instance{
-				ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
-				InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, ResourceClass: spec.ResourceClass,
-				RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.RunnerVersion,
-				JobAccess: spec.JobAccess, Reason: "warming up for pool " + spec.Name,
-			}
-		}, log)
-		settle(ctx, c.opts.Capacity, id, spec.RunnerClass, recs, log)
-		created = append(created, recs...)
-		if err != nil {
-			errs = append(errs, err)
+		created = append(created, out.Recorded...)
+		missing -= out.Reserved
+		if out.Reserved > 0 {
+			calls++
+		}
+		switch {
+		case errors.Is(err, launch.ErrNotRecorded):
+			errs = append(errs, err) // those instances are terminated; the pass goes on
+		case err != nil && out.Reserved == 0:
+			errs = append(errs, err) // the reservation failed
+			return created, calls, errors.Join(errs...)
+		case err != nil:
+			// Capacity or a refused request: nothing else of this fleet runs. Try again next pass.
+			errs = append(errs, fmt.Errorf("creating %d instances: %w", out.Reserved, err))
+			return created, calls, errors.Join(errs...)
+		}
+		if out.Reserved == 0 || out.Refused != nil {
+			break
 		}
 	}
 	return created, calls, errors.Join(errs...)
-}
-
-// launchDetached runs one CreateFleet that is not cut short by the caller's ctx: once EC2 may have
-// launched instances, their ids must be read and recorded.
-func launchDetached(ctx context.Context, fl Launcher, req fleet.Request) ([]fleet.Launched, error) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	return fl.Create(fctx, req)
-}
-
-// writeRecords writes a record for each launched instance, whatever happens to ctx. An instance
-// whose record cannot be written is terminated at once (only the orphan sweep would know of it).
-func writeRecords(ctx context.Context, st Store, api EC2API, launched []fleet.Launched, record func(int, fleet.Launched) store.Instance, log *slog.Logger) ([]store.Instance, error) {
-	dctx, cancel := detached(ctx)
-	defer cancel()
-	out := make([]store.Instance, len(launched))
-	errs := make([]error, len(launched))
-	each(len(launched), func(i int) {
-		rec, err := st.Create(dctx, record(i, launched[i]))
-		if err == nil {
-			out[i] = rec
-			return
-		}
-		id := launched[i].ID
-		if _, terr := api.TerminateInstances(dctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); terr != nil {
-			log.Error("instance without a record not terminated (the orphan sweep will)", "instance", id, "err", terr)
-		}
-		errs[i] = fmt.Errorf("recording %s (terminated): %w", id, err)
-	})
-	return slices.DeleteFunc(out, func(in store.Instance) bool { return in.ID == "" }), errors.Join(errs...)
 }
 
 func setOf(xs []string) map[string]bool {

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
@@ -95,6 +96,16 @@ func (s PoolSpec) launch(deployment string) fleet.LaunchSpec {
 		Deployment: deployment, RunnerClass: s.RunnerClass, Pool: s.Name, SpecHash: s.SpecHash,
 		Name: "runnerpool-pool-" + s.Name,
 	})
+}
+
+// shape is what the pool's instances are, for package launch. Warm instances are on-demand: a
+// stopped one must be stoppable, and EC2 refuses to stop a one-time spot instance; a pool job's
+// cold start is on-demand too, like the pool it overflows.
+func (s PoolSpec) shape(deployment string) launch.Shape {
+	return launch.Shape{
+		UsageClass: fleet.OnDemand, InstanceTypes: s.InstanceTypes, MinCPU: s.CPU, MinMemoryMiB: s.MemoryMiB,
+		Spec: s.launch(deployment),
+	}
 }
 
 // Targets returns the pools in force at now. A pool missing from the answer whose instances are

@@ -10,7 +10,6 @@
 package warmpool
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
 )
@@ -121,6 +121,7 @@ type Worker struct {
 	log    *slog.Logger
 	ledger *ledger
 	term   *terminator
+	launch *launch.Launcher
 	bg     sync.WaitGroup // recycles in flight
 }
 
@@ -154,6 +155,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg: cfg, log: cfg.Logger,
 		ledger: &ledger{st: ledgerStore{cfg.Store}, lease: cfg.Lease, now: cfg.Now},
 		term:   &terminator{st: cfg.Store, api: cfg.EC2, batch: MaxBatch, log: cfg.Logger},
+		launch: launch.New(launch.Config{Fleet: cfg.Fleet, Store: cfg.Store, EC2: cfg.EC2, Capacity: cfg.Capacity, Timeout: 2 * time.Minute, Logger: cfg.Logger}),
 	}, nil
 }
 
@@ -295,216 +297,6 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 	return o.rep, errors.Join(o.errors...)
 }
 
-// held is a job this worker serves now.
-type held struct {
-	msg      message
-	run      store.Run // its ledger entry, status serving
-	takeover bool      // an earlier attempt's lease ran out: it may have left an instance
-	inst     store.Instance
-	src      string
-}
-
-// serveGroup serves the jobs of one pool.
-func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message, o *outcomes) {
-	gr := GroupReport{Pool: poolName, Jobs: len(msgs)}
-	defer func() { o.lock(func() { o.rep.Groups = append(o.rep.Groups, gr) }) }()
-	log := w.log.With("pool", poolName)
-	retryAll := func(err error) {
-		gr.Err = err
-		o.lock(func() {
-			o.errors = append(o.errors, err)
-			o.retry = append(o.retry, msgs...)
-			for _, m := range msgs {
-				o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
-			}
-		})
-	}
-	spec, ok, err := w.cfg.Pools.Lookup(ctx, poolName)
-	switch {
-	case err != nil:
-		retryAll(fmt.Errorf("pool %s: %w", poolName, err))
-		return
-	case !ok:
-		w.cancelUnknown(ctx, poolName, msgs, o)
-		return
-	case spec.Err != nil:
-		// The configuration exists but cannot be read now: wait for it to be fixed.
-		retryAll(fmt.Errorf("pool %s: configuration unusable: %w", poolName, spec.Err))
-		return
-	}
-
-	// Take the jobs in the ledger: a job served already, or held by another worker, is not
-	// served twice.
-	now := w.cfg.Now()
-	jobs := make([]*held, len(msgs))
-	each(len(msgs), func(i int) {
-		m := msgs[i]
-		if age := now.Sub(m.job.CreatedAt); !m.job.CreatedAt.IsZero() && age > w.cfg.MaxJobAge {
-			log.Warn("pool job too old to serve: abandoned", "job", m.job.JobID, "age", age)
-			if r, status, err := w.ledger.begin(ctx, m.job); err == nil && (status == beginServe || status == beginTakeover) {
-				_, _ = w.ledger.set(ctx, r, JobAbandoned, served{At: now, Reason: "queued " + age.String() + " ago"})
-			}
-			o.lock(func() { o.rep.Dropped++; o.del = append(o.del, m) })
-			return
-		}
-		r, status, err := w.ledger.begin(ctx, m.job)
-		switch {
-		case err != nil:
-			o.lock(func() {
-				o.errors = append(o.errors, err)
-				o.retry = append(o.retry, m)
-				o.rep.Requeued = append(o.rep.Requeued, m.job.JobID)
-			})
-		case status == beginDone:
-			o.lock(func() { o.rep.Dropped++; o.del = append(o.del, m) })
-		case status == beginBusy:
-			// Another worker holds it; its message comes back after the lease if that one fails.
-		default:
-			jobs[i] = &held{msg: m, run: r, takeover: status == beginTakeover}
-			o.leases.hold(r)
-		}
-	})
-	jobs = slices.DeleteFunc(jobs, func(h *held) bool { return h == nil })
-	if len(jobs) == 0 {
-		return
-	}
-	// An earlier attempt that crashed half-way may have left an instance claimed for a job: adopt it
-	// if its agent registered for the job, else end it and serve the job afresh.
-	for _, h := range w.clearStale(ctx, jobs, log) {
-		o.lock(func() {
-			o.del = append(o.del, h.msg)
-			o.rep.Served = append(o.rep.Served, Served{JobID: h.msg.job.JobID, Pool: poolName, InstanceID: h.inst.ID, Source: h.src})
-		})
-		jobs = slices.DeleteFunc(jobs, func(x *held) bool { return x == h })
-	}
-	if len(jobs) == 0 {
-		return
-	}
-
-	recs, err := w.cfg.Store.ByPool(ctx, poolName)
-	if err != nil {
-		w.release(ctx, jobs, fmt.Errorf("pool %s: listing instances: %w", poolName, err), o)
-		gr.Err = err
-		return
-	}
-	var hot, stopped []store.Instance
-	for _, in := range recs {
-		// A pooled instance serves a job only with its agent's key pinned (at its warm-up): its
-		// agent starts the runner only then, and nothing here would pin it soon (agent/pin.go).
-		usable := in.RunID == "" && in.Threshold.After(now) && in.AgentKey != "" && (spec.SpecHash == "" || in.SpecHash == spec.SpecHash)
-		switch {
-		case usable && in.State == store.StateReady:
-			hot = append(hot, in)
-		case usable && in.State == store.StateStopped:
-			stopped = append(stopped, in)
-		}
-	}
-	// Soonest to expire first: they serve before they dangle.
-	byThreshold := func(a, b store.Instance) int {
-		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
-	}
-	slices.SortFunc(hot, byThreshold)
-	slices.SortFunc(stopped, byThreshold)
-
-	var errs []error
-	// Hot first.
-	claimed, cerr := claimEach(ctx, w.cfg.Store, hot, runsOf(jobs), now.Add(w.cfg.ClaimTimeout), store.StateReady)
-	if cerr != nil {
-		errs = append(errs, cerr)
-	}
-	var rest []*held
-	for i, h := range jobs {
-		if claimed[i].ID != "" {
-			h.inst, h.src = claimed[i], SourceHot
-			gr.Hot++
-			continue
-		}
-		rest = append(rest, h)
-	}
-
-	// Then stopped, started in batches of 50.
-	var failedStart []*held
-	if len(rest) > 0 && len(stopped) > 0 && ctx.Err() == nil {
-		sres, serr := w.cfg.Starter.ClaimAndStart(ctx, stopped, runsOf(rest), now.Add(w.cfg.ClaimTimeout))
-		if serr != nil {
-			errs = append(errs, serr)
-		}
-		gr.StartCalls = sres.StartCalls
-		byRun := map[string]store.Instance{}
-		for _, in := range sres.Started {
-			byRun[in.RunID] = in
-		}
-		failed := setOf(sres.StartFailed)
-		var cold []*held
-		for _, h := range rest {
-			switch in, ok := byRun[h.msg.job.RunKey()]; {
-			case ok:
-				h.inst, h.src = in, SourceStarted
-				gr.Started++
-			case failed[h.msg.job.RunKey()]:
-				failedStart = append(failedStart, h)
-			default:
-				cold = append(cold, h)
-			}
-		}
-		rest = cold
-	}
-
-	// Then cold starts for the overflow.
-	var failedLaunch []*held
-	if len(rest) > 0 && ctx.Err() == nil {
-		created, lerr := w.coldStart(ctx, spec, rest, now)
-		if lerr != nil {
-			errs = append(errs, lerr)
-		}
-		for i, h := range rest {
-			if i < len(created) {
-				h.inst, h.src = created[i], SourceCreated
-				gr.Created++
-				continue
-			}
-			failedLaunch = append(failedLaunch, h)
-		}
-	}
-
-	// Register a runner bound to each job on its instance.
-	var picked []*held
-	for _, h := range jobs {
-		if h.inst.ID != "" {
-			picked = append(picked, h)
-		}
-	}
-	regFailed := w.register(ctx, picked, log)
-	w.watchPins(ctx, picked, regFailed, log)
-	var retry []*held
-	retry = append(retry, failedStart...)
-	retry = append(retry, failedLaunch...)
-	retry = append(retry, regFailed...)
-	if ctx.Err() != nil {
-		for _, h := range jobs {
-			if h.inst.ID == "" && !slices.Contains(retry, h) {
-				retry = append(retry, h)
-			}
-		}
-	}
-	if len(retry) > 0 {
-		w.release(ctx, retry, errors.New("not served now"), o)
-	}
-	o.lock(func() {
-		for _, h := range picked {
-			if slices.Contains(regFailed, h) {
-				continue
-			}
-			o.del = append(o.del, h.msg)
-			o.rep.Served = append(o.rep.Served, Served{JobID: h.msg.job.JobID, Pool: poolName, InstanceID: h.inst.ID, Source: h.src})
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		gr.Err = err
-		o.lock(func() { o.errors = append(o.errors, fmt.Errorf("pool %s: %w", poolName, err)) })
-	}
-}
-
 // release hands jobs back: their ledger entry returns to queued and their message comes back after
 // RetryDelay.
 func (w *Worker) release(ctx context.Context, jobs []*held, why error, o *outcomes) {
@@ -578,97 +370,47 @@ func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger)
 	return adopted
 }
 
-// claimEach gives each run one candidate, trying them in order with a conditional claim from state
-// from; a candidate another claimer took is skipped. The result is aligned with runs (zero record:
-// none left).
-func claimEach(ctx context.Context, st Store, cands []store.Instance, runs []string, threshold time.Time, from store.State) ([]store.Instance, error) {
-	out := make([]store.Instance, len(runs))
-	var mu sync.Mutex
-	next := 0
-	var errs []error
-	each(len(runs), func(i int) {
-		for ctx.Err() == nil {
-			mu.Lock()
-			if next >= len(cands) {
-				mu.Unlock()
-				return
-			}
-			cand := cands[next]
-			next++
-			mu.Unlock()
-			in, err := st.Claim(ctx, cand.ID, runs[i], threshold, from)
-			if err == nil {
-				out[i] = in
-				return
-			}
-			var ce *store.ConflictError
-			if errors.Is(err, store.ErrNotFound) || (errors.As(err, &ce) && (ce.Current != store.StateClaimed || ce.RunID != runs[i])) {
-				continue // taken by another claimer, or no longer usable
-			}
-			// A retried write that landed, or an unknown outcome: the record says which.
-			cur, gerr := st.Get(ctx, cand.ID)
-			if gerr == nil && cur.State == store.StateClaimed && cur.RunID == runs[i] {
-				out[i] = cur
-				return
-			}
-			if gerr != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("claiming %s for %s: %w", cand.ID, runs[i], err))
-				mu.Unlock()
-			}
-		}
-	})
-	return out, errors.Join(errs...)
-}
-
-// coldStart launches one instance per job with one CreateFleet and writes their records (created,
-// for the job). It returns the records in job order; jobs beyond them were not served.
+// coldStart launches one instance per job with one CreateFleet per fleet.MaxCount jobs (package
+// launch) and writes their records (created, for the job). It returns the records in job order;
+// jobs beyond them were not served.
 func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now time.Time) ([]store.Instance, error) {
-	launch := spec.launch(w.cfg.DeploymentID)
+	shape := spec.shape(w.cfg.DeploymentID)
 	var out []store.Instance
 	var errs []error
 	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {
-		id := reservationID("cold/" + spec.Name)
-		if w.cfg.Capacity != nil {
-			if err := w.cfg.Capacity.Reserve(ctx, id, spec.RunnerClass, len(chunk)); err != nil {
-				errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
-				break
-			}
-		}
-		launched, err := launchDetached(ctx, w.cfg.Fleet, fleet.Request{
-			Count: len(chunk), UsageClass: fleet.OnDemand, InstanceTypes: spec.InstanceTypes,
-			MinCPU: spec.CPU, MinMemoryMiB: spec.MemoryMiB, Spec: launch,
+		res, err := w.launch.Launch(ctx, launch.Order{
+			Count: len(chunk), Shape: shape, RunnerClass: spec.RunnerClass, Reservation: reservationID("cold/" + spec.Name),
+			Record: func(i int, l fleet.Launched) store.Instance {
+				j := chunk[i].msg.job
+				return store.Instance{
+					ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
+					UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
+					ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
+					RunnerVersion: spec.RunnerVersion, JobAccess: spec.JobAccess, Reason: "cold start for " + j.RunKey(),
+				}
+			},
 		})
-		if err != nil {
-			settle(ctx, w.cfg.Capacity, id, spec.RunnerClass, nil, w.log)
-			errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
-			break
+		for _, e := range res.Ended {
+			w.log.Warn("cold-started instance terminated", "instance", e.InstanceID, "reason", e.Reason, "err", e.Err)
 		}
-		recs, err := writeRecords(ctx, w.cfg.Store, w.cfg.EC2, launched, func(i int, l fleet.Launched) store.Instance {
-			j := chunk[i].msg.job
-			return store.Instance{
-				ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
-				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
-				ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
-				RunnerVersion: spec.RunnerVersion, JobAccess: spec.JobAccess, Reason: "cold start for " + j.RunKey(),
-			}
-		}, w.log)
-		settle(ctx, w.cfg.Capacity, id, spec.RunnerClass, recs, w.log)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("cold start of %d: %w", len(chunk), err))
 		}
 		// Records are matched to jobs by their run id (a failed write leaves a gap).
 		byRun := map[string]store.Instance{}
-		for _, r := range recs {
+		for _, r := range res.Recorded {
 			byRun[r.RunID] = r
 		}
 		for _, h := range chunk {
-			if r, ok := byRun[h.msg.job.RunKey()]; ok {
-				out = append(out, r)
-			} else {
+			r, ok := byRun[h.msg.job.RunKey()]
+			if !ok {
 				// Keep job order: a job without a record ends the served prefix.
 				return out, errors.Join(append(errs, fmt.Errorf("no instance recorded for %s", h.msg.job.RunKey()))...)
 			}
+			out = append(out, r)
+		}
+		if err != nil {
+			break
 		}
 	}
 	return out, errors.Join(errs...)
