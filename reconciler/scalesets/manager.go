@@ -152,6 +152,7 @@ type Manager struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	scaler  Scaler // what the jobs of every session do (scaler.go)
 
 	mu        sync.Mutex
 	listeners map[string]*listener // by scope/name
@@ -166,7 +167,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg.defaults()
 	return &Manager{
-		cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer),
+		cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), scaler: poolScaler{jobs: cfg.Jobs, allowed: cfg.Allowed},
 		listeners: map[string]*listener{}, clients: map[string]Client{},
 	}, nil
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
+// poller holds one session: the message protocol. What each job does is its scaler's (scaler.go).
 type poller struct {
 	l         *listener
 	c         Client
+	scaler    Scaler
 	ss        scaleset.ScaleSet
 	sess      scaleset.Session
 	last      int64
@@ -33,7 +35,7 @@ type poller struct {
 
 func newPoller(l *listener, c Client, ss scaleset.ScaleSet, sess scaleset.Session) *poller {
 	return &poller{
-		l: l, c: c, ss: ss, sess: sess, refreshed: l.m.cfg.Now(),
+		l: l, c: c, scaler: l.m.scaler, ss: ss, sess: sess, refreshed: l.m.cfg.Now(),
 		queued: map[string]time.Time{}, acquired: map[string]bool{}, cancelled: map[string]cancelledJob{}, saved: map[string]cancelledJob{},
 	}
 }
@@ -208,7 +210,7 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 		return err
 	}
 	for _, j := range assigned {
-		res, err := p.l.m.cfg.Jobs.Enqueue(ctx, j)
+		res, err := p.scaler.Assigned(ctx, j)
 		if err != nil {
 			return fmt.Errorf("queueing assigned job %d: %w", j.JobID, err)
 		}
@@ -224,7 +226,7 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 // types.go). On github.com that is any idle runner of the scale set, not necessarily the one
 // brought up for the job: the ledger then swaps the two jobs' instances (warmpool.JobQueue.Bind).
 func (p *poller) bind(ctx context.Context, jm scaleset.JobMessage, log logger) error {
-	rebound, err := p.l.m.cfg.Jobs.Bind(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName)
+	rebound, err := p.scaler.Started(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName)
 	if err != nil {
 		return fmt.Errorf("binding started job %d: %w", jm.Number(), err)
 	}
@@ -236,7 +238,7 @@ func (p *poller) bind(ctx context.Context, jm scaleset.JobMessage, log logger) e
 func (p *poller) admit(jm scaleset.JobMessage, log logger) (warmpool.Job, bool) {
 	m, name := p.l.m.metrics, p.l.set.Name
 	j := p.job(warmpool.ActionQueued, jm)
-	if err := j.Validate(); err != nil || !p.l.m.cfg.Allowed(j.Repository) {
+	if err := p.scaler.Admit(j); err != nil {
 		m.inc(m.jobs, "jobs", name, "refused")
 		log.Warn("scale set job refused: not served", "job", jm.Number(), "repository", j.Repository, "err", err)
 		return j, false
@@ -262,7 +264,7 @@ func (p *poller) complete(ctx context.Context, completed []warmpool.Job, log log
 			log.Warn("scale set job completion unreadable: skipped", "job", j.JobID, "err", err)
 			continue
 		}
-		if _, err := p.l.m.cfg.Jobs.Enqueue(ctx, j); err != nil {
+		if err := p.scaler.Completed(ctx, j); err != nil {
 			return fmt.Errorf("queueing completion of job %d: %w", j.JobID, err)
 		}
 	}
@@ -317,7 +319,7 @@ func (p *poller) acquire(ctx context.Context, avail []warmpool.Job, log logger) 
 			continue
 		}
 		p.acquired[j.ScaleSetJob] = true
-		res, err := p.l.m.cfg.Jobs.Enqueue(ctx, j)
+		res, err := p.scaler.Assigned(ctx, j)
 		if err != nil {
 			return fmt.Errorf("queueing job %d: %w", j.JobID, err)
 		}
