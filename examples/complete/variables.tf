@@ -74,12 +74,14 @@ variable "webhook_secret_arn" {
 }
 
 variable "reconciler_image" {
-  description = "Container image of the reconciler, pinned: the release's ghcr.io/runnerpool/runnerpool:VERSION (linux amd64 and arm64, distroless static, non-root, entrypoint `runnerpool`; the task runs `serve`) or an image digest. Use the release of the provider you use; `latest` is refused (a moving tag makes `apply` report success while tasks run something else)."
+  description = "Container image of the reconciler, pinned: the release's ghcr.io/runnerpool/runnerpool:VERSION (linux amd64 and arm64, distroless static, non-root, entrypoint `runnerpool`; the task runs `serve`) or a local build's tag or digest (docs/guides/local-build.md). Use the release of the provider you use; `latest` is refused (a moving tag makes `apply` report success while tasks run something else)."
   type        = string
 
   validation {
-    condition     = can(regex("(:v?[0-9]+[.][0-9]+[.][0-9]+[-+.A-Za-z0-9]*|@sha256:[0-9a-f]{64})$", var.reconciler_image))
-    error_message = "reconciler_image must be pinned: a version tag (…:1.2.3) or a digest (…@sha256:…), not latest."
+    # A reference as registries take it: REPOSITORY:TAG, REPOSITORY@sha256:DIGEST or both; any tag but
+    # latest (a local build's …:dev too). The rehearsal's TestImageReferenceForms reads this block.
+    condition     = can(regex("^[^\\s@:/][^\\s@]*(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[0-9a-f]{64})?$", var.reconciler_image)) && can(regex("(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64})$", var.reconciler_image)) && !can(regex(":latest(@|$)", var.reconciler_image))
+    error_message = "reconciler_image must be pinned: a tag (…:1.2.3, …:dev), a digest (…@sha256:…) or both, not latest."
   }
 }
 

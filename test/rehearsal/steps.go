@@ -1,0 +1,31 @@
+// Command rehearsal is `make rehearsal` (CI runs it, .ci/run): a newcomer's path from a clean copy
+// of the repository, with nothing fetched from a public release, one line per step, ending
+// `rehearsal: ok steps=N`.
+//
+// To add a step, add one line to the steps table below, in the order it runs:
+//
+//	{Name: "my-step", Run: myStep},                      // a Go function: func(ctx context.Context, r *R) error
+//	{Name: "my-check", Cmd: []string{"go", "test", ...}}, // a command, run in the clean copy with r.Env()
+//
+// A step reads what earlier steps made from R (the copy, the release, its HTTPS host, the stack).
+// A step that runs a block of docs/guides/local-build.md names it with guideBlock(NAME); every shell
+// block of the guide is run by a step or marked as not run (TestGuideBlocksRun), so the guide is
+// what CI runs. `make rehearsal ARGS='-run REGEXP -v'` runs the steps whose names match (and the
+// steps they need, marked Needed) with their output.
+package main
+
+// steps is the rehearsal, in order.
+var steps = []step{
+	{Name: "clone", Run: cloneStep, Needed: true},
+	{Name: "release", Run: releaseStep, Needed: true},
+	{Name: "serve-release", Run: serveReleaseStep, Needed: true},
+	{Name: "release-names", Run: releaseNamesStep},
+	{Name: "install-action", Run: installActionStep},
+	{Name: "provider-mirror", Run: providerMirrorStep},
+	{Name: "image-forms", Cmd: []string{"go", "test", "-count=1", "-run", "^TestImageReferenceForms$", "./test/rehearsal/"}},
+
+	// ---- Steps of the other parts of the day-one path go here (one line each) ----
+	// runner-release sources, a runner release published mid-run, a security release;
+	// "re-run failed jobs", "re-run all jobs", a single re-run; a Dependabot-labelled job.
+	// ---- end of those steps ----
+}
