@@ -20,7 +20,8 @@
 //     k's run key (needs.provision.outputs.run-key) and ends them;
 //   - the job's own attempt's label, when that attempt has no provision: a provision of that
 //     attempt with the latest earlier attempt's request (idempotent by its run key, so a provision
-//     job of the same attempt gets the same runners).
+//     job of the same attempt gets the same runners), marked as the re-run's (ServedAttempt), so
+//     that the re-run's release of the earlier attempt's run key ends it too (reconciler/api).
 //
 // A label is text the workflow chose: it selects a record only among those of the webhook's own
 // repository id and run id (the run key holds both), never another run's.
@@ -150,9 +151,44 @@ func rerunOwnAttempt(ctx context.Context, st RerunStore, prov Provisions, r Reru
 		if _, err := prov.Provision(ctx, req); err != nil {
 			return "", fmt.Errorf("re-run %s: %w", own, err)
 		}
-		return RerunProvisioned, nil
+		// Marked as the re-run's, so that the re-run's release, which names the earlier attempt's
+		// run key (its provision job's outputs were carried), ends these runners too.
+		return RerunProvisioned, markServed(ctx, st, own, r.Attempt)
 	}
 	return RerunNotOurs, nil
+}
+
+// RerunOwn returns the run key a re-run attempt's jobs were provisioned under for that attempt's
+// own label (rerunOwnAttempt), if any: what the attempt's release must end besides the earlier
+// attempt's run key its carried outputs name. An attempt whose own provision job made its record
+// is not a re-run's: ok is false.
+func RerunOwn(ctx context.Context, st interface {
+	GetRun(ctx context.Context, key string) (store.Run, error)
+}, repositoryID, runID string, attempt int) (key string, ok bool, _ error) {
+	key = store.RunKey(repositoryID, runID, attempt)
+	run, err := st.GetRun(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("run %s: %w", key, err)
+	}
+	return key, run.ServedAttempt == run.Attempt, nil
+}
+
+// markServed records on a run record that it serves attempt's re-run (Run.ServedAttempt).
+func markServed(ctx context.Context, st RerunStore, key string, attempt int) error {
+	for range 3 {
+		run, err := st.GetRun(ctx, key)
+		if err != nil || run.ServedAttempt == attempt {
+			return err
+		}
+		run.ServedAttempt = attempt
+		if _, err = st.UpdateRun(ctx, run, run.Version); !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("marking run %s as attempt %d's re-run: too many concurrent updates", key, attempt)
 }
 
 // holdsRunners says whether instances of the run key are still being provisioned or serve it.

@@ -31,18 +31,25 @@ import (
 func TestReRunsGetRunners(t *testing.T) {
 	t.Parallel()
 	kinds := []struct {
-		name  string
+		name string
+		// label is the runs-on of build and test: the provision's output, or the run attempt's own
+		// label, which the sample workflow says works as well.
+		label string
 		rerun func(ctx context.Context, gh *github.Client, run int64, jobs map[string]githubfake.Job) error
 	}{
-		{"all jobs", func(ctx context.Context, gh *github.Client, run int64, _ map[string]githubfake.Job) error {
+		{"all jobs", provisionLabel, func(ctx context.Context, gh *github.Client, run int64, _ map[string]githubfake.Job) error {
 			_, err := gh.Actions.RerunWorkflowByID(ctx, "acme", "app", run)
 			return err
 		}},
-		{"failed jobs", func(ctx context.Context, gh *github.Client, run int64, _ map[string]githubfake.Job) error {
+		{"failed jobs", provisionLabel, func(ctx context.Context, gh *github.Client, run int64, _ map[string]githubfake.Job) error {
 			_, err := gh.Actions.RerunFailedJobsByID(ctx, "acme", "app", run)
 			return err
 		}},
-		{"a single job", func(ctx context.Context, gh *github.Client, _ int64, jobs map[string]githubfake.Job) error {
+		{"failed jobs asking for their own attempt's label", attemptLabel, func(ctx context.Context, gh *github.Client, run int64, _ map[string]githubfake.Job) error {
+			_, err := gh.Actions.RerunFailedJobsByID(ctx, "acme", "app", run)
+			return err
+		}},
+		{"a single job", provisionLabel, func(ctx context.Context, gh *github.Client, _ int64, jobs map[string]githubfake.Job) error {
 			_, err := gh.Actions.RerunJobByID(ctx, "acme", "app", jobs["build"].ID)
 			return err
 		}},
@@ -53,7 +60,7 @@ func TestReRunsGetRunners(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind.name, func(t *testing.T) {
 			ctx := t.Context()
-			run := w.fake.StartRun("acme", "app", sampleWorkflow())
+			run := w.fake.StartRun("acme", "app", sampleWorkflow(kind.label))
 			first := w.play(t, run)
 			if first["test"].Conclusion != "failure" || first["build"].Conclusion != "success" || first["release"].Conclusion != "success" {
 				t.Fatalf("attempt 1: %+v", first)
@@ -83,9 +90,14 @@ func TestReRunsGetRunners(t *testing.T) {
 	}
 }
 
+// The runs-on of the sample workflow's jobs, and the alternative its comment offers.
+const (
+	provisionLabel = "${{ needs.provision.outputs.label }}"
+	attemptLabel   = "${{ github.run_id }}-${{ github.run_attempt }}"
+)
+
 // sampleWorkflow is examples/github-actions/workflow.yml's shape; test fails in attempt 1.
-func sampleWorkflow() []githubfake.WorkflowJob {
-	label := "${{ needs.provision.outputs.label }}"
+func sampleWorkflow(label string) []githubfake.WorkflowJob {
 	return []githubfake.WorkflowJob{
 		{Name: "provision", RunsOn: []string{"ubuntu-latest"}},
 		{Name: "build", Needs: []string{"provision"}, RunsOn: []string{label}},
@@ -188,8 +200,21 @@ func (w *rerunWiring) play(t *testing.T, run int64) map[string]githubfake.Job {
 			continue
 		}
 		if r, ok := jobs["release"]; ok && r.Status == githubfake.JobQueued {
-			if _, err := w.cp.Releaser.Release(ctx, jobs["provision"].Outputs["run-key"], 10*time.Minute); err != nil {
-				t.Fatalf("release of attempt %d: %v", attempt, err)
+			// The release action names the provision's run key; the API adds what the re-run
+			// provisioned for its own attempt (reconciler/api releaseRerun).
+			keys := []string{jobs["provision"].Outputs["run-key"]}
+			if jobs["provision"].RunAttempt < attempt {
+				ev, _ := w.fake.WorkflowJobEvent(r.ID)
+				if key, ok, err := provision.RerunOwn(ctx, w.sb.Store, strconv.FormatInt(ev.RepoID, 10), strconv.FormatInt(run, 10), int(attempt)); err != nil {
+					t.Fatal(err)
+				} else if ok {
+					keys = append(keys, key)
+				}
+			}
+			for _, key := range keys {
+				if _, err := w.cp.Releaser.Release(ctx, key, 10*time.Minute); err != nil {
+					t.Fatalf("release of attempt %d: %v", attempt, err)
+				}
 			}
 			if err := w.fake.CompleteJob(r.ID, "success", nil); err != nil {
 				t.Fatal(err)

@@ -122,6 +122,9 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rep, err := a.o.Releaser.Release(ctx, key, idle)
+	if err == nil && attempt < id.RunAttempt {
+		rep, err = a.releaseRerun(ctx, id.RepositoryID, id.RunID, id.RunAttempt, idle, rep)
+	}
 	resp := toReleaseResponse(key, rep, a.now())
 	for _, in := range rep.Instances {
 		a.log.InfoContext(ctx, "instance released", logging.KeyInstanceID, in.ID, "outcome", in.Outcome, "reason", in.Reason)
@@ -154,6 +157,33 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 		a.metrics.Error(metrics.ErrRelease)
 		a.writeStoreError(w, r, err)
 	}
+}
+
+// releaseRerun adds to a release of an earlier attempt's run key what the caller's own attempt
+// holds when a re-run provisioned it (store.Run.ServedAttempt, provision.ServeRerun): a re-run that
+// did not repeat the provision job releases the run key its outputs carried, and its jobs that
+// asked for their own attempt's label ran on that attempt's runners. An attempt that provisioned
+// for itself is never touched by the release of an earlier one.
+func (a *API) releaseRerun(ctx context.Context, repositoryID, runID string, attempt int, idle time.Duration, rep release.Report) (release.Report, error) {
+	key, ok, err := provision.RerunOwn(ctx, a.o.Store, repositoryID, runID, attempt)
+	if err != nil || !ok {
+		return rep, err
+	}
+	more, err := a.o.Releaser.Release(ctx, key, idle)
+	switch {
+	case len(more.Instances) > 0 && len(rep.Instances) == 0:
+		rep.Message = more.Message
+	case len(more.Instances) > 0:
+		rep.Message += "; " + more.Message
+	}
+	rep.Instances = append(rep.Instances, more.Instances...)
+	if len(more.Instances) > 0 {
+		rec := apiv1.ReleaseRecord{At: a.now(), IdleTimeSeconds: int(idle / time.Second), Instances: toReleaseResponse(key, more, a.now()).Instances}
+		if rerr := a.recordRelease(ctx, key, rec); rerr != nil {
+			a.log.WarnContext(ctx, "release not recorded on the re-run's run", "error", rerr)
+		}
+	}
+	return rep, err
 }
 
 // retryInProgress sets Retry-After on an answer about a run whose provision is in progress: the
