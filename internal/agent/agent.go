@@ -109,6 +109,9 @@ type agent struct {
 	proc     *runnerProc     // the running runner, nil when stopped
 	restarts int             // consecutive unexpected runner exits (backoff)
 	startAt  time.Time       // when to (re)start the runner
+	// outdated is set once the runner exited because GitHub refused its version (a security release,
+	// or 30 days behind): it is not restarted, and the instance is never pooled again.
+	outdated string
 	retryAt  time.Time       // when to re-read after a failed read
 	deadline time.Time       // threshold + grace of the last record
 	resumed  bool            // the restart checks ran
@@ -635,7 +638,7 @@ func (a *agent) takeCredentialWithin(ctx context.Context, kind store.CredentialK
 // ensureRunning starts the runner for rec's run when it is not running, its restart time has come
 // and rec pins the agent's key (pin.go).
 func (a *agent) ensureRunning(ctx context.Context, rec store.Instance) {
-	if a.proc != nil || a.cfg.Now().Before(a.startAt) || !a.keyPinned(ctx, rec) {
+	if a.proc != nil || a.outdated != "" || a.cfg.Now().Before(a.startAt) || !a.keyPinned(ctx, rec) {
 		return
 	}
 	a.startRunner(rec.RunID)
@@ -674,6 +677,10 @@ func (a *agent) runnerExited(ctx context.Context, p *runnerProc, err error) {
 	a.proc = nil
 	p.cancel()
 	a.log.Warn("agent: runner exited", "run", p.run, "err", err)
+	if errors.Is(err, runner.ErrVersionRefused) {
+		a.runnerOutdated(ctx, p.run, err)
+		return
+	}
 	if errors.Is(err, runner.ErrNotRegistered) {
 		_ = a.saveMarker(marker{RunID: p.run})
 		return
@@ -728,6 +735,11 @@ func (a *agent) release(ctx context.Context, runID string) {
 
 // finishRelease cleans up and confirms the release of runID.
 func (a *agent) finishRelease(ctx context.Context, runID string) {
+	if a.outdated != "" {
+		// GitHub gives this runner no job: never pooled again (outdated.go).
+		a.giveUpRelease(ctx, runID, a.outdated)
+		return
+	}
 	if a.spotNotice != "" {
 		// EC2 takes the instance back within two minutes: never pooled again.
 		a.giveUpRelease(ctx, runID, store.SpotNoticePrefix+a.spotNotice)

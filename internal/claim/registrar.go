@@ -461,7 +461,7 @@ func (r *Registrar) withdraw(ctx context.Context, instanceID, runID string) {
 // that reached the pool or was just created.
 func failed(sig store.SignalRecord, runID string) bool {
 	switch sig.Signal {
-	case store.SignalRegistrationFailed:
+	case store.SignalRegistrationFailed, store.SignalRunnerOutdated: // outdated: registered, given no job
 		return sig.RunID == runID
 	case store.SignalPreRunnerFailed:
 		return sig.RunID == runID || sig.RunID == ""

@@ -80,6 +80,10 @@ func (v Version) Less(w Version) bool { return v.Compare(w) < 0 }
 // runner for its version, so the control plane can say so (and count it) instead of a bare failure.
 const RefusedDetail = "runner version refused by GitHub"
 
+// OutdatedDetail starts the detail of the agent's runner-outdated signal and of its release failure
+// when a registered runner exited because GitHub called it outdated (exit code 7, actions/runner#4285).
+const OutdatedDetail = "runner exited: GitHub calls its version outdated"
+
 // ErrBelowFloor is the error of a runner version GitHub refuses to configure or register.
 var ErrBelowFloor = errors.New("below GitHub's minimum runner version " + Floor)
 

@@ -112,6 +112,10 @@ const (
 	// spot/instance-action, two minutes ahead); Detail is the announcement. The instance serves no
 	// further run and is never pooled again.
 	SignalSpotInterrupted Signal = "UD_SPOT_INTERRUPTED"
+	// SignalRunnerOutdated: the registered runner exited because GitHub refused its version
+	// (exit code 7 since actions/runner 2.333.0); Detail says so. Evidence for the control plane
+	// (internal/runnerrelease outdated.go), never a fact.
+	SignalRunnerOutdated Signal = "UD_RUNNER_OUTDATED"
 )
 
 // SpotNoticePrefix starts the detail of the release failure an agent signals once EC2 announced
@@ -129,7 +133,7 @@ func (in Instance) SpotReclaimed(sig SignalRecord) bool {
 
 var signals = []Signal{
 	SignalPreRunnerOK, SignalPreRunnerFailed, SignalRegistered, SignalRegistrationFailed,
-	SignalReleased, SignalReleaseFailed, SignalSpotInterrupted,
+	SignalReleased, SignalReleaseFailed, SignalSpotInterrupted, SignalRunnerOutdated,
 }
 
 // ParseSignal validates a signal read from the table.

@@ -80,8 +80,9 @@ func (s *Service) refreshRelease(ctx context.Context) {
 		}
 		if rel.Version != "" {
 			s.metrics.RunnerRelease(rel.Version, rel.Published)
-			s.observeRunnerVersions(ctx, rel)
+			live := s.observeRunnerVersions(ctx, rel)
 			s.observePins(ctx) // runner_pins.go
+			s.checkOutdated(ctx, live)
 		}
 		select {
 		case <-ctx.Done():
@@ -93,14 +94,26 @@ func (s *Service) refreshRelease(ctx context.Context) {
 
 // observeRunnerVersions sets the runner-version metrics from the live records: how many run each
 // version, and how long the oldest has been behind the current release.
-func (s *Service) observeRunnerVersions(ctx context.Context, cur runnerversion.Release) {
+func (s *Service) observeRunnerVersions(ctx context.Context, cur runnerversion.Release) []store.Instance {
 	live, err := s.store.LiveBrief(ctx)
 	if err != nil {
 		s.log.WarnContext(ctx, "runner versions not observed", "err", err)
-		return
+		return nil
 	}
 	counts, behind := RunnerVersions(live, cur, s.o.Now())
 	s.metrics.RunnerVersions(counts, behind)
+	return live
+}
+
+// checkOutdated looks, on the leader, at what the agents of serving instances report about GitHub
+// refusing their runner (runnerrelease.CheckOutdated: a security release, on enough evidence).
+func (s *Service) checkOutdated(ctx context.Context, live []store.Instance) {
+	if !s.Leading() || len(live) == 0 {
+		return
+	}
+	if _, err := s.release.CheckOutdated(ctx, s.store, live); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "runner release: outdated reports not checked", "err", err)
+	}
 }
 
 // RunnerVersions counts live records by runner version ("unknown" when not recorded) and says how long

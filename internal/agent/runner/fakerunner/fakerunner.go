@@ -138,7 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("fake runner: %w", err)
+		return fmt.Errorf("fake runner: %w", versionRefused(err))
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -153,7 +153,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("fake runner: %w", err)
+			// The runner exits 7 when the broker refuses it as too old (actions/runner#4285).
+			return fmt.Errorf("fake runner: %w", versionRefused(err))
 		}
 		if job == nil {
 			continue
