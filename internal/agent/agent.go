@@ -104,11 +104,11 @@ type agent struct {
 	boot   time.Time
 	wake   chan struct{}
 
-	failed   bool            // the pre-runner script failed: wait for termination, do nothing else
-	marker   marker          // which run the runner is configured for (persisted in StateDir)
-	proc     *runnerProc     // the running runner, nil when stopped
-	restarts int             // consecutive unexpected runner exits (backoff)
-	startAt  time.Time       // when to (re)start the runner
+	failed   bool        // the pre-runner script failed: wait for termination, do nothing else
+	marker   marker      // which run the runner is configured for (persisted in StateDir)
+	proc     *runnerProc // the running runner, nil when stopped
+	restarts int         // consecutive unexpected runner exits (backoff)
+	startAt  time.Time   // when to (re)start the runner
 	// outdated is set once the runner exited because GitHub refused its version (a security release,
 	// or 30 days behind): it is not restarted, and the instance is never pooled again.
 	outdated string

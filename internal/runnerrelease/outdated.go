@@ -17,6 +17,7 @@
 //     never retired);
 //   - such reports come from instances of at least MinRuns different runs: one forged report, or
 //     any number from one workflow run, never marks the release.
+//
 // Below that, each reporting instance still answers for itself: its agent never restarts the runner
 // and reports its release failed, so it is never pooled again.
 package runnerrelease
