@@ -355,6 +355,11 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, u *upload, path
 		u.blob = true
 		s.mu.Unlock()
 	}
+	s.created(w, u)
+}
+
+// created answers a Put Blob, Put Block or Put Block List: 201 with the headers the Blob service sends.
+func (s *Server) created(w http.ResponseWriter, u *upload) {
 	w.Header().Set("ETag", `"`+u.id+`"`)
 	w.Header().Set("Last-Modified", s.cfg.Now().UTC().Format(http.TimeFormat))
 	w.Header().Set("x-ms-request-id", randomID())
@@ -414,10 +419,7 @@ func (s *Server) putBlockList(w http.ResponseWriter, r *http.Request, u *upload)
 	s.mu.Lock()
 	u.blob = true
 	s.mu.Unlock()
-	w.Header().Set("ETag", `"`+u.id+`"`)
-	w.Header().Set("Last-Modified", s.cfg.Now().UTC().Format(http.TimeFormat))
-	w.Header().Set("x-ms-request-id", randomID())
-	w.WriteHeader(http.StatusCreated)
+	s.created(w, u)
 }
 
 func sizeOf(v any) (int64, bool) {
