@@ -10,15 +10,16 @@ locals {
   metrics_namespace = "Runnerpool"
   alarm_actions     = var.alarm_topic_arn == "" ? [] : [var.alarm_topic_arn]
 
-  # By alert: the metrics (id => CloudWatch metric, statistic, extra dimensions), the expression over
-  # them the alarm compares, and the period and number of periods standing for the rule's window
-  # and `for`. Counters are written as their increase per flush, so a Sum is the increase.
+  # By alert: the metrics (id => CloudWatch metric, statistic, extra dimensions), the metric math
+  # expression over them the alarm compares (empty: the one metric itself), and the period and
+  # number of periods standing for the rule's window and `for`. Counters are written as their
+  # increase per flush, so a Sum is the increase.
   alarms = merge({
     RunnerpoolLeaderAbsent = {
       severity    = "critical"
       description = "No reconciler replica has held the leader lease for 5 minutes (or none writes metrics): refresh and warm-pool convergence are not running."
       metrics     = { leader = { name = "runnerpool_leader", stat = "Maximum", dimensions = {} } }
-      expression  = "leader"
+      expression  = ""
       comparison  = "LessThanThreshold"
       threshold   = 1
       period      = 60
@@ -45,7 +46,7 @@ locals {
       severity    = "critical"
       description = "GitHub refused runner registrations in the last 15 minutes (the dimension reason says why: runner_version is a runner release GitHub no longer accepts)."
       metrics     = { refused = { name = "runnerpool_registrations_refused_total", stat = "Sum", dimensions = {} } }
-      expression  = "refused"
+      expression  = ""
       comparison  = "GreaterThanThreshold"
       threshold   = 0
       period      = 900
@@ -56,7 +57,7 @@ locals {
       severity    = "warning"
       description = "The oldest live runner has been more than 21 days behind the current runner release for an hour; GitHub stops assigning jobs at 30."
       metrics     = { behind = { name = "runnerpool_runner_oldest_behind_seconds", stat = "Maximum", dimensions = {} } }
-      expression  = "behind"
+      expression  = ""
       comparison  = "GreaterThanThreshold"
       threshold   = 21 * 86400
       period      = 300
@@ -67,7 +68,7 @@ locals {
       severity    = "warning"
       description = "Less than a tenth of a GitHub credential's hourly request budget has been left for 5 minutes."
       metrics     = { ratio = { name = "runnerpool_github_rate_limit_remaining_ratio", stat = "Minimum", dimensions = {} } }
-      expression  = "ratio"
+      expression  = ""
       comparison  = "LessThanThreshold"
       threshold   = 0.1
       period      = 60
@@ -78,7 +79,7 @@ locals {
       severity    = "warning"
       description = "The reconciler's personal access token expires within 14 days: renew it (and its secret) or move to a GitHub App."
       metrics     = { left = { name = "runnerpool_github_token_expiry_seconds_left", stat = "Minimum", dimensions = {} } }
-      expression  = "left"
+      expression  = ""
       comparison  = "LessThanThreshold"
       threshold   = 14 * 86400
       period      = 300
@@ -89,7 +90,7 @@ locals {
       severity    = "warning"
       description = "DynamoDB has throttled the state table's calls (after the SDK's retries) for 10 minutes."
       metrics     = { throttled = { name = "runnerpool_aws_calls_total", stat = "Sum", dimensions = { service = "DynamoDB", result = "throttled" } } }
-      expression  = "throttled"
+      expression  = ""
       comparison  = "GreaterThanThreshold"
       threshold   = 0
       period      = 300
@@ -100,7 +101,7 @@ locals {
       severity    = "warning"
       description = "A limit (repository, deployment, runner class) has refused provisions or held back warm instances for 30 minutes."
       metrics     = { refused = { name = "runnerpool_quota_refusals_total", stat = "Sum", dimensions = {} } }
-      expression  = "refused"
+      expression  = ""
       comparison  = "GreaterThanThreshold"
       threshold   = 0
       period      = 900
@@ -142,17 +143,21 @@ resource "aws_cloudwatch_metric_alarm" "alert" {
   ok_actions          = local.alarm_actions
   tags                = { severity = each.value.severity }
 
-  metric_query {
-    id          = "alert"
-    expression  = each.value.expression
-    label       = each.key
-    return_data = true
+  dynamic "metric_query" {
+    for_each = each.value.expression == "" ? [] : [each.value.expression]
+    content {
+      id          = "alert"
+      expression  = metric_query.value
+      label       = each.key
+      return_data = true
+    }
   }
 
   dynamic "metric_query" {
     for_each = each.value.metrics
     content {
-      id = metric_query.key
+      id          = metric_query.key
+      return_data = each.value.expression == ""
       metric {
         namespace   = local.metrics_namespace
         metric_name = metric_query.value.name
