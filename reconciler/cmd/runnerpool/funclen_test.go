@@ -49,21 +49,65 @@ func TestFewLongFunctions(t *testing.T) {
 	}
 }
 
-func longFunctions(t *testing.T) []longFunc {
+// TestOneLaunchPath keeps internal/launch the one launch mechanism (issue #34): no other product
+// package builds a fleet.Request or writes an instance record from a store.Instance literal (a
+// launched instance's record; package launch writes it from its order's Record).
+func TestOneLaunchPath(t *testing.T) {
+	t.Parallel()
+	for _, pf := range productFiles(t) {
+		if pf.rel == "internal/launch" || pf.rel == "internal/fleet" {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, pf.path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", pf.path, err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.CompositeLit:
+				if selector(x.Type, "fleet", "Request") {
+					t.Errorf("%s builds a fleet.Request: launch through internal/launch", fset.Position(x.Pos()))
+				}
+			case *ast.CallExpr:
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Create" && len(x.Args) == 2 {
+					if lit, ok := x.Args[1].(*ast.CompositeLit); ok && selector(lit.Type, "store", "Instance") {
+						t.Errorf("%s creates an instance record: launched instances are recorded by internal/launch", fset.Position(x.Pos()))
+					}
+				}
+			}
+			return true
+		})
+	}
+}
+
+func selector(e ast.Expr, pkg, name string) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	id, ok := sel.X.(*ast.Ident)
+	return ok && id.Name == pkg && sel.Sel.Name == name
+}
+
+// productFile is a non-test Go file of a package the shipped binaries link.
+type productFile struct{ path, rel string }
+
+func productFiles(t *testing.T) []productFile {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go not on PATH: %v", err)
 	}
-	out, err := exec.CommandContext(t.Context(), goBin, "list", "-deps",
+	listed, err := exec.CommandContext(t.Context(), goBin, "list", "-deps",
 		"-f", `{{if not .Standard}}{{.ImportPath}}|{{.Dir}}|{{join .GoFiles ","}}{{end}}`,
 		module+"/reconciler/cmd/runnerpool", module).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	var long []longFunc
+	var out []productFile
 	seen := map[string]bool{}
-	for _, line := range strings.Fields(string(out)) {
+	for _, line := range strings.Fields(string(listed)) {
 		pkg, rest, _ := strings.Cut(line, "|")
 		dir, files, _ := strings.Cut(rest, "|")
 		rel, ok := strings.CutPrefix(pkg, module+"/")
@@ -75,11 +119,20 @@ func longFunctions(t *testing.T) []longFunc {
 		}
 		seen[pkg] = true
 		for _, name := range strings.Split(files, ",") {
-			long = append(long, longIn(t, filepath.Join(dir, name), rel)...)
+			out = append(out, productFile{filepath.Join(dir, name), rel})
 		}
 	}
 	if len(seen) < 10 {
 		t.Fatalf("go list -deps listed only %d packages of this module", len(seen))
+	}
+	return out
+}
+
+func longFunctions(t *testing.T) []longFunc {
+	t.Helper()
+	var long []longFunc
+	for _, pf := range productFiles(t) {
+		long = append(long, longIn(t, pf.path, pf.rel)...)
 	}
 	slices.SortFunc(long, func(a, b longFunc) int { return cmp.Or(b.lines-a.lines, strings.Compare(a.name, b.name)) })
 	return long
