@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 )
 
 // ErrInvalid is a request that no run may make (a malformed key or version, a foreign prefix).
@@ -205,3 +207,21 @@ const (
 	OpPut  Op = "put"
 	OpList Op = "list"
 )
+
+// ScopeOf is the scope of a run as the control plane knows it: the repository and event of its
+// verified OIDC token (or webhook job), the token's ref and base_ref claims, and the repository's
+// default branch (the webhook payload's repository.default_branch; the token does not carry it).
+// base_ref is a branch name ("main", as github.base_ref), ref is a full ref; both are normalised to
+// full refs ("About security hardening with OpenID Connect", claims ref and base_ref:
+// https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/about-security-hardening-with-openid-connect).
+// The trust level is the event's (pool.TrustedEvent), as for the instance pool's scopes.
+func ScopeOf(repository, event, ref, baseRef, defaultBranch string) Scope {
+	full := func(b string) string {
+		if b == "" || strings.HasPrefix(b, "refs/") {
+			return b
+		}
+		return "refs/heads/" + b
+	}
+	return Scope{Repository: repository, Ref: ref, BaseRef: full(baseRef), DefaultBranch: full(defaultBranch),
+		Trusted: pool.TrustedEvent(event)}
+}
