@@ -20,7 +20,8 @@ import (
 // step is one line of the rehearsal: a Go function or a command.
 type step struct {
 	Name string
-	// Run is the step as a Go function; Cmd a command run in the clean copy with R.Env().
+	// Run is the step as a Go function; Cmd a command run with R.Env() in the checkout (at the commit
+	// of the clean copy; a `go test` there reuses the build cache, which a copy's new path would not).
 	Run func(ctx context.Context, r *R) error
 	Cmd []string
 	// Needed steps run even when -run selects others: later steps read what they make.
@@ -140,7 +141,7 @@ func rehearse(ctx context.Context, args []string, out io.Writer) error {
 		if s.Run != nil {
 			err = s.Run(ctx, r)
 		} else {
-			_, err = r.run(ctx, r.Root, r.Env(), s.Cmd[0], s.Cmd[1:]...)
+			_, err = r.run(ctx, r.Checkout, r.Env(), s.Cmd[0], s.Cmd[1:]...)
 		}
 		if err != nil {
 			fmt.Fprintf(out, "rehearsal: %s FAILED after %s\n", s.Name, time.Since(t0).Round(time.Second))

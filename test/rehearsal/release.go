@@ -203,9 +203,10 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (
 }
 
 // releaseNamesStep runs TestReleaseNames (reconciler/cmd/runnerpool, build tag release) on this
-// release: every release URL and image the examples and docs give is one of its files or tags.
+// release: every release URL and image the examples and docs give is one of its files or tags. It
+// runs in the checkout, whose build cache the copy's new path would miss.
 func releaseNamesStep(ctx context.Context, r *R) error {
-	_, err := r.run(ctx, r.Root, r.Env("RUNNERPOOL_RELEASE_DIST="+r.Dist), "go", "test", "-count=1", "-tags", "release",
+	_, err := r.run(ctx, r.Checkout, r.Env("RUNNERPOOL_RELEASE_DIST="+r.Dist), "go", "test", "-count=1", "-tags", "release",
 		"-run", "^TestReleaseNames$", "./reconciler/cmd/runnerpool/")
 	return err
 }

@@ -5,7 +5,7 @@
 // To add a step, add one line to the steps table below, in the order it runs:
 //
 //	{Name: "my-step", Run: myStep},                      // a Go function: func(ctx context.Context, r *R) error
-//	{Name: "my-check", Cmd: []string{"go", "test", ...}}, // a command, run in the clean copy with r.Env()
+//	{Name: "my-check", Cmd: []string{"go", "test", ...}}, // a command, run in the checkout with r.Env()
 //
 // A step reads what earlier steps made from R (the copy, the release, its HTTPS host, the stack).
 // A step that runs a block of docs/guides/local-build.md names it with guideBlock(NAME); every shell
