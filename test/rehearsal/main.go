@@ -101,6 +101,7 @@ func rehearse(ctx context.Context, args []string, out io.Writer) error {
 	runRE := fs.String("run", "", "run only the steps whose names match this regular expression (and the ones they need)")
 	verbose := fs.Bool("v", false, "show the steps' output")
 	keep := fs.Bool("keep", false, "keep the scratch folder")
+	dist := fs.String("dist", "", "use this goreleaser dist folder (of a release step kept with -keep) instead of building the release")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func rehearse(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	r := &R{Checkout: checkout, Work: work, Out: out, Verbose: *verbose}
+	r := &R{Checkout: checkout, Work: work, Out: out, Verbose: *verbose, Dist: *dist}
 	defer func() {
 		for i := len(r.cleanup) - 1; i >= 0; i-- {
 			r.cleanup[i]()

@@ -24,6 +24,9 @@ import (
 // on .goreleaser.yml, the image left out), the checksums file signed with a throwaway GPG key made
 // here, as release.yml signs with the project's.
 func releaseStep(ctx context.Context, r *R) error {
+	if r.Dist != "" { // -dist: a release built before
+		return readVersion(r)
+	}
 	gnupg := filepath.Join(r.Work, "gnupg")
 	if err := os.MkdirAll(gnupg, 0o700); err != nil {
 		return err
@@ -53,6 +56,15 @@ func releaseStep(ctx context.Context, r *R) error {
 		return err
 	}
 	r.Dist = filepath.Join(r.Root, "dist")
+	if err := readVersion(r); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.Out, "rehearsal: release %s in %s, signed by %s\n", r.Version, r.Dist, fpr)
+	return nil
+}
+
+// readVersion reads the release's version from its dist folder's metadata.json.
+func readVersion(r *R) error {
 	b, err := os.ReadFile(filepath.Join(r.Dist, "metadata.json"))
 	if err != nil {
 		return err
@@ -62,7 +74,6 @@ func releaseStep(ctx context.Context, r *R) error {
 		return fmt.Errorf("dist/metadata.json: no version (%v)", err)
 	}
 	r.Version = meta.Version
-	fmt.Fprintf(r.Out, "rehearsal: release %s in %s, signed by %s\n", r.Version, r.Dist, fpr)
 	return nil
 }
 
