@@ -28,6 +28,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -370,7 +371,8 @@ type Components struct {
 	Config      provision.Config
 }
 
-// Components builds a control plane (what one reconciler replica holds) over the sandbox.
+// Components builds a control plane (what one reconciler replica holds) over the sandbox, through
+// the service's composition root (internal/controlplane).
 func (s *Sandbox) Components(o ComponentOptions) *Components {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -392,21 +394,7 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 	if o.GitHub != nil {
 		gh = o.GitHub
 	}
-	c := &Components{}
-	c.Releaser = release.New(s.Store, s.Resolver(), gh, s.EC2, release.Options{
-		SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, Logger: s.Log, OnSpotInterruption: o.OnSpotInterruption,
-		Reuse: func(runnerClass string) (string, error) {
-			if runnerClass != RunnerClass {
-				return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)
-			}
-			return s.opts.Reuse, nil
-		},
-	})
-	copts := claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval, HandBack: c.Releaser.HandBack, Logger: s.Log}
-	c.Registrar = claim.NewRegistrar(s.Store, gh, s.EC2, copts)
-	c.Claimer = claim.NewClaimer(s.Store, c.Registrar, copts)
-	c.Fleet = fleet.New(s.EC2, fleet.Options{Logger: s.Log})
-	c.Config = provision.Config{
+	c := &Components{Config: provision.Config{
 		ResourceClasses: map[string]provision.ResourceClass{
 			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
 		},
@@ -415,11 +403,30 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 			Launch: fleet.LaunchSpec{LaunchTemplateID: s.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
 		}},
 		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
-	}
-	c.Provisioner = provision.New(s.Store, c.Claimer, c.Registrar, c.Fleet, s.EC2, c.Config, provision.Options{PollInterval: o.PollInterval, Logger: s.Log})
-	c.Refresher = refresh.New(s.Store, s.EC2, gh, s.Resolver(), refresh.Options{
-		DeploymentID: DeploymentID, Scopes: []string{Scope}, SQS: s.Stack.SQS(), Logger: s.Log,
+	}}
+	cp, err := controlplane.New(controlplane.Clients{Store: s.Store, EC2: s.EC2, SQS: s.Stack.SQS(), GitHub: gh}, controlplane.Options{
+		DeploymentID: DeploymentID, Logger: s.Log,
+		Claim:     claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval},
+		Provision: provision.Options{PollInterval: o.PollInterval},
+		Release: release.Options{
+			SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, OnSpotInterruption: o.OnSpotInterruption,
+			Reuse: func(runnerClass string) (string, error) {
+				if runnerClass != RunnerClass {
+					return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)
+				}
+				return s.opts.Reuse, nil
+			},
+		},
+		Refresh: refresh.Options{Scopes: []string{Scope}},
+		Classes: func(newProvisioner controlplane.NewProvisioner) (pool.Resolver, error) {
+			c.Provisioner = newProvisioner(c.Config)
+			return s.Resolver(), nil
+		},
 	})
+	if err != nil {
+		panic(fmt.Sprintf("sandbox: wiring the control plane: %v", err)) // the sandbox's own constants; cannot fail
+	}
+	c.Registrar, c.Claimer, c.Fleet, c.Releaser, c.Refresher = cp.Registrar, cp.Claimer, cp.Fleet, cp.Releaser, cp.Refresher
 	return c
 }
 

@@ -39,11 +39,11 @@ func TestPinnedRunnerClassIsWarnedAboutWithTheDate(t *testing.T) {
 	s := &Service{
 		o: Options{Now: func() time.Time { return now }}, log: slog.New(slog.NewTextHandler(&logs, nil)),
 		metrics: metrics.New(metrics.Options{}),
-		release: runnerrelease.New(nil, keptRelease{kept}, runnerrelease.Options{Scope: "acme", Now: func() time.Time { return now }}),
-		classes: &classSource{cur: &classSet{classes: map[string]provision.RunnerClass{
-			"pinned": {Name: "pinned", RunnerVersion: "2.336.0"}, "current": {Name: "current", RunnerVersion: "2.338.0"},
-		}}},
 	}
+	s.release = runnerrelease.New(nil, keptRelease{kept}, runnerrelease.Options{Scope: "acme", Now: func() time.Time { return now }})
+	s.classes = &classSource{cur: &classSet{classes: map[string]provision.RunnerClass{
+		"pinned": {Name: "pinned", RunnerVersion: "2.336.0"}, "current": {Name: "current", RunnerVersion: "2.338.0"},
+	}}}
 	if _, err := s.release.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

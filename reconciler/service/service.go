@@ -36,8 +36,9 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -84,15 +85,21 @@ type Options struct {
 	Converger Converger
 	// OnJob, if set, is called after every cron job run of the leader (tests and the demo watch
 	// refresh and convergence with it).
-	OnJob  func(job string, err error)
-	Logger *slog.Logger
-	Now    func() time.Time
+	OnJob func(job string, err error)
+	// AutoscaleNow, if set, is the autoscaled pools' policy clock instead of Now (the bench plays
+	// a week of demand on it through the replica's own convergence).
+	AutoscaleNow func() time.Time
+	Logger       *slog.Logger
+	Now          func() time.Time
 	// EMFOut receives the embedded metric format lines (--emf-interval); nil: stdout, which the
 	// ECS task's awslogs driver sends to CloudWatch Logs.
 	EMFOut io.Writer
 }
 
-// Service is one reconciler replica.
+// Service is one reconciler replica, in named parts: what it was built from, the control plane it
+// wired (controlplane.Components and the service's own runner classes, caps and launch template
+// versions), the leadership and its cron jobs, the warm-pool workers, the HTTP servers, and the
+// shutdown state.
 type Service struct {
 	cfg     config.Config
 	o       Options
@@ -102,12 +109,18 @@ type Service struct {
 	store   *store.Store
 	api     *api.API
 	auth    *auth.Verifier
-	elector *leader.Elector
-	cron    *cron.Cron
-	jobs    map[string]cron.Job // wrapped with the chain (SkipIfStillRunning, Recover)
-	ghCheck permissionChecker   // the GitHub client, for the start-up check (ghcheck.go)
-	kicked  sync.WaitGroup      // job runs started on gaining the lease
 
+	domain
+	leadership
+	warmParts
+	servers
+	dashboard dashboardParts // dashboard.go
+	shutdown
+}
+
+// domain is the control plane the replica serves with.
+type domain struct {
+	cp        *controlplane.Components
 	refresher Refresher
 	converger Converger
 	classes   *classSource
@@ -116,29 +129,55 @@ type Service struct {
 	release   *runnerrelease.Cache         // runner_release.go; nil without GitHub scopes
 	pins      atomic.Pointer[[]PinWarning] // runner_pins.go
 	quotas    *quotas                      // quota.go
+	ghCheck   permissionChecker            // the GitHub client, for the start-up check (ghcheck.go)
+}
 
-	// Warm pools (nil unless --pool-job-queue-url is set): the webhook endpoint and the pool worker.
+// leadership is the leader lease and the cron jobs run under it (cron.go).
+type leadership struct {
+	elector *leader.Elector
+	cron    *cron.Cron
+	jobs    map[string]cron.Job // wrapped with the chain (SkipIfStillRunning, Recover)
+	kicked  sync.WaitGroup      // job runs started on gaining the lease
+}
+
+// warmParts are the warm pools' webhook endpoint, pool worker and scale set listeners (nil unless
+// --pool-job-queue-url is set; warm.go, scalesets.go).
+type warmParts struct {
 	webhook    http.Handler
 	worker     *warmpool.Worker
 	workerStop context.CancelFunc // stops receiving pool jobs
 	workerDone chan struct{}      // closed when the worker returned
 	// rerunProv is the API's provisioner, which serves the worker's re-run jobs (set once built).
-	rerunProv api.Provisioner
-	// Scale set listeners (scalesets.go), with warm pools.
+	rerunProv     api.Provisioner
 	scaleSets     *scalesets.Manager
 	scaleSetsStop context.CancelFunc
 	scaleSetsDone chan struct{}
+}
 
+// servers are the API's and the operations endpoints' servers and listeners.
+type servers struct {
 	srv, opsSrv *http.Server
-	dashboard   dashboardParts // dashboard.go
 	ln, opsLn   net.Listener
+}
 
+// shutdown is the state of in-flight work and of a stop.
+type shutdown struct {
 	work       context.Context
 	cancelWork context.CancelFunc
 
 	mu        sync.Mutex
 	abandoned bool
 	ready     readyCache
+}
+
+// clients are the replica's connections: the state table, EC2, SQS and GitHub, with the AWS
+// configuration they came from.
+type clients struct {
+	aws aws.Config
+	db  *dynamodb.Client
+	ec2 *ec2.Client
+	sqs *sqs.Client
+	gh  *ghaccess.Client
 }
 
 // New builds a replica from the configuration and starts listening (so Addr is known), but serves
@@ -153,110 +192,13 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
-	log := o.Logger
-	s := &Service{cfg: cfg, o: o, log: log, converger: o.Converger, jobs: map[string]cron.Job{}}
-
-	var awsCfg aws.Config
-	if o.AWS != nil {
-		awsCfg = o.AWS.Copy()
-	} else if awsCfg, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
-		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
-	}
-	// Every attempt of every AWS call has a deadline: an answer that hangs fails the attempt, which
-	// the SDK retries, bounded by the caller's deadline.
-	awsCfg.HTTPClient = awslimit.CallTimeout(awsCfg.HTTPClient, cfg.AWSCallTimeout)
-	// Every AWS call of every client is counted by service, operation and result.
-	s.metrics = metrics.New(metrics.Options{Replica: cfg.ReplicaID, Logger: log, PoolCounts: s.poolSamples})
-	if cfg.EMFInterval > 0 {
-		out := o.EMFOut
-		if out == nil {
-			out = os.Stdout
-		}
-		s.emf, err = emf.New(emf.Options{Gatherer: s.metrics.Registry(), Namespace: cfg.EMFNamespace,
-			Dimensions: map[string]string{emf.DeploymentDimension: cfg.DeploymentID}, Out: out, Now: o.Now, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-	}
-	awsCfg.APIOptions = append(awsCfg.APIOptions, s.metrics.AWSMiddleware)
-	db := dynamodb.NewFromConfig(awsCfg, func(do *dynamodb.Options) {
-		do.DisableValidateResponseChecksum = cfg.DynamoDBSkipCRC32
-	})
-	keyPrefix, err := instanceKeyPrefix(ctx, cfg, awsCfg, sts.NewFromConfig(awsCfg))
+	s := &Service{cfg: cfg, o: o, log: o.Logger}
+	s.converger, s.jobs = o.Converger, map[string]cron.Job{}
+	cl, err := s.connect(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	s.store = store.New(db, cfg.Table, store.WithClock(o.Now), store.WithInstanceKeyPrefix(keyPrefix),
-		store.WithForeignItems(s.metrics.ForeignItems), store.WithLogger(log))
-	sqsc := sqs.NewFromConfig(awsCfg)
-	ec2c := ec2.NewFromConfig(awsCfg, awslimit.WithEC2Limits(awslimit.Default()))
-
-	gh, err := ghaccess.New(ghaccess.Config{
-		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
-		HTTPClient:      &http.Client{Timeout: o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(o.HTTPClient.Transport)},
-		Logger:          log,
-		ListingInterval: cfg.GitHubListingInterval, ListingPagesPerMinute: cfg.GitHubListingPages,
-		// Runner credentials only for the deployment's allow-list (owner-level ones where configured).
-		Allowed: cfg.Allowed, OwnerRunners: cfg.OwnerRunnerScopes(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.ghCheck = gh
-	s.newRunnerRelease(cfg, gh)
-
-	copts := claim.Options{
-		ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
-		PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval, Now: o.Now, Logger: log,
-	}
-	// A rolled-back provision's hand-back of an instance that may hold a runner of the run is a
-	// release of it (release.Releaser.HandBack); the releaser needs the runner classes, read below.
-	var rel *release.Releaser
-	copts.HandBack = func(ctx context.Context, runID, scope string, rec store.Instance, idleUntil time.Time) error {
-		return rel.HandBack(ctx, runID, scope, rec, idleUntil)
-	}
-	s.quotas = newQuotas(cfg, db, s.store, func(class string) int { return s.classes.classMax(class) }, o.Now, log)
-	reg := claim.NewRegistrar(s.store, gh, ec2c, copts)
-	claimer := claim.NewClaimer(s.store, reg, copts)
-	fl := fleet.New(ec2c, fleet.Options{Now: o.Now, Logger: log})
-	// One launch template version per runner class spec, shared by provisions and warm pools.
-	s.versions = launchtemplate.New(ec2c, launchtemplate.Options{Now: o.Now, Logger: log, Release: s.currentRelease})
-	var starter *claim.Starter
-	if cfg.WarmPools() {
-		// Step-driven provisions take hot warm-pool instances through the pool queue (claimer), then
-		// stopped ones (starter), then create the rest.
-		starter = claim.NewStarter(s.store, ec2c, reg, copts)
-	}
-	s.pools = &poolQueues{sqs: sqsc, opts: pool.ScopeOptions{Now: o.Now, Logger: log}}
-	if err := s.setupClasses(ctx, cfg, s.pools.get, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
-		return provision.New(s.store, claimer, reg, fl, ec2c, provision.Config{
-			ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
-			DeploymentID: cfg.DeploymentID, CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
-		}, provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout, Starter: starter, Capacity: s.quotas.caps, Now: o.Now, Logger: log,
-			Pickup: pool.PickupOptions{OnDrop: s.metrics.PoolMessageDropped}})
-	}); err != nil {
-		return nil, err
-	}
-	rel = release.New(s.store, s.classes, gh, ec2c, release.Options{
-		SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, Now: o.Now, Logger: log,
-		OnSpotInterruption: s.metrics.SpotInterruption, Reuse: s.classes.Reuse, JobAccess: s.classes.JobAccess, RunnerDue: s.runnerDue,
-	})
-	s.refresher = refresh.New(s.store, ec2c, gh, s.classes, refresh.Options{
-		DeploymentID: cfg.DeploymentID, OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), SQS: sqsc,
-		TakeOver: s.classes.TakeOverAbandoned, JobAccess: s.classes.JobAccess, Now: o.Now, Logger: log, RunnerDue: s.runnerDue,
-	})
-	// One price book for the cost reports and the autoscaled pools' prices.
-	price := Pricer(cfg, awsCfg, ec2c, o.Now, log)
-	if cfg.WarmPools() {
-		if err := s.setupWarmPools(cfg, warmDeps{sqs: sqsc, ec2: ec2c, fleet: fl, starter: starter, reg: reg, gh: gh, rel: rel, price: price}); err != nil {
-			return nil, err
-		}
-	}
-
-	s.auth, err = auth.New(auth.Config{
-		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, Allowed: cfg.Allowed, HTTPClient: o.HTTPClient, Now: o.Now, Logger: log,
-		RefetchInterval: cfg.OIDCKeyRefetchInterval,
-	})
+	price, err := s.wire(ctx, cfg, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -266,38 +208,174 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 			s.cancelWork()
 		}
 	}()
-	prov, relr, err := s.setupDashboard(cfg, db, price, s.classes, rel)
+	if err := s.setupAPI(ctx, cfg, cl, price); err != nil {
+		return nil, err
+	}
+	if err := s.setupLeadership(cfg); err != nil {
+		return nil, err
+	}
+	if err := s.listen(cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect makes the replica's clients: every AWS call counted and bounded by the call timeout,
+// the state table with its instance keys, GitHub access (App or PAT) for the allow-list.
+func (s *Service) connect(ctx context.Context, cfg config.Config) (clients, error) {
+	var cl clients
+	if s.o.AWS != nil {
+		cl.aws = s.o.AWS.Copy()
+	} else {
+		var err error
+		if cl.aws, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
+			return clients{}, fmt.Errorf("loading the AWS configuration: %w", err)
+		}
+	}
+	// Every attempt of every AWS call has a deadline: an answer that hangs fails the attempt, which
+	// the SDK retries, bounded by the caller's deadline.
+	cl.aws.HTTPClient = awslimit.CallTimeout(cl.aws.HTTPClient, cfg.AWSCallTimeout)
+	// Every AWS call of every client is counted by service, operation and result.
+	s.metrics = metrics.New(metrics.Options{Replica: cfg.ReplicaID, Logger: s.log, PoolCounts: s.poolSamples})
+	if cfg.EMFInterval > 0 {
+		out := s.o.EMFOut
+		if out == nil {
+			out = os.Stdout
+		}
+		var err error
+		s.emf, err = emf.New(emf.Options{Gatherer: s.metrics.Registry(), Namespace: cfg.EMFNamespace,
+			Dimensions: map[string]string{emf.DeploymentDimension: cfg.DeploymentID}, Out: out, Now: s.o.Now, Logger: s.log})
+		if err != nil {
+			return clients{}, err
+		}
+	}
+	cl.aws.APIOptions = append(cl.aws.APIOptions, s.metrics.AWSMiddleware)
+	cl.db = dynamodb.NewFromConfig(cl.aws, func(do *dynamodb.Options) {
+		do.DisableValidateResponseChecksum = cfg.DynamoDBSkipCRC32
+	})
+	keyPrefix, err := instanceKeyPrefix(ctx, cfg, cl.aws, sts.NewFromConfig(cl.aws))
+	if err != nil {
+		return clients{}, err
+	}
+	s.store = store.New(cl.db, cfg.Table, store.WithClock(s.o.Now), store.WithInstanceKeyPrefix(keyPrefix),
+		store.WithForeignItems(s.metrics.ForeignItems), store.WithLogger(s.log))
+	cl.sqs = sqs.NewFromConfig(cl.aws)
+	cl.ec2 = ec2.NewFromConfig(cl.aws, awslimit.WithEC2Limits(awslimit.Default()))
+	cl.gh, err = ghaccess.New(ghaccess.Config{
+		APIURL: cfg.GitHubAPIURL, Token: cfg.GitHubToken, AppID: cfg.GitHubAppID, PrivateKeyPEM: cfg.GitHubAppKeyPEM,
+		HTTPClient:      &http.Client{Timeout: s.o.HTTPClient.Timeout, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)},
+		Logger:          s.log,
+		ListingInterval: cfg.GitHubListingInterval, ListingPagesPerMinute: cfg.GitHubListingPages,
+		// Runner credentials only for the deployment's allow-list (owner-level ones where configured).
+		Allowed: cfg.Allowed, OwnerRunners: cfg.OwnerRunnerScopes(),
+	})
+	if err != nil {
+		return clients{}, err
+	}
+	s.ghCheck = cl.gh
+	return cl, nil
+}
+
+// wire builds the control plane through the composition root (internal/controlplane): the
+// service's runner classes (classes.go), instance caps (quota.go) and launch template versions
+// around it. It returns the price book (the cost reports' and the autoscaled pools' prices).
+func (s *Service) wire(ctx context.Context, cfg config.Config, cl clients) (history.Pricer, error) {
+	s.newRunnerRelease(cfg, cl.gh)
+	s.quotas = newQuotas(cfg, cl.db, s.store, func(class string) int { return s.classes.classMax(class) }, s.o.Now, s.log)
+	// One launch template version per runner class spec, shared by provisions and warm pools.
+	s.versions = launchtemplate.New(cl.ec2, launchtemplate.Options{Now: s.o.Now, Logger: s.log, Release: s.currentRelease})
+	s.pools = &poolQueues{sqs: cl.sqs, opts: pool.ScopeOptions{Now: s.o.Now, Logger: s.log}}
+	price := Pricer(cfg, cl.aws, cl.ec2, s.o.Now, s.log)
+	// The runner classes' rules are read when a release or a pass asks: s.classes is made by the
+	// Classes step, before either exists.
+	cp, err := controlplane.New(controlplane.Clients{Store: s.store, EC2: cl.ec2, SQS: cl.sqs, GitHub: cl.gh}, controlplane.Options{
+		DeploymentID: cfg.DeploymentID, Now: s.o.Now, Logger: s.log, Capacity: s.quotas.caps,
+		Claim: claim.Options{
+			ClaimTimeout: cfg.ClaimTimeout, AckWait: cfg.ClaimAckWait, RegistrationWait: cfg.ClaimRegistrationWait,
+			PollInterval: cfg.PollInterval, ClaimPollInterval: cfg.ClaimPollInterval,
+		},
+		Provision: provision.Options{PollInterval: cfg.PollInterval, RollbackTimeout: cfg.RollbackTimeout,
+			Pickup: pool.PickupOptions{OnDrop: s.metrics.PoolMessageDropped}},
+		Release: release.Options{
+			SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, OnSpotInterruption: s.metrics.SpotInterruption,
+			Reuse: func(class string) (string, error) { return s.classes.Reuse(class) }, JobAccess: s.jobAccess, RunnerDue: s.runnerDue,
+		},
+		Refresh: refresh.Options{
+			OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), JobAccess: s.jobAccess, RunnerDue: s.runnerDue,
+			TakeOver: func(ctx context.Context, key string) (bool, error) { return s.classes.TakeOverAbandoned(ctx, key) },
+		},
+		Classes: func(newProv controlplane.NewProvisioner) (pool.Resolver, error) {
+			if err := s.setupClasses(ctx, cfg, s.pools.get, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
+				return newProv(provision.Config{
+					ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
+					CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,
+				})
+			}); err != nil {
+				return nil, err
+			}
+			return s.classes, nil
+		},
+		Warm: s.warmOptions(cfg, cl, price),
+	})
 	if err != nil {
 		return nil, err
 	}
+	s.cp, s.refresher = cp, cp.Refresher
+	if cfg.WarmPools() {
+		if err := s.setupWarmPools(cfg, cl); err != nil {
+			return nil, err
+		}
+	}
+	return price, nil
+}
+
+// jobAccess is the runner classes' job access rule, read when asked.
+func (s *Service) jobAccess(class string) (string, bool) { return s.classes.JobAccess(class) }
+
+// setupAPI builds the OIDC verifier, the dashboard and history, the quota and history decorators
+// of provisions and releases, and the API over them.
+func (s *Service) setupAPI(ctx context.Context, cfg config.Config, cl clients, price history.Pricer) (err error) {
+	s.auth, err = auth.New(auth.Config{
+		Issuer: cfg.OIDCIssuer, Audience: cfg.OIDCAudience, Allowed: cfg.Allowed, HTTPClient: s.o.HTTPClient, Now: s.o.Now, Logger: s.log,
+		RefetchInterval: cfg.OIDCKeyRefetchInterval,
+	})
+	if err != nil {
+		return err
+	}
+	prov, relr, err := s.setupDashboard(cfg, cl.db, price, s.classes, s.cp.Releaser)
+	if err != nil {
+		return err
+	}
 	if err := s.quotas.checkWarmPools(ctx, s.store, cfg.WarmPools()); err != nil {
-		return nil, err
+		return err
 	}
 	prov, relr = quotaProvisioner{next: prov, q: s.quotas}, quotaReleaser{next: relr, q: s.quotas}
 	s.rerunProv = prov
 	s.api, err = api.New(api.Options{
-		Provisioner: prov, Releaser: relr, Runs: s.classes, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: log, Work: s.work,
+		Provisioner: prov, Releaser: relr, Runs: s.classes, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: s.log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
-		Ready: s.readiness, Now: o.Now,
+		Ready: s.readiness, Now: s.o.Now,
 	})
-	if err != nil {
-		return nil, err
-	}
+	return err
+}
 
+// setupLeadership builds the leader lease and schedules the cron jobs under it.
+func (s *Service) setupLeadership(cfg config.Config) (err error) {
 	s.elector, err = leader.New(s.store, leader.Options{
-		Name: cfg.LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Now: o.Now, Logger: log, OnChange: s.leadershipChanged,
+		Name: cfg.LeaseName, Holder: cfg.ReplicaID, TTL: cfg.LeaseTTL, Now: s.o.Now, Logger: s.log, OnChange: s.leadershipChanged,
 		OnError: func(error) { s.metrics.Error(metrics.ErrLease) },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.schedule(); err != nil {
-		return nil, err
-	}
+	return s.schedule()
+}
 
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+// listen opens the API's, the operations endpoints' and the dashboard's listeners.
+func (s *Service) listen(cfg config.Config) (err error) {
+	errLog := slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	s.srv = &http.Server{
 		// No ReadTimeout or WriteTimeout: a provision may take minutes. Headers have their own
 		// limit, bodies a per-request read deadline (package api).
@@ -305,20 +383,21 @@ func New(ctx context.Context, cfg config.Config, o Options) (_ *Service, err err
 		IdleTimeout: 2 * time.Minute, ErrorLog: errLog,
 	}
 	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	if cfg.MetricsListen != "" {
 		s.opsSrv = &http.Server{Handler: s.api.OpsHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 		if s.opsLn, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
 			_ = s.ln.Close()
-			return nil, fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
+			return fmt.Errorf("listening on %s: %w", cfg.MetricsListen, err)
 		}
 	}
-	if err := s.listenDashboard(cfg); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.listenDashboard(cfg)
 }
+
+// Components are the replica's wired control plane (the composition root's): the bench and tests
+// drive its parts, e.g. a convergence pass, as the replica's own jobs do.
+func (s *Service) Components() *controlplane.Components { return s.cp }
 
 // URL is the base URL of the API, e.g. http://127.0.0.1:8080.
 func (s *Service) URL() string { return "http://" + s.ln.Addr().String() }

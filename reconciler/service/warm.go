@@ -17,15 +17,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
@@ -33,65 +27,52 @@ import (
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
-// warmDeps are the clients and domain objects the warm-pool components share with the rest.
-type warmDeps struct {
-	sqs     *sqs.Client
-	ec2     *ec2.Client
-	fleet   *fleet.Fleet
-	starter *claim.Starter
-	reg     *claim.Registrar
-	gh      *ghaccess.Client
-	rel     *release.Releaser
-	price   history.Pricer // the price book (price file first): an autoscaled pool's prices
-}
-
-// setupWarmPools builds the converger (unless Options.Converger gave one), the pool worker and the
-// webhook handler.
-func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
-	targets := warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
-		Queue: s.pools.get, Scope: cfg.WarmPoolScope,
-		ResourceClasses: warmSizes(cfg), Versions: s.versions,
-	})
-	catalog := warmpool.NewCatalog(targets, cfg.ConfigCacheTTL, s.o.Now)
-	jobs := warmpool.NewJobQueue(d.sqs, cfg.PoolJobQueueURL, s.store)
-	if s.converger == nil {
-		conv, err := warmpool.NewConverger(s.store, d.ec2, d.fleet, targets, warmpool.Options{
-			DeploymentID: cfg.DeploymentID, Jobs: jobs, Now: s.o.Now, Logger: s.log.With("component", "converger"),
-			Capacity: s.quotas.caps, OnCapped: s.metrics.QuotaRefused,
-			Autoscale: warmpool.AutoscaleOptions{Store: s.store, Price: warmpool.PriceFunc(d.price)},
+// warmOptions are the warm-pool components' options for the composition root (nil unless warm
+// pools are enabled): the pools from the state table's configuration items, convergence with the
+// instance caps, the autoscaled pools' prices and metrics, the pool worker's timings, and the scale
+// set listeners over the pool job queue.
+func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Pricer) *controlplane.Warm {
+	if !cfg.WarmPools() {
+		return nil
+	}
+	return &controlplane.Warm{
+		JobQueueURL: cfg.PoolJobQueueURL, CatalogTTL: cfg.ConfigCacheTTL,
+		Targets: warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
+			Queue: s.pools.get, Scope: cfg.WarmPoolScope,
+			ResourceClasses: warmSizes(cfg), Versions: s.versions,
+		}),
+		Converger: warmpool.Options{
+			Logger: s.log.With("component", "converger"), OnCapped: s.metrics.QuotaRefused,
+			Autoscale: warmpool.AutoscaleOptions{Store: s.store, Price: warmpool.PriceFunc(price), Now: s.o.AutoscaleNow},
 			OnAutoscale: func(pr warmpool.PoolReport) {
 				a := pr.Autoscale
 				s.metrics.Autoscale(pr.Pool, pr.TargetHot, pr.TargetStopped, a.WindowHot, a.WindowStopped, a.Forecast, a.Conflict != "")
 				s.metrics.AutoscaleQueue(pr.Pool, time.Duration(a.QueueP95MS)*time.Millisecond, a.QueueJobs, time.Duration(a.GoalMS)*time.Millisecond)
 			},
-		})
-		if err != nil {
-			return err
-		}
-		s.converger = conv
-	}
-	ss, err := s.setupScaleSets(cfg, d.gh, jobs)
-	if err != nil {
-		return err
-	}
-	s.scaleSets = ss
-	jobs.WithdrawRunners(ss)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
-		Store: s.store, EC2: d.ec2, Fleet: d.fleet, Starter: d.starter, Discarder: d.reg, GitHub: d.gh, Jobs: jobs, Pools: catalog,
-		ScaleSets:    ss,
-		DeploymentID: cfg.DeploymentID, Capacity: s.quotas.caps,
-		Recycle: func(ctx context.Context, runID string, idleTime time.Duration) error {
-			_, err := d.rel.Release(ctx, runID, idleTime)
-			return err
 		},
-		Rerun:        func(ctx context.Context, j warmpool.Job) error { return s.serveRerun(ctx, cfg.ProvisionTimeout, j) },
-		ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Now: s.o.Now, Logger: s.log.With("component", "pool_worker"),
-	})
-	if err != nil {
-		return err
+		Worker: warmpool.WorkerConfig{
+			Rerun:        func(ctx context.Context, j warmpool.Job) error { return s.serveRerun(ctx, cfg.ProvisionTimeout, j) },
+			ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Logger: s.log.With("component", "pool_worker"),
+		},
+		ScaleSets: func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
+			ss, err := s.setupScaleSets(cfg, cl.gh, jobs)
+			if err != nil {
+				return nil, err
+			}
+			s.scaleSets = ss
+			return ss, nil
+		},
+	}
+}
+
+// setupWarmPools takes the converger (unless Options.Converger gave one) and the pool worker from
+// the wired control plane, and builds the webhook handler over its pool catalog and job queue.
+func (s *Service) setupWarmPools(cfg config.Config, cl clients) error {
+	if s.converger == nil {
+		s.converger = s.cp.Converger
 	}
 	h, err := webhook.New(webhook.Config{
-		Secret: cfg.WebhookSecret, Deliveries: s.store, Pools: catalog, Jobs: jobs, GitHub: d.gh, Logger: s.log.With("component", "webhook"),
+		Secret: cfg.WebhookSecret, Deliveries: s.store, Pools: s.cp.Catalog, Jobs: s.cp.Jobs, GitHub: cl.gh, Logger: s.log.With("component", "webhook"),
 		DependabotPool: cfg.DependabotPool, OnLeftAlone: s.metrics.WebhookJobLeftAlone, Reruns: true,
 		// s.auth is built after the warm pools; read it at delivery time.
 		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
@@ -99,7 +80,7 @@ func (s *Service) setupWarmPools(cfg config.Config, d warmDeps) error {
 	if err != nil {
 		return err
 	}
-	s.worker, s.webhook = w, h
+	s.worker, s.webhook = s.cp.Worker, h
 	return nil
 }
 
