@@ -1,5 +1,7 @@
 // The autoscale phase's real-stack part: the policy drives the real convergence loop through the
-// real wiring. A warm pool with an autoscale block, written to the state table as the provider
+// real wiring: the replica's own converger (service.Service.Components), with the instance caps,
+// job queue and price book the service gives it, on the policy's clock (service.Options.AutoscaleNow).
+// A warm pool with an autoscale block, written to the state table as the provider
 // writes it, starts from a week of recorded demand (the week before, in its AUTOSCALE item as a
 // leader that watched it would have left it); the busiest weekday hour of the committed week is
 // then replayed at a scaled speed: one job in liveScale, sent as workflow_job webhooks to a replica
@@ -28,9 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/simulate"
@@ -38,6 +38,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
 )
 
 const (
@@ -238,7 +239,6 @@ func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start ti
 	if err := h.writeLivePool(ctx, before); err != nil {
 		return nil, nil, err
 	}
-	repo := tableconfig.NewRepository(h.sb.Store)
 	jobs, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-bench-autoscale-jobs")})
 	if err != nil {
 		return nil, nil, err
@@ -254,21 +254,15 @@ func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start ti
 		"RUNNERPOOL_WARM_POOL_SCOPE": "acme",
 	})
 	// Not the leader (the harness's replica is): it serves the webhooks and the pool jobs; the
-	// pool is converged below by the code the leader's cron job runs, on the policy's clock.
-	svc, stop, err := h.startReplica(ctx, "bench-autoscale", false)
+	// pool is converged below by the replica's own convergence (its instance caps, job queue and
+	// price book, as the leader's cron job runs it), on the policy's clock.
+	clock := &policyClock{at: start}
+	svc, stop, err := h.startReplica(ctx, "bench-autoscale", false, func(o *service.Options) { o.AutoscaleNow = clock.now })
 	h.env = saved
 	if err != nil {
 		return nil, nil, err
 	}
-	clock := &policyClock{at: start}
-	conv, err := warmpool.NewConverger(h.sb.Store, h.sb.EC2, fleet.New(h.sb.EC2, fleet.Options{Logger: h.o.Logger}),
-		warmpool.ConfigTargets(repo, warmpool.ConfigOptions{Scope: "acme", Versions: launchtemplate.New(h.sb.EC2, launchtemplate.Options{Logger: h.o.Logger})}),
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
-			Autoscale: warmpool.AutoscaleOptions{Store: h.sb.Store, Now: clock.now}})
-	if err != nil {
-		stop()
-		return nil, nil, err
-	}
+	conv := svc.Components().Converger
 	lr := &liveRun{h: h, conv: conv, clock: clock, hooks: &githubfake.WebhookSender{URL: svc.URL() + apiv1.PathWebhookGitHub, Secret: liveSecret}}
 	// The first pass learns what the pool holds (a new leader counts arrivals from its second).
 	clock.set(start)

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
@@ -402,7 +403,7 @@ const (
 // startReplica runs one reconciler replica configured as `runnerpool serve` from its environment,
 // with the product's defaults except for test-sized lease and drain times. With leader set it
 // returns once the replica holds the lease and ran its first refresh pass.
-func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*service.Service, func(), error) {
+func (h *harness) startReplica(ctx context.Context, id string, leader bool, mods ...func(*service.Options)) (*service.Service, func(), error) {
 	subnets := slices.Sorted(maps.Keys(sandbox.Subnets))
 	classes := config.Classes{
 		DefaultRunnerClass: sandbox.RunnerClass,
@@ -463,7 +464,7 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 	refreshed := make(chan struct{}, 1)
 	var svc *service.Service
 	asReplica(ctx, id, func(ctx context.Context) {
-		svc, err = service.New(ctx, cfg, service.Options{
+		so := service.Options{
 			AWS: &awsCfg, Logger: h.o.Logger,
 			HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh},
 			OnJob: func(job string, _ error) {
@@ -474,7 +475,11 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool) (*se
 					}
 				}
 			},
-		})
+		}
+		for _, mod := range mods {
+			mod(&so)
+		}
+		svc, err = service.New(ctx, cfg, so)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the reconciler: %w", err)
@@ -791,10 +796,11 @@ func phaseAudit(ctx context.Context, h *harness, res *Result) error {
 	// The refresh pass covers the reuse scenarios' queues too: it drops the messages a claim through
 	// the idle index left behind and the duplicates, and pools again what lost its message (once
 	// two walks further apart than the longest visibility timeout missed it: a second pass then).
-	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, h.resolver(), refresh.Options{
-		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
-	})
-	refreshedAt, err := auditRefresh(ctx, h, ref)
+	cp, err := h.wired(controlplane.Clients{GitHub: h.sb.GitHub}, controlplane.Options{Refresh: refresh.Options{Scopes: []string{sandbox.Scope}}})
+	if err != nil {
+		return err
+	}
+	refreshedAt, err := auditRefresh(ctx, h, cp.Refresher)
 	if err != nil {
 		res.note("audit refresh pass: %v", err)
 	}

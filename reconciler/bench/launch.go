@@ -20,7 +20,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
@@ -100,12 +100,13 @@ func phaseLaunch(ctx context.Context, h *harness, res *Result) error {
 	}); err != nil || status != 200 {
 		return fmt.Errorf("webhook for the cold pool: %d %v", status, err)
 	}
-	conv, err := warmpool.NewConverger(h.sb.Store, h.sb.EC2, fleet.New(h.sb.EC2, fleet.Options{Logger: h.o.Logger}),
-		warmpool.ConfigTargets(repo, warmpool.ConfigOptions{Scope: "acme", Versions: launchtemplate.New(h.sb.EC2, launchtemplate.Options{Logger: h.o.Logger})}),
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+	cp, err := h.wired(controlplane.Clients{}, controlplane.Options{Warm: &controlplane.Warm{
+		Targets: warmpool.ConfigTargets(repo, warmpool.ConfigOptions{Scope: "acme", Versions: launchtemplate.New(h.sb.EC2, launchtemplate.Options{Logger: h.o.Logger})}),
+	}})
 	if err != nil {
 		return err
 	}
+	conv := cp.Converger
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) && (len(h.poolInstances(launchCold)) < 1 || len(h.poolInstances(launchWarm)) < 2) {
 		if _, err := conv.Pass(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
@@ -95,7 +96,14 @@ func (h *harness) refreshPass(ctx context.Context, res *Result, records int) err
 	cfg.APIOptions = append(cfg.APIOptions, counter.AddMiddleware)
 	cec2 := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(hs.URL) })
 	cst := store.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), table)
-	r := refresh.New(cst, cec2, nil, pool.StaticResolver{}, refresh.Options{DeploymentID: refreshDeployment, Logger: h.o.Logger})
+	cp, err := h.wired(controlplane.Clients{Store: cst, EC2: cec2}, controlplane.Options{
+		DeploymentID: refreshDeployment,
+		Classes:      func(controlplane.NewProvisioner) (pool.Resolver, error) { return pool.StaticResolver{}, nil },
+	})
+	if err != nil {
+		return err
+	}
+	r := cp.Refresher
 	const passes = 5
 	var took []float64
 	var first time.Duration

@@ -19,12 +19,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -56,12 +55,13 @@ func phaseRunnerRelease(ctx context.Context, h *harness, res *Result) error {
 	// Every look reads GitHub (Every 1 ns): the hour between reads is not what is measured.
 	cache := runnerrelease.New(gh, h.sb.Store, runnerrelease.Options{Scope: "acme", Every: time.Nanosecond, Logger: h.o.Logger})
 	versions := launchtemplate.New(h.sb.EC2, launchtemplate.Options{Logger: h.o.Logger, Release: cache.Current})
-	conv, err := warmpool.NewConverger(h.sb.Store, h.sb.EC2, fleet.New(h.sb.EC2, fleet.Options{Logger: h.o.Logger}),
-		warmpool.ConfigTargets(repo, warmpool.ConfigOptions{Scope: "acme", Versions: versions}),
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+	cp, err := h.wired(controlplane.Clients{}, controlplane.Options{Warm: &controlplane.Warm{
+		Targets: warmpool.ConfigTargets(repo, warmpool.ConfigOptions{Scope: "acme", Versions: versions}),
+	}})
 	if err != nil {
 		return err
 	}
+	conv := cp.Converger
 	before := h.sb.Stack.GitHub.CurrentRunnerRelease().Version
 	if _, err := h.converge(ctx, cache, conv, before, 4, 2*time.Minute); err != nil {
 		return fmt.Errorf("warming the pool on %s: %w", before, err)

@@ -25,10 +25,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
@@ -59,13 +60,19 @@ func phaseScaleSets(ctx context.Context, h *harness, res *Result) error {
 	return err
 }
 
-// ssParts are the in-process pieces of the phase.
+// ssParts are the in-process pieces of the phase: the clients, and the control plane wired over
+// them by the composition root (convergence, the job queue, the pool worker).
 type ssParts struct {
-	st   *store.Store
-	ec2  *ec2.Client
-	gh   *ghaccess.Client
-	jobs *warmpool.JobQueue
-	spec warmpool.PoolSpec
+	st       *store.Store
+	ec2      *ec2.Client
+	sqs      *sqs.Client
+	gh       *ghaccess.Client
+	jobsURL  string
+	jobs     *warmpool.JobQueue
+	spec     warmpool.PoolSpec
+	cp       *controlplane.Components
+	stopA    func(bool) // the first listener replica, made with the control plane
+	listener *scalesets.Manager
 }
 
 func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
@@ -78,12 +85,12 @@ func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
 		ec2: ec2.NewFromConfig(cfg, awslimit.WithEC2Limits(awslimit.Default())),
 		st:  store.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), sb.Table),
 	}
-	sqsc := sqs.NewFromConfig(cfg)
-	qo, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-ss-jobs")})
+	p.sqs = sqs.NewFromConfig(cfg)
+	qo, err := p.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-ss-jobs")})
 	if err != nil {
 		return ssParts{}, fmt.Errorf("creating the job queue: %w", err)
 	}
-	p.jobs = warmpool.NewJobQueue(sqsc, aws.ToString(qo.QueueUrl), p.st)
+	p.jobsURL = aws.ToString(qo.QueueUrl)
 	p.gh, err = ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
 		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
 	if err != nil {
@@ -97,13 +104,39 @@ func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
 	return p, nil
 }
 
-// fillHot runs convergence passes until the pool holds its hot instances.
-func (h *harness) fillHot(ctx context.Context, p ssParts) error {
-	fl := fleet.New(p.ec2, fleet.Options{Logger: h.o.Logger})
-	conv, err := warmpool.NewConverger(p.st, p.ec2, fl, warmpool.StaticTargets(p.spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+// wire builds the phase's control plane through the composition root, as a replica does: the
+// pool's convergence, the job queue, and the pool worker minting scale set runners through the
+// first listener replica (bench-ss-a, started here).
+func (h *harness) wire(ctx context.Context, p *ssParts) error {
+	cp, err := controlplane.New(controlplane.Clients{Store: p.st, EC2: p.ec2, SQS: p.sqs, GitHub: p.gh}, controlplane.Options{
+		DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
+		Classes: func(controlplane.NewProvisioner) (pool.Resolver, error) { return pool.StaticResolver{}, nil },
+		Warm: &controlplane.Warm{
+			JobQueueURL: p.jobsURL, Targets: warmpool.StaticTargets(p.spec), CatalogTTL: time.Minute,
+			ScaleSets: func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
+				p.jobs = jobs
+				m, stop, err := h.listener(ctx, *p, "bench-ss-a")
+				if err != nil {
+					return nil, err
+				}
+				p.listener, p.stopA = m, stop
+				return m, nil
+			},
+		},
+	})
 	if err != nil {
+		if p.stopA != nil {
+			p.stopA(false)
+		}
 		return err
 	}
+	p.cp = cp
+	return nil
+}
+
+// fillHot runs convergence passes until the pool holds its hot instances.
+func (h *harness) fillHot(ctx context.Context, p ssParts) error {
+	conv := p.cp.Converger
 	for deadline := time.Now().Add(3 * time.Minute); ; {
 		rep, err := conv.Pass(ctx)
 		if err != nil {
@@ -166,33 +199,23 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if err := h.wire(ctx, &p); err != nil {
+		return err
+	}
+	stopA := p.stopA
+	defer stopA(false)
 	h.say("  filling a hot warm pool of %d with the convergence loop", ssJobs)
 	if err := h.fillHot(ctx, p); err != nil {
 		return err
 	}
-	a, stopA, err := h.listener(ctx, p, "bench-ss-a")
-	if err != nil {
-		return err
-	}
-	defer stopA(false)
 	_, stopB, err := h.listener(ctx, p, "bench-ss-b")
 	if err != nil {
 		return err
 	}
 	defer stopB(false)
-	copts := claim.Options{Logger: h.o.Logger}
-	reg := claim.NewRegistrar(p.st, p.gh, p.ec2, copts)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
-		Store: p.st, EC2: p.ec2, Fleet: fleet.New(p.ec2, fleet.Options{Logger: h.o.Logger}), Starter: claim.NewStarter(p.st, p.ec2, reg, copts),
-		Discarder: reg, GitHub: p.gh, Jobs: p.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(p.spec), time.Minute, nil),
-		ScaleSets: a, DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
-	})
-	if err != nil {
-		return err
-	}
 	wctx, stopWorker := context.WithCancel(ctx)
 	defer stopWorker()
-	go func() { _ = w.Run(wctx) }()
+	go func() { _ = p.cp.Worker.Run(wctx) }()
 
 	fake := h.sb.Stack.GitHub
 	holder := func() string {

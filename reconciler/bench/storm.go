@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -136,9 +137,11 @@ func (h *harness) pooledIdle(ctx context.Context) ([]string, error) {
 // repooled runs refresh passes until every idle instance not past its threshold is pooled, and
 // returns how long that took from since (at most two minutes).
 func (h *harness) repooled(ctx context.Context, since time.Time) (time.Duration, error) {
-	ref := refresh.New(h.sb.Store, h.sb.EC2, h.sb.GitHub, h.resolver(), refresh.Options{
-		DeploymentID: sandbox.DeploymentID, Scopes: []string{sandbox.Scope}, SQS: h.sb.Stack.SQS(), Logger: h.o.Logger,
-	})
+	cp, err := h.wired(controlplane.Clients{GitHub: h.sb.GitHub}, controlplane.Options{Refresh: refresh.Options{Scopes: []string{sandbox.Scope}}})
+	if err != nil {
+		return time.Since(since), err
+	}
+	ref := cp.Refresher
 	for deadline := since.Add(2 * time.Minute); ; {
 		if _, err := ref.Run(ctx); err != nil {
 			h.say("  storm recovery: refresh pass: %v", err)

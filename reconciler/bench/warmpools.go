@@ -20,12 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -86,15 +85,34 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	h.extraQueues = append(h.extraQueues, aws.ToString(qo.QueueUrl))
 	q := pool.NewScopedQueue(sqsc, aws.ToString(qo.QueueUrl), pool.ScopeOptions{Logger: h.o.Logger})
 	launch := fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))}
-	fl := fleet.New(ec2c, fleet.Options{Logger: h.o.Logger})
 	spec := warmpool.PoolSpec{
 		Name: warmPool, RunnerClass: warmClass, Schedule: "bench", Stopped: n, SpecHash: "bench-v1", Launch: launch,
 		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Queue: q, Scope: sandbox.Scope,
 	}
-	conv, err := warmpool.NewConverger(st, ec2c, fl, warmpool.StaticTargets(spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger})
+	gh, err := ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
 	if err != nil {
 		return err
 	}
+	pcfg := provision.Config{
+		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
+		RunnerClasses: map[string]provision.RunnerClass{warmClass: {
+			Name: warmClass, Queue: q, Launch: launch, MaxRuntime: time.Hour, IdleTime: 10 * time.Minute,
+		}},
+		DefaultRunnerClass: warmClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: time.Minute,
+	}
+	var prov *provision.Provisioner
+	cp, err := h.wired(controlplane.Clients{Store: st, EC2: ec2c, SQS: sqsc, GitHub: gh}, controlplane.Options{
+		Classes: func(newProvisioner controlplane.NewProvisioner) (pool.Resolver, error) {
+			prov = newProvisioner(pcfg)
+			return pool.StaticResolver{warmClass: q}, nil
+		},
+		Warm: &controlplane.Warm{Targets: warmpool.StaticTargets(spec)},
+	})
+	if err != nil {
+		return err
+	}
+	conv := cp.Converger
 	h.say("  filling a stopped warm pool of %d with the convergence loop", n)
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -132,23 +150,6 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	gh, err := ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
-		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
-	if err != nil {
-		return err
-	}
-	rel := release.New(st, pool.StaticResolver{warmClass: q}, gh, ec2c, release.Options{Logger: h.o.Logger})
-	copts := claim.Options{HandBack: rel.HandBack, Logger: h.o.Logger}
-	reg := claim.NewRegistrar(st, gh, ec2c, copts)
-	pcfg := provision.Config{
-		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses: map[string]provision.RunnerClass{warmClass: {
-			Name: warmClass, Queue: q, Launch: launch, MaxRuntime: time.Hour, IdleTime: 10 * time.Minute,
-		}},
-		DefaultRunnerClass: warmClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: time.Minute,
-	}
-	prov := provision.New(st, claim.NewClaimer(st, reg, copts), reg, fl, ec2c, pcfg,
-		provision.Options{Starter: claim.NewStarter(st, ec2c, reg, copts), Logger: h.o.Logger})
 	h.mu.Lock()
 	h.runSeq++
 	run := fmt.Sprint(h.runSeq)
@@ -188,7 +189,7 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 			n, started, took.Round(time.Millisecond), h.o.scaled(AnchorStoppedStart), h.o.scaled(AnchorRegistration))})
 	h.say("  %d started in %s with %d StartInstances calls", started, took.Round(time.Millisecond), calls["EC2.StartInstances"])
 
-	if _, err := rel.Release(ctx, pres.RunKey, 10*time.Minute); err != nil {
+	if _, err := cp.Releaser.Release(ctx, pres.RunKey, 10*time.Minute); err != nil {
 		return fmt.Errorf("releasing the started runners: %w", err)
 	}
 	return nil
@@ -242,11 +243,13 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 			return err
 		}
 	}
-	conv, err := warmpool.NewConverger(cst, ec2c, fleet.New(ec2c, fleet.Options{Logger: h.o.Logger}), warmpool.StaticTargets(specs...),
-		warmpool.Options{DeploymentID: "bench-converge", Logger: h.o.Logger})
+	cp, err := h.wired(controlplane.Clients{Store: cst, EC2: ec2c}, controlplane.Options{
+		DeploymentID: "bench-converge", Warm: &controlplane.Warm{Targets: warmpool.StaticTargets(specs...)},
+	})
 	if err != nil {
 		return err
 	}
+	conv := cp.Converger
 	const passes = 5
 	var took []float64
 	var first time.Duration
