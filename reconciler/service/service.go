@@ -491,6 +491,15 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Warn("a cron job did not stop within 30s of cancellation")
 	}
 
+	s.drain(abandoned)
+	s.cancelWork()
+	s.log.Info("reconciler stopped")
+	return runErr
+}
+
+// drain gives in-flight provisions, releases and the pool worker's batch the drain timeout (none
+// when abandoned), then cancels them and waits for their roll-back.
+func (s *Service) drain(abandoned bool) {
 	drain := s.cfg.DrainTimeout
 	if abandoned {
 		drain = 0
@@ -525,9 +534,6 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 	}
-	s.cancelWork()
-	s.log.Info("reconciler stopped")
-	return runErr
 }
 
 func (s *Service) shutdownServers(ctx context.Context) error {
