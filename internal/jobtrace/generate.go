@@ -251,3 +251,14 @@ func (g *gen) run(t time.Time, n int) {
 		g.jobs = append(g.jobs, job)
 	}
 }
+
+// BigParams are DefaultParams with nine times the repositories (108 in Europe/Berlin, 72 in
+// America/New_York): a week of about 160,000 jobs, the size `runnerpool simulate` is timed on.
+func BigParams() GenParams {
+	p := DefaultParams()
+	p.Zones = slices.Clone(p.Zones)
+	for i := range p.Zones {
+		p.Zones[i].Repos *= 9
+	}
+	return p
+}

@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
 )
@@ -59,40 +61,57 @@ func Compare(o Options) (*Comparison, error) {
 		hist = o.Jobs
 	}
 	c := &Comparison{}
-	var err error
-	if c.ColdOnly, err = Run(o.Jobs, o.Model, ColdOnly{}, o.Goal); err != nil {
-		return nil, err
-	}
-	if c.Schedule, c.Fixed, err = SearchFixed(o.Jobs, o.Model, o.Goal, o.Percentile, o.Loc); err != nil {
-		return nil, fmt.Errorf("searching the fixed schedule: %w", err)
-	}
+	// The two searches are most of the time and independent: they run side by side, and so do
+	// the replays (each replay is sequential; a pool has one timeline).
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		c.ColdOnly, err = Run(o.Jobs, o.Model, ColdOnly{}, o.Goal)
+		return err
+	})
+	g.Go(func() (err error) {
+		if c.Schedule, c.Fixed, err = SearchFixed(o.Jobs, o.Model, o.Goal, o.Percentile, o.Loc); err != nil {
+			return fmt.Errorf("searching the fixed schedule: %w", err)
+		}
+		return nil
+	})
 	if o.History != nil {
-		prior, _, err := SearchFixed(o.History, o.Model, o.Goal, o.Percentile, o.Loc)
-		if err != nil {
-			return nil, fmt.Errorf("searching the history's fixed schedule: %w", err)
-		}
-		if c.PriorFixed, err = Run(o.Jobs, o.Model, prior, o.Goal); err != nil {
-			return nil, err
-		}
-		c.PriorFixed.Policy = "fixed schedule of the history"
+		g.Go(func() error {
+			prior, _, err := SearchFixed(o.History, o.Model, o.Goal, o.Percentile, o.Loc)
+			if err != nil {
+				return fmt.Errorf("searching the history's fixed schedule: %w", err)
+			}
+			if c.PriorFixed, err = Run(o.Jobs, o.Model, prior, o.Goal); err != nil {
+				return err
+			}
+			c.PriorFixed.Policy = "fixed schedule of the history"
+			return nil
+		})
 	}
 	lead := o.Model.Starts.Cold + o.Model.Interval
+	var ignoredConflicts, conflicts int
 	if c.Fanouts = autoscale.LearnFanouts(Runs(hist), lead); len(c.Fanouts) > 0 {
-		if c.RunsIgnored, _, err = c.autoscale(o, hist, nil); err != nil {
-			return nil, err
-		}
-		c.RunsIgnored.Policy = "autoscaler, runs ignored"
-		c.Conflicts = 0 // the autoscaler's own are counted
+		g.Go(func() (err error) {
+			if c.RunsIgnored, _, err = c.autoscale(o, hist, nil, &ignoredConflicts); err != nil {
+				return err
+			}
+			c.RunsIgnored.Policy = "autoscaler, runs ignored"
+			return nil
+		})
 	}
-	if c.Autoscaler, c.Plan, err = c.autoscale(o, hist, c.Fanouts); err != nil {
+	g.Go(func() (err error) {
+		c.Autoscaler, c.Plan, err = c.autoscale(o, hist, c.Fanouts, &conflicts)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	c.Conflicts = conflicts // the autoscaler's own are counted
 	return c, nil
 }
 
 // autoscale replays the autoscaler learning from hist: the pre-warm of fanouts, and the week plan
 // of the demand it leaves.
-func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale.Fanouts) (*Result, *autoscale.WeekPlan, error) {
+func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale.Fanouts, conflicts *int) (*Result, *autoscale.WeekPlan, error) {
 	prof := Record(Uncovered(hist, fanouts), o.Loc)
 	plan := autoscale.PlanWeek(prof, o.Slack)
 	a := &Autoscaler{Profile: prof, Plan: plan, Fanouts: fanouts, Loc: o.Loc, Base: autoscale.Input{
@@ -100,7 +119,7 @@ func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale
 		Cooldown: o.Cooldown, Budget: o.Budget,
 	}, Decision: func(_ time.Time, d autoscale.Decision) {
 		if d.Conflict != "" {
-			c.Conflicts++
+			*conflicts++
 		}
 	}}
 	r, err := Run(o.Jobs, o.Model, a, o.Goal)

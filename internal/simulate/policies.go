@@ -65,6 +65,9 @@ func (a *Autoscaler) Name() string {
 	return "autoscaler"
 }
 func (a *Autoscaler) Reuse() bool { return true }
+
+// WantsRuns: the replay follows runs for an autoscaler that learned fan-outs.
+func (a *Autoscaler) WantsRuns() bool { return a.Fanouts != nil }
 func (a *Autoscaler) Targets(o Observation) (int, int) {
 	in := a.Base
 	in.Profile, in.Plan, in.Prev, in.Fanouts = a.Profile, a.Plan, a.state, a.Fanouts

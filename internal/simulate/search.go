@@ -32,17 +32,17 @@ func SearchFixed(jobs []jobtrace.Job, m Model, goal time.Duration, q float64, lo
 	f := &Fixed{Loc: loc, Lead: m.Starts.Cold + m.Interval}
 	peak := peakPerHour(jobs, f, 2*f.Lead)
 	f.Hot = peak
-	replay := func() (*Result, error) { return Run(jobs, m, f, goal) }
+	s, err := newSearch(jobs, m, f, goal, q)
+	if err != nil {
+		return nil, nil, err
+	}
 	// The peaks serve nearly every job hot; where refills lag behind bursts, double them.
 	for n := 0; ; n++ {
-		r, err := replay()
-		if err != nil {
-			return nil, nil, err
-		}
-		if Meets(r.queue, goal, q) {
+		if s.replay(); s.meets() {
 			break
 		}
 		if n == 4 {
+			r, _ := Run(jobs, m, f, goal)
 			return nil, nil, fmt.Errorf("no fixed schedule up to %d times the busiest minutes meets the goal (p95 %s)", 1<<n, r.P95)
 		}
 		for d := range 2 {
@@ -51,39 +51,9 @@ func SearchFixed(jobs []jobtrace.Job, m Model, goal time.Duration, q float64, lo
 			}
 		}
 	}
-	slotJobs := func(r *Result, d, h int) []time.Duration {
-		var out []time.Duration
-		for i, j := range jobs {
-			if jd, jh := f.slot(j.Created); jd == d && jh == h {
-				out = append(out, r.queue[i])
-			}
-		}
-		return out
-	}
-	lowest := func(d, h int, ok func(*Result) bool) error {
-		lo, hi := 0, f.Hot[d][h] // hi meets (checked by the caller's invariant)
-		for lo < hi {
-			mid := (lo + hi) / 2
-			f.Hot[d][h] = mid
-			r, err := replay()
-			if err != nil {
-				return err
-			}
-			if ok(r) {
-				hi = mid
-			} else {
-				lo = mid + 1
-			}
-		}
-		f.Hot[d][h] = hi
-		return nil
-	}
 	for d := range 2 {
 		for h := range 24 {
-			ok := func(r *Result) bool { return Meets(r.queue, goal, q) && Meets(slotJobs(r, d, h), goal, q) }
-			if err := lowest(d, h, ok); err != nil {
-				return nil, nil, err
-			}
+			s.lowest(d, h, func() bool { return s.meets() && s.meetsHour(d*24+h) })
 		}
 	}
 	for range 48 {
@@ -92,12 +62,75 @@ func SearchFixed(jobs []jobtrace.Job, m Model, goal time.Duration, q float64, lo
 			break
 		}
 		peak[d][h] = -1 // visited
-		if err := lowest(d, h, func(r *Result) bool { return Meets(r.queue, goal, q) }); err != nil {
-			return nil, nil, err
+		s.lowest(d, h, s.meets)
+	}
+	r, err := Run(jobs, m, f, goal)
+	return f, r, err
+}
+
+// search replays a schedule over and over: each replay keeps no timeline or queue times, only the
+// jobs within the goal per hour of the schedule (weekday hours 0-23, weekend hours 24-47).
+type search struct {
+	jobs  []jobtrace.Job
+	f     *Fixed
+	p     *pool
+	goal  time.Duration
+	q     float64
+	all   [48]int // jobs per hour
+	total int
+}
+
+func newSearch(jobs []jobtrace.Job, m Model, f *Fixed, goal time.Duration, q float64) (*search, error) {
+	p, err := newPool(jobs, m, f)
+	if err != nil {
+		return nil, err
+	}
+	s := &search{jobs: jobs, f: f, p: p, goal: goal, q: q, total: len(jobs)}
+	p.fast, p.group, p.fastJobs = true, make([]int8, len(jobs)), make([]int, 48)
+	for i, j := range jobs {
+		d, h := f.slot(j.Created)
+		p.group[i] = int8(d*24 + h)
+		s.all[d*24+h]++
+	}
+	return s, nil
+}
+
+// replay replays the schedule as it is now.
+func (s *search) replay() {
+	p := s.p
+	p.hot, p.stopped, p.busy, p.targetHot, p.targetStopped = 0, 0, 0, 0, 0
+	p.warmAt, p.ev, p.seq = p.warmAt[:0], p.ev[:0], 0
+	clear(p.fastJobs)
+	p.replay(s.jobs, s.goal)
+}
+
+func (s *search) meets() bool {
+	fast := 0
+	for _, n := range s.p.fastJobs {
+		fast += n
+	}
+	return fast >= int(math.Ceil(s.q*float64(s.total)))
+}
+
+func (s *search) meetsHour(g int) bool {
+	return s.p.fastJobs[g] >= int(math.Ceil(s.q*float64(s.all[g])))
+}
+
+// lowest brings hour (d, h) down to the smallest count that still passes ok (the count it has
+// passes: the caller's invariant).
+func (s *search) lowest(d, h int, ok func() bool) {
+	f := s.f
+	lo, hi := 0, f.Hot[d][h]
+	for lo < hi {
+		mid := (lo + hi) / 2
+		f.Hot[d][h] = mid
+		if s.replay(); ok() {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	r, err := replay()
-	return f, r, err
+	f.Hot[d][h] = hi
 }
 
 // costliest is the unvisited hour (peak >= 0) with the largest count.

@@ -11,8 +11,6 @@
 package simulate
 
 import (
-	"cmp"
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -79,111 +77,182 @@ type Result struct {
 // QueueTimes are the jobs' queue times, in arrival order.
 func (r *Result) QueueTimes() []time.Duration { return r.queue }
 
-// event is a job's completion.
+// event is a job's completion, at a time in nanoseconds since the Unix epoch (the replay keeps
+// its clock as int64: time.Time's comparisons and the heap's interface boxing were most of a
+// replay's time).
 type event struct {
-	at  time.Time
-	seq int
-	run int64 // the job's run, 0 for none
+	at  int64
+	seq int32
+	run int32 // the job's run (index into pool.runs), -1 for none
 }
 
+// events is a min-heap of completions by time, then by the order they were pushed.
 type events []event
 
-func (h events) Len() int { return len(h) }
-func (h events) Less(i, j int) bool {
-	return h[i].at.Before(h[j].at) || (h[i].at.Equal(h[j].at) && h[i].seq < h[j].seq)
+func (h events) less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
 }
-func (h events) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *events) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *events) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *events) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !s.less(i, parent) {
+			break
+		}
+		s[i], s[parent] = s[parent], s[i]
+		i = parent
+	}
+}
+
+func (h *events) pop() event {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }
 
 // pool is the simulated state.
 type pool struct {
-	m                        Model
-	pol                      Policy
-	now                      time.Time
-	hot, stopped, busy       int
-	warmAt                   []time.Time // warming instances' ready times, oldest first
-	targetHot, targetStopped int
-	idleH, stoppedH, busyH   float64
-	ev                       events
-	seq                      int
-	res                      *Result
-	arrived, slow, all       int
-	maxQueue                 time.Duration
-	runs                     map[int64]*runSeen
+	m                         Model
+	pol                       Policy
+	now                       int64
+	hot, stopped, busy        int
+	warmAt                    []int64 // warming instances' ready times, oldest first
+	targetHot, targetStopped  int
+	idleNs, stoppedNs, busyNs float64 // instance-nanoseconds
+	ev                        events
+	seq                       int32
+	res                       *Result
+	arrived, slow, all        int
+	maxQueue                  time.Duration
+	// With a policy that looks at runs: the runs seen, by index, and their ids' indexes.
+	wantRuns bool
+	runs     []runSeen
+	runIndex map[int64]int32
+	open     []int32 // runs whose first job arrived within RunWindow, oldest first
+	// In a search's replay (fast): no timeline and no queue times kept; fast jobs are counted
+	// per group instead.
+	fast     bool
+	group    []int8 // per job, its group (-1: none)
+	fastJobs []int  // per group, jobs within the goal
+	// created and ran are the jobs' creation (ns since the epoch) and run time, computed once.
+	created, ran []int64
 }
 
 // runSeen is a run in progress: its workflow, its first job's arrival and its jobs so far.
 type runSeen struct {
 	workflow      string
-	first         time.Time
+	first         int64
 	jobs, running int
 }
 
 // advance accounts the time until t.
-func (p *pool) advance(t time.Time) {
-	if t.After(p.now) {
-		h := t.Sub(p.now).Hours()
-		p.idleH += float64(p.hot+len(p.warmAt)) * h
-		p.stoppedH += float64(p.stopped) * h
-		p.busyH += float64(p.busy) * h
+func (p *pool) advance(t int64) {
+	if t > p.now {
+		d := float64(t - p.now)
+		p.idleNs += float64(p.hot+len(p.warmAt)) * d
+		p.stoppedNs += float64(p.stopped) * d
+		p.busyNs += float64(p.busy) * d
 		p.now = t
 	}
 }
 
-func (p *pool) push(at time.Time, run int64) {
+func (p *pool) push(at int64, run int32) {
 	p.seq++
-	heap.Push(&p.ev, event{at: at, seq: p.seq, run: run})
+	p.ev.push(event{at: at, seq: p.seq, run: run})
+}
+
+// RunsPolicy is a Policy that looks at Observation.Runs; the replay follows runs only for one.
+type RunsPolicy interface {
+	WantsRuns() bool
 }
 
 // Run replays jobs under pol from shortly before the first job to the last job's completion.
 func Run(jobs []jobtrace.Job, m Model, pol Policy, goal time.Duration) (*Result, error) {
+	p, err := newPool(jobs, m, pol)
+	if err != nil {
+		return nil, err
+	}
+	p.res.queue = make([]time.Duration, 0, len(jobs))
+	p.replay(jobs, goal)
+	p.finish()
+	return p.res, nil
+}
+
+func newPool(jobs []jobtrace.Job, m Model, pol Policy) (*pool, error) {
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("no jobs to replay")
 	}
 	if m.Interval <= 0 {
 		return nil, fmt.Errorf("the pass interval must be positive")
 	}
-	p := &pool{m: m, pol: pol, res: &Result{Policy: pol.Name(), Jobs: len(jobs)}, runs: map[int64]*runSeen{}}
+	p := &pool{m: m, pol: pol, res: &Result{Policy: pol.Name(), Jobs: len(jobs)}}
+	p.created, p.ran = make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
+		p.created[i], p.ran[i] = j.Created.UnixNano(), int64(j.Duration())
+	}
+	if rp, ok := pol.(RunsPolicy); ok && rp.WantsRuns() {
+		p.wantRuns, p.runIndex = true, map[int64]int32{}
+	}
+	return p, nil
+}
+
+// replay runs the events of jobs (converge's passes, arrivals, completions, warm-ups).
+func (p *pool) replay(jobs []jobtrace.Job, goal time.Duration) {
+	m := p.m
+	interval := int64(m.Interval)
 	// The pool runs before the first job, long enough for the policy's first targets to be warm.
-	p.now = jobs[0].Created.Add(-2 * (m.Starts.Cold + m.Interval)).Truncate(m.Interval)
+	p.now = jobs[0].Created.Add(-2 * (m.Starts.Cold + m.Interval)).Truncate(m.Interval).UnixNano()
 	next := p.now
-	for i := 0; i < len(jobs) || p.ev.Len() > 0; {
+	for i := 0; i < len(jobs) || len(p.ev) > 0; {
 		// The next thing to happen: a pass, a job, or an event (ties: events, passes, jobs).
-		at, what := next, "pass"
-		if len(p.warmAt) > 0 && !p.warmAt[0].After(at) {
-			at, what = p.warmAt[0], "warm"
+		at, what := next, 0 // 0 pass, 1 warm, 2 event, 3 job
+		if len(p.warmAt) > 0 && p.warmAt[0] <= at {
+			at, what = p.warmAt[0], 1
 		}
-		if p.ev.Len() > 0 && !p.ev[0].at.After(at) {
-			at, what = p.ev[0].at, "event"
+		if len(p.ev) > 0 && p.ev[0].at <= at {
+			at, what = p.ev[0].at, 2
 		}
-		if i < len(jobs) && jobs[i].Created.Before(at) {
-			at, what = jobs[i].Created, "job"
+		if i < len(jobs) && p.created[i] < at {
+			at, what = p.created[i], 3
 		}
 		p.advance(at)
 		switch what {
-		case "pass":
-			p.pass(goal)
-			next = next.Add(m.Interval)
-		case "event":
-			p.done()
-		case "warm":
+		case 0:
+			p.pass()
+			next += interval
+		case 1:
 			p.warmed()
-		case "job":
-			p.job(jobs[i], goal)
+		case 2:
+			p.done()
+		case 3:
+			p.job(i, &jobs[i], goal)
 			i++
 		}
 	}
-	p.finish()
-	return p.res, nil
 }
 
-func (p *pool) job(j jobtrace.Job, goal time.Duration) {
+func (p *pool) job(i int, j *jobtrace.Job, goal time.Duration) {
 	s := p.m.Starts
 	var q time.Duration
 	switch {
@@ -197,44 +266,57 @@ func (p *pool) job(j jobtrace.Job, goal time.Duration) {
 		q = s.Cold
 	}
 	p.busy++
-	p.push(j.Created.Add(q+j.Duration()), j.RunID)
-	p.res.queue = append(p.res.queue, q)
+	run := int32(-1)
+	if p.wantRuns && j.RunID != 0 {
+		r, ok := p.runIndex[j.RunID]
+		if !ok {
+			r = int32(len(p.runs))
+			p.runIndex[j.RunID] = r
+			p.runs = append(p.runs, runSeen{workflow: j.Workflow, first: p.now})
+			p.open = append(p.open, r)
+		}
+		p.runs[r].jobs++
+		p.runs[r].running++
+		run = r
+	}
+	p.push(p.now+int64(q)+p.ran[i], run)
 	p.arrived++
+	if p.fast {
+		if g := p.group[i]; g >= 0 && q <= goal {
+			p.fastJobs[g]++
+		}
+		return
+	}
+	p.res.queue = append(p.res.queue, q)
 	p.all++
 	if q > goal {
 		p.slow++
 	}
 	p.maxQueue = max(p.maxQueue, q)
-	if j.RunID != 0 {
-		r, ok := p.runs[j.RunID]
-		if !ok {
-			r = &runSeen{workflow: j.Workflow, first: j.Created}
-			p.runs[j.RunID] = r
-		}
-		r.jobs++
-		r.running++
-	}
 }
 
 // openRuns are the runs whose first job arrived within RunWindow; older ones are forgotten.
 func (p *pool) openRuns() []autoscale.Run {
-	var out []autoscale.Run
-	for id, r := range p.runs {
-		since := p.now.Sub(r.first)
-		if since > RunWindow {
-			delete(p.runs, id)
-			continue
-		}
-		out = append(out, autoscale.Run{Workflow: r.workflow, Since: since, Jobs: r.jobs, Running: r.running})
+	if !p.wantRuns {
+		return nil
 	}
-	slices.SortFunc(out, func(a, b autoscale.Run) int { return cmp.Compare(b.Since, a.Since) })
+	k := 0
+	for k < len(p.open) && p.now-p.runs[p.open[k]].first > int64(RunWindow) {
+		k++
+	}
+	p.open = p.open[k:]
+	out := make([]autoscale.Run, 0, len(p.open))
+	for _, r := range p.open {
+		s := p.runs[r]
+		out = append(out, autoscale.Run{Workflow: s.workflow, Since: time.Duration(p.now - s.first), Jobs: s.jobs, Running: s.running})
+	}
 	return out
 }
 
 func (p *pool) done() {
-	e := heap.Pop(&p.ev).(event)
-	if r, ok := p.runs[e.run]; ok {
-		r.running--
+	e := p.ev.pop()
+	if e.run >= 0 {
+		p.runs[e.run].running--
 	}
 	p.busy--
 	if p.pol.Reuse() {
@@ -255,13 +337,16 @@ func (p *pool) warmed() {
 }
 
 // pass is one convergence pass (converge steps 6 and 7).
-func (p *pool) pass(goal time.Duration) {
-	o := Observation{Now: p.now, Arrived: p.arrived, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy, Runs: p.openRuns()}
+func (p *pool) pass() {
+	now := time.Unix(0, p.now).UTC()
+	o := Observation{Now: now, Arrived: p.arrived, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy, Runs: p.openRuns()}
 	p.targetHot, p.targetStopped = p.pol.Targets(o)
-	p.res.Timeline = append(p.res.Timeline, Point{
-		At: p.now, Arrived: p.arrived, TargetHot: p.targetHot, TargetStopped: p.targetStopped,
-		Hot: p.hot, Stopped: p.stopped, MaxQueue: p.maxQueue, SlowJobs: p.slow, AllJobs: p.all,
-	})
+	if !p.fast {
+		p.res.Timeline = append(p.res.Timeline, Point{
+			At: now, Arrived: p.arrived, TargetHot: p.targetHot, TargetStopped: p.targetStopped,
+			Hot: p.hot, Stopped: p.stopped, MaxQueue: p.maxQueue, SlowJobs: p.slow, AllJobs: p.all,
+		})
+	}
 	p.arrived, p.maxQueue, p.slow, p.all = 0, 0, 0, 0
 	keepHot, keepStopped := min(p.hot, p.targetHot), min(p.stopped, p.targetStopped)
 	p.hot, p.stopped = keepHot, keepStopped // the excess is terminated
@@ -269,19 +354,21 @@ func (p *pool) pass(goal time.Duration) {
 	// Warming instances beyond the slots are terminated, the youngest first (least invested).
 	p.warmAt = p.warmAt[:min(len(p.warmAt), max(0, slots))]
 	for range slots - len(p.warmAt) {
-		p.warmAt = append(p.warmAt, p.now.Add(p.m.Starts.Cold))
+		p.warmAt = append(p.warmAt, p.now+int64(p.m.Starts.Cold))
 	}
 }
 
 func (p *pool) finish() {
 	r := p.res
-	r.IdleInstanceHours, r.StoppedInstanceHours, r.BusyInstanceHours = p.idleH, p.stoppedH, p.busyH
-	r.IdleCost = p.idleH*p.m.Prices.HotPerHour + p.stoppedH*p.m.Prices.StoppedPerHour
-	r.Cost = r.IdleCost + p.busyH*p.m.Prices.HotPerHour
+	r.IdleInstanceHours, r.StoppedInstanceHours, r.BusyInstanceHours = p.idleNs/nsPerHour, p.stoppedNs/nsPerHour, p.busyNs/nsPerHour
+	r.IdleCost = r.IdleInstanceHours*p.m.Prices.HotPerHour + r.StoppedInstanceHours*p.m.Prices.StoppedPerHour
+	r.Cost = r.IdleCost + r.BusyInstanceHours*p.m.Prices.HotPerHour
 	sorted := slices.Clone(r.queue)
 	slices.Sort(sorted)
 	r.P50, r.P95, r.P99 = Percentile(sorted, 0.50), Percentile(sorted, 0.95), Percentile(sorted, 0.99)
 }
+
+const nsPerHour = float64(time.Hour)
 
 // Percentile is the nearest-rank percentile of sorted values.
 func Percentile(sorted []time.Duration, q float64) time.Duration {

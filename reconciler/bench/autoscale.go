@@ -39,7 +39,7 @@ func committedWeeksOf(p jobtrace.GenParams) (week, before []jobtrace.Job) {
 }
 
 func phaseAutoscale(ctx context.Context, h *harness, res *Result) error {
-	serr := errors.Join(h.autoscaleSimulated(res), h.autoscaleSimulatedRuns(res))
+	serr := errors.Join(h.autoscaleSimulated(res), h.autoscaleSimulatedRuns(res), h.simulateSpeed(res))
 	lerr := h.autoscaleLive(ctx, res)
 	if lerr != nil {
 		res.add(Figure{Name: "autoscale_live_target_error", Missing: lerr.Error(), Unit: "instances"})
@@ -76,6 +76,26 @@ func (h *harness) autoscaleSimulated(res *Result) error {
 		res.note("autoscale: the idle-ratio goal (<= 0.5) is missed: %.2f. A quarter of the week's jobs come from matrix fan-outs at times no history predicts; the fixed schedule is searched in hindsight on the week itself (the same search on the week before, replayed on this week, gets p95 %s). docs/autoscale.md explains.",
 			c.IdleRatio(), c.PriorFixed.P95)
 	}
+	return nil
+}
+
+// simulateSpeed times `runnerpool simulate`'s comparison (all three policies, the week before as
+// history) on a week of about 160,000 jobs (jobtrace.BigParams), wall-clock on this machine.
+func (h *harness) simulateSpeed(res *Result) error {
+	p := jobtrace.BigParams()
+	week := jobtrace.Generate(p, 1)
+	p.Start = p.Start.AddDate(0, 0, -7)
+	before := jobtrace.Generate(p, 2)
+	t := time.Now()
+	_, err := simulate.Compare(simulate.Options{Jobs: week, History: before, Model: autoscaleModel, Goal: autoscaleGoal, Percentile: 0.95, Loc: time.UTC})
+	took := time.Since(t)
+	if err != nil {
+		res.add(Figure{Name: "simulate_seconds_160k_jobs", Missing: err.Error(), Unit: "s"})
+		return err
+	}
+	h.say("  runnerpool simulate on %d jobs (history %d jobs): %s", len(week), len(before), took.Round(time.Millisecond))
+	res.add(Figure{Name: "simulate_seconds_160k_jobs", Value: round1(took.Seconds()), Unit: "s",
+		How: fmt.Sprintf("wall time of runnerpool simulate's comparison (cold only, the fixed schedule searched on the week and on its history, the autoscaler) on jobtrace.BigParams' week, %d jobs, the week before (%d jobs) as history, in process; goal < 30 s on 2 cores", len(week), len(before))})
 	return nil
 }
 
