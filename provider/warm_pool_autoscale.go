@@ -21,6 +21,7 @@ import (
 
 type autoscaleModel struct {
 	QueueTimeP95  types.String  `tfsdk:"queue_time_p95"`
+	QueueTimeP99  types.String  `tfsdk:"queue_time_p99"`
 	MinHot        types.Int64   `tfsdk:"min_hot"`
 	MinStopped    types.Int64   `tfsdk:"min_stopped"`
 	BudgetPerHour types.Float64 `tfsdk:"budget_per_hour"`
@@ -32,6 +33,14 @@ var queueGoalValidator = check("queue_time_p95", fmt.Sprintf("a Go duration from
 		return err
 	}
 	return config.ValidateDuration("queue_time_p95", d, config.MinQueueGoal, config.MaxQueueGoal)
+})
+
+var tailGoalValidator = check("queue_time_p99", fmt.Sprintf("a Go duration from %s to %s, such as \"30s\"", config.MinQueueGoal, config.MaxQueueGoal), func(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	return config.ValidateDuration("queue_time_p99", d, config.MinQueueGoal, config.MaxQueueGoal)
 })
 
 func autoscaleBlock() schema.SingleNestedBlock {
@@ -50,6 +59,14 @@ func autoscaleBlock() schema.SingleNestedBlock {
 				// Required inside the block; the block itself is optional.
 				Optional:      true,
 				Validators:    []validator.String{queueGoalValidator},
+				PlanModifiers: []planmodifier.String{durationByValue{}},
+			},
+			"queue_time_p99": schema.StringAttribute{
+				MarkdownDescription: fmt.Sprintf("An optional tail goal: 99 %% of the pool's jobs start within this duration (%s to %s, at least `queue_time_p95`), such as `30s`. "+
+					"Only with it does the policy keep stopped instances for the jobs beyond the p95 goal's share (where a stopped start meets it); "+
+					"without it the jobs the p95 goal lets be slow are left to cold starts. Absent: none. "+updatedInPlace, config.MinQueueGoal, config.MaxQueueGoal),
+				Optional:      true,
+				Validators:    []validator.String{tailGoalValidator},
 				PlanModifiers: []planmodifier.String{durationByValue{}},
 			},
 			"min_hot": schema.Int64Attribute{
@@ -86,6 +103,12 @@ func (m warmPoolModel) validateAutoscale(diags *diag.Diagnostics) {
 	if a.QueueTimeP95.IsNull() {
 		diags.AddAttributeError(at.AtName("queue_time_p95"), "Missing queue-time goal", "An autoscale block needs queue_time_p95, such as \"5s\".")
 	}
+	p95, err95 := time.ParseDuration(a.QueueTimeP95.ValueString())
+	p99, err99 := time.ParseDuration(a.QueueTimeP99.ValueString())
+	if !a.QueueTimeP99.IsNull() && !a.QueueTimeP99.IsUnknown() && !a.QueueTimeP95.IsUnknown() && err95 == nil && err99 == nil && p99 < p95 {
+		diags.AddAttributeError(at.AtName("queue_time_p99"), "Tail goal below the queue-time goal",
+			fmt.Sprintf("queue_time_p99 %s is below queue_time_p95 %s: the 99th percentile cannot be shorter than the 95th.", p99, p95))
+	}
 	if b := a.BudgetPerHour; !b.IsNull() && !b.IsUnknown() && (b.ValueFloat64() <= 0 || b.ValueFloat64() > config.MaxBudgetHour) {
 		diags.AddAttributeError(at.AtName("budget_per_hour"), "Invalid budget", fmt.Sprintf("budget_per_hour must be above 0 and at most %v USD; remove it for no budget.", config.MaxBudgetHour))
 	}
@@ -108,8 +131,12 @@ func (a *autoscaleModel) toConfig() *config.Autoscale {
 		return nil
 	}
 	d, _ := time.ParseDuration(a.QueueTimeP95.ValueString()) // validated at plan
+	var p99 time.Duration
+	if !a.QueueTimeP99.IsNull() {
+		p99, _ = time.ParseDuration(a.QueueTimeP99.ValueString()) // validated at plan
+	}
 	return &config.Autoscale{
-		QueueTimeP95: config.Duration(d), MinHot: int(a.MinHot.ValueInt64()), MinStopped: int(a.MinStopped.ValueInt64()),
+		QueueTimeP95: config.Duration(d), QueueTimeP99: config.Duration(p99), MinHot: int(a.MinHot.ValueInt64()), MinStopped: int(a.MinStopped.ValueInt64()),
 		BudgetPerHour: a.BudgetPerHour.ValueFloat64(),
 	}
 }
@@ -125,6 +152,14 @@ func autoscaleValue(a *config.Autoscale, prior *autoscaleModel) *autoscaleModel 
 		was = prior.QueueTimeP95
 	}
 	m.QueueTimeP95 = durationValue(a.QueueTimeP95.Std(), was)
+	m.QueueTimeP99 = types.StringNull()
+	if a.QueueTimeP99 > 0 {
+		var wasP99 types.String
+		if prior != nil {
+			wasP99 = prior.QueueTimeP99
+		}
+		m.QueueTimeP99 = durationValue(a.QueueTimeP99.Std(), wasP99)
+	}
 	if a.BudgetPerHour > 0 {
 		m.BudgetPerHour = types.Float64Value(a.BudgetPerHour)
 	}

@@ -66,6 +66,7 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 				Config: poolConfig(t, table, class, pool, block("5s", "    min_hot = 2\n    budget_per_hour = 4.5")),
 				Check:  stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
 				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p99"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p95"), knownvalue.StringExact("5s")),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("min_stopped"), knownvalue.Int64Exact(0)),
 				},
@@ -102,6 +103,20 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 				Check: stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
 			},
 			{
+				// A tail goal is stored with the block, and a different spelling plans nothing.
+				Config: poolConfig(t, table, class, pool, block("5s", "    queue_time_p99 = \"30s\"\n    min_hot = 2\n    budget_per_hour = 4.5")),
+				Check:  stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), QueueTimeP99: config.Duration(30 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p99"), knownvalue.StringExact("30s")),
+				},
+			},
+			{
+				Config: poolConfig(t, table, class, pool, block("5s", "    queue_time_p99 = \"30000ms\"\n    min_hot = 2\n    budget_per_hour = 4.5")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionNoop),
+				}},
+			},
+			{
 				// Without the block, the pool is stored as before: no autoscale key.
 				Config: poolConfig(t, table, class, pool, autoscaleSchedules),
 				Check:  stored(nil),
@@ -125,6 +140,8 @@ func TestAccWarmPoolAutoscalePlanValidation(t *testing.T) {
 		{withBlock(`    queue_time_p95 = "5 seconds"`), []string{"Invalid queue_time_p95", `queue_time_p95 = "5 seconds"`}},
 		{withBlock(`    queue_time_p95 = "2h"`), []string{"Invalid queue_time_p95", "must be between 1s and 1h0m0s"}},
 		{withBlock(`    min_hot = 1`), []string{"Missing queue-time goal", "needs queue_time_p95"}},
+		{withBlock("    queue_time_p95 = \"5s\"\n    queue_time_p99 = \"2s\""), []string{"Tail goal below the queue-time goal", "queue_time_p99 2s is below queue_time_p95 5s"}},
+		{withBlock("    queue_time_p95 = \"5s\"\n    queue_time_p99 = \"soon\""), []string{"Invalid queue_time_p99"}},
 		{withBlock("    queue_time_p95 = \"5s\"\n    budget_per_hour = -2"), []string{"Invalid budget", "budget_per_hour = -2"}},
 		{withBlock("    queue_time_p95 = \"5s\"\n    min_stopped = 3"), []string{"Autoscale minimum above a schedule's maximum", "min_stopped 3 is above schedule 1's count 2"}},
 	}

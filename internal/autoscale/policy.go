@@ -46,6 +46,11 @@ type State struct {
 	Hot, Stopped int
 	// LowFor is how long the wanted targets have stayed below Hot/Stopped.
 	LowFor time.Duration
+	// Level is the week plan's level Hot was decided from. The plan's own steps down are taken at
+	// once (a plan does not flap: it changes at quarter-hours, and holding its level longer is
+	// what it was planned without); the cooldown holds what the live signals added above it.
+	// 0 (a caller that does not keep it): every step down waits for the cooldown.
+	Level int
 }
 
 // Input is everything a decision depends on. The caller measures; Decide only computes.
@@ -56,13 +61,17 @@ type Input struct {
 	Profile *Profile
 	// Fanouts are the workflows whose runs fan out after their first job (LearnFanouts); nil: runs
 	// are not looked at.
-	Fanouts  Fanouts
-	Live     Live
-	Prev     State
-	Starts   Starts
-	Prices   Prices
-	Bounds   Bounds
-	Goal     time.Duration // the queue-time goal (p95)
+	Fanouts Fanouts
+	Live    Live
+	Prev    State
+	Starts  Starts
+	Prices  Prices
+	Bounds  Bounds
+	Goal    time.Duration // the queue-time goal (p95)
+	// GoalP99, when set, is a tail goal: 99 % of jobs start within it. Only then are stopped
+	// instances kept as the tail's buffer (when their start is within it); a p95 goal alone asks
+	// nothing of the jobs beyond its 95 %.
+	GoalP99  time.Duration
 	Budget   float64       // most USD per hour of idle capacity; 0: none
 	Interval time.Duration // time between decisions
 	Cooldown time.Duration // how long wanted targets stay lower before the pool shrinks
@@ -110,8 +119,8 @@ func Decide(in Input) Decision {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%d waiting jobs without an instance on its way: above the forecast level %d", unserved, level))
 	}
 	hot, stopped := mix(in, hot, peak, &d)
-	hot, stopped = hysteresis(in, hot, stopped, &d)
-	d.Next.Hot, d.Next.Stopped = hot, stopped
+	hot, stopped = hysteresis(in, hot, stopped, level, &d)
+	d.Next.Hot, d.Next.Stopped, d.Next.Level = hot, stopped, level
 	// A run's pre-warm is not held by the cooldown: once its matrix has arrived, the instances
 	// are busy and the level it asked for is spent.
 	d.Prewarm = prewarm(in, &d)
@@ -132,16 +141,24 @@ func mix(in Input, hot, peak int, d *Decision) (int, int) {
 		base := min(hot, int(math.Ceil(d.Forecast)))
 		d.Reasons = append(d.Reasons, fmt.Sprintf("stopped start %s within the goal %s: %d of %d as stopped", s.Stopped, in.Goal, hot-base, hot))
 		return base, hot - base
-	case cheaper && s.Stopped < s.Cold && peak > hot:
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%d stopped as the tail's buffer (start %s against cold %s)", peak-hot, s.Stopped, s.Cold))
+	case cheaper && in.GoalP99 > 0 && s.Stopped <= in.GoalP99 && s.Stopped < s.Cold && peak > hot:
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%d stopped as the tail's buffer for the p99 goal %s (start %s against cold %s)", peak-hot, in.GoalP99, s.Stopped, s.Cold))
 		return hot, peak - hot
+	case s.Stopped > in.Goal && peak > hot:
+		// Jobs beyond the plan's level are the share the goal lets be slow: a stopped instance
+		// (slower than the goal) buys them nothing the goal asks for.
+		d.Reasons = append(d.Reasons, fmt.Sprintf("no stopped: a stopped start (%s) is beyond the goal %s and meets no p99 goal", s.Stopped, in.Goal))
 	}
 	return hot, 0
 }
 
-// hysteresis grows at once and shrinks only once the lower wish has held for the cooldown.
-func hysteresis(in Input, hot, stopped int, d *Decision) (int, int) {
+// hysteresis grows at once and shrinks only once the lower wish has held for the cooldown; the
+// week plan's own step down (prev.Level to level) is taken at once.
+func hysteresis(in Input, hot, stopped, level int, d *Decision) (int, int) {
 	prev := in.Prev
+	if prev.Level > level {
+		prev.Hot = max(hot, prev.Hot-(prev.Level-level))
+	}
 	if hot >= prev.Hot && stopped >= prev.Stopped {
 		d.Next.LowFor = 0
 		return hot, stopped

@@ -54,11 +54,31 @@ func TestDecide(t *testing.T) {
 			in.Slot = 36
 			return in
 		}, 100, 0, "", ""},
-		{"slack lets a rare burst go to stopped as the tail's buffer", func() Input {
+		{"a p95 goal buys no stopped instance for the burst its slack leaves slow", func() Input {
 			in := base(burst, 0.05)
 			in.Slot = 36
 			return in
-		}, 1, 99, "", "tail's buffer"},
+		}, 1, 0, "", "meets no p99 goal"},
+		{"a p99 goal keeps stopped as the tail's buffer", func() Input {
+			in := base(burst, 0.05)
+			in.Slot, in.GoalP99 = 36, 30*time.Second
+			return in
+		}, 1, 99, "", "tail's buffer for the p99 goal 30s"},
+		{"a p99 goal tighter than a stopped start keeps no stopped", func() Input {
+			in := base(burst, 0.05)
+			in.Slot, in.GoalP99 = 36, 10*time.Second
+			return in
+		}, 1, 0, "", "meets no p99 goal"},
+		{"the plan's own step down is taken at once", func() Input {
+			in := base(steady, 0)
+			in.Prev = State{Hot: 10, Level: 10, LowFor: time.Minute}
+			return in
+		}, 2, 0, "", ""},
+		{"live demand above the plan is held for the cooldown", func() Input {
+			in := base(steady, 0)
+			in.Prev = State{Hot: 10, Level: 4, LowFor: time.Minute}
+			return in
+		}, 8, 0, "", "holding 8 hot"},
 		{"live demand above the forecast scales up at once", func() Input {
 			in := base(steady, 0)
 			in.Live = Live{Arrived: 10, Waiting: 6, InFlight: 2}
@@ -86,7 +106,7 @@ func TestDecide(t *testing.T) {
 		}, 3, 1, "", "minimum"},
 		{"budget cuts stopped first", func() Input {
 			in := base(burst, 0.05)
-			in.Slot, in.Budget = 36, 0.2
+			in.Slot, in.Budget, in.GoalP99 = 36, 0.2, 30*time.Second
 			return in
 		}, 1, 28, "", "stopped cut"},
 		{"a goal the budget cannot pay for is a conflict", func() Input {

@@ -15,6 +15,9 @@ import (
 type Autoscale struct {
 	// QueueTimeP95 is the goal: 95 % of the pool's jobs start within it.
 	QueueTimeP95 Duration `json:"queue_time_p95"`
+	// QueueTimeP99, when set, is a tail goal: 99 % of the pool's jobs start within it (the
+	// policy then keeps stopped instances as the tail's buffer where their start meets it).
+	QueueTimeP99 Duration `json:"queue_time_p99,omitempty"`
 	// MinHot and MinStopped are kept whatever the demand (each window's counts are the maxima).
 	MinHot     int `json:"min_hot,omitempty"`
 	MinStopped int `json:"min_stopped,omitempty"`
@@ -32,6 +35,12 @@ const (
 // validate adds the block's problems, including minima above a window's maxima.
 func (a *Autoscale) validate(c *collector, schedules []schedule.Schedule) {
 	c.add("autoscale.queue_time_p95", ValidateDuration("queue_time_p95", a.QueueTimeP95.Std(), MinQueueGoal, MaxQueueGoal))
+	if p99 := a.QueueTimeP99.Std(); p99 != 0 {
+		c.add("autoscale.queue_time_p99", ValidateDuration("queue_time_p99", p99, MinQueueGoal, MaxQueueGoal))
+		if p99 < a.QueueTimeP95.Std() {
+			c.add("autoscale.queue_time_p99", fmt.Errorf("queue_time_p99 %s is below queue_time_p95 %s: the 99th percentile cannot be shorter than the 95th", p99, a.QueueTimeP95.Std()))
+		}
+	}
 	c.add("autoscale.min_hot", schedule.ValidateCount(a.MinHot))
 	c.add("autoscale.min_stopped", schedule.ValidateCount(a.MinStopped))
 	if a.BudgetPerHour < 0 || a.BudgetPerHour > MaxBudgetHour {

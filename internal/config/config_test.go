@@ -303,6 +303,9 @@ func TestWarmPoolAutoscale(t *testing.T) {
 		{"none", nil, ""},
 		{"goal and bounds", &Autoscale{QueueTimeP95: Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 3}, ""},
 		{"goal too short", &Autoscale{QueueTimeP95: Duration(time.Millisecond)}, "queue_time_p95"},
+		{"a tail goal", &Autoscale{QueueTimeP95: Duration(5 * time.Second), QueueTimeP99: Duration(30 * time.Second)}, ""},
+		{"a tail goal below the p95 goal", &Autoscale{QueueTimeP95: Duration(5 * time.Second), QueueTimeP99: Duration(2 * time.Second)}, "below queue_time_p95"},
+		{"a tail goal too long", &Autoscale{QueueTimeP95: Duration(5 * time.Second), QueueTimeP99: Duration(2 * time.Hour)}, "queue_time_p99"},
 		{"negative budget", &Autoscale{QueueTimeP95: Duration(5 * time.Second), BudgetPerHour: -1}, "budget_per_hour"},
 		{"min above a window", &Autoscale{QueueTimeP95: Duration(5 * time.Second), MinHot: 11}, `exceed schedule "default"`},
 	} {

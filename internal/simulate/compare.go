@@ -23,12 +23,22 @@ type Options struct {
 	Goal       time.Duration // queue time at Percentile
 	Percentile float64       // 0.95
 	Loc        *time.Location
-	// Slack is the share of jobs the week plan may leave without a hot instance, a safety factor
-	// below 1 - Percentile (default a fifth of it).
-	Slack    float64
+	// GoalP99, when set, is a tail goal (99 % of jobs within it): the autoscaler then keeps
+	// stopped instances as the tail's buffer where their start meets it.
+	GoalP99 time.Duration
+	// Slack, when set, is the share of jobs the week plan may leave without a hot instance (the
+	// plan of PlanWeek at that slack, as before the plan was chosen by replay).
+	Slack float64
+	// Margin is, with a History other than Jobs, the share of 1 - Percentile the plan aims to
+	// leave slow on the history (default DefaultMargin): another week's bursts come elsewhere.
+	Margin   float64
 	Cooldown time.Duration // default 2 min
 	Budget   float64       // USD per hour of idle capacity; 0: none
 }
+
+// DefaultMargin is Options.Margin's default, tuned on the committed week only
+// (docs/autoscale.md).
+const DefaultMargin = 0.5
 
 // Comparison is the outcome of the three policies.
 type Comparison struct {
@@ -42,7 +52,9 @@ type Comparison struct {
 	PriorFixed *Result
 	Schedule   *Fixed
 	Plan       *autoscale.WeekPlan
-	Conflicts  int // decisions whose goal and budget or bounds conflicted
+	// Choice is how the autoscaler's plan was chosen (nil with Options.Slack).
+	Choice    *PlanChoice
+	Conflicts int // decisions whose goal and budget or bounds conflicted
 }
 
 // Compare replays the three policies.
@@ -50,8 +62,8 @@ func Compare(o Options) (*Comparison, error) {
 	if o.Percentile <= 0 || o.Percentile >= 1 {
 		return nil, fmt.Errorf("percentile %v: want between 0 and 1", o.Percentile)
 	}
-	if o.Slack <= 0 {
-		o.Slack = (1 - o.Percentile) / 5
+	if o.Margin <= 0 || o.Margin > 1 {
+		o.Margin = DefaultMargin
 	}
 	if o.Cooldown <= 0 {
 		o.Cooldown = 2 * time.Minute
@@ -61,9 +73,16 @@ func Compare(o Options) (*Comparison, error) {
 		hist = o.Jobs
 	}
 	c := &Comparison{}
-	// The two searches are most of the time and independent: they run side by side, and so do
-	// the replays (each replay is sequential; a pool has one timeline).
+	// The target the plan aims at on its history: the goal's own share on the week itself; less
+	// the margin on another week.
+	target := 1 - o.Percentile
+	if o.History != nil {
+		target *= o.Margin
+	}
+	// First the searches (most of the time, independent: side by side), then the autoscaler,
+	// whose plan may be the history's schedule.
 	var g errgroup.Group
+	var histSched *Fixed
 	g.Go(func() (err error) {
 		c.ColdOnly, err = Run(o.Jobs, o.Model, ColdOnly{}, o.Goal)
 		return err
@@ -87,11 +106,20 @@ func Compare(o Options) (*Comparison, error) {
 			return nil
 		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if o.History == nil {
+		// On the week itself the hindsight schedule is a plan the autoscaler can follow. On
+		// another week it is not offered: it is that week's bursts fitted in hindsight, the plan
+		// that carries worst to a new week (docs/autoscale.md, "the margin").
+		histSched = c.Schedule
+	}
 	lead := o.Model.Starts.Cold + o.Model.Interval
 	var ignoredConflicts, conflicts int
 	if c.Fanouts = autoscale.LearnFanouts(Runs(hist), lead); len(c.Fanouts) > 0 {
 		g.Go(func() (err error) {
-			if c.RunsIgnored, _, err = c.autoscale(o, hist, nil, &ignoredConflicts); err != nil {
+			if c.RunsIgnored, _, _, err = c.autoscale(o, hist, nil, target, histSched, &ignoredConflicts); err != nil {
 				return err
 			}
 			c.RunsIgnored.Policy = "autoscaler, runs ignored"
@@ -99,7 +127,7 @@ func Compare(o Options) (*Comparison, error) {
 		})
 	}
 	g.Go(func() (err error) {
-		c.Autoscaler, c.Plan, err = c.autoscale(o, hist, c.Fanouts, &conflicts)
+		c.Autoscaler, c.Plan, c.Choice, err = c.autoscale(o, hist, c.Fanouts, target, histSched, &conflicts)
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -110,20 +138,22 @@ func Compare(o Options) (*Comparison, error) {
 }
 
 // autoscale replays the autoscaler learning from hist: the pre-warm of fanouts, and the week plan
-// of the demand it leaves.
-func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale.Fanouts, conflicts *int) (*Result, *autoscale.WeekPlan, error) {
-	prof := Record(Uncovered(hist, fanouts), o.Loc)
-	plan := autoscale.PlanWeek(prof, o.Slack)
-	a := &Autoscaler{Profile: prof, Plan: plan, Fanouts: fanouts, Loc: o.Loc, Base: autoscale.Input{
-		Starts: o.Model.Starts, Prices: o.Model.Prices, Goal: o.Goal, Interval: o.Model.Interval,
-		Cooldown: o.Cooldown, Budget: o.Budget,
-	}, Decision: func(_ time.Time, d autoscale.Decision) {
-		if d.Conflict != "" {
-			*conflicts++
+// of the demand it leaves, chosen against target (or at Options.Slack).
+func (c *Comparison) autoscale(o Options, hist []jobtrace.Job, fanouts autoscale.Fanouts, target float64, sched *Fixed, conflicts *int) (*Result, *autoscale.WeekPlan, *PlanChoice, error) {
+	pl := &planner{o: o, hist: hist, fanouts: fanouts, prof: Record(Uncovered(hist, fanouts), o.Loc)}
+	var plan *autoscale.WeekPlan
+	var choice *PlanChoice
+	if o.Slack > 0 {
+		plan = autoscale.PlanWeek(pl.prof, o.Slack)
+	} else {
+		ch, err := pl.choose(target, sched)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-	}}
-	r, err := Run(o.Jobs, o.Model, a, o.Goal)
-	return r, plan, err
+		plan, choice = ch.Chosen.Plan, &ch
+	}
+	r, err := Run(o.Jobs, o.Model, pl.autoscaler(plan, conflicts), o.Goal)
+	return r, plan, choice, err
 }
 
 // IdleRatio is the autoscaler's idle instance-hours over the fixed schedule's.
@@ -156,6 +186,15 @@ func (c *Comparison) Print(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "autoscaler idle instance-hours / fixed schedule's: %.2f\n", c.IdleRatio())
+	if ch := c.Choice; ch != nil && err == nil {
+		_, err = fmt.Fprintf(w, "the autoscaler's plan: %s, chosen on its history (%.2f %% of jobs slower than the goal there, target %.2f %%; %.1f idle inst-h)\n",
+			ch.Chosen.Name, 100*ch.Chosen.SlowShare, 100*ch.Target, ch.Chosen.IdleInstanceHours)
+		for _, cand := range ch.Candidates {
+			if cand.Name != ch.Chosen.Name && err == nil {
+				_, err = fmt.Fprintf(w, "  other candidate: %s (%.2f %% slow there, %.1f idle inst-h)\n", cand.Name, 100*cand.SlowShare, cand.IdleInstanceHours)
+			}
+		}
+	}
 	if c.RunsIgnored != nil && err == nil {
 		_, err = fmt.Fprintf(w, "the same, runs ignored: %.2f\n", ratio(c.RunsIgnored, c.Fixed))
 	}

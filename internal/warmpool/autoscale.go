@@ -72,7 +72,7 @@ func (o AutoscaleOptions) withDefaults() AutoscaleOptions {
 
 // AutoscaleSpec is a pool's autoscale block (config.Autoscale) and the zone of its schedules.
 type AutoscaleSpec struct {
-	Goal               time.Duration
+	Goal, GoalP99      time.Duration
 	MinHot, MinStopped int
 	Budget             float64
 	Loc                *time.Location
@@ -164,7 +164,7 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof, Fanouts: runs.fanouts,
 		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight, Runs: runs.runs},
 		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
-		Starts: startTimes, Prices: prices, Goal: a.Goal, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
+		Starts: startTimes, Prices: prices, Goal: a.Goal, GoalP99: a.GoalP99, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
 		Bounds: autoscale.Bounds{MinHot: a.MinHot, MaxHot: spec.Hot, MinStopped: a.MinStopped, MaxStopped: spec.Stopped},
 	})
 	// The window's counts are maxima even when 0 (which Bounds reads as no limit).

@@ -135,7 +135,7 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 			spec.Err = fmt.Errorf("warm pool %q: timezone: %w", p.Name, err)
 			return spec
 		}
-		spec.Autoscale = &AutoscaleSpec{Goal: a.QueueTimeP95.Std(), MinHot: a.MinHot, MinStopped: a.MinStopped, Budget: a.BudgetPerHour, Loc: loc}
+		spec.Autoscale = &AutoscaleSpec{Goal: a.QueueTimeP95.Std(), GoalP99: a.QueueTimeP99.Std(), MinHot: a.MinHot, MinStopped: a.MinStopped, Budget: a.BudgetPerHour, Loc: loc}
 	}
 	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
 	launchTags := maps.Clone(rc.Tags)

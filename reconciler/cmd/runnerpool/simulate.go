@@ -24,8 +24,8 @@ import (
 // simulateFlags are the flags of `runnerpool simulate`.
 type simulateFlags struct {
 	history, label, chart, priceFile, instanceType, timezone string
-	goal, hot, stopped, cold, interval, cooldown             time.Duration
-	percentile, stoppedPrice, hotPrice, budget               float64
+	goal, goalP99, hot, stopped, cold, interval, cooldown    time.Duration
+	percentile, stoppedPrice, hotPrice, budget, margin       float64
 }
 
 func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,6 +40,8 @@ func runSimulate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&f.timezone, "timezone", "UTC", "IANA timezone of the schedule's hours and the demand's slots")
 	fs.DurationVar(&f.goal, "goal", 5*time.Second, "queue-time goal at -percentile")
 	fs.Float64Var(&f.percentile, "percentile", 95, "percentile of the goal")
+	fs.DurationVar(&f.goalP99, "goal-p99", 0, "an optional tail goal: 99 % of jobs start within it (the autoscaler keeps stopped instances for it); 0: none")
+	fs.Float64Var(&f.margin, "margin", simulate.DefaultMargin, "with -history: the share of the goal's slow jobs the autoscaler's plan may leave slow on the history")
 	fs.DurationVar(&f.hot, "hot-start", 2*time.Second, "queue time of a job an idle hot instance takes (registration)")
 	fs.DurationVar(&f.stopped, "stopped-start", 14*time.Second, "queue time of a job a stopped instance takes (start and registration)")
 	fs.DurationVar(&f.cold, "cold-start", 27*time.Second, "queue time of a cold start (launch, boot and registration), and the warm-up of a pool instance")
@@ -93,7 +95,10 @@ func (f simulateFlags) options(path string) (simulate.Options, error) {
 	if f.goal <= 0 || f.hot <= 0 || f.stopped <= 0 || f.cold <= 0 || f.interval <= 0 {
 		return simulate.Options{}, errors.New("-goal, -hot-start, -stopped-start, -cold-start and -interval must be positive")
 	}
-	o := simulate.Options{Goal: f.goal, Percentile: f.percentile / 100, Loc: loc, Cooldown: f.cooldown, Budget: f.budget}
+	if f.goalP99 < 0 || f.margin <= 0 || f.margin > 1 {
+		return simulate.Options{}, errors.New("-goal-p99 must not be negative and -margin must be in (0, 1]")
+	}
+	o := simulate.Options{Goal: f.goal, GoalP99: f.goalP99, Percentile: f.percentile / 100, Loc: loc, Cooldown: f.cooldown, Budget: f.budget, Margin: f.margin}
 	o.Model = simulate.Model{
 		Starts:   autoscale.Starts{Hot: f.hot, Stopped: f.stopped, Cold: f.cold},
 		Prices:   autoscale.Prices{HotPerHour: f.hotPrice, StoppedPerHour: f.stoppedPrice},
