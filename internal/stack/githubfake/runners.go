@@ -482,16 +482,23 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, _ *caller) {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ *caller) {
-	id, _ := pathInt(r, "job_id")
-	owner, repo := pathScope(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if j := s.jobLocked(w, r); j != nil {
+		writeJSON(w, http.StatusOK, workflowJobJSON(j))
+	}
+}
+
+// jobLocked finds the request's job_id within the request's repository, or answers 404.
+func (s *Server) jobLocked(w http.ResponseWriter, r *http.Request) *jobRec {
+	id, _ := pathInt(r, "job_id")
+	owner, repo := pathScope(r)
 	j, ok := s.jobs[id]
 	if !ok || !newScope(owner, repo).covers(j.Owner, j.Repo) {
 		writeError(w, http.StatusNotFound, "Not Found")
-		return
+		return nil
 	}
-	writeJSON(w, http.StatusOK, workflowJobJSON(j))
+	return j
 }
 
 // rerunFailedJobs re-runs a workflow run's failed (or cancelled) jobs, as GitHub does: with their

@@ -295,13 +295,10 @@ func (s *Server) rerunFailedOfRun(w http.ResponseWriter, run *runRec) {
 // rerunJob re-runs one job and its dependents (POST .../actions/jobs/{job_id}/rerun); a job queued
 // alone (QueueJob) is queued again in the next attempt.
 func (s *Server) rerunJob(w http.ResponseWriter, r *http.Request, _ *caller) {
-	id, _ := pathInt(r, "job_id")
-	owner, repo := pathScope(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	if !ok || !newScope(owner, repo).covers(j.Owner, j.Repo) {
-		writeError(w, http.StatusNotFound, "Not Found")
+	j := s.jobLocked(w, r)
+	if j == nil {
 		return
 	}
 	run, ok := s.runs[j.RunID]
