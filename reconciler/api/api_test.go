@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,11 @@ func (fakeAuth) Authenticate(r *http.Request) (auth.Identity, error) {
 	if !ok {
 		return auth.Identity{}, &auth.Error{Status: 401, Code: apiv1.CodeMissingToken, Msg: "no token"}
 	}
-	return auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: run, RunAttempt: 1}, nil
+	attempt := 1
+	if r, n, ok := strings.Cut(run, "@"); ok { // "run-<id>@<attempt>": a re-run attempt's token
+		run, attempt = r, int(n[0]-'0')
+	}
+	return auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: run, RunAttempt: attempt}, nil
 }
 
 type fakeProvisioner struct {
@@ -440,6 +445,37 @@ func TestRelease(t *testing.T) {
 	}
 	if code, _, b := f.call(t, http.MethodPost, "/v1/release", "run-8", ``); code != 404 || !strings.Contains(string(b), apiv1.CodeRunNotFound) {
 		t.Errorf("release of a run without provision: %d %s", code, b)
+	}
+}
+
+// TestReleaseOfAReRun (issue #33 item 4): a re-run that did not repeat the provision job releases
+// the earlier attempt's run key its carried outputs name; its release also ends what was
+// provisioned for the re-run's own attempt label (provision.ServeRerun marks it ServedAttempt), and
+// never an attempt whose own provision job made its record.
+func TestReleaseOfAReRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	req, _ := json.Marshal(provision.Request{})
+	res, _ := json.Marshal(provision.Result{RunKey: "4242:8:1", Status: provision.StatusSucceeded})
+	f.st.setRun(store.Run{Key: "4242:8:1", RepositoryID: "4242", Repository: "acme/api", RunID: "8", Attempt: 1,
+		Status: provision.StatusSucceeded, Request: req, Result: res, Version: 1})
+	f.st.setRun(store.Run{Key: "4242:8:2", RepositoryID: "4242", Repository: "acme/api", RunID: "8", Attempt: 2, ServedAttempt: 2,
+		Status: provision.StatusSucceeded, Request: req, Result: res, Version: 1})
+	f.rel.rep = release.Report{Message: "released", Instances: []release.InstanceResult{{ID: "i-1", State: store.StateRunning, Outcome: release.Pooled}}}
+	if code, _, b := f.call(t, http.MethodPost, "/v1/release", "run-8@2", `{"run_key": "4242:8:1"}`); code != http.StatusOK {
+		t.Fatalf("release: %d %s", code, b)
+	}
+	if want := []string{"4242:8:1", "4242:8:2"}; !slices.Equal(f.rel.calls, want) {
+		t.Errorf("released %v, want %v", f.rel.calls, want)
+	}
+	f.st.setRun(store.Run{Key: "4242:8:2", RepositoryID: "4242", Repository: "acme/api", RunID: "8", Attempt: 2,
+		Status: provision.StatusSucceeded, Request: req, Result: res, Version: 2})
+	f.rel.calls = nil
+	if code, _, b := f.call(t, http.MethodPost, "/v1/release", "run-8@2", `{"attempt": 1}`); code != http.StatusOK {
+		t.Fatalf("release: %d %s", code, b)
+	}
+	if want := []string{"4242:8:1"}; !slices.Equal(f.rel.calls, want) {
+		t.Errorf("released %v, want %v: attempt 2 provisioned for itself", f.rel.calls, want)
 	}
 }
 
