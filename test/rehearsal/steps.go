@@ -27,6 +27,9 @@ var steps = []step{
 	// ---- Steps of the other parts of the day-one path go here (one line each) ----
 	// runner-release sources, a runner release published mid-run, a security release;
 	// "re-run failed jobs", "re-run all jobs", a single re-run; a Dependabot-labelled job.
+	{Name: "runner-release-sources", Run: stackTest("^(TestOrgScopeWithoutRunnersPermissionReadsThePublicReleases|TestRepositoryScopeFirstWithPublicationDates|TestStartupCheckNamesThePermission)$", "./internal/runnerrelease/")},
+	{Name: "runner-release-mid-run", Run: stackTest("^TestRunnerReleaseCrossesTheThirtyDayRuleMidRun$", "./internal/sandbox/")},
+	{Name: "security-release", Run: stackTest("^TestSecurityReleaseArrives$", "./internal/sandbox/")},
 	{Name: "rerun-semantics", Cmd: []string{"go", "test", "-count=1", "-run", "^TestReRunSemantics$", "./internal/stack/githubfake/"}},
 	{Name: "rerun-all-jobs", Run: stackTest("^TestReRunsGetRunners$/^all_jobs$", "./internal/sandbox/")},
 	{Name: "rerun-failed-jobs", Run: stackTest("^TestReRunsGetRunners$/^failed_jobs", "./internal/sandbox/")},
