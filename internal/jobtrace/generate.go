@@ -51,6 +51,22 @@ type GenParams struct {
 	// Runs, when set, gives every job its run's id and workflow name and makes the fan-outs
 	// workflows of their own; nil: the jobs carry no run (the first committed week).
 	Runs *RunParams
+	// Recurring are bursts at a fixed local time (a release train, a scheduled matrix).
+	Recurring []Recurring
+	// RandomBursts per week come at uniform times of the weekdays' working hours (08:00-18:00 in
+	// the first zone), each of RandomBurstMin-RandomBurstMax jobs (log-uniform): a load test, a
+	// dependency bump fanned out to every repository.
+	RandomBursts                   int
+	RandomBurstMin, RandomBurstMax int
+}
+
+// Recurring is a burst of Jobs jobs at At local time in Location, on weekdays (or every day),
+// spread over Spread.
+type Recurring struct {
+	Location   *time.Location
+	At, Spread time.Duration
+	Jobs       int
+	EveryDay   bool
 }
 
 // RunParams describe the workflows behind the runs. A matrix is written in its workflow's file,
@@ -102,7 +118,7 @@ var dayShape = [24]float64{
 // Generate is the week of jobs of p, the same for the same seed.
 func Generate(p GenParams, seed uint64) []Job {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	g := &gen{p: p, rng: rng, runID: int64(seed) * 10_000_000}
+	g := &gen{p: p, rng: rng, runID: int64(seed) * 10_000_000, seed: seed}
 	if p.Runs != nil {
 		g.setupRng = rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 		g.workflows = workflows(p)
@@ -122,11 +138,60 @@ func Generate(p GenParams, seed uint64) []Job {
 			repo++
 		}
 	}
+	g.bursts(end)
 	slices.SortStableFunc(g.jobs, func(a, b Job) int { return a.Created.Compare(b.Created) })
 	return g.jobs
 }
 
+// bursts adds the recurring and random bursts (after everything else, from their own random
+// numbers: weeks without them are unchanged).
+func (g *gen) bursts(end time.Time) {
+	p := g.p
+	if len(p.Recurring) == 0 && p.RandomBursts == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(g.seed, g.seed^0x94d049bb133111eb))
+	for _, r := range p.Recurring {
+		for d := range p.Days + 1 {
+			day := p.Start.AddDate(0, 0, d).In(r.Location)
+			at := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, r.Location).Add(r.At)
+			if wd := at.Weekday(); (!r.EveryDay && (wd == time.Saturday || wd == time.Sunday)) || at.Before(p.Start) || !at.Before(end) {
+				continue
+			}
+			for range r.Jobs {
+				g.burstJob(rng, at.Add(time.Duration(rng.Float64()*float64(r.Spread))))
+			}
+		}
+	}
+	loc := p.Zones[0].Location
+	for range p.RandomBursts {
+		var at time.Time
+		for {
+			at = p.Start.Add(time.Duration(rng.Float64() * float64(end.Sub(p.Start))))
+			local := at.In(loc)
+			if wd := local.Weekday(); wd != time.Saturday && wd != time.Sunday && local.Hour() >= 8 && local.Hour() < 18 {
+				break
+			}
+		}
+		lo, hi := math.Log(float64(p.RandomBurstMin)), math.Log(float64(p.RandomBurstMax))
+		n := int(math.Round(math.Exp(lo + rng.Float64()*(hi-lo))))
+		for range n {
+			g.burstJob(rng, at)
+		}
+	}
+}
+
+func (g *gen) burstJob(rng *rand.Rand, at time.Time) {
+	p := g.p
+	at = at.Truncate(time.Second)
+	d := time.Duration(float64(p.DurationMedian) * math.Exp(p.DurationSigma*rng.NormFloat64()))
+	d = min(max(d, 10*time.Second), p.DurationMax).Truncate(time.Second)
+	started := at.Add(time.Duration(rng.Float64() * float64(p.Queue))).Truncate(time.Second)
+	g.jobs = append(g.jobs, Job{Created: at, Started: started, Completed: started.Add(d), Labels: p.Labels})
+}
+
 type gen struct {
+	seed uint64
 	p    GenParams
 	rng  *rand.Rand
 	jobs []Job
@@ -261,4 +326,78 @@ func BigParams() GenParams {
 		p.Zones[i].Repos *= 9
 	}
 	return p
+}
+
+// HeldOut are the weeks the policy is judged on and was not tuned on: other shapes than
+// DefaultParams' (docs/autoscale.md, "Held-out weeks"). Each is one or more runner classes, each
+// class its own parameters and label; a week is the classes' jobs merged (GenerateClasses).
+func HeldOut() map[string][]GenParams {
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	kolkata, _ := time.LoadLocation("Asia/Kolkata")
+	sydney, _ := time.LoadLocation("Australia/Sydney")
+	chicago, _ := time.LoadLocation("America/Chicago")
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	saoPaulo, _ := time.LoadLocation("America/Sao_Paulo")
+	london, _ := time.LoadLocation("Europe/London")
+	start := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	// asia: teams in Tokyo, Kolkata and Sydney; smaller, more frequent fan-outs, a longer merge
+	// wave at 10:00, nightly matrices at 18:00 UTC, a release train of 120 jobs at 16:00 Tokyo
+	// every weekday and 12 random bursts of 30-150 jobs a week.
+	asia := GenParams{
+		Start: start, Days: 7,
+		Zones:       []Zone{{Location: tokyo, Repos: 10}, {Location: kolkata, Repos: 6}, {Location: sydney, Repos: 4}},
+		RunsPerHour: 4, WeekendShare: 0.1, JobsPerRun: 3,
+		MatrixShare: 0.03, MatrixMin: 5, MatrixMax: 120,
+		MergeWave: 6, MergeWaveAt: 10 * time.Hour, MergeWaveSpan: 30 * time.Minute,
+		NightlyRepos: 8, NightlyJobs: 40, NightlyAt: 18 * time.Hour,
+		DurationMedian: 6 * time.Minute, DurationSigma: 0.9, DurationMax: 6 * time.Hour,
+		Queue: 20 * time.Second, Labels: []string{"self-hosted", "linux", "pool=ci"},
+		Recurring:    []Recurring{{Location: tokyo, At: 16 * time.Hour, Spread: 2 * time.Minute, Jobs: 120}},
+		RandomBursts: 12, RandomBurstMin: 30, RandomBurstMax: 150,
+	}
+	// americas: three runner classes. linux: teams in Chicago, Los Angeles and Sao Paulo, large
+	// rare fan-outs (50-400), a merge wave at 09:30, a 200-job scheduled matrix at 06:00 Chicago
+	// every day and 5 random bursts of 100-300; arm: a London team's smaller builds; gpu: few,
+	// long jobs in fan-outs of 4-32 and a nightly 16-job matrix.
+	linux := GenParams{
+		Start: start, Days: 7,
+		Zones:       []Zone{{Location: chicago, Repos: 12}, {Location: la, Repos: 8}, {Location: saoPaulo, Repos: 5}},
+		RunsPerHour: 2.5, WeekendShare: 0.03, JobsPerRun: 5,
+		MatrixShare: 0.01, MatrixMin: 50, MatrixMax: 400,
+		MergeWave: 3, MergeWaveAt: 9*time.Hour + 30*time.Minute, MergeWaveSpan: 20 * time.Minute,
+		DurationMedian: 3 * time.Minute, DurationSigma: 1.2, DurationMax: 6 * time.Hour,
+		Queue: 20 * time.Second, Labels: []string{"self-hosted", "linux", "pool=linux"},
+		Recurring:    []Recurring{{Location: chicago, At: 6 * time.Hour, Spread: 5 * time.Minute, Jobs: 200, EveryDay: true}},
+		RandomBursts: 5, RandomBurstMin: 100, RandomBurstMax: 300,
+	}
+	arm := GenParams{
+		Start: start, Days: 7,
+		Zones:       []Zone{{Location: london, Repos: 6}},
+		RunsPerHour: 3, WeekendShare: 0.05, JobsPerRun: 2,
+		MatrixShare: 0.05, MatrixMin: 8, MatrixMax: 60,
+		MergeWave: 2, MergeWaveAt: 9 * time.Hour, MergeWaveSpan: 10 * time.Minute,
+		DurationMedian: 5 * time.Minute, DurationSigma: 0.8, DurationMax: 3 * time.Hour,
+		Queue: 20 * time.Second, Labels: []string{"self-hosted", "arm64", "pool=arm"},
+	}
+	gpu := GenParams{
+		Start: start, Days: 7,
+		Zones:       []Zone{{Location: la, Repos: 3}},
+		RunsPerHour: 1, WeekendShare: 0.2, JobsPerRun: 1.5,
+		MatrixShare: 0.1, MatrixMin: 4, MatrixMax: 32,
+		NightlyRepos: 1, NightlyJobs: 16, NightlyAt: 8 * time.Hour,
+		DurationMedian: 40 * time.Minute, DurationSigma: 0.7, DurationMax: 6 * time.Hour,
+		Queue: 20 * time.Second, Labels: []string{"self-hosted", "gpu", "pool=gpu"},
+	}
+	return map[string][]GenParams{"asia": {asia}, "americas": {linux, arm, gpu}}
+}
+
+// GenerateClasses is the jobs of every class of a week (each Generate with seed plus its index),
+// merged by creation.
+func GenerateClasses(classes []GenParams, seed uint64) []Job {
+	var out []Job
+	for i, p := range classes {
+		out = append(out, Generate(p, seed+uint64(i)*1000)...)
+	}
+	slices.SortStableFunc(out, func(a, b Job) int { return a.Created.Compare(b.Created) })
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,41 @@ func checkWeek(t *testing.T, got []byte) {
 	// The documented shape: a quiet weekend, fan-outs up to 200 jobs.
 	if weekend*10 > len(jobs) || fanout < 100 {
 		t.Errorf("%d jobs, %d on the weekend, largest minute %d: not the documented week", len(jobs), weekend, fanout)
+	}
+}
+
+// TestCommittedHeldOutWeeksAreTheGenerators shows the held-out weeks and their weeks before are
+// the generator's (HeldOut, seeds 1 and 2), with the shapes docs/autoscale.md describes: the
+// americas week holds three runner classes, each under its own label.
+func TestCommittedHeldOutWeeksAreTheGenerators(t *testing.T) {
+	t.Parallel()
+	for name, classes := range HeldOut() {
+		for _, tt := range []struct {
+			suffix string
+			seed   uint64
+			weeks  int
+		}{{"", 1, 0}, {"-before", 2, 1}} {
+			path := "testdata/week-" + name + tt.suffix + ".csv.gz"
+			cs := slices.Clone(classes)
+			for i := range cs {
+				cs[i].Start = cs[i].Start.AddDate(0, 0, -7*tt.weeks)
+			}
+			var want bytes.Buffer
+			if err := WriteCSV(&want, GenerateClasses(cs, tt.seed)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(readGzip(t, path), want.Bytes()) {
+				t.Errorf("%s differs from the generator's: go run ./internal/jobtrace/cmd/tracegen -heldout %s -seed %d -weeks-before %d -o internal/jobtrace/%s", path, name, tt.seed, tt.weeks, path)
+			}
+		}
+	}
+	jobs, _, err := Read(bytes.NewReader(readGzip(t, "testdata/week-americas.csv.gz")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"pool=linux", "pool=arm", "pool=gpu"} {
+		if n := len(WithLabel(jobs, l)); n < 100 {
+			t.Errorf("%s: %d jobs, want a class of its own", l, n)
+		}
 	}
 }

@@ -77,6 +77,7 @@ func TestSimulateCommittedWeek(t *testing.T) {
 	}{
 		{"week.csv.gz", "week-before.csv.gz", []string{"18167 jobs"}},
 		{"week-runs.csv.gz", "week-runs-before.csv.gz", []string{"17006 jobs", "autoscaler, runs ignored", "the same, runs ignored"}},
+		{"week-asia.csv.gz", "week-asia-before.csv.gz", []string{"21424 jobs"}}, // a held-out week
 	} {
 		var stdout, stderr bytes.Buffer
 		args := []string{"simulate", "-label", "pool=ci", "-history", data + tt.before, "-chart", chart, data + tt.week}
