@@ -408,7 +408,22 @@ data "aws_iam_policy_document" "execution_secret" {
   statement {
     sid       = "TaskSecrets"
     actions   = ["secretsmanager:GetSecretValue"]
-    resources = values(local.reconciler_secrets)
+    resources = concat(values(local.reconciler_secrets), var.reconciler_image_credentials_secret_arn == "" ? [] : [var.reconciler_image_credentials_secret_arn])
+  }
+
+  # Secrets under a customer-managed key: Secrets Manager decrypts them with the caller's permission.
+  dynamic "statement" {
+    for_each = var.secrets_kms_key_arn == "" ? [] : [var.secrets_kms_key_arn]
+    content {
+      sid       = "TaskSecretsKey"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+    }
   }
 }
 

@@ -9,7 +9,7 @@ locals {
 resource "runnerpool_state_table" "main" {
   name                   = local.name
   point_in_time_recovery = true
-  deletion_protection    = true
+  deletion_protection    = var.deletion_protection
 }
 
 resource "runnerpool_pool_queue" "class" {
@@ -151,6 +151,8 @@ resource "runnerpool_runner_class" "class" {
   security_groups         = [aws_security_group.runner.id]
   instance_profile        = aws_iam_instance_profile.runner.arn
   labels                  = each.value.labels
+  job_access              = each.value.job_access
+  reuse                   = each.value.reuse
   pre_runner_script       = each.value.pre_runner_script
   max_runtime             = each.value.max_runtime
   idle_time               = each.value.idle_time

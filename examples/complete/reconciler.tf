@@ -30,7 +30,7 @@ resource "aws_ecs_task_definition" "reconciler" {
     cpu_architecture        = "ARM64"
   }
 
-  container_definitions = jsonencode([{
+  container_definitions = jsonencode([merge({
     name      = "reconciler"
     image     = var.reconciler_image
     essential = true
@@ -65,7 +65,12 @@ resource "aws_ecs_task_definition" "reconciler" {
         "awslogs-stream-prefix" = "reconciler"
       }
     }
-  }])
+    },
+    # A private image (ghcr.io makes a new container package private): ECS pulls it with these
+    # credentials, which the execution role may read (iam.tf).
+    var.reconciler_image_credentials_secret_arn == "" ? {} : {
+      repositoryCredentials = { credentialsParameter = var.reconciler_image_credentials_secret_arn }
+  })])
 
   lifecycle {
     precondition {
@@ -83,6 +88,8 @@ locals {
   # The organisations of the scale sets (scope "acme", not "acme/app"): owner-level runner
   # credentials may be minted for them (RUNNERPOOL_OWNER_RUNNERS), so GitHub App or token needs the
   # organisation's "Self-hosted runners" write permission.
+  allowed_owners       = distinct([for r in var.allowed_repositories : lower(split("/", r)[0])])
+  warm_pool_scope      = var.warm_pool_scope != "" ? var.warm_pool_scope : (length(local.allowed_owners) == 1 ? local.allowed_owners[0] : "")
   owner_runners        = distinct([for s in var.scale_sets : lower(s.scope) if length(split("/", s.scope)) == 1])
   default_runner_class = var.default_runner_class != "" ? var.default_runner_class : sort(keys(var.runner_classes))[0]
   warm_pool_peak       = length(var.warm_pools) == 0 ? 0 : sum([for p in var.warm_pools : max([for s in p.schedules : s.hot + s.stopped]...)])
@@ -104,6 +111,8 @@ locals {
     RUNNERPOOL_MAX_RUNNERS_PER_REPOSITORY = tostring(var.max_runners_per_repository)
     RUNNERPOOL_PROVISION_TIMEOUT          = "${var.provision_timeout_seconds}s"
     RUNNERPOOL_DRAIN_TIMEOUT              = "60s"
+    # Step-driven provisions (the sample workflow) take hot warm-pool instances of this scope.
+    RUNNERPOOL_WARM_POOL_SCOPE = local.warm_pool_scope
     # The metrics the alert rules read, as embedded metric format lines on stdout every minute:
     # CloudWatch extracts them from the log group for the alarms (alarms.tf).
     RUNNERPOOL_EMF_INTERVAL  = "60s"
@@ -215,6 +224,10 @@ resource "aws_lb_target_group" "reconciler" {
   protocol    = "HTTP"
   target_type = "ip"
   vpc_id      = var.vpc_id
+  # A stopping task leaves the target group first and keeps serving its open requests this long
+  # before ECS stops it: a provision waits up to provision_timeout_seconds (the default 300 s would
+  # cut a cold one). The load balancer allows at most 3600.
+  deregistration_delay = min(var.provision_timeout_seconds + 60, 3600)
 
   # /readyz is served on the internal port (RUNNERPOOL_METRICS_LISTEN); a draining replica answers
   # 503 there and leaves the target group before it stops.

@@ -145,6 +145,30 @@ variable "metrics_cidr_blocks" {
   default     = []
 }
 
+variable "reconciler_image_credentials_secret_arn" {
+  description = "Secrets Manager secret with the registry credentials of reconciler_image (JSON {\"username\": ..., \"password\": ...}; for ghcr.io a token with read:packages), for a private image: ECS pulls with it (repositoryCredentials). Empty: the image is pulled anonymously, which a private package (ghcr.io makes a new container package private) refuses."
+  type        = string
+  default     = ""
+}
+
+variable "secrets_kms_key_arn" {
+  description = "Customer-managed KMS key the task's secrets (webhook secret, App key or token, registry credentials) are encrypted with; the ECS execution role may decrypt with it through Secrets Manager only. Empty: the secrets use the AWS-managed key aws/secretsmanager."
+  type        = string
+  default     = ""
+}
+
+variable "deletion_protection" {
+  description = "Deletion protection of the state table: on, `terraform destroy` fails on the table (set false for a trial you mean to destroy)."
+  type        = bool
+  default     = true
+}
+
+variable "warm_pool_scope" {
+  description = "GitHub owner (or owner/repo) whose step-driven provisions (the sample workflow) may take hot warm-pool instances (RUNNERPOOL_WARM_POOL_SCOPE). Empty: the owner of allowed_repositories when they all have one owner, else none (hot instances then serve pool jobs only)."
+  type        = string
+  default     = ""
+}
+
 variable "alarm_topic_arn" {
   description = "SNS topic the CloudWatch alarms (alarms.tf, one per alert of reconciler/alerts) notify when they fire and when they clear; empty: the alarms are created without actions."
   type        = string
@@ -178,6 +202,8 @@ variable "runner_classes" {
     volume_throughput_mibps = optional(number, 125)
     usage_class             = optional(string, "on-demand")
     labels                  = optional(list(string))
+    job_access              = optional(string)
+    reuse                   = optional(string)
     pre_runner_script       = optional(string)
     max_runtime             = optional(string, "6h")
     idle_time               = optional(string, "10m")
@@ -207,8 +233,8 @@ variable "scale_sets" {
   description = "Runner scale sets by name (the label workflows use: runs-on: <name>), each feeding a warm pool without webhooks (see the provider's job sources guide). Needs github.com or GHES 3.9+."
   type = map(object({
     warm_pool    = string
-    scope        = string # organization ("acme") or repository ("acme/app"), on the allow-list
-    runner_group = optional(string)
+    scope        = string           # organization ("acme") or repository ("acme/app"), on the allow-list
+    runner_group = optional(string) # organisation scopes: GitHub's Default group refuses public repositories unless allowed
     max_runners  = optional(number, 10)
   }))
   default = {}
