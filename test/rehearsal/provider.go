@@ -67,7 +67,9 @@ func providerMirrorStep(ctx context.Context, r *R) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf(providerConfig, r.Version, stack.Region, st.Endpoints.DynamoDB, st.Endpoints.SQS)
+	// The guide's block installs the zip under the version without its prerelease suffix.
+	version, _, _ := strings.Cut(r.Version, "-")
+	cfg := fmt.Sprintf(providerConfig, version, stack.Region, st.Endpoints.DynamoDB, st.Endpoints.SQS)
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
 		return err
 	}

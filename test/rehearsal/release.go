@@ -81,8 +81,8 @@ func readVersion(r *R) error {
 type artifact struct{ Name, Path, Type string }
 
 // releaseFiles are the files the release uploads, by name: the uploadable artifacts of
-// artifacts.json (a build's binary appears once per target under the same name and is not uploaded
-// as such; the raw agent binaries are, under their archive names).
+// artifacts.json (a build's binary is not uploaded as such; the raw agent binaries are, under their
+// archive names).
 func releaseFiles(dist string) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(dist, "artifacts.json"))
 	if err != nil {
@@ -92,10 +92,6 @@ func releaseFiles(dist string) (map[string]string, error) {
 	if err := json.Unmarshal(b, &as); err != nil {
 		return nil, fmt.Errorf("artifacts.json: %w", err)
 	}
-	count := map[string]int{}
-	for _, a := range as {
-		count[a.Name]++
-	}
 	files := map[string]string{}
 	for _, a := range as {
 		switch a.Type {
@@ -103,8 +99,8 @@ func releaseFiles(dist string) (map[string]string, error) {
 		default:
 			continue
 		}
-		if a.Type == "Binary" && count[a.Name] > 1 {
-			continue
+		if a.Type == "Binary" && a.Name == filepath.Base(a.Path) {
+			continue // a build, not the raw binary a binary archive uploads under its own name
 		}
 		p := a.Path
 		if !filepath.IsAbs(p) {
@@ -124,6 +120,9 @@ func serveReleaseStep(ctx context.Context, r *R) error {
 	if err != nil {
 		return err
 	}
+	// release.extra_files (.goreleaser.yml) are uploaded by the publishing step, which a snapshot
+	// skips: the Registry manifest, under its release name.
+	files["terraform-provider-runnerpool_"+r.Version+"_manifest.json"] = filepath.Join(r.Root, "terraform-registry-manifest.json")
 	for _, want := range []string{
 		"runnerpool_linux_amd64", "runnerpool_linux_arm64",
 		"terraform-provider-runnerpool_" + r.Version + "_SHA256SUMS",
