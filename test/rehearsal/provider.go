@@ -67,8 +67,8 @@ func providerMirrorStep(ctx context.Context, r *R) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	// The guide's block installs the zip under the version without its prerelease suffix.
-	version, _, _ := strings.Cut(r.Version, "-")
+	// The guide's block installs the zip under PROVIDER_VERSION.
+	const version = "0.0.1"
 	cfg := fmt.Sprintf(providerConfig, version, stack.Region, st.Endpoints.DynamoDB, st.Endpoints.SQS)
 	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
 		return err
@@ -77,7 +77,7 @@ func providerMirrorStep(ctx context.Context, r *R) error {
 	if err != nil {
 		return err
 	}
-	env := r.Env(append(st.Env(), "PATH="+filepath.Dir(tf)+":"+os.Getenv("PATH"), "TF_IN_AUTOMATION=1", "PLATFORM=linux_amd64")...)
+	env := r.Env(append(st.Env(), "PATH="+filepath.Dir(tf)+":"+os.Getenv("PATH"), "TF_IN_AUTOMATION=1", "PLATFORM=linux_amd64", "PROVIDER_VERSION="+version)...)
 	if _, err := r.bash(ctx, dir, env, block); err != nil {
 		return err
 	}
