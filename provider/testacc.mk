@@ -35,10 +35,9 @@ docs-check:
 examples-check:
 	tf=$$($(ENSURE_TF) terraform) && TF_CLI_CONFIG_FILE=provider/testdata/cli.tfrc "$$tf" fmt -check -recursive -diff examples
 
-# release-check also runs TestReleaseNames (build tag release), which builds a goreleaser snapshot.
+# TestReleaseNames (build tag release) runs in the rehearsal (make rehearsal), on its release.
 release-check:
 	tools/release-check.sh
-	$(GOTEST) -tags release -run '^TestReleaseNames$$' ./reconciler/cmd/runnerpool/
 
 # actionlint also runs shellcheck on the workflows' run scripts when shellcheck is on PATH (make
 # test-deps installs it).
