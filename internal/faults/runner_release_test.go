@@ -252,7 +252,7 @@ func releaseRound(ctx context.Context, w *releaseWorld, tl *releaseTally, rel ru
 		return fmt.Errorf("hand-back of the held run: %w", err)
 	}
 	for _, in := range hb.Instances {
-		if in.Outcome != release.Expired || !strings.Contains(in.Reason, "is behind the current release") {
+		if in.Outcome != release.Expired || !retiredBehind(in.Reason, rel.Security) {
 			return fmt.Errorf("hand-back of %s behind the release: %s (%s), want retired", in.ID, in.Outcome, in.Reason)
 		}
 		tl.retiredHandBack++
@@ -360,6 +360,17 @@ func (w *releaseWorld) heldUntouched(ctx context.Context, held provision.Result)
 		}
 	}
 	return nil
+}
+
+// retiredBehind tells whether a hand-back's reason retires a runner behind the current release. After
+// a security release GitHub refuses the held runner at once, its runner exits with
+// RunnerVersionDeprecated and the agent gives the hand-back up with runnerversion.OutdatedDetail
+// (internal/agent outdated.go) before the release's own check can call it behind: either retires it.
+func retiredBehind(reason string, security bool) bool {
+	if strings.Contains(reason, "is behind the current release") {
+		return true
+	}
+	return security && strings.Contains(reason, runnerversion.OutdatedDetail)
 }
 
 // retiredDue counts the class's run-less instances a refresh pass just retired for their runner
