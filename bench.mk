@@ -26,10 +26,10 @@ FAULTS_SEED   ?=
 .PHONY: bench soak fuzz faults
 
 bench: deps
-	$(GO) run ./reconciler/cmd/runnerpool-bench -report bench $(BENCH_ARGS)
+	$(GO) run ./test/cmd/runnerpool-bench -report bench $(BENCH_ARGS)
 
 soak: deps
-	$(GO) run ./reconciler/cmd/runnerpool-bench -soak $(SOAK_DURATION) $(BENCH_ARGS)
+	$(GO) run ./test/cmd/runnerpool-bench -soak $(SOAK_DURATION) $(BENCH_ARGS)
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./tools/fuzz.sh
@@ -41,10 +41,10 @@ fuzz:
 # the second); both are fixed. As a guard against timing flakes on a loaded machine, a failed matrix
 # is run once more with a new seed; both outputs stay in the log (the first one's seed line replays
 # its kill points), and a failure that repeats still fails CI.
-FAULTS_TEST = $(GO) test -tags faults -count=1 -v -timeout 30m -run '^TestFaultMatrix$$' ./internal/faults
+FAULTS_TEST = $(GO) test -tags faults -count=1 -v -timeout 30m -run '^TestFaultMatrix$$' ./test/faults
 
 faults: deps
-	$(GO) vet -tags faults ./internal/faults
+	$(GO) vet -tags faults ./test/faults
 	FAULTS_RUNS=$(FAULTS_RUNS) FAULTS_SEED=$(FAULTS_SEED) $(FAULTS_TEST) || { \
 	  echo "faults: the matrix failed (see above); running it once more with a new seed"; \
 	  FAULTS_RUNS=$(FAULTS_RUNS) $(FAULTS_TEST); }

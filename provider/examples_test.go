@@ -15,8 +15,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // exampleTable is the table name the examples use; the test swaps in a table of its own.

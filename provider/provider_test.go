@@ -19,8 +19,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // TestMain prepares the acceptance tests' environment, then runs the tests on the shared stack.

@@ -18,8 +18,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func tableConfig(t *testing.T, name, extra string) string {

@@ -44,4 +44,4 @@ release-check:
 workflows-check:
 	cd tools/actionlint && $(GO) build -o ../../$(BIN)/actionlint github.com/rhysd/actionlint/cmd/actionlint
 	$(BIN)/actionlint .github/workflows/*.yml
-	$(GOTEST) -run '^(TestUnpinned|TestWorkflowsPinActions)$$' ./internal/stack/exampletf/
+	$(GOTEST) -run '^(TestUnpinned|TestWorkflowsPinActions)$$' ./test/stack/exampletf/

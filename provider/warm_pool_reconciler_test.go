@@ -1,5 +1,5 @@
 // End to end with the reconciler: a warm pool applied with Terraform is picked up by a running
-// replica (reconciler/service/servicetest) on its next convergence cycle, which launches the pool's
+// replica (test/servicetest) on its next convergence cycle, which launches the pool's
 // instances in the environment's EC2 server and records them in the state table; a later apply that
 // lowers the pool is picked up the same way.
 package provider
@@ -17,10 +17,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 // reconcilerWait bounds how long a check waits for the replica's next convergence passes (one per

@@ -14,7 +14,7 @@ targets=(
 	"./internal/schedule FuzzSpec"
 	"./internal/userdata FuzzRender"
 	"./internal/instancetype FuzzMatch"
-	"./internal/stack/ec2server FuzzQuery"
+	"./test/stack/ec2server FuzzQuery"
 	"./reconciler/api FuzzProvisionBody"
 	"./reconciler/api FuzzReleaseBody"
 	"./reconciler/api FuzzRunPath"

@@ -3,7 +3,7 @@
 # The reconciler writes the metrics those alerts read as CloudWatch embedded metric format lines on
 # stdout (RUNNERPOOL_EMF_INTERVAL, reconciler.tf), which the awslogs driver sends to the reconciler's
 # log group and CloudWatch turns into metrics of the namespace below with the dimension Deployment
-# (docs/alerts.md). TestAlarmsCoverAlerts (internal/stack/exampletf) fails when an alert has no
+# (docs/alerts.md). TestAlarmsCoverAlerts (test/stack/exampletf) fails when an alert has no
 # alarm here or an alarm reads a metric the reconciler does not write.
 
 locals {

@@ -17,10 +17,10 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // TestLifecycle follows one instance through boot, a run, a release, a second claim and its own

@@ -30,8 +30,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 var idleWindow = flag.Duration("idle-window", 60*time.Second, "BenchmarkClaimNotice: idle time over which requests are counted")

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // TestReleaseKillsLeftDaemon: the job of a run leaves daemons behind, double-forked into a session of

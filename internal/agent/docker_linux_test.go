@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // TestRootlessDockerGivesNoRootNorMetadata runs the agent's rootless daemon (agent.RootlessDocker,

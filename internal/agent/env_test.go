@@ -25,12 +25,12 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -1,14 +1,14 @@
 // iam_sim_test.go checks the runner role of examples/complete with an IAM simulator we did not write
-// (internal/stack/iamsim: @cloud-copilot/iam-simulate), on the role's policies as the example's .tf
+// (test/stack/iamsim: @cloud-copilot/iam-simulate), on the role's policies as the example's .tf
 // files evaluate them: the agent's calls and the refusals of iam_test.go, and self-termination.
 package agent_test
 
 import (
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/iamsim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/iamsim"
 )
 
 // The account, region and deployment the simulated requests are made in (the deployment is the

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // recordingStore is the agent's store, recording every signal it writes and, for a registration

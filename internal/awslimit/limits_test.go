@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 func newEC2(t *testing.T, opts ...func(*ec2.Options)) (*ec2.Client, *ec2server.Server) {

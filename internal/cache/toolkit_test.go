@@ -1,4 +1,4 @@
-// toolkit_test.go: the published @actions/cache toolkit (npm, installed in internal/stack/node by
+// toolkit_test.go: the published @actions/cache toolkit (npm, installed in test/stack/node by
 // make deps) saves and restores through the agent's server, against the local stack's S3 (gofakes3)
 // with URLs presigned by the control plane's Authority for the scope of each "instance"'s run.
 package cache_test
@@ -26,7 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
 // world is one deployment: an S3 bucket and the control plane's presigner.

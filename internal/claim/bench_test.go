@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 // BenchmarkClaimReuse measures the reuse path of a provision: ClaimN of 4 runners from a pool of 4

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 const registrationTokenRoute = "POST /repos/{owner}/{repo}/actions/runners/registration-token"

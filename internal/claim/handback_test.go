@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestClaimNMintFailureHandsBack: GitHub refuses the registration token (its primary rate limit is

@@ -21,14 +21,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

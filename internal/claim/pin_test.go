@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 // TestRegistrationCountsOnlyWithAPinnedKey: a registration report nobody signed, for an instance

@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 // refusingSends fails every SendMessage, as SQS does in an outage.

@@ -2,7 +2,7 @@
 // depends on a condition (the store's instance, run, lease, configuration and once items, the
 // quota ledger, the history's samples) is declared once with a stable name, and carries that name
 // on its request's context. The list of them is enumerable (All), so a fault that loses the answer
-// of conditional writes (internal/faults.LostAnswer) can say which writes it hit and which it never
+// of conditional writes (test/faults.LostAnswer) can say which writes it hit and which it never
 // reached.
 //
 // The name travels on the context only: nothing of it is sent to DynamoDB.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -20,8 +20,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 var subnets = map[string]string{"subnet-a": "us-east-1a", "subnet-b": "us-east-1b", "subnet-c": "us-east-1c"}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 func newFake(t *testing.T) (*githubfake.Server, string) {

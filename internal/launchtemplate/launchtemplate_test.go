@@ -18,8 +18,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 type env struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

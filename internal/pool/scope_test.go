@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // scopedQueue creates a class queue of its own (visibility timeout 45 s, retention 2 days) and

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pricing"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

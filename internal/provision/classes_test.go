@@ -14,12 +14,12 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 // How a request's own fields combine with its runner class's: the request narrows, a conflict is

@@ -21,11 +21,11 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
 
 func TestValidate(t *testing.T) {

@@ -24,11 +24,11 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release/releasetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/releasetest"
 )
 
 // countingDB counts the DynamoDB calls made through it.

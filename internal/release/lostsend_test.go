@@ -9,8 +9,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release/releasetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/releasetest"
 )
 
 // lostSendAnswers applies every SendMessage and then loses its answer, as a connection reset after

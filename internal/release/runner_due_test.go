@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release/releasetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/releasetest"
 )
 
 // An instance whose runner is due for an upgrade (RunnerDue) is retired at its hand-back: deregistered

@@ -6,8 +6,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/release/releasetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/releasetest"
 )
 
 // TestReleaseScopesByTrustLevel: the pool scope a release (and a rolled-back provision's hand-back,

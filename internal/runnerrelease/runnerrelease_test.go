@@ -10,9 +10,9 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestAssignedJobLifecycle: github.com assigns the job itself (no acquisition), with

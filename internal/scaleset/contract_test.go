@@ -16,7 +16,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 type clock struct{ offset atomic.Int64 }

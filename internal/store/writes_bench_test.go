@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // BenchmarkTableWrites measures the test stack's table, not the product: PutItems of distinct

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 // unknown is a well-formed id EC2 does not know (long terminated).

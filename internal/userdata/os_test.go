@@ -39,7 +39,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
 // osPreRunner is the class's pre-runner script the boot writes (gzip and base64 in the user data).

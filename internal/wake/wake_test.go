@@ -16,8 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 )
 
 func newEC2(t *testing.T) (*ec2.Client, *ec2server.Server) {

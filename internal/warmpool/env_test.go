@@ -23,12 +23,12 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestReclaimedJobIsRerunOnce: the runner of a pool job is reclaimed by EC2 (its agent signs the

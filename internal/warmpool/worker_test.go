@@ -23,11 +23,11 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 const hookSecret = "burst-secret"

@@ -10,8 +10,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics/emf"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 )
 
 // TestAlarmsCoverAlerts: examples/complete turns every alert of runnerpool.rules.yml into a

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/oidcissuer"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/oidcissuer"
 )
 
 const audience = "runnerpool-test"

@@ -14,9 +14,9 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/oidcissuer"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/oidcissuer"
 )
 
 // countingIssuer serves a local issuer, counts the requests for its key set and can be made to

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/oidcissuer"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/oidcissuer"
 )
 
 type countingTokens struct{ n atomic.Int32 }

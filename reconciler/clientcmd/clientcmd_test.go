@@ -13,11 +13,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/clientcmd"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -15,12 +15,12 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/invariant"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/invariant"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestScaleSetJobsRunOnRealAgents: the sandbox's simulated instances, each running the real agent,

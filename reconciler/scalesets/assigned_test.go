@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // servedJob queues a job on a one-hot-instance pool, serves it and returns the job, the instance

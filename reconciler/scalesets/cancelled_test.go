@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestCancelledAssignmentSurvivesTakeover (github.com's shape): the holder handles the service's

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestListenerCreatesScaleSetAndQueuesJobs: the listener creates the scale set as configured, opens

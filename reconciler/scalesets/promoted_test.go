@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // promotingStore is the state table as the pool worker sees it, with a convergence pass racing the

@@ -9,9 +9,9 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 func onceUntil(t *testing.T, w *warmpool.Worker, ok func(warmpool.BatchReport) bool) warmpool.BatchReport {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // deleteSessionRoute is the fake's route of session deletions, as Calls counts them.

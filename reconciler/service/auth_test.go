@@ -18,7 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // scan returns every item of the table except those that change on their own while nothing

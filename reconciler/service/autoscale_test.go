@@ -8,7 +8,7 @@ import (
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // TestAutoscaledPoolEndToEnd: a warm pool with an autoscale block, written as the provider writes

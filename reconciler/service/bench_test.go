@@ -9,7 +9,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // awsCalls sums runnerpool_aws_calls_total of a replica.

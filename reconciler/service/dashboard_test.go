@@ -16,7 +16,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )

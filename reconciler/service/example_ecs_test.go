@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 )
 
 // literalAttr is a nested block's literal attribute (cty.NilVal when absent or not literal).

@@ -21,12 +21,12 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // TestStartupReportsMissingGitHubPermissions: a reconciler whose App installation lacks Actions

@@ -1,5 +1,5 @@
 // iam_sim_test.go checks the reconciler's role of examples/complete with an IAM simulator we did not
-// write (internal/stack/iamsim: @cloud-copilot/iam-simulate), on the role's policies as the example's
+// write (test/stack/iamsim: @cloud-copilot/iam-simulate), on the role's policies as the example's
 // .tf files evaluate them: each action a replica called (TestReconcilerCallsAllowedByIAMPolicy) on
 // the resources the example gives it, what AWS authorises beside a CreateFleet, and the refusals.
 package service_test
@@ -11,8 +11,8 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/iamsim"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/iamsim"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // TestInstanceKeysARN: a replica configured with ARN keys and an explicit account writes the

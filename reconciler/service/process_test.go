@@ -20,15 +20,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // childEnv marks the test binary started as a serve process.

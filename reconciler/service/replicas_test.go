@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 // TestTwoReplicasNoDoubleClaim: concurrent provisions of different runs split over two replicas

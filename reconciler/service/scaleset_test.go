@@ -9,7 +9,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
 
 func provisionBody(count int) apiv1.ProvisionRequest {

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
-	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/service/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )

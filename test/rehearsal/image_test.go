@@ -6,7 +6,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/exampletf"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 )
 
 // TestImageReferenceForms evaluates examples/complete/variables.tf's own reconciler_image validation

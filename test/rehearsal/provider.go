@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
 // providerConfig is a configuration of runnerpool resources, the provider pinned to the release and
@@ -57,7 +57,7 @@ func providerMirrorStep(ctx context.Context, r *R) error {
 		return err
 	}
 	tf := strings.TrimSpace(lastLine(tfOut))
-	st, err := stack.Start(ctx, stack.Options{NodeDir: filepath.Join(r.Checkout, "internal", "stack", "node")})
+	st, err := stack.Start(ctx, stack.Options{NodeDir: filepath.Join(r.Checkout, "test", "stack", "node")})
 	if err != nil {
 		return fmt.Errorf("local stack: %w", err)
 	}

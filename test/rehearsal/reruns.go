@@ -10,7 +10,7 @@ import (
 // stackTest runs the tests matching pattern of pkg in the clean copy, on a stack of its own.
 func stackTest(pattern, pkg string) func(ctx context.Context, r *R) error {
 	return func(ctx context.Context, r *R) error {
-		nodeDir := filepath.Join(r.Checkout, "internal", "stack", "node")
+		nodeDir := filepath.Join(r.Checkout, "test", "stack", "node")
 		_, err := r.run(ctx, r.Root, r.Env("RUNNERPOOL_STACK_NODE_DIR="+nodeDir), "go", "test", "-count=1", "-run", pattern, pkg)
 		return err
 	}

@@ -28,12 +28,12 @@ var steps = []step{
 	// runner-release sources, a runner release published mid-run, a security release;
 	// "re-run failed jobs", "re-run all jobs", a single re-run; a Dependabot-labelled job.
 	{Name: "runner-release-sources", Run: stackTest("^(TestOrgScopeWithoutRunnersPermissionReadsThePublicReleases|TestRepositoryScopeFirstWithPublicationDates|TestStartupCheckNamesThePermission)$", "./internal/runnerrelease/")},
-	{Name: "runner-release-mid-run", Run: stackTest("^TestRunnerReleaseCrossesTheThirtyDayRuleMidRun$", "./internal/sandbox/")},
-	{Name: "security-release", Run: stackTest("^TestSecurityReleaseArrives$", "./internal/sandbox/")},
-	{Name: "rerun-semantics", Cmd: []string{"go", "test", "-count=1", "-run", "^TestReRunSemantics$", "./internal/stack/githubfake/"}},
-	{Name: "rerun-all-jobs", Run: stackTest("^TestReRunsGetRunners$/^all_jobs$", "./internal/sandbox/")},
-	{Name: "rerun-failed-jobs", Run: stackTest("^TestReRunsGetRunners$/^failed_jobs", "./internal/sandbox/")},
-	{Name: "rerun-single-job", Run: stackTest("^TestReRunsGetRunners$/^a_single_job$", "./internal/sandbox/")},
+	{Name: "runner-release-mid-run", Run: stackTest("^TestRunnerReleaseCrossesTheThirtyDayRuleMidRun$", "./test/sandbox/")},
+	{Name: "security-release", Run: stackTest("^TestSecurityReleaseArrives$", "./test/sandbox/")},
+	{Name: "rerun-semantics", Cmd: []string{"go", "test", "-count=1", "-run", "^TestReRunSemantics$", "./test/stack/githubfake/"}},
+	{Name: "rerun-all-jobs", Run: stackTest("^TestReRunsGetRunners$/^all_jobs$", "./test/sandbox/")},
+	{Name: "rerun-failed-jobs", Run: stackTest("^TestReRunsGetRunners$/^failed_jobs", "./test/sandbox/")},
+	{Name: "rerun-single-job", Run: stackTest("^TestReRunsGetRunners$/^a_single_job$", "./test/sandbox/")},
 	{Name: "dependabot-job", Cmd: []string{"go", "test", "-count=1", "-run", "^(TestLabelsWeDoNotOwnNeverCancel|TestReRunJobsAreQueued)$", "./internal/webhook/"}},
 	// ---- end of those steps ----
 }

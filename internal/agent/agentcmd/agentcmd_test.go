@@ -24,10 +24,10 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/ec2server"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/stacktest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -98,7 +98,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// testFakeDriver is the demo binary's -runner fake (reconciler/cmd/runnerpool-demo): the fake runner
+// testFakeDriver is the demo binary's -runner fake (test/cmd/runnerpool-demo): the fake runner
 // is test code, so only the binaries that may link it offer it.
 func testFakeDriver() Driver {
 	var url string

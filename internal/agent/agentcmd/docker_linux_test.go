@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // TestRootlessDockerOfRunnerUser: a "docker" class's daemon is the runner account's, with its

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 )
 
 // TestRunnerKeepsSupplementaryGroups runs run.sh as a real runner account that is a member of two

@@ -1,4 +1,4 @@
-// toolkit.mjs: runs the published @actions/cache (installed in internal/stack/node) the way an action
+// toolkit.mjs: runs the published @actions/cache (installed in test/stack/node) the way an action
 // does: `node toolkit.mjs save KEY PATH` or `node toolkit.mjs restore PATH KEY [RESTORE_KEY...]`.
 // The toolkit is found at $TOOLKIT (a file URL of its lib/cache.js). Its own ::warning:: lines go to
 // stdout as an action's do; the last line is this script's JSON result.

@@ -68,7 +68,7 @@ func (s Series) MetricName() string {
 }
 
 // Alerting is what reconciler/alerts/runnerpool.rules.yml reads, in the shape its CloudWatch alarms
-// (examples/complete/alarms.tf) need: TestAlarmsCoverAlerts (internal/stack/exampletf) checks that
+// (examples/complete/alarms.tf) need: TestAlarmsCoverAlerts (test/stack/exampletf) checks that
 // every alarm's metric and dimensions are written here.
 var Alerting = []Series{
 	{Name: "runnerpool_leader"},

@@ -1,5 +1,5 @@
 // Package fakerunner is the runner driver for tests and the demo: it behaves like the actions runner
-// against the GitHub fake (internal/stack/githubfake), speaking its runner protocol. Register is config.sh
+// against the GitHub fake (test/stack/githubfake), speaking its runner protocol. Register is config.sh
 // (registration token or JIT configuration), Run is run.sh (open a session, long-poll for jobs whose
 // labels match, "run" each one, complete it), Remove is `config.sh remove --token`. Like the real runner
 // it keeps its registration in a file in its directory, so a restarted agent can run or remove it.
@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // Options configures a fake runner.

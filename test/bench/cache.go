@@ -1,0 +1,370 @@
+// cache.go: the runner cache phase (internal/cache, docs/cache.md). The agent's cache server runs
+// in-process against the local stack's S3 (gofakes3), its S3 requests presigned by the control plane's
+// Authority; the phase speaks the toolkit's protocol (Twirp lookup, signed download GET, Put Blob) and
+// measures: a 1 GiB entry restored from S3 through the server beside the emulator's own read of the
+// same object, 1 MiB restores' p99 beside the emulator's own p99, and the local hit ratio of a reuse
+// workload (a repository's jobs following each other on the instance that ran its last one).
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
+)
+
+const cacheVersion = "0b1c2d3e4f"
+
+// cacheWorld is one bucket and the presigner, and the instances' servers made in it.
+type cacheWorld struct {
+	s3   *httptest.Server
+	auth cache.Authority
+	dirs []string
+	stop []func()
+}
+
+func newCacheWorld() (*cacheWorld, error) {
+	h, err := stack.NewS3()
+	if err != nil {
+		return nil, err
+	}
+	w := &cacheWorld{s3: httptest.NewServer(h)}
+	w.auth = cache.Authority{Bucket: stack.CacheBucket, Region: stack.Region, Endpoint: w.s3.URL,
+		Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")}
+	return w, nil
+}
+
+func (w *cacheWorld) close() {
+	for _, f := range w.stop {
+		f()
+	}
+	w.s3.Close()
+	for _, d := range w.dirs {
+		_ = os.RemoveAll(d)
+	}
+}
+
+// cacheInstance is one instance's server for a run of scope.
+type cacheInstance struct {
+	srv  *cache.Server
+	base string
+}
+
+func (w *cacheWorld) instance(scope cache.Scope) (*cacheInstance, error) {
+	dir, err := os.MkdirTemp("", "bench-cache-")
+	if err != nil {
+		return nil, err
+	}
+	w.dirs = append(w.dirs, dir)
+	srv, err := cache.New(cache.Config{Dir: dir,
+		Scope: func(context.Context) (cache.Scope, error) { return scope, nil },
+		Presign: func(ctx context.Context, r cache.Request) (string, error) {
+			return w.auth.Presign(ctx, scope, r)
+		}})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, ln) }()
+	w.stop = append(w.stop, func() { cancel(); <-done })
+	return &cacheInstance{srv: srv, base: "http://" + ln.Addr().String()}, nil
+}
+
+func (in *cacheInstance) twirp(ctx context.Context, method string, req, resp any) error {
+	b, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, in.base+"/twirp/github.actions.results.api.v1.CacheService/"+method, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", method, r.Status)
+	}
+	return json.NewDecoder(r.Body).Decode(resp)
+}
+
+// save saves body under key the way the toolkit does for an entry up to 128 MiB (one Put Blob).
+func (in *cacheInstance) save(ctx context.Context, key string, body []byte) error {
+	var created struct {
+		OK  bool   `json:"ok"`
+		URL string `json:"signed_upload_url"`
+	}
+	if err := in.twirp(ctx, "CreateCacheEntry", map[string]any{"key": key, "version": cacheVersion}, &created); err != nil || !created.OK {
+		return fmt.Errorf("reserving %s: %v", key, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, created.URL, bytes.NewReader(body))
+	req.Header.Set("x-ms-blob-type", "BlockBlob")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	r.Body.Close()
+	var fin struct {
+		OK bool `json:"ok"`
+	}
+	if err := in.twirp(ctx, "FinalizeCacheEntryUpload", map[string]any{"key": key, "version": cacheVersion, "size_bytes": fmt.Sprint(len(body))}, &fin); err != nil || !fin.OK {
+		return fmt.Errorf("finalizing %s: %v", key, err)
+	}
+	return nil
+}
+
+// restore looks key up and reads the entry; it returns the bytes read (0 on a miss).
+func (in *cacheInstance) restore(ctx context.Context, key string, restoreKeys ...string) (int64, error) {
+	n, _, err := in.restoreMatched(ctx, key, restoreKeys...)
+	return n, err
+}
+
+// restoreMatched is restore that also returns the key matched.
+func (in *cacheInstance) restoreMatched(ctx context.Context, key string, restoreKeys ...string) (int64, string, error) {
+	var got struct {
+		OK      bool   `json:"ok"`
+		URL     string `json:"signed_download_url"`
+		Matched string `json:"matched_key"`
+	}
+	if err := in.twirp(ctx, "GetCacheEntryDownloadURL", map[string]any{"key": key, "restore_keys": restoreKeys, "version": cacheVersion}, &got); err != nil {
+		return 0, "", err
+	}
+	if !got.OK {
+		return 0, "", nil
+	}
+	n, err := getAll(ctx, got.URL)
+	return n, got.Matched, err
+}
+
+func getAll(ctx context.Context, url string) (int64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET: %s", r.Status)
+	}
+	return io.Copy(io.Discard, r.Body)
+}
+
+// putDirect writes object into the bucket through a presigned put (what an instance's save does).
+func (w *cacheWorld) putDirect(ctx context.Context, scope cache.Scope, object string, body io.Reader, size int64) error {
+	url, err := w.auth.Presign(ctx, scope, cache.Request{Op: cache.OpPut, Object: object, Size: size})
+	if err != nil {
+		return err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, url, body)
+	req.ContentLength = size
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	r.Body.Close()
+	if r.StatusCode/100 != 2 {
+		return fmt.Errorf("put: %s", r.Status)
+	}
+	return nil
+}
+
+var benchCacheScope = cache.Scope{Repository: "acme/app", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
+
+func phaseCache(ctx context.Context, h *harness, res *Result) error {
+	w, err := newCacheWorld()
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	if err := cacheLarge(ctx, h, res, w); err != nil {
+		return err
+	}
+	if err := cacheSmall(ctx, res, w); err != nil {
+		return err
+	}
+	return cacheReuse(ctx, res, w)
+}
+
+// cacheLarge: one 1 GiB entry, read straight from the emulator, then restored through a fresh
+// instance's server (an empty disk: every byte comes from S3, and the server keeps a copy).
+func cacheLarge(ctx context.Context, h *harness, res *Result, w *cacheWorld) error {
+	const size = 1 << 30
+	object, _ := cache.ObjectKey(benchCacheScope.WritePrefix(), "large", cacheVersion)
+	chunk := make([]byte, 1<<20)
+	_, _ = rand.Read(chunk)
+	body := io.LimitReader(repeatReader(chunk), size)
+	if err := w.putDirect(ctx, benchCacheScope, object, body, size); err != nil {
+		return fmt.Errorf("cache: putting 1 GiB: %w", err)
+	}
+	url, err := w.auth.Presign(ctx, benchCacheScope, cache.Request{Op: cache.OpGet, Object: object})
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	n, err := getAll(ctx, url)
+	if err != nil || n != size {
+		return fmt.Errorf("cache: raw read: %d bytes: %v", n, err)
+	}
+	raw := float64(size) / (1 << 20) / time.Since(began).Seconds()
+	in, err := w.instance(benchCacheScope)
+	if err != nil {
+		return err
+	}
+	began = time.Now()
+	n, err = in.restore(ctx, "large")
+	if err != nil || n != size {
+		return fmt.Errorf("cache: restore through the server: %d bytes: %v", n, err)
+	}
+	through := float64(size) / (1 << 20) / time.Since(began).Seconds()
+	h.say("  1 GiB: emulator %.0f MB/s, through the agent's server %.0f MB/s", raw, through)
+	res.add(Figure{Name: "cache_s3_emulator_read_mb_s_1gib", Value: raw, Unit: "MiB/s",
+		How: "one GET of a 1 GiB object from the local stack's S3 (gofakes3, in memory) with a presigned URL, read to the end"})
+	res.add(Figure{Name: "cache_restore_mb_s_1gib", Value: through, Unit: "MiB/s",
+		How: "the same 1 GiB entry restored through a fresh instance's cache server (Twirp lookup with an S3 listing, then the download URL: S3 streamed to the client while the server writes its local copy); goal ≥ 0.8 × cache_s3_emulator_read_mb_s_1gib"})
+	return nil
+}
+
+func repeatReader(chunk []byte) io.Reader {
+	return readerFunc(func(p []byte) (int, error) { return copy(p, chunk), nil })
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// cacheSmall: 100 entries of 1 MiB, each restored once through a fresh disk (from S3), beside the
+// emulator's own GETs of the same objects.
+func cacheSmall(ctx context.Context, res *Result, w *cacheWorld) error {
+	const n, size = 100, 1 << 20
+	body := make([]byte, size)
+	_, _ = rand.Read(body)
+	for i := range n {
+		object, _ := cache.ObjectKey(benchCacheScope.WritePrefix(), fmt.Sprintf("small-%03d", i), cacheVersion)
+		if err := w.putDirect(ctx, benchCacheScope, object, bytes.NewReader(body), size); err != nil {
+			return err
+		}
+	}
+	var raw, through []float64
+	in, err := w.instance(benchCacheScope)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		key := fmt.Sprintf("small-%03d", i)
+		object, _ := cache.ObjectKey(benchCacheScope.WritePrefix(), key, cacheVersion)
+		url, err := w.auth.Presign(ctx, benchCacheScope, cache.Request{Op: cache.OpGet, Object: object})
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		if _, err := getAll(ctx, url); err != nil {
+			return err
+		}
+		raw = append(raw, ms(time.Since(began)))
+		began = time.Now()
+		if got, err := in.restore(ctx, key); err != nil || got != size {
+			return fmt.Errorf("cache: small restore %s: %d bytes: %v", key, got, err)
+		}
+		through = append(through, ms(time.Since(began)))
+	}
+	slices.Sort(raw)
+	slices.Sort(through)
+	res.add(Figure{Name: "cache_s3_emulator_p99_ms_small", Value: Percentile(raw, 99), Unit: "ms",
+		How: fmt.Sprintf("%d presigned GETs of 1 MiB objects from the local stack's S3, 99th percentile", n)})
+	res.add(Figure{Name: "cache_restore_p99_ms_small", Value: Percentile(through, 99), Unit: "ms",
+		How: fmt.Sprintf("%d restores of distinct 1 MiB entries through one instance's cache server, none on its disk (lookup with an S3 listing, then the download from S3), 99th percentile; goal ≤ cache_s3_emulator_p99_ms_small + 50", n)})
+	return nil
+}
+
+// cacheReuse: 6 repositories on 4 instances; each repository runs bursts of 5 consecutive jobs
+// (the order reuse serves: its next job goes to the instance that ran its last one, if idle); each job
+// restores its dependency key with a restore-key prefix and saves when it missed the exact key; the
+// lock file changes every 12th job of a repository. The ratio is the restores answered from the
+// instance's disk over all restores that hit.
+func cacheReuse(ctx context.Context, res *Result, w *cacheWorld) error {
+	const repos, instances, bursts, burst = 6, 4, 24, 5
+	rng := mrand.New(mrand.NewPCG(35, 1))
+	type inst struct {
+		last string
+		used int
+		srv  map[string]*cacheInstance // one server per instance and repository run scope
+		dir  string
+	}
+	// An instance's disk is modelled as one server directory per repository it served: the local
+	// store keeps each repository's entries under its own prefix, so nothing is shared between them.
+	pool := make([]*inst, instances)
+	for i := range pool {
+		pool[i] = &inst{srv: map[string]*cacheInstance{}}
+	}
+	jobs := map[string]int{}
+	var local, hits, misses int64
+	for b := range bursts {
+		repo := fmt.Sprintf("acme/repo-%d", rng.IntN(repos))
+		// Reuse: the instance that ran this repository last, else the least recently used one.
+		pick := slices.IndexFunc(pool, func(p *inst) bool { return p.last == repo })
+		if pick < 0 {
+			pick = 0
+			for i, p := range pool {
+				if p.used < pool[pick].used {
+					pick = i
+				}
+			}
+		}
+		p := pool[pick]
+		p.last, p.used = repo, b+1
+		scope := cache.Scope{Repository: repo, Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
+		in := p.srv[repo]
+		if in == nil {
+			var err error
+			if in, err = w.instance(scope); err != nil {
+				return err
+			}
+			p.srv[repo] = in
+		}
+		for range burst {
+			jobs[repo]++
+			key := fmt.Sprintf("deps-%d", jobs[repo]/12)
+			before := in.srv.Stats()
+			n, matched, err := in.restoreMatched(ctx, key, "deps-")
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				hits++
+				local += in.srv.Stats().LocalHits - before.LocalHits
+			} else {
+				misses++
+			}
+			if matched != key {
+				// Missed the exact key (a miss, or a restore key's fallback): the job saves its own.
+				if err := in.save(ctx, key, bytes.Repeat([]byte{byte(jobs[repo])}, 64<<10)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	ratio := float64(local) / math.Max(float64(hits), 1)
+	res.add(Figure{Name: "cache_local_hit_ratio", Value: ratio, Unit: "ratio",
+		How: fmt.Sprintf("%d bursts of %d jobs over %d repositories on %d instances, each repository's next burst on the instance that ran its last when idle (reuse), else the least recently used: restores answered from the instance's disk over restores that hit (%d of %d; %d misses); goal ≥ 0.9", bursts, burst, repos, instances, local, hits, misses)})
+	return nil
+}
