@@ -6,7 +6,9 @@
 # exists to remove.
 #
 # Environment:
-#   RP_VERSION      release to install: "latest" (default) or a tag such as v1.2.3 (or 1.2.3)
+#   RP_VERSION      release to install: empty (default) for the actions' own release, the version in
+#                   VERSION beside this script (at a release's tag, that release: release.yml refuses
+#                   a tag VERSION does not name); "latest"; or a tag such as v1.2.3 (or 1.2.3)
 #   RP_INSTALL      "release" (default) or "go-install"
 #   RP_RELEASE_URL  releases base URL (default https://github.com/runnerpool/terraform-provider-runnerpool/releases)
 #   RUNNER_OS, RUNNER_ARCH, RUNNER_TOOL_CACHE, RUNNER_TEMP, GITHUB_PATH: set by GitHub Actions
@@ -21,7 +23,9 @@
 set -euo pipefail
 
 module=github.com/runnerpool/terraform-provider-runnerpool
-version=${RP_VERSION:-latest}
+# The actions' own release: the VERSION file of the commit the workflow pinned them to.
+own=$(dirname "${BASH_SOURCE[0]}")/VERSION
+version=${RP_VERSION:-}
 install=${RP_INSTALL:-release}
 base=${RP_RELEASE_URL:-https://$module/releases}
 base=${base%/}
@@ -46,6 +50,11 @@ sha256() {
 	fi
 }
 
+if [ -z "$version" ]; then
+	[ -r "$own" ] || fail "no version given and no $own (the actions' own release)"
+	version=$(tr -d ' \t\r\n' <"$own")
+	[ -n "$version" ] || fail "$own is empty"
+fi
 pinned=${version#v}
 if [ "$version" = latest ]; then
 	pinned=""

@@ -332,9 +332,9 @@ func TestInstallScript(t *testing.T) {
 		{"latest", []string{"RP_VERSION=latest"}, nil, ""},
 		{"pinned", []string{"RP_VERSION=v1.2.3"}, nil, ""},
 		{"pinned without v", []string{"RP_VERSION=1.2.3"}, nil, ""},
-		{"default is latest", nil, nil, ""},
-		{"tampered archive", nil, tampered, "does not match"},
-		{"archive not in the checksums", nil, unlisted, "not listed"},
+		{"default is the actions' own", nil, nil, "v1.0.0"}, // VERSION's; TestActionsInstallTheirOwnVersion serves it
+		{"tampered archive", []string{"RP_VERSION=1.2.3"}, tampered, "does not match"},
+		{"archive not in the checksums", []string{"RP_VERSION=1.2.3"}, unlisted, "not listed"},
 		{"unknown version", []string{"RP_VERSION=v9.9.9"}, nil, "downloading"},
 		{"bad version", []string{"RP_VERSION=1.2;rm"}, nil, "not a release version"},
 		{"macOS runner", []string{"RUNNER_OS=macOS"}, nil, "go-install"},
@@ -603,6 +603,7 @@ func TestReleaseWorkflow(t *testing.T) {
 	for _, want := range []string{
 		"uses: goreleaser/goreleaser-action@", "version: v" + string(pinned[1]) + "\n", "args: release --clean",
 		"GPG_FINGERPRINT: ${{ steps.import_gpg.outputs.fingerprint }}", "tags:\n      - \"v*\"",
+		"examples/github-actions/VERSION", // the actions' own release must name the tag
 	} {
 		if !strings.Contains(string(wf), want) {
 			t.Errorf(".github/workflows/release.yml lacks %q", want)
