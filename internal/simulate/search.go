@@ -87,6 +87,7 @@ func newSearch(jobs []jobtrace.Job, m Model, f *Fixed, goal time.Duration, q flo
 	}
 	s := &search{jobs: jobs, f: f, p: p, goal: goal, q: q, total: len(jobs)}
 	p.fast, p.group, p.fastJobs = true, make([]int8, len(jobs)), make([]int, 48)
+	p.slowLimit = s.total - int(math.Ceil(q*float64(s.total)))
 	for i, j := range jobs {
 		d, h := f.slot(j.Created)
 		p.group[i] = int8(d*24 + h)
@@ -100,11 +101,15 @@ func (s *search) replay() {
 	p := s.p
 	p.hot, p.stopped, p.busy, p.targetHot, p.targetStopped = 0, 0, 0, 0, 0
 	p.warmAt, p.ev, p.seq = p.warmAt[:0], p.ev[:0], 0
+	p.slowJobs, p.gaveUp = 0, false
 	clear(p.fastJobs)
 	p.replay(s.jobs, s.goal)
 }
 
 func (s *search) meets() bool {
+	if s.p.gaveUp {
+		return false
+	}
 	fast := 0
 	for _, n := range s.p.fastJobs {
 		fast += n

@@ -155,6 +155,10 @@ type pool struct {
 	fast     bool
 	group    []int8 // per job, its group (-1: none)
 	fastJobs []int  // per group, jobs within the goal
+	// slowJobs counts a fast replay's jobs beyond the goal; past slowLimit (when >= 0) the replay
+	// stops early: its schedule has failed.
+	slowJobs, slowLimit int
+	gaveUp              bool
 	// created and ran are the jobs' creation (ns since the epoch) and run time, computed once.
 	created, ran []int64
 }
@@ -236,6 +240,10 @@ func (p *pool) replay(jobs []jobtrace.Job, goal time.Duration) {
 		if i < len(jobs) && p.created[i] < at {
 			at, what = p.created[i], 3
 		}
+		if p.fast && p.slowLimit >= 0 && p.slowJobs > p.slowLimit {
+			p.gaveUp = true
+			return
+		}
 		p.advance(at)
 		switch what {
 		case 0:
@@ -282,7 +290,9 @@ func (p *pool) job(i int, j *jobtrace.Job, goal time.Duration) {
 	p.push(p.now+int64(q)+p.ran[i], run)
 	p.arrived++
 	if p.fast {
-		if g := p.group[i]; g >= 0 && q <= goal {
+		if q > goal {
+			p.slowJobs++
+		} else if g := p.group[i]; g >= 0 {
 			p.fastJobs[g]++
 		}
 		return
