@@ -69,6 +69,7 @@ type runnerClassModel struct {
 	QueueURL         types.String `tfsdk:"queue_url"`
 	Tags             types.Map    `tfsdk:"tags"`
 	MaxInstances     types.Int64  `tfsdk:"max_instances"`
+	Cache            *cacheModel  `tfsdk:"cache"`
 	Version          types.Int64  `tfsdk:"version"`
 }
 
@@ -293,6 +294,9 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"max_instances": maxInstancesAttribute(),
 			"version":       versionAttribute(),
 		},
+		Blocks: map[string]schema.Block{
+			"cache": cacheBlock(),
+		},
 	}
 	markReplacement(&resp.Schema)
 }
@@ -366,6 +370,7 @@ func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, dia
 		LaunchTemplateID: m.LaunchTemplateID.ValueString(), QueueURL: m.QueueURL.ValueString(),
 		MaxInstances: int(m.MaxInstances.ValueInt64()),
 		JobAccess:    storedJobAccess(m.JobAccess.ValueString()), Reuse: m.Reuse.ValueString(),
+		Cache: m.Cache.toConfig(),
 	}
 	if !m.Tags.IsNull() && !m.Tags.IsUnknown() {
 		diags.Append(m.Tags.ElementsAs(ctx, &rc.Tags, false)...)
@@ -413,6 +418,7 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 			return out
 		}())
 	}
+	m.Cache = cacheValue(rc.Cache, m.Cache)
 	m.Version = types.Int64Value(version)
 }
 

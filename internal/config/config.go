@@ -62,6 +62,9 @@ type RunnerClass struct {
 	// ReuseSameRepository, ReuseNever); empty is ReuseAny. See Unsupported for what this version runs.
 	JobAccess string `json:"job_access,omitempty"`
 	Reuse     string `json:"reuse,omitempty"`
+	// Cache, when on, has the class's instances serve GitHub's cache protocol from the
+	// deployment's bucket (cache.go); nil (omitted, so older classes keep their spec hash) is off.
+	Cache *Cache `json:"cache,omitempty"`
 }
 
 // Volume is the root EBS volume.
@@ -384,6 +387,9 @@ func (rc RunnerClass) Validate() error {
 	}
 	if rc.MaxInstances < 0 {
 		c.add("max_instances", fmt.Errorf("max instances %d: must be positive (absent: no cap)", rc.MaxInstances))
+	}
+	if rc.Cache != nil {
+		rc.Cache.validate(&c)
 	}
 	return c.result("runner class", rc.Name)
 }
