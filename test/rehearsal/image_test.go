@@ -12,8 +12,9 @@ import (
 // TestImageReferenceForms evaluates examples/complete/variables.tf's own reconciler_image validation
 // (exampletf reads the file): the forms a registry takes are accepted, a local build's tag such as
 // …:dev included (docs/guides/local-build.md sets one; the earlier validation refused it and took
-// only a version tag or a digest), and a moving or missing tag is refused. The rehearsal's serve step
-// starts `runnerpool serve` under each accepted form of imageForms.
+// only a version tag or a digest), and a moving or missing tag is refused. The rehearsal's
+// serve-image-forms step (TestServeFromImageForms) pulls the release's image under each form from a
+// registry on loopback and starts `runnerpool serve` from it.
 func TestImageReferenceForms(t *testing.T) {
 	t.Parallel()
 	digest := "@sha256:" + strings.Repeat("a", 64)

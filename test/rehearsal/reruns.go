@@ -1,5 +1,7 @@
 // Steps that run a test on the local stack in the clean copy: the stack's npm packages are the
-// checkout's (installed there by make deps), named with stack.EnvNodeDir.
+// checkout's (installed there by make deps), named with stack.EnvNodeDir. releaseTest's tests (build
+// tag rehearsal, in this package) also read the release: RUNNERPOOL_RELEASE_DIST, VERSION and
+// RELEASE_URL (R.Env), its host's CA in SSL_CERT_FILE.
 package main
 
 import (
@@ -12,6 +14,17 @@ func stackTest(pattern, pkg string) func(ctx context.Context, r *R) error {
 	return func(ctx context.Context, r *R) error {
 		nodeDir := filepath.Join(r.Checkout, "test", "stack", "node")
 		_, err := r.run(ctx, r.Root, r.Env("RUNNERPOOL_STACK_NODE_DIR="+nodeDir), "go", "test", "-count=1", "-run", pattern, pkg)
+		return err
+	}
+}
+
+// releaseTest runs this package's rehearsal-tagged tests matching pattern in the clean copy, on a
+// stack of their own and the release the earlier steps built and serve.
+func releaseTest(pattern string) func(ctx context.Context, r *R) error {
+	return func(ctx context.Context, r *R) error {
+		nodeDir := filepath.Join(r.Checkout, "test", "stack", "node")
+		_, err := r.run(ctx, r.Root, r.Env("RUNNERPOOL_STACK_NODE_DIR="+nodeDir, "RUNNERPOOL_RELEASE_DIST="+r.Dist),
+			"go", "test", "-count=1", "-tags", "rehearsal", "-run", pattern, "-v", "./test/rehearsal/")
 		return err
 	}
 }

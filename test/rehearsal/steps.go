@@ -23,6 +23,9 @@ var steps = []step{
 	{Name: "install-action", Run: installActionStep},
 	{Name: "provider-mirror", Run: providerMirrorStep},
 	{Name: "image-forms", Cmd: []string{"go", "test", "-count=1", "-run", "^TestImageReferenceForms$", "./test/rehearsal/"}},
+	// runnerpool serve started from each of those forms (a registry on loopback serves the release's
+	// binary as ko's image), with the example's own task environment, on the local stack.
+	{Name: "serve-image-forms", Run: releaseTest("^TestServeFromImageForms$")},
 
 	// ---- Steps of the other parts of the day-one path go here (one line each) ----
 	// runner-release sources, a runner release published mid-run, a security release;
