@@ -158,6 +158,14 @@ resource "runnerpool_runner_class" "class" {
   idle_time               = each.value.idle_time
   launch_template_id      = aws_launch_template.runner[each.key].id
   queue_url               = runnerpool_pool_queue.class[each.key].url
+
+  dynamic "cache" {
+    for_each = each.value.cache == null ? [] : [each.value.cache]
+    content {
+      repository_limit_gib = cache.value.repository_limit_gib
+      max_age              = "${cache.value.max_age_days * 24}h"
+    }
+  }
 }
 
 resource "runnerpool_warm_pool" "pool" {

@@ -123,7 +123,10 @@ locals {
     RUNNERPOOL_AWS_ACCOUNT_ID = local.account
     }, var.github_app == null ? {} : {
     RUNNERPOOL_GITHUB_APP_ID = tostring(var.github_app.id)
-  })
+    }, local.cache ? {
+    # The runner cache's bucket (cache.tf): the API presigns the cache servers' requests in it.
+    RUNNERPOOL_CACHE_BUCKET = aws_s3_bucket.cache[0].bucket
+  } : {})
 
   reconciler_secrets = merge({
     RUNNERPOOL_WEBHOOK_SECRET = var.webhook_secret_arn

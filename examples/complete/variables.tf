@@ -190,7 +190,7 @@ variable "agent" {
 }
 
 variable "runner_classes" {
-  description = "Runner classes by name. root_device_name is the image's root device (/dev/sda1 for Ubuntu, /dev/xvda for Amazon Linux)."
+  description = "Runner classes by name. cache switches the runner cache on for the class (cache.tf). root_device_name is the image's root device (/dev/sda1 for Ubuntu, /dev/xvda for Amazon Linux)."
   type = map(object({
     image                   = string
     cpu                     = number
@@ -207,6 +207,13 @@ variable "runner_classes" {
     pre_runner_script       = optional(string)
     max_runtime             = optional(string, "6h")
     idle_time               = optional(string, "10m")
+    # The runner cache (cache.tf, docs/cache.md): absent, off. Each repository keeps at most
+    # repository_limit_gib in the bucket (least recently used evicted first), and an entry unused
+    # for max_age_days is evicted. The defaults are GitHub's own cache's: 10 GiB, 7 days.
+    cache = optional(object({
+      repository_limit_gib = optional(number, 10)
+      max_age_days         = optional(number, 7)
+    }))
   }))
 }
 

@@ -345,6 +345,16 @@ func (m *Module) Block(mode, typ, name string) *hclsyntax.Block {
 	return nil
 }
 
+// Eval evaluates an expression of the module, such as an attribute of a nested block, with extra
+// variables (each, count, a dynamic block's iterator).
+func (m *Module) Eval(expr hcl.Expression, extra map[string]cty.Value) (cty.Value, error) {
+	v, diags := expr.Value(m.ctx(extra))
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	return v, nil
+}
+
 // Variable is a variable's value (cty.NilVal when the module has no such variable).
 func (m *Module) Variable(name string) cty.Value {
 	v, ok := m.vars[name]
@@ -455,6 +465,8 @@ func DefaultComputed(in Inputs) func(mode, typ string, attrs map[string]cty.Valu
 			out["id"], out["arn"] = cty.StringVal(id), arn("ec2", "security-group/"+id)
 		case "resource aws_cloudwatch_log_group":
 			out["arn"] = arn("logs", "log-group:"+name) // the AWS provider's arn, without a trailing ":*"
+		case "resource aws_s3_bucket": // S3 bucket ARNs have neither region nor account
+			out["id"], out["arn"] = cty.StringVal(str("bucket")), cty.StringVal("arn:"+in.Partition+":s3:::"+str("bucket"))
 		case "resource aws_kms_key":
 			out["arn"] = arn("kms", "key/"+fakeID(name))
 		default:
@@ -490,7 +502,7 @@ var functions = map[string]function.Function{
 	"substr": stdlib.SubstrFunc, "tostring": stringConv, "trimprefix": stdlib.TrimPrefixFunc,
 	"trimsuffix": stdlib.TrimSuffixFunc, "upper": stdlib.UpperFunc, "values": stdlib.ValuesFunc,
 	"startswith": prefixFunc(strings.HasPrefix), "endswith": prefixFunc(strings.HasSuffix),
-	"tolist": listConv, "toset": setConv, "sort": stdlib.SortFunc, "sum": sumFunc,
+	"tolist": listConv, "toset": setConv, "sort": stdlib.SortFunc, "sum": sumFunc, "floor": stdlib.FloorFunc,
 }
 
 var sumFunc = function.New(&function.Spec{

@@ -105,7 +105,12 @@ func statement(b *hclsyntax.Body, ctx *hcl.EvalContext) (map[string]any, error) 
 	if err != nil {
 		return nil, err
 	}
-	if len(principals) > 0 {
+	switch {
+	case len(principals) == 1 && len(principals["*"]) == 1 && principals["*"][0] == "*":
+		// The AWS provider renders type "*" with identifiers ["*"] as "Principal": "*"
+		// (internal/service/iam, IAMPolicyStatementPrincipalSet.MarshalJSON: only {"*": ["*"]} becomes "*").
+		st["Principal"] = "*"
+	case len(principals) > 0:
 		st["Principal"] = principals
 	}
 	conditions := map[string]map[string][]any{}
