@@ -36,9 +36,9 @@ type Options struct {
 	Budget   float64       // USD per hour of idle capacity; 0: none
 }
 
-// DefaultMargin is Options.Margin's default, tuned on the committed week only
-// (docs/autoscale.md).
-const DefaultMargin = 0.5
+// DefaultMargin is Options.Margin's default (autoscale.DefaultMargin, which the reconciler plans
+// with too).
+const DefaultMargin = autoscale.DefaultMargin
 
 // Comparison is the outcome of the three policies.
 type Comparison struct {
@@ -62,9 +62,6 @@ func Compare(o Options) (*Comparison, error) {
 	if o.Percentile <= 0 || o.Percentile >= 1 {
 		return nil, fmt.Errorf("percentile %v: want between 0 and 1", o.Percentile)
 	}
-	if o.Margin <= 0 || o.Margin > 1 {
-		o.Margin = DefaultMargin
-	}
 	if o.Cooldown <= 0 {
 		o.Cooldown = 2 * time.Minute
 	}
@@ -75,10 +72,7 @@ func Compare(o Options) (*Comparison, error) {
 	c := &Comparison{}
 	// The target the plan aims at on its history: the goal's own share on the week itself; less
 	// the margin on another week.
-	target := 1 - o.Percentile
-	if o.History != nil {
-		target *= o.Margin
-	}
+	target := autoscale.Target(o.Percentile, o.Margin, o.History == nil)
 	// First the searches (most of the time, independent: side by side), then the autoscaler,
 	// whose plan may be the history's schedule.
 	var g errgroup.Group

@@ -4,30 +4,18 @@
 package simulate
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
 )
 
-// Candidate is one plan the autoscaler could follow, as it replays on the history.
-type Candidate struct {
-	Name string
-	Plan *autoscale.WeekPlan
-	// SlowShare and IdleInstanceHours are the autoscaler's, following the plan, on the history.
-	SlowShare         float64
-	IdleInstanceHours float64
-}
-
-// PlanChoice is the plan the autoscaler follows and the candidates it was chosen from.
-type PlanChoice struct {
-	// Target is the share of the history's jobs the plan may leave slower than the goal: 1 - the
-	// percentile on the week itself, less the margin on another week.
-	Target     float64
-	Chosen     Candidate
-	Candidates []Candidate
-}
+// Candidate and PlanChoice are autoscale's: the simulator and the reconciler choose a plan with
+// the same function (autoscale.ChoosePlan); the simulator's judge replays the history.
+type (
+	Candidate  = autoscale.Candidate
+	PlanChoice = autoscale.PlanChoice
+)
 
 // planner replays the autoscaler on the history under candidate plans.
 type planner struct {
@@ -65,45 +53,17 @@ func (pl *planner) autoscaler(plan *autoscale.WeekPlan, conflicts *int) *Autosca
 	}}
 }
 
-// choose finds the cheapest plan whose replay on the history leaves at most target of its jobs
-// slower than the goal, among: the week plan (PlanWeek) at the largest slack that does, found by
-// bisection, and the history's own cheapest fixed schedule (sched, searched at 1 - target) as a
-// plan. A fixed schedule is one of the plans Decide can follow (an hourly level with the same
-// lead), so on the week itself the choice costs no more than the hindsight schedule.
+// choose is autoscale.ChoosePlan judged by replays of the history: the week plan at the largest
+// slack whose replay leaves at most target of the history's jobs slower than the goal, and the
+// history's own cheapest fixed schedule (sched) as a plan. A fixed schedule is one of the plans
+// Decide can follow (an hourly level with the same lead), so on the week itself the choice costs
+// no more than the hindsight schedule.
 func (pl *planner) choose(target float64, sched *Fixed) (PlanChoice, error) {
-	ch := PlanChoice{Target: target}
-	lo, hi := 0.0, 1-pl.o.Percentile
-	best, err := pl.try("week plan, slack 0", autoscale.PlanWeek(pl.prof, 0))
-	if err != nil {
-		return ch, err
-	}
-	for range 10 {
-		mid := (lo + hi) / 2
-		c, err := pl.try(fmt.Sprintf("week plan, slack %.2f %%", 100*mid), autoscale.PlanWeek(pl.prof, mid))
-		if err != nil {
-			return ch, err
-		}
-		if c.SlowShare <= target {
-			lo, best = mid, c
-		} else {
-			hi = mid
-		}
-	}
-	ch.Candidates = append(ch.Candidates, best)
+	var offered []autoscale.NamedPlan
 	if sched != nil {
-		c, err := pl.try("the history's hourly schedule", FixedPlan(sched))
-		if err != nil {
-			return ch, err
-		}
-		ch.Candidates = append(ch.Candidates, c)
+		offered = append(offered, autoscale.NamedPlan{Name: "the history's hourly schedule", Plan: FixedPlan(sched)})
 	}
-	ch.Chosen = ch.Candidates[0]
-	for _, c := range ch.Candidates[1:] {
-		if c.SlowShare <= target && (ch.Chosen.SlowShare > target || c.IdleInstanceHours < ch.Chosen.IdleInstanceHours) {
-			ch.Chosen = c
-		}
-	}
-	return ch, nil
+	return autoscale.ChoosePlan(pl.prof, 1-pl.o.Percentile, target, pl.try, offered...)
 }
 
 // FixedPlan is f as a week plan: every quarter-hour at its hour's count (weekdays, weekends).

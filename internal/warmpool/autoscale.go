@@ -50,6 +50,9 @@ var (
 	DefaultCooldown = 10 * time.Minute
 )
 
+// GoalPercentile is the percentile an autoscaled pool's queue-time goal is for.
+const GoalPercentile = 0.95
+
 // maxGapMinutes is the longest run of minutes without a pass recorded as minutes without jobs; a
 // longer gap (no leader) is not recorded at all rather than as a quiet spell nobody saw.
 const maxGapMinutes = 15
@@ -160,8 +163,14 @@ func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.
 		local = now.In(a.Loc)
 	}
 	into := time.Duration(local.Minute()%15)*time.Minute + time.Duration(local.Second())*time.Second
+	// The plan is chosen as `runnerpool simulate` chooses it (autoscale.ChoosePlan, the goal's
+	// p95 less the margin), judged by the recorded demand: the reconciler keeps no jobs to replay.
+	plan, err := autoscale.ChoosePlan(prof, 1-GoalPercentile, autoscale.Target(GoalPercentile, 0, false), autoscale.ModelJudge(prof))
+	if err != nil {
+		plan.Chosen.Plan = autoscale.PlanWeek(prof, 0)
+	}
 	d := autoscale.Decide(autoscale.Input{
-		Slot: slot, Into: into, Plan: autoscale.PlanWeek(prof, 0.05/5), Profile: prof, Fanouts: runs.fanouts,
+		Slot: slot, Into: into, Plan: plan.Chosen.Plan, Profile: prof, Fanouts: runs.fanouts,
 		Live:   autoscale.Live{Arrived: arrived, Waiting: waiting, InFlight: inFlight, Runs: runs.runs},
 		Prev:   autoscale.State{Hot: st.Hot, Stopped: st.Stopped, LowFor: st.LowFor},
 		Starts: startTimes, Prices: prices, Goal: a.Goal, GoalP99: a.GoalP99, Budget: a.Budget, Interval: sincePrev(st, now, o.Interval), Cooldown: o.Cooldown,
