@@ -127,6 +127,9 @@ type Report struct {
 	Pools   []Line
 	Total   Line
 	Savings Savings
+	// Cache is the runner cache's storage and requests (cache.go), apart from the instance cost
+	// above; nil when the reader keeps no cache usage or the window had none.
+	Cache *CacheCost
 }
 
 // Reader is what Compute reads; *Store satisfies it.
@@ -136,7 +139,13 @@ type Reader interface {
 	SampleInterval() time.Duration
 }
 
-// Compute reads the runs started and the pool samples taken in [from, to) and prices them.
+// CacheReader is what Compute reads the cache's use from, when its Reader has it; *Store does.
+type CacheReader interface {
+	CacheUsage(ctx context.Context, from, to time.Time) ([]CacheUsage, error)
+}
+
+// Compute reads the runs started and the pool samples taken in [from, to) and prices them, and the
+// cache's use in the window when r is a CacheReader (at DefaultCachePrices).
 func Compute(ctx context.Context, r Reader, price Pricer, from, to time.Time) (Report, error) {
 	if !from.Before(to) {
 		return Report{}, fmt.Errorf("cost window %s to %s: empty", from.Format(time.RFC3339), to.Format(time.RFC3339))
@@ -147,10 +156,24 @@ func Compute(ctx context.Context, r Reader, price Pricer, from, to time.Time) (R
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { runs, err = r.RecentRuns(gctx, from, to, 0); return err })
 	g.Go(func() (err error) { samples, err = r.Samples(gctx, from, to); return err })
+	var cache *CacheCost
+	if cr, ok := r.(CacheReader); ok {
+		g.Go(func() error {
+			usage, err := cr.CacheUsage(gctx, from, to)
+			if err != nil || len(usage) == 0 {
+				return err // no use of the cache in the window: no cache line
+			}
+			c := PriceCache(usage, to.Sub(from), DefaultCachePrices)
+			cache = &c
+			return nil
+		})
+	}
 	if err := g.Wait(); err != nil {
 		return Report{}, err
 	}
-	return Build(ctx, runs, samples, r.SampleInterval(), price, from, to), nil
+	rep := Build(ctx, runs, samples, r.SampleInterval(), price, from, to)
+	rep.Cache = cache
+	return rep, nil
 }
 
 // Build prices runs and samples (Compute without the reads; the benchmark and tests call it).

@@ -109,6 +109,15 @@ func PrintCost(w io.Writer, rep history.Report) {
 		}
 		_ = tw.Flush()
 	}
+	if c := rep.Cache; c != nil {
+		fmt.Fprintf(w, "\nrunner cache %s: storage %s, requests %s (prices: %s)\n", dashboard.USD(c.Total.Cost), dashboard.USD(c.Total.StorageCost), dashboard.USD(c.Total.RequestCost), c.Source)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CACHE\tSTORED GB\tGETS\tPUTS\tLISTS\tCOST")
+		for _, l := range c.Repositories {
+			fmt.Fprintf(tw, "%s\t%.2f\t%d\t%d\t%d\t%s\n", l.Repository, float64(l.Bytes)/1e9, l.Gets, l.Puts, l.Lists, dashboard.USD(l.Cost))
+		}
+		_ = tw.Flush()
+	}
 }
 
 func fmtSecs(s float64) string {

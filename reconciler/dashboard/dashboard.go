@@ -349,6 +349,7 @@ var funcs = template.FuncMap{
 	"secs":  func(s float64) string { return fmtDur(time.Duration(s * float64(time.Second))) },
 	"usd":   USD,
 	"hours": func(s float64) string { return fmt.Sprintf("%.2f h", s/3600) },
+	"gb":    func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) },
 	"price": func(v float64, src string) string {
 		if src == history.PriceUnknown || src == "" {
 			return "unknown"

@@ -34,7 +34,7 @@ func (m *Metrics) RegisterCost(read func(ctx context.Context) (history.Report, e
 	labels := []string{"window", "kind", "name", "price_source"}
 	c := &costCollector{
 		read: read, log: m.log,
-		cost:         prometheus.NewDesc(namespace+"_cost_usd", "Instance cost in USD over the window (instance-seconds x hourly price) by kind (total, repository, runner_class, pool) and name; price_source says where the prices came from.", labels, nil),
+		cost:         prometheus.NewDesc(namespace+"_cost_usd", "Cost in USD over the window by kind and name: instance-seconds x hourly price for kind total, repository, runner_class and pool; the runner cache's S3 storage and requests for kind cache (name storage, requests). price_source says where the prices came from.", labels, nil),
 		seconds:      prometheus.NewDesc(namespace+"_instance_seconds", "Instance-seconds over the window by kind and name.", labels, nil),
 		unpriced:     prometheus.NewDesc(namespace+"_unpriced_instance_seconds", "Instance-seconds over the window whose price is unknown (not in runnerpool_cost_usd).", labels, nil),
 		savedUSD:     prometheus.NewDesc(namespace+"_reuse_saved_usd", "Boot time that reused runners did not bill, priced, over the window.", []string{"window", "price_source"}, nil),
@@ -72,6 +72,13 @@ func (c *costCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.unpriced, prometheus.GaugeValue, l.UnpricedSeconds, CostWindow, kind, l.Name, src)
 	}
 	emit("total", rep.Total)
+	if cache := rep.Cache; cache != nil {
+		// The runner cache's S3 cost (history/cache.go), apart from the instances': kind "cache",
+		// name "storage" or "requests"; no instance-seconds.
+		for name, v := range map[string]float64{"storage": cache.Total.StorageCost, "requests": cache.Total.RequestCost} {
+			ch <- prometheus.MustNewConstMetric(c.cost, prometheus.GaugeValue, v, CostWindow, "cache", name, cache.Source)
+		}
+	}
 	for kind, ls := range map[string][]history.Line{"repository": rep.Repositories, "runner_class": rep.RunnerClasses, "pool": rep.Pools} {
 		for _, l := range ls {
 			emit(kind, l)
