@@ -18,13 +18,13 @@ func stackTest(pattern, pkg string) func(ctx context.Context, r *R) error {
 	}
 }
 
-// releaseTest runs this package's rehearsal-tagged tests matching pattern in the clean copy, on a
-// stack of their own and the release the earlier steps built and serve.
-func releaseTest(pattern string) func(ctx context.Context, r *R) error {
+// releaseTest runs pkg's rehearsal-tagged tests matching pattern in the clean copy, on a stack of
+// their own and the release the earlier steps built and serve.
+func releaseTest(pattern, pkg string) func(ctx context.Context, r *R) error {
 	return func(ctx context.Context, r *R) error {
 		nodeDir := filepath.Join(r.Checkout, "test", "stack", "node")
 		_, err := r.run(ctx, r.Root, r.Env("RUNNERPOOL_STACK_NODE_DIR="+nodeDir, "RUNNERPOOL_RELEASE_DIST="+r.Dist),
-			"go", "test", "-count=1", "-tags", "rehearsal", "-run", pattern, "-v", "./test/rehearsal/")
+			"go", "test", "-count=1", "-tags", "rehearsal", "-run", pattern, "-v", pkg)
 		return err
 	}
 }

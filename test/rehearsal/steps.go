@@ -25,7 +25,7 @@ var steps = []step{
 	{Name: "image-forms", Cmd: []string{"go", "test", "-count=1", "-run", "^TestImageReferenceForms$", "./test/rehearsal/"}},
 	// runnerpool serve started from each of those forms (a registry on loopback serves the release's
 	// binary as ko's image), with the example's own task environment, on the local stack.
-	{Name: "serve-image-forms", Run: releaseTest("^TestServeFromImageForms$")},
+	{Name: "serve-image-forms", Run: releaseTest("^TestServeFromImageForms$", "./test/rehearsal/")},
 
 	// ---- Steps of the other parts of the day-one path go here (one line each) ----
 	// runner-release sources, a runner release published mid-run, a security release;
@@ -33,6 +33,9 @@ var steps = []step{
 	{Name: "runner-release-sources", Run: stackTest("^(TestOrgScopeWithoutRunnersPermissionReadsThePublicReleases|TestRepositoryScopeFirstWithPublicationDates|TestStartupCheckNamesThePermission)$", "./internal/runnerrelease/")},
 	{Name: "runner-release-mid-run", Run: stackTest("^TestRunnerReleaseCrossesTheThirtyDayRuleMidRun$", "./test/sandbox/")},
 	{Name: "security-release", Run: stackTest("^TestSecurityReleaseArrives$", "./test/sandbox/")},
+	// The sample workflow's shape with the provision and release actions' own steps, installing from
+	// the release host, through the public API, its jobs on real agents; then "re-run failed jobs".
+	{Name: "sample-workflow", Run: releaseTest("^TestSampleWorkflowWithTheActions$", "./test/sandbox/")},
 	{Name: "rerun-semantics", Cmd: []string{"go", "test", "-count=1", "-run", "^TestReRunSemantics$", "./test/stack/githubfake/"}},
 	{Name: "rerun-all-jobs", Run: stackTest("^TestReRunsGetRunners$/^all_jobs$", "./test/sandbox/")},
 	{Name: "rerun-failed-jobs", Run: stackTest("^TestReRunsGetRunners$/^failed_jobs", "./test/sandbox/")},

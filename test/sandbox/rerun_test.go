@@ -114,6 +114,7 @@ type rerunWiring struct {
 	gh        *github.Client
 	hooks     *githubfake.WebhookSender
 	delivered map[int64]bool
+	actions   workflowActions
 }
 
 func newRerunWiring(t *testing.T, sb *sandbox.Sandbox, cp *sandbox.Components) *rerunWiring {
@@ -157,7 +158,8 @@ func newRerunWiring(t *testing.T, sb *sandbox.Sandbox, cp *sandbox.Components) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rerunWiring{sb: sb, cp: cp, fake: sb.Stack.GitHub, gh: gh, hooks: &githubfake.WebhookSender{URL: srv.URL, Secret: secret}, delivered: map[int64]bool{}}
+	return &rerunWiring{sb: sb, cp: cp, fake: sb.Stack.GitHub, gh: gh, hooks: &githubfake.WebhookSender{URL: srv.URL, Secret: secret}, delivered: map[int64]bool{},
+		actions: componentActions{}}
 }
 
 type noPools struct{}
@@ -188,34 +190,15 @@ func (w *rerunWiring) play(t *testing.T, run int64) map[string]githubfake.Job {
 		}
 		if p := jobs["provision"]; p.Status == githubfake.JobQueued {
 			ev, _ := w.fake.WorkflowJobEvent(p.ID)
-			req := request(strconv.FormatInt(run, 10))
-			req.RepositoryID, req.Attempt = strconv.FormatInt(ev.RepoID, 10), int(attempt)
-			res, err := w.cp.Provisioner.Provision(ctx, req)
-			if err != nil {
-				t.Fatalf("provision of attempt %d: %v", attempt, err)
-			}
-			if err := w.fake.CompleteJob(p.ID, "success", map[string]string{"label": res.Label, "run-key": res.RunKey}); err != nil {
+			outputs := w.actions.provision(t, w, ev, attempt)
+			if err := w.fake.CompleteJob(p.ID, "success", outputs); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
 		if r, ok := jobs["release"]; ok && r.Status == githubfake.JobQueued {
-			// The release action names the provision's run key; the API adds what the re-run
-			// provisioned for its own attempt (reconciler/api releaseRerun).
-			keys := []string{jobs["provision"].Outputs["run-key"]}
-			if jobs["provision"].RunAttempt < attempt {
-				ev, _ := w.fake.WorkflowJobEvent(r.ID)
-				if key, ok, err := provision.RerunOwn(ctx, w.sb.Store, strconv.FormatInt(ev.RepoID, 10), strconv.FormatInt(run, 10), int(attempt)); err != nil {
-					t.Fatal(err)
-				} else if ok {
-					keys = append(keys, key)
-				}
-			}
-			for _, key := range keys {
-				if _, err := w.cp.Releaser.Release(ctx, key, 10*time.Minute); err != nil {
-					t.Fatalf("release of attempt %d: %v", attempt, err)
-				}
-			}
+			ev, _ := w.fake.WorkflowJobEvent(r.ID)
+			w.actions.release(t, w, ev, attempt, jobs["provision"])
 			if err := w.fake.CompleteJob(r.ID, "success", nil); err != nil {
 				t.Fatal(err)
 			}
@@ -227,6 +210,49 @@ func (w *rerunWiring) play(t *testing.T, run int64) map[string]githubfake.Job {
 	_, jobs := w.fake.RunJobs(run)
 	t.Fatalf("the run's attempt did not end: %+v", jobs)
 	return nil
+}
+
+// workflowActions play the sample workflow's provision and release jobs (GitHub-hosted) for a
+// job's event and run attempt: provision returns the job's outputs (label, run-key).
+type workflowActions interface {
+	provision(t *testing.T, w *rerunWiring, ev githubfake.WorkflowJobEvent, attempt int64) map[string]string
+	release(t *testing.T, w *rerunWiring, ev githubfake.WorkflowJobEvent, attempt int64, provisionJob githubfake.Job)
+}
+
+// componentActions call the control plane's provisioner and releaser directly; the rehearsal's
+// sample-workflow step runs the actions' own scripts through the public API instead
+// (TestSampleWorkflowWithTheActions).
+type componentActions struct{}
+
+func (componentActions) provision(t *testing.T, w *rerunWiring, ev githubfake.WorkflowJobEvent, attempt int64) map[string]string {
+	t.Helper()
+	req := request(strconv.FormatInt(ev.RunID, 10))
+	req.RepositoryID, req.Attempt = strconv.FormatInt(ev.RepoID, 10), int(attempt)
+	res, err := w.cp.Provisioner.Provision(t.Context(), req)
+	if err != nil {
+		t.Fatalf("provision of attempt %d: %v", attempt, err)
+	}
+	return map[string]string{"label": res.Label, "run-key": res.RunKey}
+}
+
+func (componentActions) release(t *testing.T, w *rerunWiring, ev githubfake.WorkflowJobEvent, attempt int64, p githubfake.Job) {
+	t.Helper()
+	ctx := t.Context()
+	// The release action names the provision's run key; the API adds what the re-run
+	// provisioned for its own attempt (reconciler/api releaseRerun).
+	keys := []string{p.Outputs["run-key"]}
+	if p.RunAttempt < attempt {
+		if key, ok, err := provision.RerunOwn(ctx, w.sb.Store, strconv.FormatInt(ev.RepoID, 10), strconv.FormatInt(ev.RunID, 10), int(attempt)); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			keys = append(keys, key)
+		}
+	}
+	for _, key := range keys {
+		if _, err := w.cp.Releaser.Release(ctx, key, 10*time.Minute); err != nil {
+			t.Fatalf("release of attempt %d: %v", attempt, err)
+		}
+	}
 }
 
 // nothingRunning checks that no instance of any of the run's provisions still serves it.
