@@ -143,6 +143,16 @@ func KeyOf(objectKey string) (string, bool) {
 	return decode(objectKey[i+2:])
 }
 
+// RepositoryOf returns the repository (owner/name, lower case) an object key made by ObjectKey is
+// stored under: its second segment, decoded.
+func RepositoryOf(objectKey string) (string, bool) {
+	parts := strings.SplitN(objectKey, "/", 3)
+	if len(parts) < 3 || parts[0] != "v1" {
+		return "", false
+	}
+	return decode(parts[1])
+}
+
 // encode keeps letters, digits, '-' and '_' and writes every other byte as '~' and two hex digits:
 // no '/', no '.', so no path segment of an object key is ever "..", and encoding is a prefix-
 // preserving byte-by-byte map.

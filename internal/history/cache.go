@@ -217,8 +217,10 @@ type CacheMeter struct {
 	counts map[string]*[3]int64 // repository: gets, puts, lists
 }
 
-// Count adds one request of kind (CacheGet, CachePut, CacheList) for repo.
+// Count adds one request of kind (CacheGet, CachePut, CacheList) for repo (owner/name; kept in
+// lower case, as the bucket's object keys and the eviction pass's measurements name it).
 func (m *CacheMeter) Count(repo, kind string) {
+	repo = strings.ToLower(repo)
 	i := slices.Index([]string{CacheGet, CachePut, CacheList}, kind)
 	if m == nil || i < 0 || repo == "" {
 		return
