@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -63,6 +64,19 @@ func Load(dir string) (*Action, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// Only is the action with only the steps of these ids, in their order (a test of one step).
+func (a *Action) Only(ids ...string) *Action {
+	b := *a
+	b.Runs.Steps = nil
+	for _, s := range a.Runs.Steps {
+		if slices.Contains(ids, s.ID) {
+			b.Runs.Steps = append(b.Runs.Steps, s)
+		}
+	}
+	b.Outputs = nil
+	return &b
 }
 
 var expr = regexp.MustCompile(`\$\{\{\s*(.*?)\s*\}\}`)

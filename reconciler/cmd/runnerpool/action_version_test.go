@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -8,34 +9,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/test/actionrun"
 )
 
-// compositeAction is the part of an action.yml the install step is read from.
-type compositeAction struct {
-	Inputs map[string]struct {
-		Default string `yaml:"default"`
-	} `yaml:"inputs"`
-	Runs struct {
-		Steps []struct {
-			ID  string            `yaml:"id"`
-			Env map[string]string `yaml:"env"`
-			Run string            `yaml:"run"`
-		} `yaml:"steps"`
-	} `yaml:"runs"`
-}
-
-// inputExpr is the only expression the install step's env may hold: one input.
-var inputExpr = regexp.MustCompile(`^\$\{\{ inputs\.([a-z-]+) \}\}$`)
-
 // TestActionsInstallTheirOwnVersion runs the provision and release actions' install step as their
-// action.yml declares it (its run line and env, each input at its default but release-url, which a
-// local build sets) against a release host whose latest release is newer than the actions' own: each
+// action.yml declares it (test/actionrun: its run line and env, each input at its default but
+// release-url, which a local build sets) against a release host whose latest release is newer than the actions' own: each
 // installs the release examples/github-actions/VERSION names, never latest. The sample workflow
 // gives them no version, so it gets the same. Before VERSION existed the default was latest, and
 // this test installed 9.9.9.
@@ -81,55 +66,28 @@ func TestActionsInstallTheirOwnVersion(t *testing.T) {
 	for _, name := range []string{"provision", "release"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join(actions, name)
-			b, err := os.ReadFile(filepath.Join(dir, "action.yml"))
+			a, err := actionrun.Load(filepath.Join(actions, name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a compositeAction
-			if err := yaml.Unmarshal(b, &a); err != nil {
-				t.Fatalf("%s/action.yml: %v", name, err)
-			}
-			with := map[string]string{"release-url": srv.URL + "/releases"}
 			home := t.TempDir()
-			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "GITHUB_ACTION_PATH=" + dir,
+			env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home,
 				"RUNNER_OS=Linux", "RUNNER_ARCH=" + map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH],
-				"RUNNER_TOOL_CACHE=" + filepath.Join(home, "cache"), "GITHUB_PATH=" + filepath.Join(home, "github_path")}
-			var run string
-			for _, s := range a.Runs.Steps {
-				if !strings.Contains(s.Run, "install-runnerpool.sh") {
-					continue
-				}
-				run = s.Run
-				for k, v := range s.Env {
-					m := inputExpr.FindStringSubmatch(v)
-					if m == nil {
-						t.Fatalf("%s/action.yml: install step env %s = %q, want one input", name, k, v)
-					}
-					in, ok := a.Inputs[m[1]]
-					if !ok {
-						t.Fatalf("%s/action.yml: install step reads input %s, which the action does not declare", name, m[1])
-					}
-					val, set := with[m[1]]
-					if !set {
-						val = in.Default
-					}
-					env = append(env, k+"="+val)
-				}
+				"RUNNER_TOOL_CACHE=" + filepath.Join(home, "cache")}
+			var log bytes.Buffer
+			// Every input at its default but release-url, which a local build sets (and the required
+			// ones, which the install step does not read).
+			with := map[string]string{"release-url": srv.URL + "/releases", "api-url": "https://runnerpool.example.com"}
+			if name == "provision" {
+				with["allowed-instance-types"] = "c*"
 			}
-			if run == "" {
-				t.Fatalf("%s/action.yml has no step running install-runnerpool.sh", name)
+			if _, err := a.Only("install").Run(t.Context(), with, env, &log); err != nil {
+				t.Fatalf("the install step: %v\n%s", err, log.String())
 			}
-			cmd := exec.CommandContext(t.Context(), "bash", "-e", "-c", run)
-			cmd.Env = env
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("the install step: %v\n%s", err, errText(err))
+			if !strings.Contains(log.String(), "installed runnerpool "+own+" ") {
+				t.Errorf("the install step says %q; want runnerpool %s installed (the actions' own, not latest %s)", log.String(), own, newer)
 			}
 			installed := filepath.Join(home, "cache", "runnerpool", own, runtime.GOARCH)
-			if got := strings.TrimSpace(string(out)); got != installed {
-				t.Fatalf("installed in %q, want %q (the actions' own %s, not latest %s)", got, installed, own, newer)
-			}
 			ver, err := exec.CommandContext(t.Context(), filepath.Join(installed, "runnerpool"), "version").Output()
 			if err != nil || !strings.HasPrefix(string(ver), "runnerpool "+own+" ") {
 				t.Errorf("installed runnerpool says %q, %v; want %s", ver, err, own)
@@ -162,13 +120,6 @@ func TestActionsInstallTheirOwnVersion(t *testing.T) {
 			}
 		}
 	})
-}
-
-func errText(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
-	}
-	return ""
 }
 
 // sha256Line is name's line in a checksums file, in sha256sum's format.
