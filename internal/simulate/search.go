@@ -62,7 +62,7 @@ func SearchFixed(jobs []jobtrace.Job, m Model, goal time.Duration, q float64, lo
 			break
 		}
 		peak[d][h] = -1 // visited
-		s.lowest(d, h, s.meets)
+		s.lower(d, h, s.meets)
 	}
 	r, err := Run(jobs, m, f, goal)
 	return f, r, err
@@ -133,6 +133,35 @@ func (s *search) lowest(d, h int, ok func() bool) {
 			hi = mid
 		} else {
 			lo = mid + 1
+		}
+	}
+	f.Hot[d][h] = hi
+}
+
+// lower is lowest searched from the top: the count less 1, 2, 4, ... until one fails, then
+// bisection between the last that passed and the one that failed. After the first round most hours
+// come down little or not at all, so most take one or two replays instead of a bisection from 0
+// (the same count where the replays are monotone in the count).
+func (s *search) lower(d, h int, ok func() bool) {
+	f := s.f
+	top := f.Hot[d][h]
+	hi, lo := top, -1 // hi passes; lo fails (-1: none found yet)
+	for step := 1; lo < 0 && hi > 0; step *= 2 {
+		try := max(0, top-step)
+		f.Hot[d][h] = try
+		if s.replay(); ok() {
+			hi = try
+		} else {
+			lo = try
+		}
+	}
+	for lo >= 0 && lo+1 < hi {
+		mid := (lo + hi) / 2
+		f.Hot[d][h] = mid
+		if s.replay(); ok() {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
 	f.Hot[d][h] = hi
