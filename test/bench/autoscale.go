@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
@@ -102,16 +104,20 @@ func (h *harness) simulateSpeed(res *Result) error {
 	week := jobtrace.Generate(p, 1)
 	p.Start = p.Start.AddDate(0, 0, -7)
 	before := jobtrace.Generate(p, 2)
-	t := time.Now()
+	t, cpu := time.Now(), processCPU()
 	_, err := simulate.Compare(simulate.Options{Jobs: week, History: before, Model: autoscaleModel, Goal: autoscaleGoal, Percentile: 0.95, Loc: time.UTC})
-	took := time.Since(t)
+	took, cpu := time.Since(t), processCPU()-cpu
 	if err != nil {
 		res.add(Figure{Name: "simulate_seconds_160k_jobs", Missing: err.Error(), Unit: "s"})
 		return err
 	}
-	h.say("  runnerpool simulate on %d jobs (history %d jobs): %s", len(week), len(before), took.Round(time.Millisecond))
+	load := "unknown"
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		load, _, _ = strings.Cut(string(b), " ")
+	}
+	h.say("  runnerpool simulate on %d jobs (history %d jobs): %s, %s of CPU, load average %s", len(week), len(before), took.Round(time.Millisecond), cpu.Round(100*time.Millisecond), load)
 	res.add(Figure{Name: "simulate_seconds_160k_jobs", Value: round1(took.Seconds()), Unit: "s",
-		How: fmt.Sprintf("wall time of runnerpool simulate's comparison (cold only, the fixed schedule searched on the week and on its history, the autoscaler) on jobtrace.BigParams' week, %d jobs, the week before (%d jobs) as history, in process; goal < 30 s on 2 cores", len(week), len(before))})
+		How: fmt.Sprintf("wall time of runnerpool simulate's comparison (cold only, the fixed schedule searched on the week and on its history, the autoscaler) on jobtrace.BigParams' week, %d jobs, the week before (%d jobs) as history, in process; %.1f s of CPU (the process's, the searches side by side on 2 cores), load average %s at its end; goal < 30 s on 2 cores", len(week), len(before), cpu.Seconds(), load)})
 	return nil
 }
 
