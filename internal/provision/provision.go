@@ -229,10 +229,14 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	if err != nil {
 		return Result{}, fmt.Errorf("encoding request of run %s: %w", key, err)
 	}
-	run, created, err := p.st.CreateRun(ctx, store.Run{
+	rec := store.Run{
 		Key: key, RepositoryID: req.RepositoryID, Repository: req.Repository, RunID: req.RunID,
 		Attempt: req.Attempt, Event: req.Event, Status: StatusProvisioning, Request: body,
-	})
+	}
+	if req.ServesRerun {
+		rec.ServedAttempt = req.Attempt
+	}
+	run, created, err := p.st.CreateRun(ctx, rec)
 	if err != nil {
 		return Result{}, fmt.Errorf("recording run %s: %w", key, err)
 	}

@@ -163,6 +163,10 @@ type Request struct {
 	RunnerClass        string // empty: the configured default
 	AllowBurstable     bool
 	FallbackToOnDemand bool // a spot request may launch on-demand when spot capacity is short
+	// ServesRerun is set by ServeRerun for a re-run's own attempt: the run record is created marked
+	// as that re-run's (store.Run.ServedAttempt), so the re-run's release ends its runners even when
+	// a job ran on them and the release came before ServeRerun returned. Never stored.
+	ServesRerun bool `json:"-"`
 }
 
 // maxIDLen bounds the identifiers of a request; GitHub's ids are far shorter.

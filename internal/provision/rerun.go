@@ -148,11 +148,15 @@ func rerunOwnAttempt(ctx context.Context, st RerunStore, prov Provisions, r Reru
 			return "", err
 		}
 		req.Attempt = r.Attempt
+		// Marked as the re-run's, so that the re-run's release, which names the earlier attempt's
+		// run key (its provision job's outputs were carried), ends these runners too: the record is
+		// created marked (ServesRerun), because a job may run on the runners, and the re-run's
+		// release come, before Provision returns here. markServed marks a record a provision job of
+		// the same attempt created meanwhile.
+		req.ServesRerun = true
 		if _, err := prov.Provision(ctx, req); err != nil {
 			return "", fmt.Errorf("re-run %s: %w", own, err)
 		}
-		// Marked as the re-run's, so that the re-run's release, which names the earlier attempt's
-		// run key (its provision job's outputs were carried), ends these runners too.
 		return RerunProvisioned, markServed(ctx, st, own, r.Attempt)
 	}
 	return RerunNotOurs, nil
