@@ -230,10 +230,13 @@ func TestInstanceTerminatesItselfWithoutRefresh(t *testing.T) {
 	}
 	id := res.Runners[0].InstanceID
 	runJob(t, sb, res.Label)
-	if rep, err := cp.Releaser.Release(ctx, res.RunKey, time.Second); err != nil || rep.Count(release.Pooled) != 1 {
+	// The idle time counts from the release's start, so it must outlast the release itself (the
+	// agent's clean-up and deregistration), or the instance is expired instead of pooled: 1 s did
+	// not on a loaded machine.
+	if rep, err := cp.Releaser.Release(ctx, res.RunKey, 5*time.Second); err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("release = %+v, %v", rep, err)
 	}
-	waitFor(t, id+" to terminate itself", 30*time.Second, func() bool { return gone(ec2State(sb, id)) })
+	waitFor(t, id+" to terminate itself", 60*time.Second, func() bool { return gone(ec2State(sb, id)) })
 	if rec := record(t, sb, id); rec.State != store.StateIdle {
 		t.Errorf("record = %s; only the instance acted, the record stays until refresh", rec.State)
 	}
