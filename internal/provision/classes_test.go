@@ -14,10 +14,12 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 )
@@ -26,10 +28,10 @@ import (
 // an ErrInvalid naming both.
 func TestRunnerClassCombination(t *testing.T) {
 	t.Parallel()
-	rc := provision.RunnerClass{Name: "gpu", InstanceTypes: []string{"c7i.*", "m7i.large"}, UsageClass: fleet.Spot, Labels: []string{"gpu"}}
+	rc := runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "gpu", InstanceTypes: []string{"c7i.*", "m7i.large"}, UsageClass: fleet.Spot, Labels: []string{"gpu"}}}
 	cfg := provision.Config{
 		ResourceClasses: resourceClasses,
-		RunnerClasses:   map[string]provision.RunnerClass{"gpu": rc, runnerClass: {Name: runnerClass}},
+		RunnerClasses:   map[string]runnerclass.Resolved{"gpu": rc, runnerClass: {RunnerClass: config.RunnerClass{Name: runnerClass}}},
 	}
 	base := provision.Request{RepositoryID: repoID, Repository: repo, RunID: "1", Attempt: 1, Count: 1, RunnerClass: "gpu", CPU: 2}
 	for _, tc := range []struct {
@@ -78,9 +80,12 @@ func TestRunnerClassCombination(t *testing.T) {
 	// A runner class's own fields are checked with the configuration.
 	bad := cfg
 	bad.DeploymentID = deployment
-	bad.RunnerClasses = map[string]provision.RunnerClass{"x": {
-		Name: "x", Queue: &pool.Queue{}, Launch: fleet.LaunchSpec{LaunchTemplateID: "lt-1", LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a"}},
-		InstanceTypes: []string{"C7I.*"}, UsageClass: "reserved", Labels: []string{"a b"},
+	bad.RunnerClasses = map[string]runnerclass.Resolved{"x": {
+		RunnerClass: config.RunnerClass{
+			Name: "x", LaunchTemplateID: "lt-1", Subnets: []string{"subnet-a"},
+			InstanceTypes: []string{"C7I.*"}, UsageClass: "reserved", Labels: []string{"a b"},
+		},
+		Queue: &pool.Queue{}, TemplateVersion: "$Default",
 	}}
 	err := bad.Validate()
 	for _, want := range []string{`instance type pattern "C7I.*"`, `usage class "reserved"`, `label "a b"`} {
@@ -91,12 +96,12 @@ func TestRunnerClassCombination(t *testing.T) {
 }
 
 // classSide is a replica whose runner class has its own instance types, usage class and labels.
-func (e *env) classSide(t testing.TB, s *side, rc provision.RunnerClass, warm bool) *provision.Provisioner {
+func (e *env) classSide(t testing.TB, s *side, rc config.RunnerClass, warm bool) *provision.Provisioner {
 	t.Helper()
 	base := s.cfg.RunnerClasses[runnerClass]
-	rc.Name, rc.Queue, rc.Launch, rc.MaxRuntime, rc.IdleTime = runnerClass, base.Queue, base.Launch, base.MaxRuntime, base.IdleTime
+	rc.Name, rc.LaunchTemplateID, rc.Subnets, rc.MaxRuntime, rc.IdleTime = runnerClass, base.LaunchTemplateID, base.Subnets, base.MaxRuntime, base.IdleTime
 	cfg := s.cfg
-	cfg.RunnerClasses = map[string]provision.RunnerClass{runnerClass: rc}
+	cfg.RunnerClasses = map[string]runnerclass.Resolved{runnerClass: {RunnerClass: rc, Queue: base.Queue, TemplateVersion: base.TemplateVersion}}
 	opts := provision.Options{PollInterval: 50 * time.Millisecond, Logger: quiet}
 	if warm {
 		opts.Starter = claim.NewStarter(s.st, s.ec2, s.reg, claim.Options{
@@ -117,7 +122,7 @@ func TestRunnerClassHonoured(t *testing.T) {
 	s := e.side(t, sideOptions{})
 	classTypes := []string{"c6i.xlarge", "c6i.2xlarge"}
 	labels := []string{"linux-x64", "team-ci"}
-	p := e.classSide(t, s, provision.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: labels}, false)
+	p := e.classSide(t, s, config.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: labels}, false)
 	spot := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})         // c6i.xlarge, spot: fits
 	onDemand := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.OnDemand}) // fits a spot class too
 	wrongType := e.idle(t, poolSpec{n: 2, resourceClass: "small", usageClass: fleet.Spot})     // c6i.large: not a class type
@@ -184,7 +189,7 @@ func TestRunnerClassHonoured(t *testing.T) {
 	}
 
 	// An on-demand class: a fitting spot instance is not taken, the runner is created on-demand.
-	od := e.classSide(t, s, provision.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.OnDemand}, false)
+	od := e.classSide(t, s, config.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.OnDemand}, false)
 	spot2 := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})
 	e.waitAgents(t, spot2)
 	req.RunID, req.Count = "9103", 1

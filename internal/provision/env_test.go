@@ -23,11 +23,13 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
@@ -278,10 +280,12 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 	s.fl = fleet.New(fapi, fleet.Options{Logger: quiet})
 	s.cfg = provision.Config{
 		ResourceClasses: resourceClasses,
-		RunnerClasses: map[string]provision.RunnerClass{runnerClass: {
-			Name: runnerClass, Queue: pool.NewQueue(s.sqs, e.queue),
-			Launch:     fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-a", "subnet-b", "subnet-c"}},
-			MaxRuntime: time.Hour, IdleTime: time.Hour, JobAccess: o.jobAccess,
+		RunnerClasses: map[string]runnerclass.Resolved{runnerClass: {
+			RunnerClass: config.RunnerClass{
+				Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"},
+				MaxRuntime: config.Duration(time.Hour), IdleTime: config.Duration(time.Hour), JobAccess: o.jobAccess,
+			},
+			Queue: pool.NewQueue(s.sqs, e.queue), TemplateVersion: "$Default",
 		}},
 		DefaultRunnerClass: runnerClass, DeploymentID: deployment,
 		CreatedTimeout: 2 * time.Minute, RegistrationWait: o.registrationWait, InProgressWait: o.inProgressWait,

@@ -1,4 +1,8 @@
 package provision
 
+import "github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
+
 // InstanceTypesOf exposes Request.instanceTypes to the external tests.
-func InstanceTypesOf(r Request, rc RunnerClass) (types, outside []string) { return r.instanceTypes(rc) }
+func InstanceTypesOf(r Request, rc runnerclass.Resolved) (types, outside []string) {
+	return r.instanceTypes(rc)
+}

@@ -38,6 +38,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -371,8 +372,8 @@ func clientToken(key string) string {
 
 // launchSpec is the runner class's launch spec with the tags that make every instance traceable
 // to this deployment and run from the moment it exists.
-func (p *Provisioner) launchSpec(rc RunnerClass, key string) fleet.LaunchSpec {
-	return rc.Launch.Tagged(fleet.LaunchTags{
+func (p *Provisioner) launchSpec(rc runnerclass.Resolved, key string) fleet.LaunchSpec {
+	return rc.Launch().Tagged(fleet.LaunchTags{
 		Deployment: p.cfg.DeploymentID, RunnerClass: rc.Name, RunID: key, Name: "runnerpool-" + rc.Name,
 	})
 }

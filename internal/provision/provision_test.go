@@ -21,8 +21,10 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/claimtest"
@@ -32,7 +34,7 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	cfg := provision.Config{
 		ResourceClasses: resourceClasses,
-		RunnerClasses:   map[string]provision.RunnerClass{runnerClass: {Name: runnerClass}},
+		RunnerClasses:   map[string]runnerclass.Resolved{runnerClass: {RunnerClass: config.RunnerClass{Name: runnerClass}}},
 	}
 	good := request("123", 2)
 	good.RunnerClass = runnerClass

@@ -10,7 +10,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -34,37 +34,10 @@ type ResourceClass struct {
 	MemoryMiB int
 }
 
-// RunnerClass is where runners of a kind come from: their pool queue and how to launch more, and
-// what every runner of the class is (Request.Validate says how a request's own fields combine with
-// these: it may narrow them, never widen them).
-type RunnerClass struct {
-	Name   string
-	Queue  *pool.Queue
-	Launch fleet.LaunchSpec
-	// InstanceTypes are the class's allowed-instance-types patterns; empty allows every type. They
-	// bound both the idle instances a provision may reuse and what its fleet may launch.
-	InstanceTypes []string
-	// UsageClass is the class's "spot" or "on-demand"; empty lets the request choose.
-	UsageClass string
-	// Labels are extra GitHub runner labels: every runner of the class registers with them, besides
-	// its run's label and RunnerLabel.
-	Labels []string
-	// MaxRuntime is the running threshold of a provisioned runner (default 6 h).
-	MaxRuntime time.Duration
-	// IdleTime is how long a released runner may stay idle in the pool (used by release).
-	IdleTime time.Duration
-	// RunnerVersion is the Actions runner version Launch installs ("" when unknown), recorded on
-	// every instance created.
-	RunnerVersion string
-	// JobAccess is the class's job_access, recorded on the instances it launches (refresh takes a
-	// pooled instance out when its class's posture changed since).
-	JobAccess string
-}
-
 // Config is a deployment's provisioning configuration.
 type Config struct {
 	ResourceClasses    map[string]ResourceClass
-	RunnerClasses      map[string]RunnerClass
+	RunnerClasses      map[string]runnerclass.Resolved
 	DefaultRunnerClass string
 	// DeploymentID is tagged on every instance launched, so destructive sweeps only touch ours.
 	DeploymentID string
@@ -106,7 +79,7 @@ func (c Config) Validate() error {
 		switch {
 		case rc.Queue == nil:
 			errs = append(errs, fmt.Errorf("runner class %q has no pool queue", name))
-		case rc.Launch.LaunchTemplateID == "" || len(rc.Launch.Subnets) == 0:
+		case rc.LaunchTemplateID == "" || len(rc.Subnets) == 0:
 			errs = append(errs, fmt.Errorf("runner class %q needs a launch template and at least one subnet", name))
 		}
 		if rc.UsageClass != "" && rc.UsageClass != fleet.Spot && rc.UsageClass != fleet.OnDemand {
@@ -284,7 +257,7 @@ func (r Request) runnerClass(cfg Config) string {
 
 // usageClass is the usage class the runners get: the request's, else the runner class's, else
 // on-demand (Validate refuses a request's that differs from the class's).
-func (r Request) usageClass(rc RunnerClass) string {
+func (r Request) usageClass(rc runnerclass.Resolved) string {
 	switch {
 	case r.UsageClass != "":
 		return r.UsageClass
@@ -298,7 +271,7 @@ func (r Request) usageClass(rc RunnerClass) string {
 // when it names one; else any when the runner class is spot, since an idle or warm on-demand
 // instance of the class (warm pools launch on-demand: EC2 cannot stop a one-time spot instance) is
 // already paid for and is never interrupted; else on-demand.
-func (r Request) reuseUsageClass(rc RunnerClass) string {
+func (r Request) reuseUsageClass(rc runnerclass.Resolved) string {
 	if r.UsageClass == "" && rc.UsageClass == fleet.Spot {
 		return ""
 	}
@@ -312,7 +285,7 @@ func (r Request) reuseUsageClass(rc RunnerClass) string {
 // "c7i.*"; a request's "c7i.large" with it gives "c7i.large"). outside lists the request's
 // patterns that lie within none of the class's patterns and cover none of them (Validate refuses
 // those: their overlap with the class, if any, is not a pattern).
-func (r Request) instanceTypes(rc RunnerClass) (types, outside []string) {
+func (r Request) instanceTypes(rc runnerclass.Resolved) (types, outside []string) {
 	if len(rc.InstanceTypes) == 0 {
 		return slices.Clone(r.InstanceTypes), nil
 	}
@@ -339,7 +312,7 @@ func (r Request) instanceTypes(rc RunnerClass) (types, outside []string) {
 
 // labels are the runner labels of a provision: the run attempt's label (Label), RunnerLabel, then
 // the runner class's labels (without repeats).
-func (r Request) labels(rc RunnerClass) []string {
+func (r Request) labels(rc runnerclass.Resolved) []string {
 	out := []string{r.Label(), RunnerLabel}
 	for _, l := range rc.Labels {
 		if !slices.Contains(out, l) {

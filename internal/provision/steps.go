@@ -21,6 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pipeline"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -30,7 +31,7 @@ type job struct {
 	req    Request
 	key    string
 	token  string // CreateFleet client token of this try (fleetToken)
-	rc     RunnerClass
+	rc     runnerclass.Resolved
 	labels []string
 	// usage and types are the usage class and allowed-instance-types patterns of the runners: the
 	// request's combined with the runner class's (Request.usageClass, Request.instanceTypes).
@@ -439,12 +440,12 @@ func (p *Provisioner) succeed(ctx context.Context, j *job) error {
 
 var sourceRank = map[string]int{SourceReused: 0, SourceStarted: 1, SourceCreated: 2}
 
-func (p *Provisioner) runningThreshold(rc RunnerClass) time.Duration {
+func (p *Provisioner) runningThreshold(rc runnerclass.Resolved) time.Duration {
 	switch {
 	case p.cfg.RunningThreshold > 0:
 		return p.cfg.RunningThreshold
 	case rc.MaxRuntime > 0:
-		return rc.MaxRuntime
+		return rc.MaxRuntime.Std()
 	}
 	return DefaultMaxRuntime
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -189,7 +190,7 @@ func (p *Provisioner) undoAbandoned(ctx context.Context, key string, req Request
 	}
 	slices.SortFunc(listed, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
 	rc := p.cfg.RunnerClasses[req.runnerClass(p.cfg)]
-	idleUntil := p.opts.Now().Add(cmp.Or(rc.IdleTime, takeoverIdleTime))
+	idleUntil := p.opts.Now().Add(cmp.Or(rc.IdleTime.Std(), takeoverIdleTime))
 	reason := "provision abandoned by its replica, taken over"
 	// The run index is eventually consistent: act on the records as they are.
 	recs := make([]store.Instance, len(listed))
@@ -241,7 +242,7 @@ func (p *Provisioner) undoAbandoned(ctx context.Context, key string, req Request
 
 // handBackAbandoned gives back a claimed instance of an abandoned provision (discarding it when
 // that fails) and says what was done.
-func (p *Provisioner) handBackAbandoned(ctx context.Context, rec store.Instance, scope string, idleUntil time.Time, rc RunnerClass, reason string) *Undone {
+func (p *Provisioner) handBackAbandoned(ctx context.Context, rec store.Instance, scope string, idleUntil time.Time, rc runnerclass.Resolved, reason string) *Undone {
 	if rc.Queue == nil {
 		derr := p.reg.Discard(ctx, rec.ID, rec.RunID, reason+"; no pool for its runner class")
 		return &Undone{InstanceID: rec.ID, Action: ActionTerminated, Reason: reason, Error: errString(derr)}

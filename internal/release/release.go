@@ -492,7 +492,7 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 
 // keepsAcrossRuns says whether the instance keeps what a job left into its next run: its record's
 // job access (its class's at launch) or its class's now says so (config.KeepsAcrossRuns). The
-// provision claims with its class's (provision.RunnerClass.JobAccess), the same configuration; an
+// provision claims with its class's (runnerclass.Resolved.JobAccess), the same configuration; an
 // instance whose record and class disagree is retired by refresh (a posture change).
 func (r *Releaser) keepsAcrossRuns(rec store.Instance) bool {
 	if config.KeepsAcrossRuns(rec.JobAccess) {

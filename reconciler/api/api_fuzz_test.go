@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
@@ -31,7 +33,7 @@ func fuzzAPI(t testing.TB) (http.Handler, *fakeProvisioner, *fakeReleaser) {
 	t.Helper()
 	cfg := provision.Config{
 		ResourceClasses:    map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses:      map[string]provision.RunnerClass{"linux": {Name: "linux"}},
+		RunnerClasses:      map[string]runnerclass.Resolved{"linux": {RunnerClass: config.RunnerClass{Name: "linux"}}},
 		DefaultRunnerClass: "linux", DeploymentID: "fuzz",
 	}
 	prov := &fakeProvisioner{f: func(_ context.Context, req provision.Request) (provision.Result, error) {

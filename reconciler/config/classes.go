@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -40,7 +41,7 @@ import (
 type Classes struct {
 	DefaultRunnerClass string                   `json:"default_runner_class,omitempty"`
 	ResourceClasses    map[string]ResourceClass `json:"resource_classes,omitempty"`
-	RunnerClasses      map[string]RunnerClass   `json:"runner_classes"`
+	RunnerClasses      map[string]ClassEntry    `json:"runner_classes"`
 }
 
 // ResourceClass is a named minimum size.
@@ -49,8 +50,10 @@ type ResourceClass struct {
 	MemoryMiB int `json:"memory_mib"`
 }
 
-// RunnerClass says where runners of a class come from.
-type RunnerClass struct {
+// ClassEntry is one runner class of the file, as written: where runners of the class come from.
+// It is an edge format only: Class converts it to the runner class (internal/config) that
+// provisions work with, as the state table's items are.
+type ClassEntry struct {
 	QueueURL         string `json:"queue_url"`
 	LaunchTemplateID string `json:"launch_template_id"`
 	// LaunchTemplateVersion is the version CreateFleet launches: a number, "$Default" or "$Latest";
@@ -70,9 +73,25 @@ type RunnerClass struct {
 	MaxInstances *int `json:"max_instances,omitempty"`
 }
 
+// Class is the entry as the runner class named name. What the file cannot say (image, size,
+// posture) stays empty: such a class launches whatever its launch template says, and its
+// instances are recorded without a job access, as they always were.
+func (rc ClassEntry) Class(name string) tableconfig.RunnerClass {
+	c := tableconfig.RunnerClass{
+		Name: name, QueueURL: rc.QueueURL, LaunchTemplateID: rc.LaunchTemplateID,
+		Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags),
+		MaxRuntime: tableconfig.Duration(rc.MaxRuntime), IdleTime: tableconfig.Duration(rc.IdleTime),
+		InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
+	}
+	if rc.MaxInstances != nil {
+		c.MaxInstances = *rc.MaxInstances
+	}
+	return c
+}
+
 // TemplateVersion is the launch template version the class launches: LaunchTemplateVersion, or
 // "$Default" when it is empty (CreateFleet itself has no default and must be given one).
-func (rc RunnerClass) TemplateVersion() string {
+func (rc ClassEntry) TemplateVersion() string {
 	if rc.LaunchTemplateVersion == "" {
 		return "$Default"
 	}

@@ -15,15 +15,16 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
@@ -36,27 +37,10 @@ type ConfigLoader interface {
 	Load(ctx context.Context) (tableconfig.Snapshot, error)
 }
 
-// LaunchVersions finds or makes the launch template version of a runner class's spec;
-// *launchtemplate.Versions satisfies it.
-type LaunchVersions interface {
-	For(ctx context.Context, rc tableconfig.RunnerClass) (string, error)
-}
-
-// runnerOf is the runner version launch template version n of rc installs, when v can tell
-// (*launchtemplate.Versions can).
-func runnerOf(v LaunchVersions, rc tableconfig.RunnerClass, n string) string {
-	if r, ok := v.(interface {
-		Runner(rc tableconfig.RunnerClass, n string) string
-	}); ok {
-		return r.Runner(rc, n)
-	}
-	return ""
-}
-
 // classSet is the runner classes at one moment and the provisioner built on them.
 type classSet struct {
 	prov    *provision.Provisioner
-	classes map[string]provision.RunnerClass
+	classes map[string]runnerclass.Resolved
 	// unusable are runner classes of the table that step-driven provisions cannot use, and why.
 	unusable map[string]string
 	queues   []*pool.Queue // by runner class name
@@ -75,8 +59,8 @@ type classSet struct {
 type classSource struct {
 	load ConfigLoader // nil: static (a runner classes file)
 	// versions gives each table class the launch template version that launches what it declares.
-	versions LaunchVersions
-	newSet   func(classes map[string]provision.RunnerClass) *provision.Provisioner
+	versions runnerclass.Versions
+	newSet   func(classes map[string]runnerclass.Resolved) *provision.Provisioner
 	queue    func(url string) *pool.Queue
 	def      string // default runner class
 	ttl      time.Duration
@@ -89,24 +73,16 @@ type classSource struct {
 }
 
 // newProvisioner builds a provisioner over runner classes, resource classes and a default class.
-type newProvisioner func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner
+type newProvisioner func(classes map[string]runnerclass.Resolved, resources map[string]provision.ResourceClass, def string) *provision.Provisioner
 
 // setupClasses builds s.classes: from the runner classes file when one is configured (checked now:
 // a bad file stops the start), else over the state table's configuration items (read now if the
 // table answers; an empty or unreadable table is not fatal, provisions read it again).
 func (s *Service) setupClasses(ctx context.Context, cfg config.Config, queue func(url string) *pool.Queue, newProv newProvisioner) error {
 	if cfg.ClassesFile != "" {
-		classes := map[string]provision.RunnerClass{}
-		for name, rc := range cfg.Classes.RunnerClasses {
-			classes[name] = provision.RunnerClass{
-				Name: name, Queue: queue(rc.QueueURL),
-				Launch: fleet.LaunchSpec{
-					LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: rc.TemplateVersion(),
-					Subnets: rc.Subnets, Tags: rc.Tags,
-				},
-				MaxRuntime: time.Duration(rc.MaxRuntime), IdleTime: time.Duration(rc.IdleTime),
-				InstanceTypes: rc.InstanceTypes, UsageClass: rc.UsageClass, Labels: rc.Labels,
-			}
+		classes := map[string]runnerclass.Resolved{}
+		for name, e := range cfg.Classes.RunnerClasses {
+			classes[name] = runnerclass.Resolved{RunnerClass: e.Class(name), Queue: queue(e.QueueURL), TemplateVersion: e.TemplateVersion()}
 		}
 		resources := resourceClasses(cfg.Classes.ResourceClasses)
 		def := cfg.Classes.DefaultRunnerClass
@@ -116,9 +92,9 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, queue fun
 		}
 		set := newClassSet(newProv(classes, resources, def), classes, nil, time.Time{})
 		set.caps = map[string]int{}
-		for name, rc := range cfg.Classes.RunnerClasses {
-			if rc.MaxInstances != nil {
-				set.caps[name] = *rc.MaxInstances
+		for name, rc := range classes {
+			if rc.MaxInstances > 0 {
+				set.caps[name] = rc.MaxInstances
 			}
 		}
 		s.classes = &classSource{def: def, cur: set}
@@ -127,7 +103,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, queue fun
 	resources := resourceClasses(cfg.ResourceClasses)
 	s.classes = &classSource{
 		load: tableconfig.NewRepository(s.store), versions: s.versions, queue: queue, def: cfg.DefaultRunnerClass, ttl: cfg.ConfigCacheTTL, now: s.o.Now, log: s.log,
-		newSet: func(classes map[string]provision.RunnerClass) *provision.Provisioner {
+		newSet: func(classes map[string]runnerclass.Resolved) *provision.Provisioner {
 			return newProv(classes, resources, cfg.DefaultRunnerClass)
 		},
 	}
@@ -145,7 +121,7 @@ func resourceClasses(in map[string]config.ResourceClass) map[string]provision.Re
 	return out
 }
 
-func newClassSet(prov *provision.Provisioner, classes map[string]provision.RunnerClass, unusable map[string]string, at time.Time) *classSet {
+func newClassSet(prov *provision.Provisioner, classes map[string]runnerclass.Resolved, unusable map[string]string, at time.Time) *classSet {
 	set := &classSet{prov: prov, classes: classes, unusable: unusable, at: at}
 	for _, name := range slices.Sorted(maps.Keys(classes)) {
 		set.queues = append(set.queues, classes[name].Queue)
@@ -201,36 +177,20 @@ func (c *classSource) read(ctx context.Context, now time.Time) (*classSet, error
 	if err != nil {
 		return nil, fmt.Errorf("reading runner classes from the state table: %w", err)
 	}
-	classes := map[string]provision.RunnerClass{}
+	classes := map[string]runnerclass.Resolved{}
 	unusable := map[string]string{}
 	for name, rc := range snap.RunnerClasses {
-		switch {
-		case rc.LaunchTemplateID == "":
-			// Step-driven provisions launch through CreateFleet with a launch template (the fleet
-			// request carries instance requirements and subnets only).
-			unusable[name] = "it has no launch_template_id: step-driven provisions launch from a launch template"
-		case rc.QueueURL == "":
+		if rc.LaunchTemplateID != "" && rc.QueueURL == "" {
 			unusable[name] = "it has no queue_url"
-		case rc.Unsupported() != nil:
-			unusable[name] = rc.Unsupported().Error()
-		default:
-			// The class's AMI, volume, security groups, instance profile and pre-runner script are
-			// in its own launch template version; a class EC2 refuses is unusable, with the reason.
-			version, err := c.versions.For(ctx, rc)
-			if err != nil {
-				unusable[name] = err.Error()
-				continue
-			}
-			classes[name] = provision.RunnerClass{
-				Name: name, Queue: c.queueFor(rc.QueueURL),
-				Launch:     fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: version, Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags)},
-				MaxRuntime: rc.MaxRuntime.Std(), IdleTime: rc.IdleTime.Std(),
-				// What every runner of the class is: a provision may narrow these, never widen them.
-				InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
-				RunnerVersion: runnerOf(c.versions, rc, version),
-				JobAccess:     tableconfig.NormalJobAccess(rc.JobAccess), // recorded spelled out: "" is unknown (refresh)
-			}
+			continue
 		}
+		// A class EC2 refuses, or this version cannot launch, is unusable, with the reason.
+		r, err := runnerclass.Resolve(ctx, rc, c.versions, c.queueFor)
+		if err != nil {
+			unusable[name] = err.Error()
+			continue
+		}
+		classes[name] = r
 	}
 	for _, p := range snap.Problems {
 		if p.Kind == store.ConfigRunnerClass {
@@ -296,10 +256,8 @@ func (p *poolQueues) get(url string) *pool.Queue {
 }
 
 func sameClasses(a, b *classSet) bool {
-	return maps.EqualFunc(a.classes, b.classes, func(x, y provision.RunnerClass) bool {
-		return x.Queue == y.Queue && x.Launch.LaunchTemplateID == y.Launch.LaunchTemplateID && x.Launch.LaunchTemplateVersion == y.Launch.LaunchTemplateVersion &&
-			slices.Equal(x.Launch.Subnets, y.Launch.Subnets) && x.MaxRuntime == y.MaxRuntime && x.IdleTime == y.IdleTime &&
-			slices.Equal(x.InstanceTypes, y.InstanceTypes) && x.UsageClass == y.UsageClass && slices.Equal(x.Labels, y.Labels)
+	return maps.EqualFunc(a.classes, b.classes, func(x, y runnerclass.Resolved) bool {
+		return x.Queue == y.Queue && x.TemplateVersion == y.TemplateVersion && x.RunnerVersion == y.RunnerVersion && reflect.DeepEqual(x.RunnerClass, y.RunnerClass)
 	}) && maps.Equal(a.unusable, b.unusable) && maps.Equal(a.caps, b.caps) && maps.Equal(a.reuse, b.reuse) && maps.Equal(a.postures, b.postures)
 }
 
@@ -402,7 +360,7 @@ func (c *classSource) Queues() []*pool.Queue {
 // idleTime is a runner class's idle time (0: unknown or none).
 func (c *classSource) idleTime(runnerClass string) time.Duration {
 	if set := c.cached(); set != nil {
-		return set.classes[runnerClass].IdleTime
+		return set.classes[runnerClass].IdleTime.Std()
 	}
 	return 0
 }

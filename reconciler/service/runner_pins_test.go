@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -41,8 +42,9 @@ func TestPinnedRunnerClassIsWarnedAboutWithTheDate(t *testing.T) {
 		metrics: metrics.New(metrics.Options{}),
 	}
 	s.release = runnerrelease.New(nil, keptRelease{kept}, runnerrelease.Options{Scope: "acme", Now: func() time.Time { return now }})
-	s.classes = &classSource{cur: &classSet{classes: map[string]provision.RunnerClass{
-		"pinned": {Name: "pinned", RunnerVersion: "2.336.0"}, "current": {Name: "current", RunnerVersion: "2.338.0"},
+	s.classes = &classSource{cur: &classSet{classes: map[string]runnerclass.Resolved{
+		"pinned":  {RunnerClass: tableconfig.RunnerClass{Name: "pinned"}, RunnerVersion: "2.336.0"},
+		"current": {RunnerClass: tableconfig.RunnerClass{Name: "current"}, RunnerVersion: "2.338.0"},
 	}}}
 	if _, err := s.release.Refresh(t.Context()); err != nil {
 		t.Fatal(err)

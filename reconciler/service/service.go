@@ -44,6 +44,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -305,7 +306,7 @@ func (s *Service) wire(ctx context.Context, cfg config.Config, cl clients) (hist
 			TakeOver: func(ctx context.Context, key string) (bool, error) { return s.classes.TakeOverAbandoned(ctx, key) },
 		},
 		Classes: func(newProv controlplane.NewProvisioner) (pool.Resolver, error) {
-			if err := s.setupClasses(ctx, cfg, s.pools.get, func(classes map[string]provision.RunnerClass, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
+			if err := s.setupClasses(ctx, cfg, s.pools.get, func(classes map[string]runnerclass.Resolved, resources map[string]provision.ResourceClass, def string) *provision.Provisioner {
 				return newProv(provision.Config{
 					ResourceClasses: resources, RunnerClasses: classes, DefaultRunnerClass: def,
 					CreatedTimeout: cfg.CreatedTimeout, RegistrationWait: cfg.RegistrationWait,

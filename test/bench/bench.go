@@ -410,12 +410,12 @@ func (h *harness) startReplica(ctx context.Context, id string, leader bool, mods
 		ResourceClasses: map[string]config.ResourceClass{
 			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
 		},
-		RunnerClasses: map[string]config.RunnerClass{sandbox.RunnerClass: {
+		RunnerClasses: map[string]config.ClassEntry{sandbox.RunnerClass: {
 			QueueURL: h.sb.Queue.URL(), LaunchTemplateID: h.sb.LaunchTemplate, Subnets: subnets,
 		}},
 	}
 	for class, url := range h.reuseQueues {
-		classes.RunnerClasses[class] = config.RunnerClass{QueueURL: url, LaunchTemplateID: h.sb.LaunchTemplate, Subnets: subnets}
+		classes.RunnerClasses[class] = config.ClassEntry{QueueURL: url, LaunchTemplateID: h.sb.LaunchTemplate, Subnets: subnets}
 	}
 	b, err := json.Marshal(classes)
 	if err != nil {

@@ -20,11 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
@@ -96,8 +98,12 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	}
 	pcfg := provision.Config{
 		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses: map[string]provision.RunnerClass{warmClass: {
-			Name: warmClass, Queue: q, Launch: launch, MaxRuntime: time.Hour, IdleTime: 10 * time.Minute,
+		RunnerClasses: map[string]runnerclass.Resolved{warmClass: {
+			RunnerClass: tableconfig.RunnerClass{
+				Name: warmClass, LaunchTemplateID: launch.LaunchTemplateID, Subnets: launch.Subnets,
+				MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute),
+			},
+			Queue: q, TemplateVersion: launch.LaunchTemplateVersion,
 		}},
 		DefaultRunnerClass: warmClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: time.Minute,
 	}

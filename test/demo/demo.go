@@ -179,7 +179,7 @@ func startReconciler(ctx context.Context, sb *sandbox.Sandbox, root string, o Op
 	classes := config.Classes{
 		DefaultRunnerClass: sandbox.RunnerClass,
 		ResourceClasses:    map[string]config.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses: map[string]config.RunnerClass{sandbox.RunnerClass: {
+		RunnerClasses: map[string]config.ClassEntry{sandbox.RunnerClass: {
 			QueueURL: sb.Queue.URL(), LaunchTemplateID: sb.LaunchTemplate, Subnets: subnets,
 		}},
 	}

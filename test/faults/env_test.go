@@ -31,12 +31,14 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/faults"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/invariant"
@@ -218,15 +220,9 @@ func (e *env) replica(o replicaOptions) *replica {
 	slices.Sort(subnets)
 	cfgp := provision.Config{
 		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses: map[string]provision.RunnerClass{
-			sandbox.RunnerClass: {
-				Name: sandbox.RunnerClass, Queue: r.queue, MaxRuntime: time.Hour, IdleTime: idleTime,
-				Launch: fleet.LaunchSpec{LaunchTemplateID: e.sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
-			},
-			isolatedClass: {
-				Name: isolatedClass, Queue: isolated, MaxRuntime: time.Hour, IdleTime: idleTime,
-				Launch: fleet.LaunchSpec{LaunchTemplateID: e.sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
-			},
+		RunnerClasses: map[string]runnerclass.Resolved{
+			sandbox.RunnerClass: {RunnerClass: faultClass(sandbox.RunnerClass, e.sb.LaunchTemplate, subnets), Queue: r.queue, TemplateVersion: "$Latest"},
+			isolatedClass:       {RunnerClass: faultClass(isolatedClass, e.sb.LaunchTemplate, subnets), Queue: isolated, TemplateVersion: "$Latest"},
 		},
 		DefaultRunnerClass: sandbox.RunnerClass, DeploymentID: sandbox.DeploymentID, RegistrationWait: cmp.Or(o.fleetWait, fleetWait),
 		InProgressWait: provisionDeadline,
@@ -427,4 +423,12 @@ func (e *env) report(step string, runs, ok int, extra string) {
 	e.mu.Lock()
 	e.summary = append(e.summary, line)
 	e.mu.Unlock()
+}
+
+// faultClass is a step-driven runner class of the matrix, launched from the sandbox's template.
+func faultClass(name, lt string, subnets []string) tableconfig.RunnerClass {
+	return tableconfig.RunnerClass{
+		Name: name, LaunchTemplateID: lt, Subnets: subnets,
+		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(idleTime),
+	}
 }

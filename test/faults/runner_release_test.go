@@ -26,6 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -63,9 +64,14 @@ func (a *releaseAt) due() func(store.Instance) string {
 }
 
 // class is the provisioning class, as reconciler/service/classes.go builds it.
-func (a *releaseAt) class(q *pool.Queue, subnets []string) provision.RunnerClass {
-	return provision.RunnerClass{Name: releaseClass, Queue: q, MaxRuntime: time.Hour, IdleTime: idleTime, RunnerVersion: a.runner,
-		Launch: fleet.LaunchSpec{LaunchTemplateID: a.lt, LaunchTemplateVersion: a.version, Subnets: subnets}}
+func (a *releaseAt) class(q *pool.Queue, subnets []string) runnerclass.Resolved {
+	return runnerclass.Resolved{
+		RunnerClass: tableconfig.RunnerClass{
+			Name: releaseClass, LaunchTemplateID: a.lt, Subnets: subnets,
+			MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(idleTime),
+		},
+		Queue: q, TemplateVersion: a.version, RunnerVersion: a.runner,
+	}
 }
 
 // releaseWorld is what the step's reconciler knows: the release cache and the launch template

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -28,7 +29,7 @@ func newReleaseWorld(t *testing.T) *releaseWorld {
 	cfg := cp.Config
 	rc := cfg.RunnerClasses[sandbox.RunnerClass]
 	rc.RunnerVersion = runnerversion.Default.Version
-	cfg.RunnerClasses = map[string]provision.RunnerClass{sandbox.RunnerClass: rc}
+	cfg.RunnerClasses = map[string]runnerclass.Resolved{sandbox.RunnerClass: rc}
 	prov := provision.New(sb.Store, cp.Claimer, cp.Registrar, cp.Fleet, sb.EC2, cfg, provision.Options{PollInterval: 50 * time.Millisecond, Logger: sb.Log})
 	cache := runnerrelease.New(sb.GitHub, sb.Store, runnerrelease.Options{Scope: sandbox.Scope, Every: time.Nanosecond, Logger: sb.Log})
 	return &releaseWorld{sb: sb, prov: prov, cache: cache}

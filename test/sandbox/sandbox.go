@@ -27,6 +27,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -34,6 +35,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
@@ -398,9 +400,12 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 		ResourceClasses: map[string]provision.ResourceClass{
 			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
 		},
-		RunnerClasses: map[string]provision.RunnerClass{RunnerClass: {
-			Name: RunnerClass, Queue: s.Queue, MaxRuntime: o.MaxRuntime, IdleTime: o.IdleTime,
-			Launch: fleet.LaunchSpec{LaunchTemplateID: s.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
+		RunnerClasses: map[string]runnerclass.Resolved{RunnerClass: {
+			RunnerClass: config.RunnerClass{
+				Name: RunnerClass, LaunchTemplateID: s.LaunchTemplate, Subnets: subnets,
+				MaxRuntime: config.Duration(o.MaxRuntime), IdleTime: config.Duration(o.IdleTime),
+			},
+			Queue: s.Queue, TemplateVersion: "$Latest",
 		}},
 		DefaultRunnerClass: RunnerClass, DeploymentID: DeploymentID, RegistrationWait: o.FleetWait,
 	}}

@@ -230,7 +230,7 @@ func New(t testing.TB, o Options) *Env {
 	classes := config.Classes{
 		DefaultRunnerClass: RunnerClass,
 		ResourceClasses:    map[string]config.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}},
-		RunnerClasses: map[string]config.RunnerClass{RunnerClass: {
+		RunnerClasses: map[string]config.ClassEntry{RunnerClass: {
 			QueueURL: e.QueueURL, LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId),
 			Subnets: slices.Sorted(maps.Keys(Subnets)), MaxRuntime: config.Duration(time.Hour), IdleTime: config.Duration(30 * time.Minute),
 		}},

@@ -1,0 +1,85 @@
+// Package runnerclass is a runner class as this deployment launches it: the class as declared
+// (config.RunnerClass, the one runner class type, whether it came from a configuration item the
+// Terraform provider wrote or from the reconciler's runner classes file) with what the deployment
+// resolved for it: its pool queue, the launch template version that launches what it declares and
+// the Actions runner version that version installs. Step-driven provisions and warm pools launch
+// from the same Resolved, made by the same Resolve.
+package runnerclass
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+)
+
+// Resolved is a runner class ready to launch from.
+type Resolved struct {
+	config.RunnerClass
+	// Queue is the pool queue at the class's QueueURL (nil: none).
+	Queue *pool.Queue
+	// TemplateVersion is the version of the class's launch template CreateFleet launches.
+	TemplateVersion string
+	// RunnerVersion is the Actions runner version TemplateVersion installs ("" when unknown),
+	// recorded on every instance created.
+	RunnerVersion string
+}
+
+// Launch is where the class's instances are launched: its launch template version, subnets and
+// tags (callers add the tags of the instance's purpose with fleet.LaunchSpec.Tagged).
+func (r Resolved) Launch() fleet.LaunchSpec {
+	return fleet.LaunchSpec{
+		LaunchTemplateID: r.LaunchTemplateID, LaunchTemplateVersion: r.TemplateVersion,
+		Subnets: slices.Clone(r.Subnets), Tags: maps.Clone(r.Tags),
+	}
+}
+
+// Versions finds or makes the launch template version of a runner class's spec;
+// *launchtemplate.Versions satisfies it. When it also says which runner version a launch template
+// version installs (Runner), Resolve records it.
+type Versions interface {
+	For(ctx context.Context, rc config.RunnerClass) (string, error)
+}
+
+// ErrNoLaunchTemplate marks a class without a launch template: the fleet request carries instance
+// requirements and subnets only, so there is nothing to launch from.
+var ErrNoLaunchTemplate = errors.New("it has no launch_template_id: instances launch from a launch template")
+
+// Resolve readies a class of the state table: its launch template version (the class's image,
+// volume, security groups, instance profile and pre-runner script are in its own version of its
+// launch template), the runner version that installs, and its pool queue when queue is given and
+// the class has one. Its job access is recorded spelled out ("" is unknown to refresh). A class
+// this version cannot launch, or one EC2 refuses, is an error saying why.
+func Resolve(ctx context.Context, rc config.RunnerClass, v Versions, queue func(url string) *pool.Queue) (Resolved, error) {
+	if rc.LaunchTemplateID == "" {
+		return Resolved{}, ErrNoLaunchTemplate
+	}
+	if err := rc.Unsupported(); err != nil {
+		return Resolved{}, err
+	}
+	if v == nil {
+		return Resolved{}, fmt.Errorf("no launch template versions to launch runner class %q from", rc.Name)
+	}
+	version, err := v.For(ctx, rc)
+	if err != nil {
+		return Resolved{}, err
+	}
+	r := Resolved{RunnerClass: rc, TemplateVersion: version}
+	r.Subnets, r.Tags = slices.Clone(rc.Subnets), maps.Clone(rc.Tags)
+	r.InstanceTypes, r.Labels = slices.Clone(rc.InstanceTypes), slices.Clone(rc.Labels)
+	r.JobAccess = config.NormalJobAccess(rc.JobAccess)
+	if rv, ok := v.(interface {
+		Runner(rc config.RunnerClass, n string) string
+	}); ok {
+		r.RunnerVersion = rv.Runner(rc, version)
+	}
+	if queue != nil && rc.QueueURL != "" {
+		r.Queue = queue(rc.QueueURL)
+	}
+	return r, nil
+}
