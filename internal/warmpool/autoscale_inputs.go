@@ -97,7 +97,7 @@ func (o AutoscaleOptions) prices(ctx context.Context, spec PoolSpec, recs []stor
 		p.HotPerHour = median(got)
 		return p, fmt.Sprintf("price book: median of %d instances (%s)", len(got), strings.Join(slices.Compact(types), ", "))
 	}
-	for _, t := range spec.InstanceTypes {
+	for _, t := range spec.Class.InstanceTypes {
 		if strings.ContainsAny(t, "*?[") {
 			continue // a pattern: the types it allows are known only to EC2
 		}

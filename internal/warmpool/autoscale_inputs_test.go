@@ -86,7 +86,7 @@ func TestAutoscalePricesFromThePriceFile(t *testing.T) {
 	}
 	book := pricing.New(pricing.Options{File: &f, Now: e.clock.Now})
 	spec := e.spec("priced", 10, 0, "v1-a")
-	spec.InstanceTypes = []string{"c6i.xlarge", "c6i.large"}
+	spec.Class.InstanceTypes = []string{"c6i.xlarge", "c6i.large"}
 	// 6 jobs a minute need 6 hot; $1.10 an hour pays for 2 at the file's 0.5 (12 at 0.085).
 	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Budget: 1.1, Loc: time.UTC}
 	seedDemand(t, e, "priced", e.clock.Now(), 6)

@@ -88,7 +88,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 					continue
 				}
 				targets = append(targets[:i], targets[i+1:]...)
-				idle := spec.DanglingAfter
+				idle := spec.danglingAfter()
 				if idle <= 0 {
 					idle = DefaultDanglingAfter
 				}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -35,9 +35,7 @@ type ConfigOptions struct {
 	Tags map[string]string
 	// Versions gives each runner class the launch template version that launches what it declares
 	// (*launchtemplate.Versions). Required: without it a pool's spec is in error.
-	Versions interface {
-		For(ctx context.Context, rc config.RunnerClass) (string, error)
-	}
+	Versions runnerclass.Versions
 	// ResourceClasses are the deployment's resource classes (the reconciler's named sizes of
 	// step-driven provisions); each pool's instances are given the one ResourceClassOf picks.
 	ResourceClasses map[string]Size
@@ -96,38 +94,22 @@ func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 
 func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
 	rc := snap.RunnerClasses[p.RunnerClass]
-	spec := PoolSpec{Name: p.Name, RunnerClass: rc.Name, Scope: opts.Scope, JobAccess: config.NormalJobAccess(rc.JobAccess)}
+	spec := PoolSpec{Name: p.Name, Class: runnerclass.Resolved{RunnerClass: rc}, Scope: opts.Scope}
+	spec.Class.JobAccess = config.NormalJobAccess(rc.JobAccess)
 	tgt, err := snap.Target(p.Name, now)
 	if err != nil {
 		spec.Err = err
 		return spec
 	}
 	hash, _ := snap.SpecHash(p.Name)
-	if rc.LaunchTemplateID == "" {
-		spec.Err = fmt.Errorf("warm pool %q: runner class %q has no launch template to launch from", p.Name, rc.Name)
-		return spec
-	}
-	if err := rc.Unsupported(); err != nil {
-		spec.Err = fmt.Errorf("warm pool %q: %w", p.Name, err)
-		return spec
-	}
-	if opts.Versions == nil {
-		spec.Err = fmt.Errorf("warm pool %q: no launch template versions to launch runner class %q from", p.Name, rc.Name)
-		return spec
-	}
-	version, err := opts.Versions.For(ctx, rc)
+	class, err := runnerclass.Resolve(ctx, rc, opts.Versions, opts.Queue)
 	if err != nil {
-		spec.Err = fmt.Errorf("warm pool %q: %w", p.Name, err)
+		spec.Err = fmt.Errorf("warm pool %q: runner class %q: %w", p.Name, rc.Name, err)
 		return spec
 	}
 	// The runner version the class's version installs is part of the hash: a new release (or pin)
 	// rolls the pool over onto instances that run it.
-	if rv, ok := opts.Versions.(interface {
-		Runner(rc config.RunnerClass, n string) string
-	}); ok {
-		spec.RunnerVersion = rv.Runner(rc, version)
-		hash = config.SpecHashWithRunner(hash, spec.RunnerVersion)
-	}
+	hash = config.SpecHashWithRunner(hash, class.RunnerVersion)
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	if a := p.Autoscale; a != nil {
 		loc, err := time.LoadLocation(p.Timezone) // validated with the schedules ("" is UTC)
@@ -138,18 +120,12 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 		spec.Autoscale = &AutoscaleSpec{Goal: a.QueueTimeP95.Std(), GoalP99: a.QueueTimeP99.Std(), MinHot: a.MinHot, MinStopped: a.MinStopped, Budget: a.BudgetPerHour, Loc: loc}
 	}
 	// The class's own tags, then the deployment's (opts.Tags), which win on a shared key.
-	launchTags := maps.Clone(rc.Tags)
-	if launchTags == nil && len(opts.Tags) > 0 {
-		launchTags = map[string]string{}
+	if class.Tags == nil && len(opts.Tags) > 0 {
+		class.Tags = map[string]string{}
 	}
-	maps.Copy(launchTags, opts.Tags)
-	spec.Launch = fleet.LaunchSpec{LaunchTemplateID: rc.LaunchTemplateID, LaunchTemplateVersion: version, Subnets: rc.Subnets, Tags: launchTags}
-	spec.InstanceTypes, spec.CPU, spec.MemoryMiB = rc.InstanceTypes, rc.CPU, rc.MemoryMiB
+	maps.Copy(class.Tags, opts.Tags)
+	spec.Class = class
 	spec.ResourceClass = ResourceClassOf(opts.ResourceClasses, rc.CPU, rc.MemoryMiB)
-	spec.DanglingAfter, spec.MaxRuntime = rc.IdleTime.Std(), rc.MaxRuntime.Std()
-	if opts.Queue != nil && rc.QueueURL != "" {
-		spec.Queue = opts.Queue(rc.QueueURL)
-	}
 	return spec
 }
 

@@ -180,8 +180,8 @@ func TestCatalog(t *testing.T) {
 	}
 	cat := warmpool.NewCatalog(e.configTargets(), time.Minute, e.clock.Now)
 	spec, ok, err := cat.Lookup(ctx, "small-x64")
-	if err != nil || !ok || spec.Err != nil || spec.Hot != 1 || spec.Stopped != 2 || spec.Queue == nil ||
-		spec.DanglingAfter != 10*time.Minute || spec.SpecHash != config.SpecHash(e.runnerClass(), smallX64()) {
+	if err != nil || !ok || spec.Err != nil || spec.Hot != 1 || spec.Stopped != 2 || spec.Class.Queue == nil ||
+		spec.Class.IdleTime.Std() != 10*time.Minute || spec.SpecHash != config.SpecHash(e.runnerClass(), smallX64()) {
 		t.Fatalf("Lookup(small-x64) = %+v, %v, %v", spec, ok, err)
 	}
 	if spec, ok, err := cat.Lookup(ctx, "newer"); err != nil || !ok || spec.Err != nil {

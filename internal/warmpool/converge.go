@@ -650,7 +650,7 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 // the job's runtime deadline) and returns those that failed (registration failed, the pre-runner
 // script failed, or their deadline passed first), to terminate; their jobs go back to the queue.
 func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time, pr *PoolReport, errs *[]error) []victim {
-	maxRuntime := cmp.Or(spec.MaxRuntime, DefaultMaxRuntime)
+	maxRuntime := cmp.Or(spec.Class.MaxRuntime.Std(), DefaultMaxRuntime)
 	var mu sync.Mutex
 	var failed []victim
 	each(len(recs), func(i int) {
@@ -728,13 +728,13 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 // ready makes warmed-up instances hot: warming -> ready with the dangling deadline, then announced
 // in the runner class's pool queue.
 func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time) ([]store.Instance, error) {
-	threshold := now.Add(cmp.Or(spec.DanglingAfter, c.opts.DanglingAfter))
+	threshold := now.Add(cmp.Or(spec.danglingAfter(), c.opts.DanglingAfter))
 	out := make([]store.Instance, len(recs))
 	errs := make([]error, len(recs))
 	each(len(recs), func(i int) {
 		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
 			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
-			Threshold: threshold, Reason: "warmed up: hot", MarkPooled: spec.Queue != nil,
+			Threshold: threshold, Reason: "warmed up: hot", MarkPooled: spec.Class.Queue != nil,
 		})
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
@@ -743,12 +743,12 @@ func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Insta
 			return
 		}
 		out[i] = in
-		if spec.Queue == nil {
+		if spec.Class.Queue == nil {
 			return
 		}
 		// Without the message only pool jobs can pick it; the step-driven path misses it until it
 		// is replaced. Worth a log line, not a failure.
-		if err := spec.Queue.Put(ctx, claim.MessageOf(in), 0); err != nil {
+		if err := spec.Class.Queue.Put(ctx, claim.MessageOf(in), 0); err != nil {
 			c.log.Warn("hot instance not announced in its pool queue", "pool", spec.Name, "instance", in.ID, "err", err)
 		}
 	})
@@ -809,13 +809,13 @@ func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now 
 	for missing > 0 && ctx.Err() == nil {
 		n := min(missing, c.opts.CreateBatch)
 		out, err := c.launch.Launch(ctx, launch.Order{
-			Count: n, Shape: shape, RunnerClass: spec.RunnerClass, Reservation: reservationID("pool/" + spec.Name), Fewer: true,
+			Count: n, Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: reservationID("pool/" + spec.Name), Fewer: true,
 			Record: func(_ int, l fleet.Launched) store.Instance {
 				return store.Instance{
 					ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
-					InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB, ResourceClass: spec.ResourceClass,
-					RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.RunnerVersion,
-					JobAccess: spec.JobAccess, Reason: "warming up for pool " + spec.Name,
+					InstanceType: l.InstanceType, CPU: spec.Class.CPU, MemoryMiB: spec.Class.MemoryMiB, ResourceClass: spec.ResourceClass,
+					RunnerClass: spec.RunnerClass(), Pool: spec.Name, Scope: spec.Scope, Zone: l.Zone, SpecHash: spec.SpecHash, RunnerVersion: spec.Class.RunnerVersion,
+					JobAccess: spec.Class.JobAccess, Reason: "warming up for pool " + spec.Name,
 				}
 			},
 		})

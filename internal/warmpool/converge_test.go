@@ -201,7 +201,7 @@ func TestConvergeFailingPoolDoesNotBlockOthers(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	broken := e.spec("broken", 1, 0, "v1-a")
-	broken.Launch.LaunchTemplateID = "lt-00000000000000000" // unknown to EC2: every fleet fails
+	broken.Class.LaunchTemplateID = "lt-00000000000000000" // unknown to EC2: every fleet fails
 	frozen := e.spec("frozen", 1, 0, "v1-a")
 	tg.set(broken, frozen, e.spec("good", 1, 0, "v1-a"))
 	c := e.converger(t, tg.get, warmpool.Options{})

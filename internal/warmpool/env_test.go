@@ -21,8 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
@@ -144,9 +146,8 @@ func (e *env) ec2Client() *ec2.Client {
 // spec is a pool of the runner class launched from the env's template.
 func (e *env) spec(name string, hot, stopped int, hash string) warmpool.PoolSpec {
 	return warmpool.PoolSpec{
-		Name: name, RunnerClass: runnerClass, Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: hash,
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{subnetA, subnetB}},
-		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Queue: e.queue, Scope: "acme",
+		Name: name, Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: hash, Scope: "acme",
+		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{subnetA, subnetB}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default", Queue: e.queue},
 	}
 }
 

@@ -34,50 +34,38 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"golang.org/x/sync/errgroup"
 )
 
-// PoolSpec is one warm pool as it should be at one moment: its schedule target and what its
-// instances are made of.
+// PoolSpec is one warm pool as it should be at one moment: its schedule target and the runner
+// class its instances are.
 type PoolSpec struct {
-	Name        string
-	RunnerClass string
-	// RunnerVersion is the Actions runner version Launch installs ("" when unknown), recorded on
-	// every instance created.
-	RunnerVersion string
+	Name string
+	// Class is the pool's runner class, resolved: its launch template version (Class.Launch: where
+	// instances are launched; the converger adds the deployment, runner class, pool and spec hash
+	// tags), instance types, CPU and memory, pool queue (hot instances are announced there so
+	// step-driven provisions can claim them too; nil: hot instances serve pool jobs only), idle time
+	// (how long a hot instance waits for a job before it is replaced; Options.DanglingAfter when
+	// zero), max runtime (the running deadline of an instance serving a pool job; default 6 h), job
+	// access and runner version (recorded on every instance created).
+	Class runnerclass.Resolved
 	// Schedule names the schedule in force (for reports); Hot and Stopped are its counts.
 	Schedule     string
 	Hot, Stopped int
 	// SpecHash is the hash of runner class, image and pool config (config.SpecHash). An instance
 	// tagged with another hash is outdated and replaced at once.
 	SpecHash string
-	// JobAccess is the runner class's job_access, recorded on the instances the pool launches.
-	JobAccess string
-	// Launch is where instances are launched (launch template, subnets, extra tags); the converger
-	// adds the deployment, runner class, pool and spec hash tags.
-	Launch fleet.LaunchSpec
-	// InstanceTypes (allowed-instance-types patterns), CPU and MemoryMiB select the instance types.
-	InstanceTypes  []string
-	CPU, MemoryMiB int
 	// ResourceClass is the resource class (a named size of step-driven provisions) the pool's
 	// instances are (ResourceClassOf): their records and pool messages carry it, so a provision
 	// naming it can take a warm instance. Empty: none; only provisions by cpu and memory fit.
 	ResourceClass string
-	// Queue is the runner class's pool queue: hot instances are announced there so step-driven
-	// provisions can claim them too. Nil: hot instances serve pool jobs only.
-	Queue *pool.Queue
 	// Scope is the repository or owner warm instances may serve (the record's scope and the pool
 	// message's). A pool message without a scope never matches a scoped provision, so hot instances
 	// without one serve pool jobs only.
 	Scope string
-	// DanglingAfter is how long a hot instance waits for a job before it is replaced (the runner
-	// class's idle time; Options.DanglingAfter when zero).
-	DanglingAfter time.Duration
-	// MaxRuntime is the running deadline of an instance serving a pool job (default 6 h).
-	MaxRuntime time.Duration
 	// Recycle lets an instance whose job completed go back to the pool for the same repository
 	// instead of being terminated (only instances whose scope is that repository).
 	Recycle bool
@@ -89,11 +77,17 @@ type PoolSpec struct {
 	Err error
 }
 
+// RunnerClass is the name of the pool's runner class.
+func (s PoolSpec) RunnerClass() string { return s.Class.Name }
+
+// danglingAfter is how long a hot instance of the pool waits for a job (0: the converger's default).
+func (s PoolSpec) danglingAfter() time.Duration { return s.Class.IdleTime.Std() }
+
 // launch is the pool's launch spec with the tags of a warm instance of this deployment, for
 // convergence and cold starts alike: the spec hash tag is what a rollout compares.
 func (s PoolSpec) launch(deployment string) fleet.LaunchSpec {
-	return s.Launch.Tagged(fleet.LaunchTags{
-		Deployment: deployment, RunnerClass: s.RunnerClass, Pool: s.Name, SpecHash: s.SpecHash,
+	return s.Class.Launch().Tagged(fleet.LaunchTags{
+		Deployment: deployment, RunnerClass: s.Class.Name, Pool: s.Name, SpecHash: s.SpecHash,
 		Name: "runnerpool-pool-" + s.Name,
 	})
 }
@@ -103,7 +97,7 @@ func (s PoolSpec) launch(deployment string) fleet.LaunchSpec {
 // cold start is on-demand too, like the pool it overflows.
 func (s PoolSpec) shape(deployment string) launch.Shape {
 	return launch.Shape{
-		UsageClass: fleet.OnDemand, InstanceTypes: s.InstanceTypes, MinCPU: s.CPU, MinMemoryMiB: s.MemoryMiB,
+		UsageClass: fleet.OnDemand, InstanceTypes: s.Class.InstanceTypes, MinCPU: s.Class.CPU, MinMemoryMiB: s.Class.MemoryMiB,
 		Spec: s.launch(deployment),
 	}
 }

@@ -379,14 +379,14 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 	var errs []error
 	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {
 		res, err := w.launch.Launch(ctx, launch.Order{
-			Count: len(chunk), Shape: shape, RunnerClass: spec.RunnerClass, Reservation: reservationID("cold/" + spec.Name),
+			Count: len(chunk), Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: reservationID("cold/" + spec.Name),
 			Record: func(i int, l fleet.Launched) store.Instance {
 				j := chunk[i].msg.job
 				return store.Instance{
 					ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
-					UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.CPU, MemoryMiB: spec.MemoryMiB,
-					ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
-					RunnerVersion: spec.RunnerVersion, JobAccess: spec.JobAccess, Reason: "cold start for " + j.RunKey(),
+					UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.Class.CPU, MemoryMiB: spec.Class.MemoryMiB,
+					ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass(), Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
+					RunnerVersion: spec.Class.RunnerVersion, JobAccess: spec.Class.JobAccess, Reason: "cold start for " + j.RunKey(),
 				}
 			},
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -55,9 +56,8 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	}
 	jobs := warmpool.NewJobQueue(sb.Stack.SQS(), aws.ToString(qo.QueueUrl), sb.Store)
 	spec := warmpool.PoolSpec{
-		Name: poolName, RunnerClass: sandbox.RunnerClass, Schedule: "test", Hot: 1, Stopped: 1, SpecHash: "agents-v1",
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))},
-		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Scope: sandbox.Scope,
+		Name: poolName, Schedule: "test", Hot: 1, Stopped: 1, SpecHash: "agents-v1", Scope: sandbox.Scope,
+		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
 	}
 	fl := fleet.New(sb.EC2, fleet.Options{Logger: logger()})
 	conv, err := warmpool.NewConverger(sb.Store, sb.EC2, fl, warmpool.StaticTargets(spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: logger()})

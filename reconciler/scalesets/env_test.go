@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
@@ -324,9 +325,8 @@ func (e *env) workerOver(t *testing.T, m *scalesets.Manager, st warmpool.Store) 
 // spec is the warm pool the scale set feeds (no hot or stopped target: tests place instances).
 func (e *env) spec() warmpool.PoolSpec {
 	return warmpool.PoolSpec{
-		Name: poolName, RunnerClass: "linux", Schedule: "default", SpecHash: "v1",
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.lt, LaunchTemplateVersion: "$Default", Subnets: []string{subnet}},
-		InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: org,
+		Name: poolName, Schedule: "default", SpecHash: "v1", Scope: org,
+		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "linux", LaunchTemplateID: e.lt, Subnets: []string{subnet}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
 	}
 }
 

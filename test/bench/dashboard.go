@@ -27,8 +27,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
@@ -203,8 +205,10 @@ func seedDashboard(ctx context.Context, db *dynamodb.Client, st *store.Store, hi
 	pooled := instances * 4 / 5
 	per := pooled / dashPools
 	for p := range dashPools {
-		spec := warmpool.PoolSpec{Name: fmt.Sprintf("org-%d", p), RunnerClass: dashPoolClass(p), Scope: "acme", SpecHash: "bench-v1",
-			Launch: fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0"}}
+		spec := warmpool.PoolSpec{
+			Name: fmt.Sprintf("org-%d", p), Scope: "acme", SpecHash: "bench-v1",
+			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: dashPoolClass(p), LaunchTemplateID: "lt-0123456789abcdef0"}},
+		}
 		ids := make([]string, per)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("i-%08x%09x", p+1, i)

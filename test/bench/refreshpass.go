@@ -16,10 +16,11 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -85,8 +86,10 @@ func (h *harness) refreshPass(ctx context.Context, res *Result, records int) err
 	h.say("  writing %d warm records (%d pools of %d) for %d running instances", pools*per, pools, per, len(ids))
 	now := time.Now()
 	for p := range pools {
-		spec := warmpool.PoolSpec{Name: fmt.Sprintf("bench-%d", p), RunnerClass: "default", Scope: "acme", SpecHash: "bench-v1",
-			Launch: fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0"}}
+		spec := warmpool.PoolSpec{
+			Name: fmt.Sprintf("bench-%d", p), Scope: "acme", SpecHash: "bench-v1",
+			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0"}},
+		}
 		if err := writeWarmRecords(ctx, st, spec, ids[p*per:(p+1)*per], per*2/5, now); err != nil {
 			return err
 		}

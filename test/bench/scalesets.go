@@ -27,9 +27,9 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -97,9 +97,8 @@ func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
 		return ssParts{}, err
 	}
 	p.spec = warmpool.PoolSpec{
-		Name: ssPool, RunnerClass: ssClass, Schedule: "bench", Hot: ssJobs, SpecHash: "bench-ss-v1",
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))},
-		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Scope: sandbox.Scope,
+		Name: ssPool, Schedule: "bench", Hot: ssJobs, SpecHash: "bench-ss-v1", Scope: sandbox.Scope,
+		Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: ssClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
 	}
 	return p, nil
 }

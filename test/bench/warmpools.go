@@ -88,8 +88,8 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	q := pool.NewScopedQueue(sqsc, aws.ToString(qo.QueueUrl), pool.ScopeOptions{Logger: h.o.Logger})
 	launch := fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))}
 	spec := warmpool.PoolSpec{
-		Name: warmPool, RunnerClass: warmClass, Schedule: "bench", Stopped: n, SpecHash: "bench-v1", Launch: launch,
-		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Queue: q, Scope: sandbox.Scope,
+		Name: warmPool, Schedule: "bench", Stopped: n, SpecHash: "bench-v1", Scope: sandbox.Scope,
+		Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: warmClass, LaunchTemplateID: launch.LaunchTemplateID, Subnets: launch.Subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: launch.LaunchTemplateVersion, Queue: q},
 	}
 	gh, err := ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
 		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
@@ -236,9 +236,8 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	now := time.Now()
 	for p := range pools {
 		spec := warmpool.PoolSpec{
-			Name: fmt.Sprintf("bench-%d", p), RunnerClass: "default", Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: "bench-v1",
-			Launch:        fleet.LaunchSpec{LaunchTemplateID: "lt-0123456789abcdef0", LaunchTemplateVersion: "$Default", Subnets: []string{"subnet-0aaa"}},
-			InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096, Scope: "acme",
+			Name: fmt.Sprintf("bench-%d", p), Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: "bench-v1", Scope: "acme",
+			Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0", Subnets: []string{"subnet-0aaa"}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
 		}
 		specs = append(specs, spec)
 		ids := make([]string, per)
@@ -315,7 +314,7 @@ func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSp
 		g.Go(func() error {
 			_, err := st.Create(ctx, store.Instance{
 				ID: id, State: store.StateWarming, Threshold: now.Add(time.Hour), UsageClass: fleet.OnDemand, InstanceType: "c6i.large",
-				CPU: 2, MemoryMiB: 4096, RunnerClass: spec.RunnerClass, Pool: spec.Name, Scope: spec.Scope, SpecHash: spec.SpecHash,
+				CPU: 2, MemoryMiB: 4096, RunnerClass: spec.RunnerClass(), Pool: spec.Name, Scope: spec.Scope, SpecHash: spec.SpecHash,
 			})
 			if err == nil {
 				_, err = st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: now.Add(time.Hour)})

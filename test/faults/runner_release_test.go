@@ -124,10 +124,8 @@ func (w *releaseWorld) check(ctx context.Context) (*releaseAt, error) {
 func (w *releaseWorld) converger(r *replica, at *releaseAt) *warmpool.Converger {
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{{
-			Name: releasePool, RunnerClass: releaseClass, RunnerVersion: at.runner, Schedule: "faults", Hot: w.hot, Stopped: w.hot,
-			SpecHash:      tableconfig.SpecHashWithRunner("faults-release-v1", at.runner),
-			Launch:        fleet.LaunchSpec{LaunchTemplateID: at.lt, LaunchTemplateVersion: at.version, Subnets: w.rc.Subnets},
-			InstanceTypes: w.rc.InstanceTypes, CPU: 2, MemoryMiB: 4096, Queue: pool.NewQueue(r.sqs, w.e.releaseQueue), Scope: sandbox.Scope,
+			Name: releasePool, Schedule: "faults", Hot: w.hot, Stopped: w.hot, SpecHash: tableconfig.SpecHashWithRunner("faults-release-v1", at.runner), Scope: sandbox.Scope,
+			Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: releaseClass, LaunchTemplateID: at.lt, Subnets: w.rc.Subnets, InstanceTypes: w.rc.InstanceTypes, CPU: 2, MemoryMiB: 4096}, RunnerVersion: at.runner, TemplateVersion: at.version, Queue: pool.NewQueue(r.sqs, w.e.releaseQueue)},
 		}}, nil
 	}
 	c, err := warmpool.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: w.e.log}), targets,

@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
@@ -51,9 +53,8 @@ func (e *env) warmSpec(q *pool.Queue) warmpool.PoolSpec {
 	defer e.warm.mu.Unlock()
 	subnets := slices.Sorted(maps.Keys(sandbox.Subnets))
 	return warmpool.PoolSpec{
-		Name: warmPool, RunnerClass: warmClass, Schedule: "faults", Hot: e.warm.hot, Stopped: e.warm.stopped, SpecHash: "faults-v1",
-		Launch:        fleet.LaunchSpec{LaunchTemplateID: e.sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: subnets},
-		InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, Queue: q, Scope: sandbox.Scope,
+		Name: warmPool, Schedule: "faults", Hot: e.warm.hot, Stopped: e.warm.stopped, SpecHash: "faults-v1", Scope: sandbox.Scope,
+		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: warmClass, LaunchTemplateID: e.sb.LaunchTemplate, Subnets: subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: q},
 	}
 }
 
