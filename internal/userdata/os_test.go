@@ -132,9 +132,12 @@ func TestUserDataOnDebian(t *testing.T) {
 
 // osServers are the test's servers on the host's loopback.
 type osServers struct {
-	imds, files                   *httptest.Server
-	caPEM                         []byte
-	agentSHA, runnerSHA           string
+	imds, files         *httptest.Server
+	caPEM               []byte
+	agentSHA, runnerSHA string
+	// agentURL and runnerBaseURL are where the boot downloads from: the files server, or the
+	// rehearsal's release host (os_release_test.go); 127.0.0.1 is the namespace's slirpHost.
+	agentURL, runnerBaseURL       string
 	agentGets, runnerGets, tokens atomic.Int32
 }
 
@@ -175,6 +178,7 @@ func newOSServers(t *testing.T) *osServers {
 	s.files.StartTLS()
 	t.Cleanup(s.files.Close)
 	s.caPEM = caPEM
+	s.agentURL, s.runnerBaseURL = s.files.URL+"/runnerpool_linux_amd64", s.files.URL
 	return s
 }
 
@@ -305,9 +309,8 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	p := validParams()
 	p.Arch, p.JobAccess, p.LogGroup = ArchX64, c.access, "/runnerpool/test/instances"
 	p.PreRunnerScript = osPreRunner
-	p.AgentX64 = Artifact{URL: srv.files.URL + "/runnerpool_linux_amd64", SHA256: srv.agentSHA}
-	p.AgentX64.URL = strings.Replace(p.AgentX64.URL, "127.0.0.1", slirpHost, 1)
-	p.RunnerBaseURL = strings.Replace(srv.files.URL, "127.0.0.1", slirpHost, 1)
+	p.AgentX64 = Artifact{URL: strings.Replace(srv.agentURL, "127.0.0.1", slirpHost, 1), SHA256: srv.agentSHA}
+	p.RunnerBaseURL = strings.Replace(srv.runnerBaseURL, "127.0.0.1", slirpHost, 1)
 	p.Runner = &RunnerPin{Version: RunnerVersion, SHA256X64: srv.runnerSHA} // the fake tarball, at the default version
 	script, err := Render(p)
 	if err != nil {

@@ -41,6 +41,8 @@ type R struct {
 	// ReleaseURL is the release host's base in GitHub's layout, https://127.0.0.1:PORT/OWNER/REPO/releases
 	// (serve-release step); CAFile the PEM of the CA its certificate is signed by.
 	ReleaseURL, CAFile string
+	// RunnerReleasesURL is the same host's actions/runner releases base, serving RunnerReleasesDir.
+	RunnerReleasesURL, RunnerReleasesDir string
 
 	cleanup []func()
 }
@@ -53,7 +55,8 @@ func (r *R) Env(extra ...string) []string {
 		env = append(env, "SSL_CERT_FILE="+r.CAFile, "CURL_CA_BUNDLE="+r.CAFile)
 	}
 	if r.ReleaseURL != "" {
-		env = append(env, "RELEASE_URL="+r.ReleaseURL, "VERSION="+r.Version)
+		env = append(env, "RELEASE_URL="+r.ReleaseURL, "VERSION="+r.Version,
+			"RUNNERPOOL_RUNNER_RELEASES_URL="+r.RunnerReleasesURL, "RUNNERPOOL_RUNNER_RELEASES_DIR="+r.RunnerReleasesDir)
 	}
 	return append(env, extra...)
 }

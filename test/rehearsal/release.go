@@ -166,12 +166,20 @@ func serveReleaseStep(ctx context.Context, r *R) error {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		http.ServeFile(w, req, p)
 	})
+	// actions/runner's releases in their layout (github.com/actions/runner/releases/download/vV/FILE),
+	// for the user data's runner download: what a step puts in RunnerReleasesDir.
+	r.RunnerReleasesDir = filepath.Join(r.Work, "runner-releases")
+	if err := os.MkdirAll(r.RunnerReleasesDir, 0o755); err != nil {
+		return err
+	}
+	mux.Handle("GET /actions/runner/releases/download/", http.StripPrefix("/actions/runner/releases/download/", http.FileServer(http.Dir(r.RunnerReleasesDir))))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, TLSConfig: &tls.Config{
 		Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Raw}, PrivateKey: leafKey}},
 	}}
 	go func() { _ = srv.ServeTLS(lis, "", "") }()
 	r.Defer(func() { _ = srv.Close() })
 	r.ReleaseURL = "https://" + lis.Addr().String() + base
+	r.RunnerReleasesURL = "https://" + lis.Addr().String() + "/actions/runner/releases/download"
 	fmt.Fprintf(r.Out, "rehearsal: release host %s (%d files)\n", r.ReleaseURL, len(files))
 	// The host answers as GitHub does, through the CA it was given.
 	_, err = r.run(ctx, r.Work, r.Env(), "curl", "--fail", "--silent", "--show-error", "--location", "--output", "/dev/null", r.ReleaseURL+"/latest")
@@ -200,7 +208,9 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (
 		tmpl.KeyUsage = x509.KeyUsageCertSign
 		parent, parentKey = tmpl, key
 	} else {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		// 10.0.2.2 is the host's loopback as slirp4netns shows it to the user data's Debian
+		// system (userdata-os step).
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 2, 2)}
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	}

@@ -28,3 +28,11 @@ func releaseTest(pattern, pkg string) func(ctx context.Context, r *R) error {
 		return err
 	}
 }
+
+// userdataOSStep runs TestUserDataOnDebianFromRelease (internal/userdata, build tags userdata_os
+// and rehearsal; needs root, as make userdata-os-test does) on the release host.
+func userdataOSStep(ctx context.Context, r *R) error {
+	_, err := r.run(ctx, r.Root, r.Env(), "go", "test", "-count=1", "-tags", "userdata_os rehearsal",
+		"-run", "^TestUserDataOnDebianFromRelease$", "-v", "./internal/userdata/")
+	return err
+}

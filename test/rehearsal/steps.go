@@ -36,6 +36,8 @@ var steps = []step{
 	// The sample workflow's shape with the provision and release actions' own steps, installing from
 	// the release host, through the public API, its jobs on real agents; then "re-run failed jobs".
 	{Name: "sample-workflow", Run: releaseTest("^TestSampleWorkflowWithTheActions$", "./test/sandbox/")},
+	// The rendered user data booted on the OS test's Debian system, downloading from the release host.
+	{Name: "userdata-os", Run: userdataOSStep},
 	{Name: "rerun-semantics", Cmd: []string{"go", "test", "-count=1", "-run", "^TestReRunSemantics$", "./test/stack/githubfake/"}},
 	{Name: "rerun-all-jobs", Run: stackTest("^TestReRunsGetRunners$/^all_jobs$", "./test/sandbox/")},
 	{Name: "rerun-failed-jobs", Run: stackTest("^TestReRunsGetRunners$/^failed_jobs", "./test/sandbox/")},
