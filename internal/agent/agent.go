@@ -65,6 +65,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg: cfg, id: id.InstanceID, log: log, runner: rn, notice: notice,
 		boot: cfg.Now(), wake: make(chan struct{}, 1), key: key, spot: make(chan string, 1),
 	}
+	if cfg.Cache != nil {
+		a.cache = a.startCache(ctx)
+	}
 	a.run(ctx)
 	return nil
 }
@@ -131,6 +134,8 @@ type agent struct {
 	taintReason string      // why this instance serves no further run (see taint)
 	spot        chan string // the spot interruption notice, from watchSpot
 	spotNotice  string      // the notice once handled: no further run, never pooled again
+
+	cache *runCache // the runner cache's server (cache.go); nil when off or not started
 }
 
 // runnerProc is a runner's Run in its goroutine.
@@ -649,6 +654,7 @@ func (a *agent) startRunner(runID string) {
 	p := &runnerProc{run: runID, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- a.runner.Run(rctx) }()
 	a.proc = p
+	a.cache.serving(runID)
 	a.log.Info("agent: runner started", "run", runID)
 }
 
@@ -659,6 +665,7 @@ func (a *agent) stopRunner() {
 		return
 	}
 	a.proc = nil
+	a.cache.serving("")
 	p.cancel()
 	select {
 	case err := <-p.done:
@@ -752,7 +759,7 @@ func (a *agent) finishRelease(ctx context.Context, runID string) {
 		a.giveUpRelease(ctx, runID, err.Error())
 		return
 	}
-	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleased, RunID: runID})
+	a.signal(ctx, store.SignalRecord{Signal: store.SignalReleased, RunID: runID, Detail: a.cache.report()})
 	if ctx.Err() == nil {
 		a.clearReleased()
 	}

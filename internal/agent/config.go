@@ -148,6 +148,9 @@ type Config struct {
 	// networks. Required for JobAccess docker.
 	RootlessDocker *RootlessDocker
 
+	// Cache, when set, turns on the runner cache (cache.go): the runner class enables it.
+	Cache *CacheOptions
+
 	// Grace is added to the record's threshold before the instance terminates itself (refresh in the
 	// control plane acts first, at the threshold); 2 min.
 	Grace time.Duration

@@ -212,6 +212,9 @@ func description(rc config.RunnerClass, b int64, pin *userdata.RunnerPin) string
 	if grantsAccess(rc) {
 		fields = append(fields, rc.JobAccess) // only then: the versions of other classes keep their names
 	}
+	if rc.Cache.On() {
+		fields = append(fields, "cache") // likewise
+	}
 	if pin != nil {
 		fields = append(fields, *pin) // a new release is a new version of every class
 	}
@@ -344,7 +347,7 @@ func withClass(versions []types.LaunchTemplateVersion, b int64, rc config.Runner
 	if err != nil {
 		return "", fmt.Errorf("decoding the launch template's user data: %w", err)
 	}
-	ud, err := userdata.WithClass(string(raw), userdata.Class{PreRunnerScript: rc.PreRunnerScript, JobAccess: rc.JobAccess})
+	ud, err := userdata.WithClass(string(raw), userdata.Class{PreRunnerScript: rc.PreRunnerScript, JobAccess: rc.JobAccess, Cache: rc.Cache.On()})
 	if err != nil {
 		return "", err
 	}

@@ -232,7 +232,7 @@ func (p *Provisioner) Provision(ctx context.Context, req Request) (Result, error
 	}
 	rec := store.Run{
 		Key: key, RepositoryID: req.RepositoryID, Repository: req.Repository, RunID: req.RunID,
-		Attempt: req.Attempt, Event: req.Event, Status: StatusProvisioning, Request: body,
+		Attempt: req.Attempt, Event: req.Event, Ref: req.Ref, BaseRef: req.BaseRef, Status: StatusProvisioning, Request: body,
 	}
 	if req.ServesRerun {
 		rec.ServedAttempt = req.Attempt

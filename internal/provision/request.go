@@ -122,7 +122,11 @@ type Request struct {
 	// with the runner class's job access it decides the pool scope the run claims released
 	// instances from (pool.RunScope), and the run record keeps it for the release.
 	Event string `json:",omitempty"`
-	Count int    // runners wanted, 1 to MaxCount
+	// Ref and BaseRef are the OIDC token's ref and base_ref claims ("" when it has none): the run
+	// record keeps them for the run's cache scope (cache.ScopeOf).
+	Ref     string `json:",omitempty"`
+	BaseRef string `json:",omitempty"`
+	Count   int    // runners wanted, 1 to MaxCount
 	// UsageClass is "spot" or "on-demand"; empty: the runner class's, else on-demand. It must not
 	// differ from the runner class's.
 	UsageClass string

@@ -67,6 +67,9 @@ type Options struct {
 	// OnSpotInterruption is told of every instance whose release found EC2 reclaiming it (a spot
 	// interruption the agent signed); the reconciler counts runnerpool_spot_interruptions_total.
 	OnSpotInterruption func(instanceID string)
+	// OnReleased, when set, is told the detail of every release signal signed by the instance's
+	// pinned agent key (the agent's report of the run: its cache server's counters, cache.Report).
+	OnReleased func(instanceID, detail string)
 	// Reuse is a runner class's reuse rule (config.ReuseAny, ReuseSameRepository, ReuseNever; ""
 	// is ReuseAny), from the control plane's configuration. An error keeps the instance out of the
 	// pool. Nil: every class is ReuseAny (tests and the bench, whose classes declare nothing).
@@ -378,6 +381,9 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	// agent cleaned up. Once the agent's key is pinned (its first registration), only a signal
 	// signed by it pools the instance (store/attribution.go).
 	signed := rec.AgentKey != "" && sig.SignedBy(id, rec.AgentKey)
+	if signed && r.opts.OnReleased != nil {
+		r.opts.OnReleased(id, sig.Detail)
+	}
 	if rec.AgentKey != "" && !signed {
 		ghaccess.LeaveShared(ctx)
 		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)

@@ -44,13 +44,19 @@ type Run struct {
 	// (event_name): it decides the trust level of the pool scope its release uses
 	// (pool.RunScope). Empty on a record written before it was kept, or by a pool job; the
 	// release then treats the run as untrusted.
-	Event     string
-	Status    string          // free-form status owned by the provision orchestrator
-	Request   json.RawMessage // the provision request as accepted
-	Result    json.RawMessage // what was provisioned, released, undone
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Version   int64
+	Event string
+	// Ref, BaseRef and DefaultBranch are the run's git ref ("refs/heads/feature",
+	// "refs/pull/7/merge"), a pull request's base branch and the repository's default branch, as
+	// the control plane learnt them (the provision's verified OIDC token: ref and base_ref; a pool
+	// job's webhook where it says them): the run's cache scope (cache.ScopeOf). Empty when unknown;
+	// a run without a ref gets no cache of the deployment's.
+	Ref, BaseRef, DefaultBranch string
+	Status                      string          // free-form status owned by the provision orchestrator
+	Request                     json.RawMessage // the provision request as accepted
+	Result                      json.RawMessage // what was provisioned, released, undone
+	CreatedAt                   time.Time
+	UpdatedAt                   time.Time
+	Version                     int64
 	// WaitingIn, while set, lists the run among the jobs in progress of that warm pool (PoolJobs):
 	// the pool job ledger sets it on a job not yet completed. Written, never read back: every write
 	// says it again.
@@ -174,7 +180,7 @@ func (s *Store) GetRun(ctx context.Context, key string) (Run, error) {
 	d := &decoder{item: item}
 	r := Run{
 		Key: key, RepositoryID: d.str("repository_id"), Repository: d.str("repository"), RunID: d.str("run_id"),
-		Attempt: int(d.num("attempt")), ServedAttempt: int(d.num("served_attempt")), Event: d.str("event"), Status: d.str("status"), Workflow: d.str("workflow"),
+		Attempt: int(d.num("attempt")), ServedAttempt: int(d.num("served_attempt")), Event: d.str("event"), Ref: d.str("ref"), BaseRef: d.str("base_ref"), DefaultBranch: d.str("default_branch"), Status: d.str("status"), Workflow: d.str("workflow"),
 		CreatedAt: fromMS(d.num("created_at")), UpdatedAt: fromMS(d.num("updated_at")), Version: d.num("version"),
 	}
 	if v := d.str("request"); v != "" {
@@ -204,7 +210,7 @@ func encodeRun(r Run) map[string]types.AttributeValue {
 	if r.WaitingIn != "" {
 		item[attrIdxPool], item[attrID] = sv(prefixWaiting+r.WaitingIn), sv(r.Key)
 	}
-	for k, v := range map[string]string{"repository": r.Repository, "event": r.Event, "status": r.Status, "request": string(r.Request), "result": string(r.Result), "workflow": r.Workflow} {
+	for k, v := range map[string]string{"repository": r.Repository, "event": r.Event, "ref": r.Ref, "base_ref": r.BaseRef, "default_branch": r.DefaultBranch, "status": r.Status, "request": string(r.Request), "result": string(r.Result), "workflow": r.Workflow} {
 		if v != "" {
 			item[k] = sv(v)
 		}

@@ -113,6 +113,11 @@ type Params struct {
 	// unit running `runnerpool logs`; none when empty. The instance role needs logs:CreateLogStream
 	// and logs:PutLogEvents on the group.
 	LogGroup string `json:",omitempty"`
+	// CacheURL is the reconciler's URL as the instances reach it, where a class whose runner cache
+	// is on asks for presigned URLs (docs/cache.md); Cache is the class's switch (WithClass). The
+	// agent serves the cache (-cache-control-plane) only when both are set.
+	CacheURL string `json:",omitempty"`
+	Cache    bool   `json:",omitempty"`
 	// Runner pins the Actions runner release to install (version and SHA-256 per architecture); the
 	// compiled-in runnerversion.Default when nil. A version below runnerversion.Floor is refused.
 	Runner *RunnerPin `json:",omitempty"`
@@ -211,6 +216,9 @@ func Render(p Params) (string, error) {
 	if p.JobAccess != "" && p.JobAccess != config.JobAccessUser {
 		args = append(args, "-job-access", p.JobAccess)
 	}
+	if p.Cache && p.CacheURL != "" {
+		args = append(args, "-cache-control-plane", p.CacheURL) // checkURL: no spaces or quotes
+	}
 	d.AgentArgs = strings.Join(args, " ") // every element is from a validated, space-free character set
 
 	var b strings.Builder
@@ -245,6 +253,7 @@ var jobAccessPackages = []accessPackages{
 type Class struct {
 	PreRunnerScript string
 	JobAccess       string
+	Cache           bool // the runner cache is on (with Params.CacheURL)
 }
 
 // WithClass re-renders user data that Render produced with the class's pre-runner script and job
@@ -256,7 +265,7 @@ func WithClass(userData string, c Class) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p.PreRunnerScript, p.JobAccess = c.PreRunnerScript, c.JobAccess
+	p.PreRunnerScript, p.JobAccess, p.Cache = c.PreRunnerScript, c.JobAccess, c.Cache
 	return Render(p)
 }
 
@@ -388,6 +397,11 @@ func (p Params) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.checkRunner()...)
+	if p.CacheURL != "" {
+		if err := checkURL(p.CacheURL); err != nil {
+			errs = append(errs, fmt.Errorf("cache URL: %w", err))
+		}
+	}
 	if p.LogGroup != "" {
 		if err := ValidateLogGroup(p.LogGroup); err != nil {
 			errs = append(errs, err)

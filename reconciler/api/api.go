@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -105,6 +106,10 @@ type Options struct {
 	// delivery by itself.
 	Webhook http.Handler
 
+	// Cache, when set, presigns the runner cache's S3 requests for the instances' agents at
+	// cache.PathPresign (cache.go); nil: the deployment has no cache, and the path answers 404.
+	Cache *cache.Authority
+
 	// Ready reports readiness details for /readyz (nil: ready unless draining).
 	Ready func(ctx context.Context) apiv1.ReadyResponse
 
@@ -177,6 +182,9 @@ func (a *API) Handler(ops bool) http.Handler {
 	mux.Handle("/v1/release", a.wrap("release", 0, limit, a.only(http.MethodPost, a.release)))
 	mux.Handle("/v1/runs/{run}", a.wrap("runs", a.o.RequestTimeout, limit, a.only(http.MethodGet, a.run)))
 	mux.Handle("/v1/pools", a.wrap("pools", a.o.RequestTimeout, limit, a.only(http.MethodGet, a.pools)))
+	if a.o.Cache != nil {
+		mux.Handle(cache.PathPresign, a.wrap("cache_presign", a.o.RequestTimeout, limit, a.only(http.MethodPost, a.cachePresign)))
+	}
 	if a.o.Webhook != nil {
 		// No time or size limit of the API's own: the handler has its own (GitHub gives up after
 		// 10 s; payloads are larger than API bodies).

@@ -47,6 +47,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 	}
 	req := toProvisionRequest(body)
 	req.RepositoryID, req.Repository, req.RunID, req.Attempt, req.Event = id.RepositoryID, id.Repository, id.RunID, id.RunAttempt, id.Event
+	req.Ref, req.BaseRef = id.Ref, id.BaseRef
 	key := store.RunKey(req.RepositoryID, req.RunID, req.Attempt)
 	r = annotate(r, slog.String(logging.KeyRunID, key))
 

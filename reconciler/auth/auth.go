@@ -46,9 +46,14 @@ type Identity struct {
 	// Event is the token's event_name claim, "the name of the event that triggered the workflow
 	// run" (https://docs.github.com/en/actions/reference/security/oidc): "push", "pull_request",
 	// ... Empty when the token has none, which pool.TrustedEvent treats as untrusted.
-	Event   string
-	Subject string
-	Expiry  time.Time
+	Event string
+	// Ref and BaseRef are the token's ref ("refs/heads/main", "refs/pull/7/merge") and base_ref
+	// (a pull request's base branch, "main"; empty otherwise) claims: the run's cache scope
+	// (cache.ScopeOf). Empty when the token has none, or one that is not a plain ref: a run
+	// without a ref gets no cache of ours (the runner's cache server forwards to GitHub's).
+	Ref, BaseRef string
+	Subject      string
+	Expiry       time.Time
 }
 
 // Error is a rejected request. Status is 401, 403 or 503 (the issuer could not be reached).
@@ -360,6 +365,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	if id.Event = string(c.EventName); !isEventName(id.Event) {
 		return Identity{}, unauthorized(apiv1.CodeInvalidClaims, fmt.Sprintf("event_name %q is not an event name (lower-case letters and '_')", truncate(id.Event)), nil)
 	}
+	if isRef(string(c.Ref)) && isRef(string(c.BaseRef)) {
+		id.Ref, id.BaseRef = string(c.Ref), string(c.BaseRef)
+	}
 	id.RunAttempt = 1
 	if c.RunAttempt != "" {
 		n, err := strconv.Atoi(string(c.RunAttempt))
@@ -369,6 +377,13 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 		id.RunAttempt = n
 	}
 	return id, nil
+}
+
+// isRef reports whether s is empty or may be a git ref or branch name as the ref and base_ref
+// claims carry it: up to 255 printable ASCII characters without spaces (git check-ref-format
+// refuses spaces and control characters; the cache escapes everything else).
+func isRef(s string) bool {
+	return len(s) <= 255 && !strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c >= 0x7f })
 }
 
 // isEventName reports whether s may be a GitHub event name ("push", "pull_request_target"): empty
@@ -439,6 +454,8 @@ type claims struct {
 	RunID           flexString `json:"run_id"`
 	RunAttempt      flexString `json:"run_attempt"`
 	EventName       flexString `json:"event_name"`
+	Ref             flexString `json:"ref"`
+	BaseRef         flexString `json:"base_ref"`
 }
 
 // flexString is a claim GitHub sends as a string ("12345") that other issuers may send as a number.

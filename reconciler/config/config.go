@@ -45,6 +45,9 @@ type Config struct {
 
 	OIDCIssuer   string
 	OIDCAudience string
+	// CacheBucket, when set, is the S3 bucket of the runner cache (docs/cache.md): the API presigns
+	// the instances' cache requests in it (POST /v1/cache/presign) with this replica's credentials.
+	CacheBucket string
 	// OIDCKeyRefetchInterval is the least time between two fetches of the issuer's key set caused
 	// by tokens naming an unknown key id.
 	OIDCKeyRefetchInterval time.Duration
@@ -224,6 +227,9 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.OIDCIssuer = v; return checkURL(v) }},
 	{flag: "oidc-audience", env: "RUNNERPOOL_OIDC_AUDIENCE", doc: "Audience the tokens must carry (the workflow asks for it; required), e.g. the API URL.",
 		set: func(c *Config, v string) error { c.OIDCAudience = v; return required(v) }},
+	{flag: "cache-bucket", env: "RUNNERPOOL_CACHE_BUCKET",
+		doc: "S3 bucket of the runner cache; when set, the API presigns runner classes' cache requests in it for the scope of the run each instance serves (docs/cache.md). The reconciler's role needs s3:GetObject, s3:PutObject and s3:ListBucket on it; the instances' role needs nothing.",
+		set: func(c *Config, v string) error { c.CacheBucket = v; return nil }},
 	{flag: "oidc-key-refetch-interval", env: "RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL", def: "1m",
 		doc: "Least time between two fetches of the issuer's key set caused by tokens naming a key id it lacks (a forged token can name any); at most 1h.",
 		set: func(c *Config, v string) error {

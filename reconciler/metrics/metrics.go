@@ -85,6 +85,7 @@ type Metrics struct {
 	githubBudget      githubBudget           // github_budget.go
 	runner            *runnerVersionMetrics  // runner_version.go
 	autoscale         *autoscaleMetrics      // autoscale.go
+	cache             *cacheMetrics          // cache.go
 }
 
 // Buckets of durations that span a pool reuse (a second) to a cold start with registration (minutes).
@@ -177,6 +178,7 @@ func New(o Options) *Metrics {
 	}
 	m.runner = newRunnerVersionMetrics(r)
 	m.autoscale = newAutoscaleMetrics(r)
+	m.cache = newCacheMetrics(r)
 	for _, c := range []prometheus.Collector{
 		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals, m.webhookLeftAlone,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,

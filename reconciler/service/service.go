@@ -35,6 +35,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
@@ -299,7 +300,7 @@ func (s *Service) wire(ctx context.Context, cfg config.Config, cl clients) (hist
 			Pickup: pool.PickupOptions{OnDrop: s.metrics.PoolMessageDropped}},
 		Release: release.Options{
 			SignalWait: cfg.ReleaseSignalWait, PollInterval: cfg.PollInterval, OnSpotInterruption: s.metrics.SpotInterruption,
-			Reuse: func(class string) (string, error) { return s.classes.Reuse(class) }, JobAccess: s.jobAccess, RunnerDue: s.runnerDue,
+			OnReleased: s.cacheReport, Reuse: func(class string) (string, error) { return s.classes.Reuse(class) }, JobAccess: s.jobAccess, RunnerDue: s.runnerDue,
 		},
 		Refresh: refresh.Options{
 			OrphanGrace: cfg.OrphanGrace, Scopes: cfg.Scopes(), JobAccess: s.jobAccess, RunnerDue: s.runnerDue,
@@ -330,6 +331,13 @@ func (s *Service) wire(ctx context.Context, cfg config.Config, cl clients) (hist
 	return price, nil
 }
 
+// cacheReport counts what an agent's cache server reports of a run at its release (signed).
+func (s *Service) cacheReport(_, detail string) {
+	if st, ok := cache.ParseReport(detail); ok {
+		s.metrics.CacheReport(st.LocalHits, st.RemoteHits, st.Misses, st.BytesServed, st.BytesSaved)
+	}
+}
+
 // jobAccess is the runner classes' job access rule, read when asked.
 func (s *Service) jobAccess(class string) (string, bool) { return s.classes.JobAccess(class) }
 
@@ -357,9 +365,18 @@ func (s *Service) setupAPI(ctx context.Context, cfg config.Config, cl clients, p
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
-		Ready: s.readiness, Now: s.o.Now,
+		Ready: s.readiness, Now: s.o.Now, Cache: cacheAuthority(cfg, cl.aws),
 	})
 	return err
+}
+
+// cacheAuthority is the runner cache's presigner (nil without a bucket): the replica's own
+// credentials, the S3 endpoint of AWS_ENDPOINT_URL_S3 where set (an emulator, path-style).
+func cacheAuthority(cfg config.Config, a aws.Config) *cache.Authority {
+	if cfg.CacheBucket == "" {
+		return nil
+	}
+	return &cache.Authority{Bucket: cfg.CacheBucket, Region: a.Region, Endpoint: os.Getenv("AWS_ENDPOINT_URL_S3"), Credentials: a.Credentials}
 }
 
 // setupLeadership builds the leader lease and schedules the cron jobs under it.

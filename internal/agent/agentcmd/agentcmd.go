@@ -55,6 +55,8 @@ type Options struct {
 	InstanceKeys                           string
 	JobAccess                              string
 	LogLevel                               string
+	// CacheControlPlane turns on the runner cache: the reconciler's URL (agent.CacheOptions).
+	CacheControlPlane string
 }
 
 // Driver is a runner driver besides the built-in "actions": a binary that links one (the demo's
@@ -112,6 +114,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 		"how the table keys this instance's items: arn (INSTANCE#<instance ARN>, built from the IMDS identity document; the reconciler's default) or id (INSTANCE#<instance id>); must match the reconciler (env RUNNERPOOL_INSTANCE_KEYS)")
 	fs.StringVar(&o.JobAccess, "job-access", tableconfig.JobAccessUser, "what jobs may do (the runner class's job_access, passed by the user data): user, docker (a rootless Docker daemon of the runner user) or root (sudo and the docker group; granted at first boot)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.CacheControlPlane, "cache-control-plane", "", "the reconciler's URL: serve the runner cache (actions/cache from the deployment's bucket, presigned there; docs/cache.md) to the runner's node actions; off when empty")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -256,12 +259,16 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 		Grace: o.Grace, OrphanGrace: o.OrphanGrace, CredentialWait: o.CredentialWait, Logger: log, JobAccess: o.JobAccess,
 	}
 	var env []string
+	if o.CacheControlPlane != "" {
+		cfg.Cache = &agent.CacheOptions{ControlPlane: o.CacheControlPlane}
+		env = append(env, agent.CacheEnv(*cfg.Cache)...)
+	}
 	if o.JobAccess == tableconfig.JobAccessDocker {
 		d, err := RootlessDocker(o.RunnerUser, logOut)
 		if err != nil {
 			return agent.Config{}, err
 		}
-		cfg.RootlessDocker, env = d, []string{"DOCKER_HOST=" + d.Host()}
+		cfg.RootlessDocker, env = d, append(env, "DOCKER_HOST="+d.Host())
 	} else if o.CleanDocker {
 		if docker, err := exec.LookPath("docker"); err == nil {
 			cfg.Docker = docker

@@ -1,0 +1,109 @@
+// POST /v1/cache/presign: the runner cache's authority (docs/cache.md). An instance's cache server
+// asks for its run's scope or for a presigned S3 URL; the instance role has no bucket access. The
+// request is signed by the agent's key that the control plane pinned in the instance record
+// (cache.SignedRequest), and the scope is decided from the control plane's own records alone: the
+// run the instance record says the instance serves, and that run's repository, event, ref and base
+// ref as the provision's verified OIDC token gave them (store.Run). Nothing the request says about
+// the run widens it.
+//
+// Answers:
+//
+//	200  cache.Answer: the scope, or the URL
+//	400  the body is malformed
+//	403  not the instance's agent (no pinned key, a bad or stale signature), the instance serves
+//	     no such run, the run has no cache scope (no ref recorded), or the request is outside the
+//	     run's scope or over the entry limit (the agent's server then serves from GitHub's cache
+//	     or its disk)
+//	404  the deployment has no cache
+//	503  the state table or the signer failed (retryable)
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+)
+
+// CodeCacheDenied answers a cache request the control plane refuses (403).
+const CodeCacheDenied = "cache_denied"
+
+func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
+	start := a.now()
+	var req cache.SignedRequest
+	if err := decodeJSON(r, &req, false); err != nil {
+		a.metrics.CachePresign("unknown", metrics.CacheBadRequest, a.now().Sub(start))
+		a.writeDecodeError(w, r, err)
+		return
+	}
+	kind := string(req.Op)
+	switch req.Op {
+	case cache.OpScope, cache.OpGet, cache.OpPut, cache.OpList:
+	default:
+		kind = "unknown"
+	}
+	done := func(outcome string) { a.metrics.CachePresign(kind, outcome, a.now().Sub(start)) }
+	deny := func(outcome, msg string) {
+		done(outcome)
+		a.writeError(w, r, http.StatusForbidden, CodeCacheDenied, msg, false)
+	}
+	if kind == "unknown" {
+		done(metrics.CacheBadRequest)
+		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeBadRequest, "op: want scope, get, put or list", false)
+		return
+	}
+	ctx := r.Context()
+	rec, err := a.o.Store.Get(ctx, req.Instance)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid):
+		deny(metrics.CacheNotAgent, "no such instance")
+		return
+	case err != nil:
+		done(metrics.CacheUnavailable)
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "reading the instance record failed", true)
+		return
+	}
+	if rec.AgentKey == "" || !req.Verify(rec.AgentKey, a.now()) {
+		deny(metrics.CacheNotAgent, "not signed by the instance's agent")
+		return
+	}
+	if !rec.State.Live() || rec.RunID == "" || rec.RunID != req.Run {
+		deny(metrics.CacheNoRun, "the instance serves no such run")
+		return
+	}
+	run, err := a.o.Store.GetRun(ctx, rec.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		deny(metrics.CacheNoRun, "the instance's run has no record")
+		return
+	case err != nil:
+		done(metrics.CacheUnavailable)
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "reading the run record failed", true)
+		return
+	}
+	scope := cache.ScopeOf(run.Repository, run.Event, run.Ref, run.BaseRef, run.DefaultBranch)
+	if scope.Validate() != nil {
+		deny(metrics.CacheNoRun, "the run has no cache scope (no ref recorded)")
+		return
+	}
+	if req.Op == cache.OpScope {
+		done(metrics.CacheOK)
+		writeJSON(w, http.StatusOK, cache.Answer{Scope: &scope})
+		return
+	}
+	url, err := a.o.Cache.Presign(ctx, scope, cache.Request{Op: req.Op, Object: req.Object, Size: req.Size})
+	switch {
+	case errors.Is(err, cache.ErrDenied) || errors.Is(err, cache.ErrInvalid):
+		deny(metrics.CacheDenied, err.Error())
+		return
+	case err != nil:
+		done(metrics.CacheUnavailable)
+		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "presigning failed", true)
+		return
+	}
+	done(metrics.CacheOK)
+	writeJSON(w, http.StatusOK, cache.Answer{URL: url})
+}
