@@ -64,6 +64,12 @@ func InstanceDirs(root, instanceID string) Dirs {
 		Install: filepath.Join(base, "actions-runner"), Manifest: filepath.Join(base, "runner.sha256")}
 }
 
+// CachePaths are an instance's runner-cache ready file and node preload (agent.CacheOptions).
+func CachePaths(root, instanceID string) (ready, preload string) {
+	base := filepath.Join(root, instanceID)
+	return filepath.Join(base, "cache.json"), filepath.Join(base, "cache-preload.cjs")
+}
+
 // installation writes the stand-in runner installation and its manifest, once per instance (a
 // restarted instance keeps its disk, tampered or not).
 func installation(d Dirs) error {
@@ -128,6 +134,12 @@ func RuntimeHook(tmpl agent.Config, o Options) func(ctx context.Context, inst ec
 		}
 		if o.RootlessDocker != nil {
 			cfg.RootlessDocker = o.RootlessDocker(inst.ID)
+		}
+		if tmpl.Cache != nil {
+			// The instances share a host: each one's ready file and preload in its own directory.
+			c := *tmpl.Cache
+			c.ReadyFile, c.PreloadPath = CachePaths(o.Root, inst.ID)
+			cfg.Cache = &c
 		}
 		io := imds.Options{Endpoint: inst.IMDSEndpoint}
 		if o.HTTPClient != nil {

@@ -103,6 +103,10 @@ type Options struct {
 	JobAccess, Reuse string
 	// RootlessDocker gives each instance's agent the runner user's Docker daemon (JobAccess docker).
 	RootlessDocker func(instanceID string) *agent.RootlessDocker
+	// Cache, when set, turns on the runner cache in every agent (a class with the cache on):
+	// ControlPlane and Upstream as the test serves them; the other paths are per instance
+	// (agenttest).
+	Cache *agent.CacheOptions
 }
 
 // Sandbox is a running deployment.
@@ -246,6 +250,7 @@ func Start(ctx context.Context, o Options) (_ *Sandbox, err error) {
 		HeartbeatInterval: o.Heartbeat, Grace: o.Grace, OrphanGrace: o.OrphanGrace,
 		CredentialWait: 5 * time.Second, RetryInterval: 100 * time.Millisecond, StopTimeout: 10 * time.Second,
 		Now: o.AgentClock, OnRecord: o.OnRecord, Logger: o.Logger, RunnerUser: o.RunnerUser, JobAccess: o.JobAccess,
+		Cache: o.Cache,
 	}, agenttest.Options{Root: o.Root, Installation: true, Grants: sb.Grants, RootlessDocker: o.RootlessDocker,
 		// Each agent reaches its instance's IMDS in process: hundreds of agents polling their claim
 		// notice every 50 ms over loopback TCP would cost this machine what on EC2 costs nothing.
@@ -360,6 +365,8 @@ type ComponentOptions struct {
 	GitHub *ghaccess.Client
 	// OnSpotInterruption is the releaser's hook (release.Options.OnSpotInterruption).
 	OnSpotInterruption func(instanceID string)
+	// OnReleased is the releaser's hook (release.Options.OnReleased).
+	OnReleased func(instanceID, detail string)
 }
 
 // Components are the control plane's domain components, wired to the sandbox.
@@ -414,7 +421,7 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 		Claim:     claim.Options{RegistrationWait: o.RegistrationWait, PollInterval: o.PollInterval},
 		Provision: provision.Options{PollInterval: o.PollInterval},
 		Release: release.Options{
-			SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, OnSpotInterruption: o.OnSpotInterruption,
+			SignalWait: o.ReleaseWait, PollInterval: o.PollInterval, OnSpotInterruption: o.OnSpotInterruption, OnReleased: o.OnReleased,
 			Reuse: func(runnerClass string) (string, error) {
 				if runnerClass != RunnerClass {
 					return "", fmt.Errorf("no runner class %q in the sandbox", runnerClass)

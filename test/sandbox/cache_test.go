@@ -1,0 +1,361 @@
+// cache_test.go: the runner cache end to end (docs/cache.md). Real agents start their cache server
+// (the class has the cache on), the published @actions/cache toolkit (npm, test/stack/node) runs as
+// a node action would with the runner's environment (agent.CacheEnv: NODE_OPTIONS naming the
+// preload), every S3 request is presigned by the reconciler's API (POST /v1/cache/presign) for the
+// run the control plane recorded, against the stack's S3 emulator (gofakes3). And the attack rows:
+// a job that reached the agent's server or the endpoint cannot reach another repository's cache.
+package sandbox_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
+)
+
+// cacheWorld is a deployment with the runner cache: the S3 emulator, the reconciler's API serving
+// the presign endpoint over the sandbox's store, GitHub's results service (a fake that counts what
+// reaches it and has no cache), and agents with the cache on.
+type cacheWorld struct {
+	sb        *sandbox.Sandbox
+	cp        *sandbox.Components
+	root      string
+	s3        *httptest.Server
+	control   *httptest.Server
+	gh        string       // GitHub's results service as the job message names it
+	upstream  atomic.Int64 // requests GitHub's results service received
+	metrics   *metrics.Metrics
+	authority cache.Authority
+	node      string
+	toolkitJS string
+
+	mu      sync.Mutex
+	reports map[string][]string // release signal details by instance
+}
+
+// noCallers refuses every workflow call: this test speaks only to the cache endpoint.
+type noCallers struct{}
+
+func (noCallers) Authenticate(*http.Request) (auth.Identity, error) {
+	return auth.Identity{}, &auth.Error{Status: http.StatusUnauthorized, Code: "missing_token", Msg: "no workflow calls in this test"}
+}
+
+func newCacheWorld(t *testing.T) *cacheWorld {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: %v", err)
+	}
+	dir, err := stack.NodeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(dir, "node_modules", "@actions", "cache", "lib", "cache.js")
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("@actions/cache is not installed (run make deps): %v", err)
+	}
+	w := &cacheWorld{root: t.TempDir(), node: node, toolkitJS: (&url.URL{Scheme: "file", Path: lib}).String(), reports: map[string][]string{}}
+	h, err := stack.NewS3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s3 = httptest.NewServer(h)
+	t.Cleanup(w.s3.Close)
+	w.authority = cache.Authority{Bucket: stack.CacheBucket, Region: stack.Region, Endpoint: w.s3.URL, MaxEntry: 8 << 20,
+		Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")}
+	// GitHub's results service as the job was given it: no entry, every save refused, so a job
+	// that fell back to it restores nothing and saves nothing, and exits 0.
+	gh := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.upstream.Add(1)
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write([]byte(`{"ok":false}`))
+	}))
+	t.Cleanup(gh.Close)
+	w.gh = gh.URL
+	var handler atomic.Value
+	w.control = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		handler.Load().(http.Handler).ServeHTTP(rw, r)
+	}))
+	t.Cleanup(w.control.Close)
+	w.sb = start(t, sandbox.Options{Root: w.root, Cache: &agent.CacheOptions{ControlPlane: w.control.URL, Upstream: gh.URL + "/"}})
+	w.cp = w.sb.Components(sandbox.ComponentOptions{OnReleased: func(id, detail string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.reports[id] = append(w.reports[id], detail)
+	}})
+	w.metrics = metrics.New(metrics.Options{})
+	a, err := api.New(api.Options{Provisioner: w.cp.Provisioner, Releaser: w.cp.Releaser, Runs: w.cp.Provisioner,
+		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler.Store(a.Handler(false))
+	return w
+}
+
+// provision provisions one runner for a push run of repository acme/app on ref, and runs a job on
+// it so its agent serves the run (the runner started); it returns the run key and the instance.
+func (w *cacheWorld) provision(t *testing.T, ref string) (provision.Result, string) {
+	t.Helper()
+	req := request(newRun())
+	req.Event, req.Ref = "push", ref
+	res, err := w.cp.Provisioner.Provision(t.Context(), req)
+	if err != nil || len(res.Runners) != 1 {
+		t.Fatalf("provision: %+v, %v", res, err)
+	}
+	runJob(t, w.sb, res.Label)
+	id := res.Runners[0].InstanceID
+	ready, _ := agenttest.CachePaths(w.root, id)
+	waitFor(t, "the cache server's ready file", 10*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+	return res, id
+}
+
+// toolkit runs @actions/cache in workspace as a node action step on instance id would: with the
+// runner's environment (agent.CacheEnv) and GitHub's results URL from the job message.
+func (w *cacheWorld) toolkit(t *testing.T, id, workspace string, args ...string) (string, string) {
+	t.Helper()
+	script, err := filepath.Abs("../../internal/cache/testdata/toolkit.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, preload := agenttest.CachePaths(w.root, id)
+	cmd := exec.Command(w.node, append([]string{script}, args...)...)
+	cmd.Dir = workspace
+	cmd.Env = append(os.Environ(), agent.CacheEnv(agent.CacheOptions{ReadyFile: ready, PreloadPath: preload})...)
+	cmd.Env = append(cmd.Env, "TOOLKIT="+w.toolkitJS, "ACTIONS_RESULTS_URL="+w.gh+"/", "ACTIONS_CACHE_SERVICE_V2=true",
+		"ACTIONS_RUNTIME_TOKEN=runtime-token", "GITHUB_SERVER_URL=https://github.com", "GITHUB_WORKSPACE="+workspace,
+		"RUNNER_TEMP="+t.TempDir(), "RUNNER_OS=Linux")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("toolkit %v failed (a cache step must never fail): %v\n%s", args, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var r struct {
+		Result any `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("toolkit output has no result: %v\n%s", err, out)
+	}
+	if r.Result == nil {
+		return "", string(out)
+	}
+	s, _ := json.Marshal(r.Result)
+	return strings.Trim(string(s), `"`), string(out)
+}
+
+// workspace holds data/blob with size random bytes.
+func cacheWorkspace(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "blob"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, b
+}
+
+// objects lists the bucket's keys under prefix (the emulator does not check signatures).
+func (w *cacheWorld) objects(t *testing.T, prefix string) []string {
+	t.Helper()
+	resp, err := http.Get(w.s3.URL + "/" + stack.CacheBucket + "?list-type=2&prefix=" + url.QueryEscape(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res struct {
+		Contents []struct{ Key string } `xml:"Contents"`
+	}
+	if err := xml.NewDecoder(resp.Body).Decode(&res); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range res.Contents {
+		out = append(out, c.Key)
+	}
+	return out
+}
+
+func (w *cacheWorld) report(id string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.reports[id]...)
+}
+
+// counter reads a counter of the API's registry.
+func (w *cacheWorld) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := w.metrics.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestCacheThroughTheAgent: a job's save and restore go through its instance's agent, presigned by
+// the control plane for the run it recorded; the agent reports the run's local hits at release;
+// and with the control plane stopped the next run's cache steps go to GitHub's cache and pass.
+func TestCacheThroughTheAgent(t *testing.T) {
+	t.Parallel()
+	w := newCacheWorld(t)
+	res, id := w.provision(t, "refs/heads/main")
+	scope := cache.ScopeOf(sandbox.Scope, "push", "refs/heads/main", "", "")
+
+	ws, want := cacheWorkspace(t, 256<<10)
+	if got, out := w.toolkit(t, id, ws, "save", "deps-linux-1", "data"); got == "" || got == "-1" {
+		t.Fatalf("save through the agent: result %q\n%s", got, out)
+	}
+	if objs := w.objects(t, scope.WritePrefix()); len(objs) != 1 {
+		t.Fatalf("bucket under the run's write prefix %s: %v, want the one entry", scope.WritePrefix(), objs)
+	}
+	ws2 := t.TempDir()
+	got, out := w.toolkit(t, id, ws2, "restore", "data", "deps-linux-2", "deps-linux-")
+	if b, _ := os.ReadFile(filepath.Join(ws2, "data", "blob")); got != "deps-linux-1" || !bytes.Equal(b, want) {
+		t.Fatalf("restore through the agent: matched %q, %d bytes\n%s", got, len(b), out)
+	}
+	if n := w.upstream.Load(); n != 0 {
+		t.Errorf("GitHub's results service got %d requests while the agent's cache served", n)
+	}
+	if n := w.counter(t, "runnerpool_cache_presign_requests_total", map[string]string{"kind": "put", "outcome": "ok"}); n != 1 {
+		t.Errorf("presigned puts = %v, want 1", n)
+	}
+
+	if rep, err := w.cp.Releaser.Release(t.Context(), res.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
+		t.Fatalf("release: %+v, %v", rep, err)
+	}
+	reports := w.report(id)
+	if len(reports) != 1 {
+		t.Fatalf("release reports of %s: %q, want one", id, reports)
+	}
+	st, ok := cache.ParseReport(reports[0])
+	if !ok || st.BytesSaved == 0 || st.LocalHits+st.RemoteHits != 1 {
+		t.Fatalf("the agent's report %q (%+v): want the run's save and its one hit", reports[0], st)
+	}
+
+	// The control plane stops answering: the next run on the instance gets GitHub's cache.
+	w.control.Close()
+	_, id2 := w.provision(t, "refs/heads/main")
+	if id2 != id {
+		t.Logf("the second run got %s, not the reused %s", id2, id)
+	}
+	ws3 := t.TempDir()
+	if got, out := w.toolkit(t, id2, ws3, "restore", "data", "deps-linux-1"); got != "" {
+		t.Fatalf("with the control plane stopped: restored %q, want GitHub's cache's miss\n%s", got, out)
+	}
+	if w.upstream.Load() == 0 {
+		t.Fatal("with the control plane stopped, nothing reached GitHub's cache")
+	}
+}
+
+// TestCompromisedJobCannotReachAnotherCache: the cache rows of the attack harness. A job that
+// reached its instance's agent (or, worse, the agent's key: the rows sign with it) asks the control
+// plane for what its run's scope does not cover; every row must be refused, and a job's own request
+// without the key is refused too. The positive row shows the refusals are not a broken setup.
+func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
+	t.Parallel()
+	w := newCacheWorld(t)
+	res, id := w.provision(t, "refs/heads/feature")
+	seed, err := os.ReadFile(filepath.Join(agenttest.InstanceDirs(w.root, id).State, "signing.key"))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		t.Fatalf("the agent's key: %v", err)
+	}
+	agentKey := ed25519.NewKeyFromSeed(seed)
+	_, jobKey, _ := ed25519.GenerateKey(rand.Reader)
+	own := cache.ScopeOf(sandbox.Scope, "push", "refs/heads/feature", "", "")
+	other := cache.ScopeOf(otherRepo, "push", "refs/heads/main", "", "main")
+	ownObject, _ := cache.ObjectKey(own.WritePrefix(), "deps", "abc")
+	otherObject, _ := cache.ObjectKey(other.WritePrefix(), "deps", "abc")
+
+	for _, row := range []struct {
+		name   string
+		key    ed25519.PrivateKey
+		run    string
+		op     cache.Op
+		object string
+		size   int64
+		ok     bool
+	}{
+		{"own entry (control)", agentKey, res.RunKey, cache.OpPut, ownObject, 1 << 20, true},
+		{"another repository's key", agentKey, res.RunKey, cache.OpGet, otherObject, 0, false},
+		{"another repository's listing", agentKey, res.RunKey, cache.OpList, other.WritePrefix(), 0, false},
+		{"another repository's write", agentKey, res.RunKey, cache.OpPut, otherObject, 1 << 10, false},
+		{"forged scope: the job's own key", jobKey, res.RunKey, cache.OpGet, ownObject, 0, false},
+		{"forged scope: another run", agentKey, "9999:1:1", cache.OpGet, otherObject, 0, false},
+		{"path traversal in a key", agentKey, res.RunKey, cache.OpGet, own.WritePrefix() + "abc/k~2E~2E/../../../" + other.WritePrefix() + "abc/kdeps", 0, false},
+		{"oversize upload", agentKey, res.RunKey, cache.OpPut, ownObject, w.authority.MaxEntry + 1, false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			c := cache.Control{URL: w.control.URL, Instance: id, Key: row.key}
+			_, err := c.Presign(t.Context(), row.run, cache.Request{Op: row.op, Object: row.object, Size: row.size})
+			switch {
+			case row.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !row.ok && !errors.Is(err, cache.ErrDenied):
+				t.Fatalf("err = %v, want a refusal", err)
+			}
+		})
+	}
+
+	// Through the agent's server, a traversal in a key stays in the run's own prefix.
+	ws, _ := cacheWorkspace(t, 4<<10)
+	if got, out := w.toolkit(t, id, ws, "save", "../../../"+otherRepo+"/refs/heads/main/x", "data"); got == "" || got == "-1" {
+		t.Fatalf("save of a traversing key: %q\n%s", got, out)
+	}
+	if objs := w.objects(t, "v1/"); len(objs) != 1 || !strings.HasPrefix(objs[0], own.WritePrefix()) {
+		t.Fatalf("bucket after a traversing key: %v, want one object under %s", objs, own.WritePrefix())
+	}
+	// An oversize upload through the agent: the step passes, and the control plane presigns no put
+	// over the deployment's entry limit, so the bucket holds nothing of it.
+	big, _ := cacheWorkspace(t, int(w.authority.MaxEntry)+(1<<20))
+	w.toolkit(t, id, big, "save", "too-big", "data")
+	if objs := w.objects(t, "v1/"); len(objs) != 1 {
+		t.Fatalf("bucket after an oversize save: %v, want only the earlier object", objs)
+	}
+	// Another repository's key, restored through the agent: nothing.
+	if got, out := w.toolkit(t, id, t.TempDir(), "restore", "data", "deps"); got != "" {
+		t.Fatalf("restore of a key no run of the scope saved: %q\n%s", got, out)
+	}
+}
