@@ -1,6 +1,8 @@
 // cache.go: the runner cache phase (internal/cache, docs/cache.md). The agent's cache server runs
-// in-process against the local stack's S3 (gofakes3), its S3 requests presigned by the control plane's
-// Authority; the phase speaks the toolkit's protocol (Twirp lookup, signed download GET, Put Blob) and
+// in-process against the local stack's S3 (gofakes3), as deployed: each instance's server asks a
+// reconciler replica (started with --cache-bucket) for its run's scope and for every presigned URL
+// (POST /v1/cache/presign, signed with the instance's key pinned in its record, the scope read from
+// the run record), exactly as the agent does (agent/cache.go); the phase speaks the toolkit's protocol (Twirp lookup, signed download GET, Put Blob) and
 // measures: a 1 GiB entry restored from S3 through the server beside the emulator's own read of the
 // same object, 1 MiB restores' p99 beside the emulator's own p99, and the local hit ratio of a reuse
 // workload (a repository's jobs following each other on the instance that ran its last one).
@@ -9,7 +11,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +29,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
@@ -33,19 +39,37 @@ const cacheVersion = "0b1c2d3e4f"
 // cacheWorld is one bucket and the presigner, and the instances' servers made in it.
 type cacheWorld struct {
 	s3   *httptest.Server
-	auth cache.Authority
+	auth cache.Authority // the emulator's raw reads, and the objects put straight into the bucket
 	dirs []string
 	stop []func()
+
+	st      *store.Store // the deployment's table: the instances' records and their runs
+	control string       // the reconciler replica's URL
+	n       int
 }
 
-func newCacheWorld() (*cacheWorld, error) {
-	h, err := stack.NewS3()
+func newCacheWorld(ctx context.Context, h *harness) (*cacheWorld, error) {
+	s3h, err := stack.NewS3()
 	if err != nil {
 		return nil, err
 	}
-	w := &cacheWorld{s3: httptest.NewServer(h)}
+	w := &cacheWorld{s3: httptest.NewServer(s3h), st: h.sb.Store}
 	w.auth = cache.Authority{Bucket: stack.CacheBucket, Region: stack.Region, Endpoint: w.s3.URL,
 		Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")}
+	// A replica of its own with the cache on: its presigner reaches S3 where the SDK would
+	// (AWS_ENDPOINT_URL_S3), this bucket.
+	if err := os.Setenv("AWS_ENDPOINT_URL_S3", w.s3.URL); err != nil {
+		return nil, err
+	}
+	h.env["RUNNERPOOL_CACHE_BUCKET"] = stack.CacheBucket
+	svc, stop, err := h.startReplica(ctx, "bench-cache", false)
+	delete(h.env, "RUNNERPOOL_CACHE_BUCKET")
+	if err != nil {
+		w.s3.Close()
+		return nil, err
+	}
+	w.stop = append(w.stop, stop)
+	w.control = svc.URL()
 	return w, nil
 }
 
@@ -65,16 +89,45 @@ type cacheInstance struct {
 	base string
 }
 
+// instance is a new instance serving a new push run of scope's repository and ref: its record
+// (with its agent's key pinned) and its run's record in the table, as a provision leaves them, and
+// its server asking the replica as the agent's does.
 func (w *cacheWorld) instance(scope cache.Scope) (*cacheInstance, error) {
 	dir, err := os.MkdirTemp("", "bench-cache-")
 	if err != nil {
 		return nil, err
 	}
 	w.dirs = append(w.dirs, dir)
+	ctx := context.Background()
+	w.n++
+	id, runKey := fmt.Sprintf("i-cache%012x", w.n), store.RunKey("4242", fmt.Sprintf("%d", 880000+w.n), 1)
+	if _, _, err := w.st.CreateRun(ctx, store.Run{Key: runKey, RepositoryID: "4242", Repository: scope.Repository,
+		RunID: fmt.Sprintf("%d", 880000+w.n), Attempt: 1, Event: "push", Ref: scope.Ref, DefaultBranch: scope.DefaultBranch, Status: "provisioned"}); err != nil {
+		return nil, err
+	}
+	if _, err := w.st.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: runKey,
+		Threshold: time.Now().Add(time.Hour), RunnerClass: sandbox.RunnerClass, Scope: scope.Repository}); err != nil {
+		return nil, err
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	if err := w.st.PinAgentKey(ctx, id, base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))); err != nil {
+		return nil, err
+	}
+	control := cache.Control{URL: w.control, Instance: id, Key: key}
+	var asked *cache.Scope // the agent asks once per run (agent/cache.go)
 	srv, err := cache.New(cache.Config{Dir: dir,
-		Scope: func(context.Context) (cache.Scope, error) { return scope, nil },
+		Scope: func(ctx context.Context) (cache.Scope, error) {
+			if asked != nil {
+				return *asked, nil
+			}
+			s, err := control.Scope(ctx, runKey)
+			if err == nil {
+				asked = &s
+			}
+			return s, err
+		},
 		Presign: func(ctx context.Context, r cache.Request) (string, error) {
-			return w.auth.Presign(ctx, scope, r)
+			return control.Presign(ctx, runKey, r)
 		}})
 	if err != nil {
 		return nil, err
@@ -191,7 +244,7 @@ func (w *cacheWorld) putDirect(ctx context.Context, scope cache.Scope, object st
 var benchCacheScope = cache.Scope{Repository: "acme/app", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
 
 func phaseCache(ctx context.Context, h *harness, res *Result) error {
-	w, err := newCacheWorld()
+	w, err := newCacheWorld(ctx, h)
 	if err != nil {
 		return err
 	}
