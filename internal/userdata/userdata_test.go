@@ -335,3 +335,36 @@ func TestWithPreRunnerScript(t *testing.T) {
 		t.Errorf("hand-written user data: err = %v", err)
 	}
 }
+
+// TestCacheSwitch: the agent serves the runner cache only when the class switches it on (WithClass)
+// and the user data names the reconciler's URL; a URL that is not plain https is refused.
+func TestCacheSwitch(t *testing.T) {
+	t.Parallel()
+	p := validParams()
+	p.CacheURL = "https://runnerpool.example.com"
+	base, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(base, "-cache-control-plane") {
+		t.Error("the cache is on without the class's switch")
+	}
+	on, err := WithClass(base, Class{Cache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(on, "-cache-control-plane https://runnerpool.example.com") {
+		t.Error("the class's switch does not reach the agent's flags")
+	}
+	p.CacheURL = ""
+	noURL, _ := Render(p)
+	if off, _ := WithClass(noURL, Class{Cache: true}); strings.Contains(off, "-cache-control-plane") {
+		t.Error("the cache is on without the reconciler's URL")
+	}
+	for _, bad := range []string{"http://runnerpool.example.com", "https://a b", "https://x/'$(id)'"} {
+		p.CacheURL = bad
+		if _, err := Render(p); err == nil {
+			t.Errorf("cache URL %q accepted", bad)
+		}
+	}
+}

@@ -109,6 +109,9 @@ type Options struct {
 	// Cache, when set, presigns the runner cache's S3 requests for the instances' agents at
 	// cache.PathPresign (cache.go); nil: the deployment has no cache, and the path answers 404.
 	Cache *cache.Authority
+	// CacheRequests, when set, counts each presigned request by repository and kind (get, put,
+	// list): the cost report's requests (*history.CacheMeter satisfies it).
+	CacheRequests interface{ Count(repository, kind string) }
 
 	// Ready reports readiness details for /readyz (nil: ready unless draining).
 	Ready func(ctx context.Context) apiv1.ReadyResponse

@@ -105,5 +105,8 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done(metrics.CacheOK)
+	if a.o.CacheRequests != nil {
+		a.o.CacheRequests.Count(scope.Repository, string(req.Op))
+	}
 	writeJSON(w, http.StatusOK, cache.Answer{URL: url})
 }

@@ -55,8 +55,15 @@ type cacheWorld struct {
 	node      string
 	toolkitJS string
 
-	mu      sync.Mutex
-	reports map[string][]string // release signal details by instance
+	mu       sync.Mutex
+	reports  map[string][]string // release signal details by instance
+	requests map[string]int      // presigned requests by "repository kind" (api.Options.CacheRequests)
+}
+
+func (w *cacheWorld) Count(repository, kind string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.requests[repository+" "+kind]++
 }
 
 // noCallers refuses every workflow call: this test speaks only to the cache endpoint.
@@ -80,7 +87,7 @@ func newCacheWorld(t *testing.T) *cacheWorld {
 	if _, err := os.Stat(lib); err != nil {
 		t.Fatalf("@actions/cache is not installed (run make deps): %v", err)
 	}
-	w := &cacheWorld{root: t.TempDir(), node: node, toolkitJS: (&url.URL{Scheme: "file", Path: lib}).String(), reports: map[string][]string{}}
+	w := &cacheWorld{root: t.TempDir(), node: node, toolkitJS: (&url.URL{Scheme: "file", Path: lib}).String(), reports: map[string][]string{}, requests: map[string]int{}}
 	h, err := stack.NewS3()
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +118,7 @@ func newCacheWorld(t *testing.T) *cacheWorld {
 	}})
 	w.metrics = metrics.New(metrics.Options{})
 	a, err := api.New(api.Options{Provisioner: w.cp.Provisioner, Releaser: w.cp.Releaser, Runs: w.cp.Provisioner,
-		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority})
+		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority, CacheRequests: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +269,11 @@ func TestCacheThroughTheAgent(t *testing.T) {
 	if n := w.counter(t, "runnerpool_cache_presign_requests_total", map[string]string{"kind": "put", "outcome": "ok"}); n != 1 {
 		t.Errorf("presigned puts = %v, want 1", n)
 	}
+	w.mu.Lock()
+	if n := w.requests[sandbox.Scope+" put"]; n != 1 {
+		t.Errorf("puts counted for the cost report = %d, want 1 (%v)", n, w.requests)
+	}
+	w.mu.Unlock()
 
 	if rep, err := w.cp.Releaser.Release(t.Context(), res.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
 		t.Fatalf("release: %+v, %v", rep, err)
