@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -75,8 +76,13 @@ func TestDemo(t *testing.T) {
 	if r.sum != want {
 		t.Errorf("summary = %+v, want %+v\n%s", r.sum, want, out.String())
 	}
-	if !strings.Contains(out.String(), "demo: ok provisioned=4 reused=2 created=2 released=4 orphans=0 double_claims=0\n") {
+	const line = "demo: ok provisioned=4 reused=2 created=2 released=4 orphans=0 double_claims=0"
+	if !strings.Contains(out.String(), line+"\n") {
 		t.Errorf("no summary line:\n%s", out.String())
+	}
+	// The README's quick start quotes the line the demo ends with.
+	if readme, err := os.ReadFile("../../README.md"); err != nil || !strings.Contains(strings.Join(strings.Fields(string(readme)), " "), "`"+line+"`") {
+		t.Errorf("README.md does not quote the demo's summary line %q (%v)", line, err)
 	}
 	if !strings.Contains(out.String(), "dashboard (read-only, no authentication: local only): "+dash) {
 		t.Errorf("the dashboard URL is not in the timeline:\n%s", out.String())
