@@ -6,10 +6,7 @@ package cache_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/cachetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
@@ -34,29 +32,17 @@ type world struct {
 	s3         *httptest.Server
 	s3Requests atomic.Int64
 	auth       cache.Authority
-	node       string
-	toolkit    string
+	tk         *cachetest.Toolkit
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: %v", err)
-	}
-	dir, err := stack.NodeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "node_modules", "@actions", "cache", "lib", "cache.js")
-	if _, err := os.Stat(lib); err != nil {
-		t.Fatalf("@actions/cache is not installed (run make deps): %v", err)
-	}
+	tk := cachetest.New(t)
 	h, err := stack.NewS3()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{node: node, toolkit: (&url.URL{Scheme: "file", Path: lib}).String()}
+	w := &world{tk: tk}
 	w.s3 = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.s3Requests.Add(1)
 		h.ServeHTTP(rw, r)
@@ -120,66 +106,18 @@ func (in *instance) advance(d time.Duration) {
 // would with the runner's environment pointed at it. It returns the script's result and its output.
 func (w *world) run(t *testing.T, in *instance, workspace string, args ...string) (string, string) {
 	t.Helper()
-	cmd := w.command(t, in.url, workspace, args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("toolkit %v: %v\n%s", args, err, out)
-	}
-	return result(t, out), string(out)
+	return w.tk.Run(t, in.url, workspace, nil, args...)
 }
 
 func (w *world) command(t *testing.T, base, workspace string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(w.node, append([]string{"testdata/toolkit.mjs"}, args...)...)
-	script, err := filepath.Abs("testdata/toolkit.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Args[1] = script
-	cmd.Dir = workspace
-	cmd.Env = append(os.Environ(),
-		"TOOLKIT="+w.toolkit,
-		"ACTIONS_RESULTS_URL="+base+"/",
-		"ACTIONS_CACHE_SERVICE_V2=true",
-		"ACTIONS_RUNTIME_TOKEN=runtime-token",
-		"GITHUB_SERVER_URL=https://github.com",
-		"GITHUB_WORKSPACE="+workspace,
-		"RUNNER_TEMP="+t.TempDir(),
-		"RUNNER_OS=Linux",
-	)
-	return cmd
+	return w.tk.Command(t, base, workspace, nil, args...)
 }
 
-func result(t *testing.T, out []byte) string {
-	t.Helper()
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r struct {
-		Result any `json:"result"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("toolkit output has no result: %v\n%s", err, out)
-	}
-	if r.Result == nil {
-		return ""
-	}
-	return fmt.Sprint(r.Result)
-}
-
-// workspace makes a workspace holding data/blob with size random bytes; it returns the workspace
-// and the bytes.
-func workspace(t *testing.T, size int) (string, []byte) {
-	t.Helper()
-	dir := t.TempDir()
-	b := make([]byte, size)
-	_, _ = rand.Read(b)
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "data", "blob"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, b
-}
+var (
+	result    = cachetest.Result
+	workspace = cachetest.Workspace
+)
 
 func (w *world) save(t *testing.T, in *instance, key string, size int) []byte {
 	t.Helper()

@@ -61,6 +61,9 @@ func newCacheWorld(ctx context.Context, h *harness) (*cacheWorld, error) {
 	if err := os.Setenv("AWS_ENDPOINT_URL_S3", w.s3.URL); err != nil {
 		return nil, err
 	}
+	if h.env == nil {
+		h.env = map[string]string{}
+	}
 	h.env["RUNNERPOOL_CACHE_BUCKET"] = stack.CacheBucket
 	svc, stop, err := h.startReplica(ctx, "bench-cache", false)
 	delete(h.env, "RUNNERPOOL_CACHE_BUCKET")

@@ -10,14 +10,12 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +33,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/cachetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
@@ -52,8 +51,7 @@ type cacheWorld struct {
 	upstream  atomic.Int64 // requests GitHub's results service received
 	metrics   *metrics.Metrics
 	authority cache.Authority
-	node      string
-	toolkitJS string
+	tk        *cachetest.Toolkit
 
 	mu       sync.Mutex
 	reports  map[string][]string // release signal details by instance
@@ -75,19 +73,7 @@ func (noCallers) Authenticate(*http.Request) (auth.Identity, error) {
 
 func newCacheWorld(t *testing.T) *cacheWorld {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: %v", err)
-	}
-	dir, err := stack.NodeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lib := filepath.Join(dir, "node_modules", "@actions", "cache", "lib", "cache.js")
-	if _, err := os.Stat(lib); err != nil {
-		t.Fatalf("@actions/cache is not installed (run make deps): %v", err)
-	}
-	w := &cacheWorld{root: t.TempDir(), node: node, toolkitJS: (&url.URL{Scheme: "file", Path: lib}).String(), reports: map[string][]string{}, requests: map[string]int{}}
+	w := &cacheWorld{root: t.TempDir(), tk: cachetest.New(t), reports: map[string][]string{}, requests: map[string]int{}}
 	h, err := stack.NewS3()
 	if err != nil {
 		t.Fatal(err)
@@ -147,49 +133,11 @@ func (w *cacheWorld) provision(t *testing.T, ref string) (provision.Result, stri
 // runner's environment (agent.CacheEnv) and GitHub's results URL from the job message.
 func (w *cacheWorld) toolkit(t *testing.T, id, workspace string, args ...string) (string, string) {
 	t.Helper()
-	script, err := filepath.Abs("../../internal/cache/testdata/toolkit.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ready, preload := agenttest.CachePaths(w.root, id)
-	cmd := exec.Command(w.node, append([]string{script}, args...)...)
-	cmd.Dir = workspace
-	cmd.Env = append(os.Environ(), agent.CacheEnv(agent.CacheOptions{ReadyFile: ready, PreloadPath: preload})...)
-	cmd.Env = append(cmd.Env, "TOOLKIT="+w.toolkitJS, "ACTIONS_RESULTS_URL="+w.gh+"/", "ACTIONS_CACHE_SERVICE_V2=true",
-		"ACTIONS_RUNTIME_TOKEN=runtime-token", "GITHUB_SERVER_URL=https://github.com", "GITHUB_WORKSPACE="+workspace,
-		"RUNNER_TEMP="+t.TempDir(), "RUNNER_OS=Linux")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("toolkit %v failed (a cache step must never fail): %v\n%s", args, err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r struct {
-		Result any `json:"result"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("toolkit output has no result: %v\n%s", err, out)
-	}
-	if r.Result == nil {
-		return "", string(out)
-	}
-	s, _ := json.Marshal(r.Result)
-	return strings.Trim(string(s), `"`), string(out)
+	return w.tk.Run(t, w.gh, workspace, agent.CacheEnv(agent.CacheOptions{ReadyFile: ready, PreloadPath: preload}), args...)
 }
 
-// workspace holds data/blob with size random bytes.
-func cacheWorkspace(t *testing.T, size int) (string, []byte) {
-	t.Helper()
-	dir := t.TempDir()
-	b := make([]byte, size)
-	_, _ = rand.Read(b)
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "data", "blob"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, b
-}
+var cacheWorkspace = cachetest.Workspace
 
 // objects lists the bucket's keys under prefix (the emulator does not check signatures).
 func (w *cacheWorld) objects(t *testing.T, prefix string) []string {
