@@ -49,7 +49,8 @@ func (s *Service) refresh(ctx context.Context) error {
 	}
 	rep, err := s.refresher.Run(ctx)
 	// Quotas are recounted from the records refresh just put right, from its own listing.
-	return errors.Join(err, s.quotas.repair(ctx, rep))
+	// The runner cache's eviction pass, at most once an hour (cache_upkeep.go).
+	return errors.Join(err, s.quotas.repair(ctx, rep), s.cacheEvict(ctx))
 }
 
 // converge is nil-safe: without a Converger (warm pools not enabled) it does nothing.

@@ -126,7 +126,8 @@ type domain struct {
 	refresher Refresher
 	converger Converger
 	classes   *classSource
-	pools     *poolQueues // classes.go
+	cache     *cacheUpkeep // nil without a cache bucket (cache_upkeep.go)
+	pools     *poolQueues  // classes.go
 	versions  *launchtemplate.Versions
 	release   *runnerrelease.Cache         // runner_release.go; nil without GitHub scopes
 	pins      atomic.Pointer[[]PinWarning] // runner_pins.go
@@ -360,12 +361,13 @@ func (s *Service) setupAPI(ctx context.Context, cfg config.Config, cl clients, p
 	}
 	prov, relr = quotaProvisioner{next: prov, q: s.quotas}, quotaReleaser{next: relr, q: s.quotas}
 	s.rerunProv = prov
+	s.cache = newCacheUpkeep(cfg, cl.aws)
 	s.api, err = api.New(api.Options{
 		Provisioner: prov, Releaser: relr, Runs: s.classes, Store: s.store, Auth: s.auth, Metrics: s.metrics, Logger: s.log, Work: s.work,
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
-		Ready: s.readiness, Now: s.o.Now, Cache: cacheAuthority(cfg, cl.aws),
+		Ready: s.readiness, Now: s.o.Now, Cache: cacheAuthority(cfg, cl.aws), CacheRequests: cacheRequests{s},
 	})
 	return err
 }
