@@ -228,7 +228,7 @@ var settings = []setting{
 	{flag: "oidc-audience", env: "RUNNERPOOL_OIDC_AUDIENCE", doc: "Audience the tokens must carry (the workflow asks for it; required), e.g. the API URL.",
 		set: func(c *Config, v string) error { c.OIDCAudience = v; return required(v) }},
 	{flag: "cache-bucket", env: "RUNNERPOOL_CACHE_BUCKET",
-		doc: "S3 bucket of the runner cache; when set, the API presigns runner classes' cache requests in it for the scope of the run each instance serves (docs/cache.md). The reconciler's role needs s3:GetObject, s3:PutObject and s3:ListBucket on it; the instances' role needs nothing.",
+		doc: "S3 bucket of the runner cache; when set, the API presigns runner classes' cache requests in it for the scope of the run each instance serves (docs/cache.md). The reconciler's role needs s3:GetObject, s3:PutObject, s3:DeleteObject (the hourly eviction pass) and s3:ListBucket on it; the instances' role needs nothing.",
 		set: func(c *Config, v string) error { c.CacheBucket = v; return nil }},
 	{flag: "oidc-key-refetch-interval", env: "RUNNERPOOL_OIDC_KEY_REFETCH_INTERVAL", def: "1m",
 		doc: "Least time between two fetches of the issuer's key set caused by tokens naming a key id it lacks (a forged token can name any); at most 1h.",
