@@ -51,6 +51,7 @@ type userDataModel struct {
 	RunnerBaseURL   types.String   `tfsdk:"runner_base_url"`
 	AllowJobMeta    types.Bool     `tfsdk:"allow_job_metadata_access"`
 	LogGroup        types.String   `tfsdk:"log_group"`
+	CacheURL        types.String   `tfsdk:"cache_url"`
 	Rendered        types.String   `tfsdk:"rendered"`
 	RenderedBase64  types.String   `tfsdk:"rendered_base64"`
 	RunnerVersion   types.String   `tfsdk:"runner_version"`
@@ -162,6 +163,13 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 				Optional:   true,
 				Validators: []validator.String{check("log group", "a CloudWatch Logs group name", userdata.ValidateLogGroup)},
 			},
+			"cache_url": schema.StringAttribute{
+				MarkdownDescription: "The reconciler's URL as the instances reach it (the API's, such as `https://runnerpool.example.com`), " +
+					"where the agent of a runner class whose `cache` block is enabled asks for its run's presigned cache URLs (docs/cache.md). " +
+					"Instances of other classes never use it. Without it, no class's instances serve the cache.",
+				Optional:   true,
+				Validators: []validator.String{check("cache URL", "an https URL such as https://runnerpool.example.com", validateCacheURL)},
+			},
 			"rendered": schema.StringAttribute{
 				MarkdownDescription: "The script.",
 				Computed:            true,
@@ -265,6 +273,7 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 		Table: m.Table.ValueString(), Region: m.Region.ValueString(), Notice: m.Notice.ValueString(), InstanceKeys: m.InstanceKeys.ValueString(),
 		Arch: userdata.Arch(m.Arch.ValueString()), PreRunnerScript: m.PreRunnerScript.ValueString(),
 		RunnerBaseURL: m.RunnerBaseURL.ValueString(), AllowJobMetadata: m.AllowJobMeta.ValueBool(), LogGroup: m.LogGroup.ValueString(),
+		CacheURL: m.CacheURL.ValueString(),
 	}
 	if p.Region == "" && d.c != nil {
 		p.Region = d.c.region
@@ -289,4 +298,13 @@ func (d *UserDataDataSource) Read(ctx context.Context, req datasource.ReadReques
 	pin, _ := userdata.RunnerOf(script)
 	m.RunnerVersion = types.StringValue(pin.Version)
 	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
+}
+
+// validateCacheURL accepts an absolute http(s) URL with a host (the user data checks it again).
+func validateCacheURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(s, " '\"") {
+		return fmt.Errorf("cache URL %q: want an absolute https URL such as https://runnerpool.example.com", s)
+	}
+	return nil
 }

@@ -80,6 +80,8 @@ data "runnerpool_user_data" "runner" {
   agent_x64   = var.agent.x64
   agent_arm64 = var.agent.arm64
   log_group   = aws_cloudwatch_log_group.instances.name
+  # Where the agents of classes with the cache on ask the reconciler for presigned URLs (cache.tf).
+  cache_url = local.cache ? var.api_url : null
 }
 
 # One launch template per runner class: the bootstrap, metadata options and shutdown behaviour. The

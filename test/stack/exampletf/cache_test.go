@@ -101,6 +101,10 @@ func TestExampleCacheBucket(t *testing.T) {
 	if env := m.Local("reconciler_environment").AsValueMap(); env["RUNNERPOOL_CACHE_BUCKET"].AsString() != cacheBucket {
 		t.Errorf("RUNNERPOOL_CACHE_BUCKET %#v", env["RUNNERPOOL_CACHE_BUCKET"])
 	}
+	// The agents of a class with the cache on ask the reconciler's API for presigned URLs.
+	if u := m.Resource("data", "runnerpool_user_data", "runner").GetAttr("cache_url"); u.IsNull() || u.AsString() != m.Variable("api_url").AsString() {
+		t.Errorf("the user data's cache_url %#v, want api_url", u)
+	}
 	class := nested(t, m, "runnerpool_runner_class", "class", map[string]cty.Value{"each": cty.ObjectVal(map[string]cty.Value{
 		"key": cty.StringVal("small-x64"), "value": m.Variable("runner_classes").Index(cty.StringVal("small-x64"))})}, "cache")
 	if len(class) != 1 || num(class[0]["repository_limit_gib"]) != 10 || class[0]["max_age"].AsString() != "168h" {
@@ -168,6 +172,9 @@ func TestExampleCacheBucket(t *testing.T) {
 	}
 	if _, ok := m.Local("reconciler_environment").AsValueMap()["RUNNERPOOL_CACHE_BUCKET"]; ok {
 		t.Error("no class with the cache: RUNNERPOOL_CACHE_BUCKET is set")
+	}
+	if u := m.Resource("data", "runnerpool_user_data", "runner").GetAttr("cache_url"); !u.IsNull() {
+		t.Errorf("no class with the cache: the user data's cache_url %#v", u)
 	}
 	if pols, _ := m.RolePolicies("reconciler"); pols["runnerpool-reconciler-cache"] != "" {
 		t.Error("no class with the cache: the reconciler has a cache policy")
