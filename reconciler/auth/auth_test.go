@@ -87,6 +87,12 @@ func TestAuthenticate(t *testing.T) {
 		{"event name", "Bearer " + mint(map[string]any{"event_name": "pull_request"}),
 			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2, Event: "pull_request"}, 0, ""},
 		{"bad event name", "Bearer " + mint(map[string]any{"event_name": "push;x"}), auth.Identity{}, 401, apiv1.CodeInvalidClaims},
+		// The cache scope's ref and base ref (cache.ScopeOf); a ref that is not one is dropped
+		// ("none": no cache of ours for the run), not refused.
+		{"ref and base ref", "Bearer " + mint(map[string]any{"ref": "refs/pull/7/merge", "base_ref": "main"}),
+			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2, Ref: "refs/pull/7/merge", BaseRef: "main"}, 0, ""},
+		{"ref with a space", "Bearer " + mint(map[string]any{"ref": "refs/heads/a b", "base_ref": "main"}),
+			auth.Identity{Repository: "acme/api", RepositoryID: "4242", RepositoryOwner: "acme", RunID: "1001", RunAttempt: 2, Ref: "none"}, 0, ""},
 		{"no header", "", auth.Identity{}, 401, apiv1.CodeMissingToken},
 		{"basic scheme", "Basic dXNlcjpwYXNz", auth.Identity{}, 401, apiv1.CodeMissingToken},
 		{"empty bearer", "Bearer ", auth.Identity{}, 401, apiv1.CodeMissingToken},
@@ -118,6 +124,17 @@ func TestAuthenticate(t *testing.T) {
 				if id.Repository != tt.want.Repository || id.RepositoryID != tt.want.RepositoryID || id.RepositoryOwner != tt.want.RepositoryOwner ||
 					id.RunID != tt.want.RunID || id.RunAttempt != tt.want.RunAttempt || id.Event != tt.want.Event {
 					t.Errorf("identity %+v, want %+v", id, tt.want)
+				}
+				switch tt.want.Ref {
+				case "":
+				case "none":
+					if id.Ref != "" || id.BaseRef != "" {
+						t.Errorf("ref %q, base ref %q: want none", id.Ref, id.BaseRef)
+					}
+				default:
+					if id.Ref != tt.want.Ref || id.BaseRef != tt.want.BaseRef {
+						t.Errorf("ref %q, base ref %q: want %q, %q", id.Ref, id.BaseRef, tt.want.Ref, tt.want.BaseRef)
+					}
 				}
 				return
 			}
