@@ -31,51 +31,6 @@ import (
 	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
-// loadExampleOnStack evaluates examples/complete with its tfvars example, in the environment's
-// account and region, its deployment id the environment's (the instances the environment launches
-// carry it), the GitHub App the GitHub fake's, and the resources a provider would create answered by
-// the local stack: the state table, the pool queues, the pool-job queue, the launch template.
-func loadExampleOnStack(t *testing.T, env *servicetest.Env) *exampletf.Module {
-	t.Helper()
-	in := exampletf.Inputs{Account: servicetest.Account, Partition: "aws", Region: servicetest.Region, VarFile: "terraform.tfvars.example"}
-	def := exampletf.DefaultComputed(in)
-	in.Computed = func(mode, typ string, attrs map[string]cty.Value) map[string]cty.Value {
-		out := def(mode, typ, attrs)
-		switch mode + " " + typ {
-		case "resource runnerpool_state_table":
-			out["name"] = cty.StringVal(env.Table)
-		case "resource runnerpool_pool_queue":
-			out["url"] = cty.StringVal(env.QueueURL)
-		case "resource aws_sqs_queue":
-			out["url"] = cty.StringVal(env.JobQueueURL)
-		case "resource aws_launch_template":
-			out["id"] = cty.StringVal(env.LaunchTemplate)
-		}
-		return out
-	}
-	m, err := exampletf.Load("../../examples/complete", in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := m.Variable("github_app")
-	if app == cty.NilVal || app.IsNull() {
-		t.Fatal("examples/complete's tfvars example sets no github_app (the App's id and private key secret)")
-	}
-	in.Vars = map[string]cty.Value{
-		"deployment_id": cty.StringVal(servicetest.Deployment),
-		"github_app": cty.ObjectVal(map[string]cty.Value{
-			"id": cty.NumberIntVal(env.GitHub.AppID()), "private_key_secret_arn": app.GetAttr("private_key_secret_arn"),
-		}),
-	}
-	if m, err = exampletf.Load("../../examples/complete", in); err != nil {
-		t.Fatal(err)
-	}
-	if u := m.Unresolved(); len(u) > 0 {
-		t.Fatalf("examples/complete does not evaluate whole:\n%s", strings.Join(u, "\n"))
-	}
-	return m
-}
-
 // taskEnvironment is the reconciler container's environment in the example's task definition, its
 // secrets resolved from secretValues (by Secrets Manager ARN), as ECS starts the task.
 func taskEnvironment(t *testing.T, m *exampletf.Module, secretValues map[string]string) map[string]string {
@@ -249,7 +204,7 @@ func TestExampleServesItsDeclaredWork(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true, InstanceKeys: config.InstanceKeysARN})
-	m := loadExampleOnStack(t, env)
+	m := env.Example(t, "../../examples/complete", nil)
 	secrets := map[string]string{}
 	for name, value := range map[string]string{"webhook_secret_arn": servicetest.WebhookSecret} {
 		secrets[m.Variable(name).AsString()] = value

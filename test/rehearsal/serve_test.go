@@ -22,7 +22,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
-	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 )
 
 // containerDef is the part of the example's container definition a task is started from.
@@ -80,7 +79,7 @@ func TestServeFromImageForms(t *testing.T) {
 	}) {
 		ref := forms[form]
 		t.Run(form, func(t *testing.T) {
-			m := loadExample(t, env, ref)
+			m := env.Example(t, "../../examples/complete", map[string]cty.Value{"reconciler_image": cty.StringVal(ref)})
 			if failed, err := m.Check(); err != nil || len(failed) > 0 {
 				t.Fatalf("examples/complete refuses reconciler_image = %q: %v %v", ref, failed, err)
 			}
@@ -115,46 +114,6 @@ func TestServeFromImageForms(t *testing.T) {
 			serveTask(t, env, root, img, def, taskEnv)
 		})
 	}
-}
-
-// loadExample evaluates examples/complete with its tfvars example and reconciler_image = image, in
-// the local stack's account and region, its resources answered by the environment (state table,
-// queues, launch template) and its GitHub App the GitHub fake's.
-func loadExample(t *testing.T, env *servicetest.Env, image string) *exampletf.Module {
-	t.Helper()
-	in := exampletf.Inputs{Account: servicetest.Account, Partition: "aws", Region: servicetest.Region, VarFile: "terraform.tfvars.example"}
-	def := exampletf.DefaultComputed(in)
-	in.Computed = func(mode, typ string, attrs map[string]cty.Value) map[string]cty.Value {
-		out := def(mode, typ, attrs)
-		switch mode + " " + typ {
-		case "resource runnerpool_state_table":
-			out["name"] = cty.StringVal(env.Table)
-		case "resource runnerpool_pool_queue":
-			out["url"] = cty.StringVal(env.QueueURL)
-		case "resource aws_sqs_queue":
-			out["url"] = cty.StringVal(env.JobQueueURL)
-		case "resource aws_launch_template":
-			out["id"] = cty.StringVal(env.LaunchTemplate)
-		}
-		return out
-	}
-	in.Vars = map[string]cty.Value{"reconciler_image": cty.StringVal(image)}
-	m, err := exampletf.Load("../../examples/complete", in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := m.Variable("github_app")
-	in.Vars["deployment_id"] = cty.StringVal(servicetest.Deployment)
-	in.Vars["github_app"] = cty.ObjectVal(map[string]cty.Value{
-		"id": cty.NumberIntVal(env.GitHub.AppID()), "private_key_secret_arn": app.GetAttr("private_key_secret_arn"),
-	})
-	if m, err = exampletf.Load("../../examples/complete", in); err != nil {
-		t.Fatal(err)
-	}
-	if u := m.Unresolved(); len(u) > 0 {
-		t.Fatalf("examples/complete does not evaluate whole:\n%s", strings.Join(u, "\n"))
-	}
-	return m
 }
 
 // serveTask starts the pulled image's entrypoint with the container's command and the task's
