@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v4"
-
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/actionrun"
@@ -79,32 +77,11 @@ func TestSampleWorkflowWithTheActions(t *testing.T) {
 // sampleWith is the with: of workflow.yml's provision and release steps, by action.
 func sampleWith(t *testing.T) map[string]map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/github-actions/workflow.yml")
+	with, err := actionrun.WorkflowInputs("../../examples/github-actions/workflow.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wf struct {
-		Jobs map[string]struct {
-			Steps []struct {
-				Uses string
-				With map[string]string
-			}
-		}
-	}
-	if err := yaml.Unmarshal(b, &wf); err != nil {
-		t.Fatal(err)
-	}
-	with := map[string]map[string]string{}
-	for _, j := range wf.Jobs {
-		for _, s := range j.Steps {
-			for _, action := range []string{"provision", "release"} {
-				if strings.Contains(s.Uses, "/examples/github-actions/"+action+"@") {
-					with[action] = s.With
-				}
-			}
-		}
-	}
-	if len(with) != 2 {
+	if with["provision"] == nil || with["release"] == nil {
 		t.Fatalf("workflow.yml: the provision and release steps' with: %v", with)
 	}
 	return with
