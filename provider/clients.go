@@ -18,7 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -65,7 +65,9 @@ type clients struct {
 func (c *clients) store(table string) *store.Store { return store.New(c.dynamodb, table) }
 
 // repo returns the configuration repository of one state table.
-func (c *clients) repo(table string) *config.Repository { return config.NewRepository(c.store(table)) }
+func (c *clients) repo(table string) *declared.Repository {
+	return declared.NewRepository(c.store(table))
+}
 
 func newClients(ctx context.Context, m Model, version string, now func() time.Time) (*clients, error) {
 	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithAppID("terraform-provider-runnerpool/" + version)}

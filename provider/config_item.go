@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -35,9 +35,9 @@ type itemModel[C any] interface {
 // itemKind is how one kind of configuration item is stored.
 type itemKind[C any] struct {
 	what string // "warm pool", for messages
-	get  func(r *config.Repository, ctx context.Context, name string) (C, int64, error)
-	put  func(r *config.Repository, ctx context.Context, c C, expectVersion int64) (int64, error)
-	del  func(r *config.Repository, ctx context.Context, name string) error
+	get  func(r *declared.Repository, ctx context.Context, name string) (C, int64, error)
+	put  func(r *declared.Repository, ctx context.Context, c C, expectVersion int64) (int64, error)
+	del  func(r *declared.Repository, ctx context.Context, name string) error
 }
 
 // configItemResource implements Configure, Create, Read, Update, Delete and ImportState for model M
@@ -123,7 +123,7 @@ func (r *configItemResource[M, C, PM]) Delete(ctx context.Context, req resource.
 	err := r.kind.del(r.c.repo(table), ctx, name)
 	switch {
 	case err == nil, errors.Is(err, store.ErrNotFound):
-	case errors.Is(err, config.ErrInUse):
+	case errors.Is(err, declared.ErrInUse):
 		addError(&resp.Diagnostics, "The "+r.kind.what+" is in use",
 			fmt.Sprintf("The %s %q in table %s is still named by other items; destroy or move them first.", r.kind.what, name, table), err)
 	default:
@@ -176,11 +176,11 @@ func configWriteError(diags *diag.Diagnostics, kind, table, name string, err err
 	switch {
 	case errors.Is(err, store.ErrNoTable):
 		addError(diags, "State table not found", fmt.Sprintf("Table %s does not exist (yet); create it with runnerpool_state_table and reference its name.", table), err)
-	case errors.Is(err, config.ErrUnknownRunnerClass):
+	case errors.Is(err, declared.ErrUnknownRunnerClass):
 		diags.AddAttributeError(path.Root("runner_class"), "Unknown runner class",
 			fmt.Sprintf("The %s %q names a runner class that is not in table %s. Create it first (reference runnerpool_runner_class.<name>.name so Terraform orders the two).\n\nOriginal Error: %s",
 				kind, name, table, err))
-	case errors.Is(err, config.ErrUnknownWarmPool):
+	case errors.Is(err, declared.ErrUnknownWarmPool):
 		diags.AddAttributeError(path.Root("warm_pool"), "Unknown warm pool",
 			fmt.Sprintf("The %s %q names a warm pool that is not in table %s. Create it first (reference runnerpool_warm_pool.<name>.name so Terraform orders the two).\n\nOriginal Error: %s",
 				kind, name, table, err))

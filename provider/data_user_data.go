@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 )
@@ -140,7 +140,7 @@ func (d *UserDataDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 			"pre_runner_script": schema.StringAttribute{
 				MarkdownDescription: "Pre-runner script to install on the instance (usually the runner class's `pre_runner_script`).",
 				Optional:            true,
-				Validators:          []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", config.PreRunnerScriptBudget), config.ValidatePreRunnerScript)},
+				Validators:          []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", declared.PreRunnerScriptBudget), declared.ValidatePreRunnerScript)},
 			},
 			"runner_base_url": schema.StringAttribute{
 				MarkdownDescription: "Mirror of the GitHub Actions runner releases (same file names). Defaults to " + userdata.DefaultRunnerBaseURL + ".",

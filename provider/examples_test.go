@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
@@ -40,18 +40,18 @@ func TestAccExamples(t *testing.T) {
 		// t.Context() is already cancelled when cleanups run.
 		_, _ = st.DynamoDB().DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	repo := config.NewRepository(store.New(st.DynamoDB(), table))
-	rc := config.RunnerClass{
+	repo := declared.NewRepository(store.New(st.DynamoDB(), table))
+	rc := declared.RunnerClass{
 		Name: "small-x64", Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096,
-		Volume:     config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
-		UsageClass: config.UsageOnDemand, Subnets: []string{"subnet-0123456789abcdef0"},
-		MaxRuntime: config.Duration(time.Hour), IdleTime: config.Duration(10 * time.Minute),
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: declared.UsageOnDemand, Subnets: []string{"subnet-0123456789abcdef0"},
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute),
 		QueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/ci-prod-pool-small-x64",
 	}
 	if _, err := repo.PutRunnerClass(t.Context(), rc, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.PutWarmPool(t.Context(), config.WarmPool{Name: "small-x64", RunnerClass: "small-x64", Timezone: "Europe/Paris",
+	if _, err := repo.PutWarmPool(t.Context(), declared.WarmPool{Name: "small-x64", RunnerClass: "small-x64", Timezone: "Europe/Paris",
 		Schedules: []schedule.Schedule{{Name: "default", Hot: 1, Stopped: 2}}}, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -57,14 +57,14 @@ func TestAccRunnerClassImportDurationByValue(t *testing.T) {
 			{
 				// The class exists in the table, written by someone else (as the provider would).
 				PreConfig: func() {
-					rc := config.RunnerClass{
-						Name: class, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, UsageClass: config.UsageOnDemand,
-						Volume:     config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+					rc := declared.RunnerClass{
+						Name: class, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, UsageClass: declared.UsageOnDemand,
+						Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
 						Subnets:    []string{"subnet-0123456789abcdef0"},
-						MaxRuntime: config.Duration(2 * time.Hour), IdleTime: config.Duration(90 * time.Minute),
+						MaxRuntime: declared.Duration(2 * time.Hour), IdleTime: declared.Duration(90 * time.Minute),
 						QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/runnerpool-small",
 					}
-					if _, err := config.NewRepository(store.New(stacktest.Shared(t).DynamoDB(), table)).PutRunnerClass(t.Context(), rc, 0); err != nil {
+					if _, err := declared.NewRepository(store.New(stacktest.Shared(t).DynamoDB(), table)).PutRunnerClass(t.Context(), rc, 0); err != nil {
 						t.Fatalf("PutRunnerClass: %v", err)
 					}
 				},

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 var (
@@ -51,8 +51,8 @@ func (r *RunnerClassResource) ModifyPlan(ctx context.Context, req resource.Modif
 		return // no table yet, or not readable: the reconciler checks at start-up
 	}
 	name := m.Name.ValueString()
-	classes := map[string]config.RunnerClass{name: {Name: name, MaxInstances: int(m.MaxInstances.ValueInt64())}}
-	if errs := config.CheckCaps(0, classes, snap.Pools()); len(errs) > 0 {
+	classes := map[string]declared.RunnerClass{name: {Name: name, MaxInstances: int(m.MaxInstances.ValueInt64())}}
+	if errs := declared.CheckCaps(0, classes, snap.Pools()); len(errs) > 0 {
 		resp.Diagnostics.AddAttributeError(path.Root("max_instances"), "Instance cap below the warm pools' targets", errors.Join(errs...).Error()+
 			"\n\nRaise max_instances, or lower the targets of the class's warm pools first.")
 	}
@@ -78,13 +78,13 @@ func (r *WarmPoolResource) ModifyPlan(ctx context.Context, req resource.ModifyPl
 	if err != nil {
 		return
 	}
-	pools := []config.WarmPool{planned}
+	pools := []declared.WarmPool{planned}
 	for _, p := range snap.Pools() {
 		if p.Name != planned.Name {
 			pools = append(pools, p)
 		}
 	}
-	if errs := config.CheckCaps(0, snap.RunnerClasses, pools); len(errs) > 0 {
+	if errs := declared.CheckCaps(0, snap.RunnerClasses, pools); len(errs) > 0 {
 		resp.Diagnostics.AddAttributeError(path.Root("schedule"), "Warm pool above its runner class's instance cap", errors.Join(errs...).Error()+
 			"\n\nLower the pool's targets, or raise the runner class's max_instances first.")
 	}

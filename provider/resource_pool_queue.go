@@ -29,7 +29,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 )
@@ -539,5 +539,5 @@ func (r *PoolQueueResource) ImportState(ctx context.Context, req resource.Import
 
 // nameValidator checks runner class, warm pool and environment names.
 func nameValidator(what string) validator.String {
-	return stringCheck{what: what, desc: "1-63 lower-case letters, digits, '-' or '_', starting with a letter or digit", fn: config.ValidateName}
+	return stringCheck{what: what, desc: "1-63 lower-case letters, digits, '-' or '_', starting with a letter or digit", fn: declared.ValidateName}
 }

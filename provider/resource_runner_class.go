@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 )
 
@@ -33,14 +33,14 @@ var (
 
 // NewRunnerClassResource returns the runnerpool_runner_class resource.
 func NewRunnerClassResource() resource.Resource {
-	return &RunnerClassResource{configItemResource[runnerClassModel, config.RunnerClass, *runnerClassModel]{kind: itemKind[config.RunnerClass]{
-		what: "runner class", get: (*config.Repository).GetRunnerClass, put: (*config.Repository).PutRunnerClass, del: (*config.Repository).DeleteRunnerClass,
+	return &RunnerClassResource{configItemResource[runnerClassModel, declared.RunnerClass, *runnerClassModel]{kind: itemKind[declared.RunnerClass]{
+		what: "runner class", get: (*declared.Repository).GetRunnerClass, put: (*declared.Repository).PutRunnerClass, del: (*declared.Repository).DeleteRunnerClass,
 	}}}
 }
 
 // RunnerClassResource manages a runner class.
 type RunnerClassResource struct {
-	configItemResource[runnerClassModel, config.RunnerClass, *runnerClassModel]
+	configItemResource[runnerClassModel, declared.RunnerClass, *runnerClassModel]
 }
 
 type runnerClassModel struct {
@@ -134,17 +134,17 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"image": schema.StringAttribute{
 				MarkdownDescription: "AMI id the instances boot from. Changing it rolls warm pools over to new instances.",
 				Required:            true,
-				Validators:          []validator.String{check("image", "an AMI id such as ami-0123456789abcdef0", config.ValidateImage)},
+				Validators:          []validator.String{check("image", "an AMI id such as ami-0123456789abcdef0", declared.ValidateImage)},
 			},
 			"cpu": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("vCPUs an instance needs at least (1-%d).", config.MaxCPU),
+				MarkdownDescription: fmt.Sprintf("vCPUs an instance needs at least (1-%d).", declared.MaxCPU),
 				Required:            true,
-				Validators:          []validator.Int64{int64Between{what: "cpu", min: 1, max: config.MaxCPU}},
+				Validators:          []validator.Int64{int64Between{what: "cpu", min: 1, max: declared.MaxCPU}},
 			},
 			"memory_mib": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Memory an instance needs at least, in MiB (%d-%d).", config.MinMemoryMiB, config.MaxMemoryMiB),
+				MarkdownDescription: fmt.Sprintf("Memory an instance needs at least, in MiB (%d-%d).", declared.MinMemoryMiB, declared.MaxMemoryMiB),
 				Required:            true,
-				Validators:          []validator.Int64{int64Between{what: "memory", min: config.MinMemoryMiB, max: config.MaxMemoryMiB}},
+				Validators:          []validator.Int64{int64Between{what: "memory", min: declared.MinMemoryMiB, max: declared.MaxMemoryMiB}},
 			},
 			"instance_types": schema.ListAttribute{
 				MarkdownDescription: "Allowed instance types, as EC2 attribute-based selection patterns: `*` matches any run of characters " +
@@ -160,36 +160,36 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				MarkdownDescription: "Root volume type. Only `gp3` (default): its baseline IOPS and throughput are free, which is what a stopped warm instance should cost.",
 				Optional:            true,
 				Computed:            true,
-				Default:             stringdefault.StaticString(config.VolumeGP3),
-				Validators:          []validator.String{oneOf("volume type", config.VolumeGP3)},
+				Default:             stringdefault.StaticString(declared.VolumeGP3),
+				Validators:          []validator.String{oneOf("volume type", declared.VolumeGP3)},
 			},
 			"volume_size_gib": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Root volume size in GiB (%d-%d). Defaults to 30.", config.MinVolumeGiB, config.MaxVolumeGiB),
+				MarkdownDescription: fmt.Sprintf("Root volume size in GiB (%d-%d). Defaults to 30.", declared.MinVolumeGiB, declared.MaxVolumeGiB),
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(30),
-				Validators:          []validator.Int64{int64Between{what: "volume size", min: config.MinVolumeGiB, max: config.MaxVolumeGiB}},
+				Validators:          []validator.Int64{int64Between{what: "volume size", min: declared.MinVolumeGiB, max: declared.MaxVolumeGiB}},
 			},
 			"volume_iops": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Root volume IOPS (%d-%d, at most 500 per GiB above the baseline). Defaults to 3000, the free baseline.", config.MinIOPS, config.MaxIOPS),
+				MarkdownDescription: fmt.Sprintf("Root volume IOPS (%d-%d, at most 500 per GiB above the baseline). Defaults to 3000, the free baseline.", declared.MinIOPS, declared.MaxIOPS),
 				Optional:            true,
 				Computed:            true,
-				Default:             int64default.StaticInt64(config.MinIOPS),
-				Validators:          []validator.Int64{int64Between{what: "volume IOPS", min: config.MinIOPS, max: config.MaxIOPS}},
+				Default:             int64default.StaticInt64(declared.MinIOPS),
+				Validators:          []validator.Int64{int64Between{what: "volume IOPS", min: declared.MinIOPS, max: declared.MaxIOPS}},
 			},
 			"volume_throughput_mibps": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Root volume throughput in MiB/s (%d-%d, at most 0.25 per IOPS). Defaults to 125, the free baseline.", config.MinThroughput, config.MaxThroughput),
+				MarkdownDescription: fmt.Sprintf("Root volume throughput in MiB/s (%d-%d, at most 0.25 per IOPS). Defaults to 125, the free baseline.", declared.MinThroughput, declared.MaxThroughput),
 				Optional:            true,
 				Computed:            true,
-				Default:             int64default.StaticInt64(config.MinThroughput),
-				Validators:          []validator.Int64{int64Between{what: "volume throughput", min: config.MinThroughput, max: config.MaxThroughput}},
+				Default:             int64default.StaticInt64(declared.MinThroughput),
+				Validators:          []validator.Int64{int64Between{what: "volume throughput", min: declared.MinThroughput, max: declared.MaxThroughput}},
 			},
 			"usage_class": schema.StringAttribute{
 				MarkdownDescription: "`on-demand` (default) or `spot`.",
 				Optional:            true,
 				Computed:            true,
-				Default:             stringdefault.StaticString(config.UsageOnDemand),
-				Validators:          []validator.String{oneOf("usage class", config.UsageOnDemand, config.UsageSpot)},
+				Default:             stringdefault.StaticString(declared.UsageOnDemand),
+				Validators:          []validator.String{oneOf("usage class", declared.UsageOnDemand, declared.UsageSpot)},
 			},
 			"subnets": schema.ListAttribute{
 				MarkdownDescription: "Subnet ids instances may launch in (one or more; several zones give CreateFleet more capacity to choose from).",
@@ -197,7 +197,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Required:            true,
 				Validators: []validator.List{
 					listSize{what: "subnets", min: 1, max: 32},
-					ids("subnet", "subnet-0123456789abcdef0", config.ValidateSubnet),
+					ids("subnet", "subnet-0123456789abcdef0", declared.ValidateSubnet),
 				},
 			},
 			"security_groups": schema.ListAttribute{
@@ -206,28 +206,28 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Optional:            true,
 				Validators: []validator.List{
 					listSize{what: "security groups", min: 1, max: 5},
-					ids("security group", "sg-0123456789abcdef0", config.ValidateSecurityGroup),
+					ids("security group", "sg-0123456789abcdef0", declared.ValidateSecurityGroup),
 				},
 			},
 			"instance_profile": schema.StringAttribute{
 				MarkdownDescription: "IAM instance profile name or ARN of the instances (the agent's role: its own items only, terminate only itself).",
 				Optional:            true,
-				Validators:          []validator.String{check("instance profile", "an instance profile name or ARN", config.ValidateInstanceProfile)},
+				Validators:          []validator.String{check("instance profile", "an instance profile name or ARN", declared.ValidateInstanceProfile)},
 			},
 			"pre_runner_script": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("Script run on the instance before its first registration (and before a warm instance is "+
 					"stopped or declared ready): install tools, warm caches. The reconciler puts it into the launch template's user data, "+
-					"which must be `runnerpool_user_data`'s; a failing script keeps the instance out of the pool. At most %d bytes once gzip-compressed and base64-encoded, as the user data carries it (6 to 7 KiB of a typical script).", config.PreRunnerScriptBudget),
+					"which must be `runnerpool_user_data`'s; a failing script keeps the instance out of the pool. At most %d bytes once gzip-compressed and base64-encoded, as the user data carries it (6 to 7 KiB of a typical script).", declared.PreRunnerScriptBudget),
 				Optional:   true,
-				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", config.PreRunnerScriptBudget), config.ValidatePreRunnerScript)},
+				Validators: []validator.String{check("pre-runner script", fmt.Sprintf("at most %d bytes compressed, without NUL bytes", declared.PreRunnerScriptBudget), declared.ValidatePreRunnerScript)},
 			},
 			"labels": schema.ListAttribute{
 				MarkdownDescription: "Extra GitHub runner labels of the instances.",
 				ElementType:         types.StringType,
 				Optional:            true,
 				Validators: []validator.List{
-					listSize{what: "labels", min: 1, max: config.MaxLabels},
-					listEach{check: check("label", "a label without spaces, commas or quotes", config.ValidateLabel), unique: true},
+					listSize{what: "labels", min: 1, max: declared.MaxLabels},
+					listEach{check: check("label", "a label without spaces, commas or quotes", declared.ValidateLabel), unique: true},
 				},
 			},
 			"tags": schema.MapAttribute{
@@ -235,7 +235,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 					"enabled: the agent notices a claim by reading its wake-up tag from the instance metadata service, which "+
 					"is fast and costs no DynamoDB reads. With metadata tags on, EC2 refuses tag keys it cannot serve there, "+
 					"so keys may use only letters, digits and `+ - = . , _ : @` (no spaces, no `/`, not `.`, `..` or `_info`); "+
-					"`aws:` and `runnerpool:` keys are reserved. Values up to %d characters.", config.MaxTags, config.MaxTagValueLen),
+					"`aws:` and `runnerpool:` keys are reserved. Values up to %d characters.", declared.MaxTags, declared.MaxTagValueLen),
 				ElementType: types.StringType,
 				Optional:    true,
 				Validators:  []validator.Map{instanceTagsCheck{}},
@@ -250,8 +250,8 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 					"new launch template versions and rolls warm pools. See the security documentation.",
 				Optional:   true,
 				Computed:   true,
-				Default:    stringdefault.StaticString(config.JobAccessUser),
-				Validators: []validator.String{check("job access", "user, docker or root", config.ValidateJobAccess)},
+				Default:    stringdefault.StaticString(declared.JobAccessUser),
+				Validators: []validator.String{check("job access", "user, docker or root", declared.ValidateJobAccess)},
 			},
 			"reuse": schema.StringAttribute{
 				MarkdownDescription: "Which runs an instance may serve after a run, enforced by the reconciler's release from its own " +
@@ -260,7 +260,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 					"`any-repository`, which `job_access = \"root\"` refuses at plan: a root job can forge what the agent reports, so its " +
 					"instance is never handed to another repository.",
 				Optional:   true,
-				Validators: []validator.String{check("reuse", "any-repository, same-repository or never", config.ValidateReuse)},
+				Validators: []validator.String{check("reuse", "any-repository, same-repository or never", declared.ValidateReuse)},
 			},
 			"max_runtime": schema.StringAttribute{
 				PlanModifiers:       []planmodifier.String{durationByValue{}},
@@ -268,7 +268,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Optional:            true,
 				Computed:            true,
 				Default:             stringdefault.StaticString("6h"),
-				Validators:          []validator.String{durationBetween("max runtime", config.MinMaxRuntime, config.MaxMaxRuntime)},
+				Validators:          []validator.String{durationBetween("max runtime", declared.MinMaxRuntime, declared.MaxMaxRuntime)},
 			},
 			"idle_time": schema.StringAttribute{
 				PlanModifiers:       []planmodifier.String{durationByValue{}},
@@ -276,7 +276,7 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Optional:            true,
 				Computed:            true,
 				Default:             stringdefault.StaticString("10m"),
-				Validators:          []validator.String{durationBetween("idle time", config.MinIdleTime, config.MaxIdleTime)},
+				Validators:          []validator.String{durationBetween("idle time", declared.MinIdleTime, declared.MaxIdleTime)},
 			},
 			"launch_template_id": schema.StringAttribute{
 				MarkdownDescription: "Launch template the instances are created from (user data from `runnerpool_user_data`, IMDSv2 and " +
@@ -284,12 +284,12 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 					"with the class's image, root volume, security groups, instance profile and pre-runner script on top (it needs " +
 					"`ec2:CreateLaunchTemplateVersion` and `ec2:DeleteLaunchTemplateVersions` on the template).",
 				Optional:   true,
-				Validators: []validator.String{check("launch template", "a launch template id such as lt-0123456789abcdef0", config.ValidateLaunchTemplate)},
+				Validators: []validator.String{check("launch template", "a launch template id such as lt-0123456789abcdef0", declared.ValidateLaunchTemplate)},
 			},
 			"queue_url": schema.StringAttribute{
 				MarkdownDescription: "URL of the class's pool queue (`runnerpool_pool_queue.<name>.url`).",
 				Required:            true,
-				Validators:          []validator.String{check("queue URL", "an SQS queue URL", config.ValidateQueueURL)},
+				Validators:          []validator.String{check("queue URL", "an SQS queue URL", declared.ValidateQueueURL)},
 			},
 			"max_instances": maxInstancesAttribute(),
 			"version":       versionAttribute(),
@@ -309,12 +309,12 @@ func (r *RunnerClassResource) ValidateConfig(ctx context.Context, req resource.V
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !m.JobAccess.IsUnknown() && !m.Reuse.IsUnknown() && config.ValidateJobAccess(m.JobAccess.ValueString()) == nil {
-		if err := config.CheckPosture(m.JobAccess.ValueString(), m.Reuse.ValueString()); err != nil {
+	if !m.JobAccess.IsUnknown() && !m.Reuse.IsUnknown() && declared.ValidateJobAccess(m.JobAccess.ValueString()) == nil {
+		if err := declared.CheckPosture(m.JobAccess.ValueString(), m.Reuse.ValueString()); err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root("reuse"), "Contradictory job access and reuse", err.Error())
 		}
 	}
-	v := config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: config.MinIOPS, ThroughputMiBps: config.MinThroughput}
+	v := declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: declared.MinIOPS, ThroughputMiBps: declared.MinThroughput}
 	for _, f := range []struct {
 		val types.Int64
 		dst *int
@@ -328,8 +328,8 @@ func (r *RunnerClassResource) ValidateConfig(ctx context.Context, req resource.V
 	}
 	// Values outside their own range are reported by the attribute validators; only when all three
 	// are in range are the remaining problems the ratios between them.
-	if v.SizeGiB < config.MinVolumeGiB || v.SizeGiB > config.MaxVolumeGiB || v.IOPS < config.MinIOPS || v.IOPS > config.MaxIOPS ||
-		v.ThroughputMiBps < config.MinThroughput || v.ThroughputMiBps > config.MaxThroughput {
+	if v.SizeGiB < declared.MinVolumeGiB || v.SizeGiB > declared.MaxVolumeGiB || v.IOPS < declared.MinIOPS || v.IOPS > declared.MaxIOPS ||
+		v.ThroughputMiBps < declared.MinThroughput || v.ThroughputMiBps > declared.MaxThroughput {
 		return
 	}
 	for _, p := range v.Problems() {
@@ -342,25 +342,25 @@ func (m *runnerClassModel) key() (string, string)      { return keyOf(m.Table, m
 func (m *runnerClassModel) storedVersion() types.Int64 { return m.Version }
 
 // toConfig converts the plan into the domain model.
-func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, diag.Diagnostics) {
+func (m runnerClassModel) toConfig(ctx context.Context) (declared.RunnerClass, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	list := func(l types.List) []string {
 		v, d := stringList(ctx, l)
 		diags.Append(d...)
 		return v
 	}
-	dur := func(s types.String) config.Duration {
+	dur := func(s types.String) declared.Duration {
 		d, err := time.ParseDuration(s.ValueString())
 		if err != nil {
 			diags.AddError("Invalid duration", err.Error())
 		}
-		return config.Duration(d)
+		return declared.Duration(d)
 	}
-	rc := config.RunnerClass{
+	rc := declared.RunnerClass{
 		Name: m.Name.ValueString(), Image: m.Image.ValueString(),
 		CPU: int(m.CPU.ValueInt64()), MemoryMiB: int(m.MemoryMiB.ValueInt64()),
 		InstanceTypes: list(m.InstanceTypes),
-		Volume: config.Volume{
+		Volume: declared.Volume{
 			Type: m.VolumeType.ValueString(), SizeGiB: int(m.VolumeSizeGiB.ValueInt64()),
 			IOPS: int(m.VolumeIOPS.ValueInt64()), ThroughputMiBps: int(m.VolumeThroughput.ValueInt64()),
 		},
@@ -379,7 +379,7 @@ func (m runnerClassModel) toConfig(ctx context.Context) (config.RunnerClass, dia
 }
 
 // fromConfig sets m from a stored runner class, keeping null for unset optional values.
-func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, version int64) {
+func (m *runnerClassModel) fromConfig(table string, rc declared.RunnerClass, version int64) {
 	m.ID = types.StringValue(table + "/" + rc.Name)
 	m.Table = types.StringValue(table)
 	m.Name = types.StringValue(rc.Name)
@@ -395,7 +395,7 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 	m.Subnets = listValue(rc.Subnets, m.Subnets)
 	m.SecurityGroups = listValue(rc.SecurityGroups, m.SecurityGroups)
 	m.InstanceProfile = optionalString(rc.InstanceProfile, m.InstanceProfile)
-	m.JobAccess = types.StringValue(cmp.Or(rc.JobAccess, config.JobAccessUser))
+	m.JobAccess = types.StringValue(cmp.Or(rc.JobAccess, declared.JobAccessUser))
 	m.Reuse = optionalString(rc.Reuse, m.Reuse)
 	m.PreRunnerScript = optionalString(rc.PreRunnerScript, m.PreRunnerScript)
 	m.Labels = listValue(rc.Labels, m.Labels)
@@ -425,7 +425,7 @@ func (m *runnerClassModel) fromConfig(table string, rc config.RunnerClass, versi
 // storedJobAccess stores "user" as the default (empty), so the spec hash of a class written before
 // job_access existed does not change and its warm pools do not roll.
 func storedJobAccess(s string) string {
-	if s == config.JobAccessUser {
+	if s == declared.JobAccessUser {
 		return ""
 	}
 	return s

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -54,7 +54,7 @@ func TestAccRunnerClass(t *testing.T) {
 	table := stacktest.UniqueName(t, "tf")
 	class := uniqueName(t, "small")
 	addr := "runnerpool_runner_class.small"
-	repo := func() *config.Repository { return config.NewRepository(store.New(db, table)) }
+	repo := func() *declared.Repository { return declared.NewRepository(store.New(db, table)) }
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             itemGone(t, table, store.ConfigRunnerClass, class),

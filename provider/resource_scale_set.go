@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 var (
@@ -26,8 +26,8 @@ var (
 
 // NewScaleSetResource returns the runnerpool_scale_set resource.
 func NewScaleSetResource() resource.Resource {
-	return &ScaleSetResource{configItemResource[scaleSetModel, config.ScaleSet, *scaleSetModel]{kind: itemKind[config.ScaleSet]{
-		what: "scale set", get: (*config.Repository).GetScaleSet, put: (*config.Repository).PutScaleSet, del: (*config.Repository).DeleteScaleSet,
+	return &ScaleSetResource{configItemResource[scaleSetModel, declared.ScaleSet, *scaleSetModel]{kind: itemKind[declared.ScaleSet]{
+		what: "scale set", get: (*declared.Repository).GetScaleSet, put: (*declared.Repository).PutScaleSet, del: (*declared.Repository).DeleteScaleSet,
 	}}}
 }
 
@@ -36,7 +36,7 @@ func NewScaleSetResource() resource.Resource {
 // instance of the deployment still runs one of its jobs (reconciler/scalesets' registry), whichever
 // replica notices first.
 type ScaleSetResource struct {
-	configItemResource[scaleSetModel, config.ScaleSet, *scaleSetModel]
+	configItemResource[scaleSetModel, declared.ScaleSet, *scaleSetModel]
 }
 
 type scaleSetModel struct {
@@ -85,7 +85,7 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				Required:            true,
 				// A scale set cannot move between organizations or repositories.
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{check("scope", "OWNER or OWNER/REPO", config.ValidateScope)},
+				Validators:    []validator.String{check("scope", "OWNER or OWNER/REPO", declared.ValidateScope)},
 			},
 			"runner_group": schema.StringAttribute{
 				MarkdownDescription: "Runner group of an organization scale set. Unset: the default group. Changing it moves the scale set to the new group at GitHub (same scale set, same queued jobs); it does not force replacement.",
@@ -96,16 +96,16 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 				ElementType:         types.StringType,
 				Optional:            true,
 				Validators: []validator.List{
-					listSize{what: "labels", min: 1, max: config.MaxLabels},
-					listEach{check: check("label", "a label without spaces, commas or quotes", config.ValidateLabel), unique: true},
+					listSize{what: "labels", min: 1, max: declared.MaxLabels},
+					listEach{check: check("label", "a label without spaces, commas or quotes", declared.ValidateLabel), unique: true},
 				},
 			},
 			"max_runners": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("Most runners the scale set asks for at once (1-%d, default 10). The reconciler tells GitHub this minus the instances already serving the scale set (`X-ScaleSetMaxCapacity`), so GitHub offers no more jobs than the pool can take. Under instance caps (the deployment's `max_instances` or the runner class's), it announces no more than the pool's idle instances plus the room the caps leave.", config.MaxScaleSetRunners),
+				MarkdownDescription: fmt.Sprintf("Most runners the scale set asks for at once (1-%d, default 10). The reconciler tells GitHub this minus the instances already serving the scale set (`X-ScaleSetMaxCapacity`), so GitHub offers no more jobs than the pool can take. Under instance caps (the deployment's `max_instances` or the runner class's), it announces no more than the pool's idle instances plus the room the caps leave.", declared.MaxScaleSetRunners),
 				Optional:            true,
 				Computed:            true,
 				Default:             int64default.StaticInt64(10),
-				Validators:          []validator.Int64{int64Between{what: "max_runners", min: 1, max: config.MaxScaleSetRunners}},
+				Validators:          []validator.Int64{int64Between{what: "max_runners", min: 1, max: declared.MaxScaleSetRunners}},
 			},
 			"version": versionAttribute(),
 		},
@@ -115,15 +115,15 @@ func (r *ScaleSetResource) Schema(_ context.Context, _ resource.SchemaRequest, r
 func (m *scaleSetModel) key() (string, string)      { return keyOf(m.Table, m.Name) }
 func (m *scaleSetModel) storedVersion() types.Int64 { return m.Version }
 
-func (m scaleSetModel) toConfig(ctx context.Context) (config.ScaleSet, diag.Diagnostics) {
+func (m scaleSetModel) toConfig(ctx context.Context) (declared.ScaleSet, diag.Diagnostics) {
 	labels, diags := stringList(ctx, m.Labels)
-	return config.ScaleSet{
+	return declared.ScaleSet{
 		Name: m.Name.ValueString(), WarmPool: m.WarmPool.ValueString(), Scope: m.Scope.ValueString(),
 		RunnerGroup: m.RunnerGroup.ValueString(), Labels: labels, MaxRunners: int(m.MaxRunners.ValueInt64()),
 	}, diags
 }
 
-func (m *scaleSetModel) fromConfig(table string, s config.ScaleSet, version int64) {
+func (m *scaleSetModel) fromConfig(table string, s declared.ScaleSet, version int64) {
 	m.ID = types.StringValue(table + "/" + s.Name)
 	m.Table = types.StringValue(table)
 	m.Name = types.StringValue(s.Name)

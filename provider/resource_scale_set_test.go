@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -48,7 +48,7 @@ resource "runnerpool_scale_set" "warm" {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("labels"), knownvalue.Null()),
 				},
 				Check: func(*terraform.State) error {
-					got, _, err := config.NewRepository(store.New(db, table)).GetScaleSet(t.Context(), set)
+					got, _, err := declared.NewRepository(store.New(db, table)).GetScaleSet(t.Context(), set)
 					if err != nil || got.Scope != "acme" || got.WarmPool != pool || got.MaxRunners != 10 {
 						return fmt.Errorf("stored scale set %+v, %v", got, err)
 					}

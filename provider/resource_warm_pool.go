@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 )
 
@@ -30,14 +30,14 @@ var (
 
 // NewWarmPoolResource returns the runnerpool_warm_pool resource.
 func NewWarmPoolResource() resource.Resource {
-	return &WarmPoolResource{configItemResource[warmPoolModel, config.WarmPool, *warmPoolModel]{kind: itemKind[config.WarmPool]{
-		what: "warm pool", get: (*config.Repository).GetWarmPool, put: (*config.Repository).PutWarmPool, del: (*config.Repository).DeleteWarmPool,
+	return &WarmPoolResource{configItemResource[warmPoolModel, declared.WarmPool, *warmPoolModel]{kind: itemKind[declared.WarmPool]{
+		what: "warm pool", get: (*declared.Repository).GetWarmPool, put: (*declared.Repository).PutWarmPool, del: (*declared.Repository).DeleteWarmPool,
 	}}}
 }
 
 // WarmPoolResource manages a warm pool.
 type WarmPoolResource struct {
-	configItemResource[warmPoolModel, config.WarmPool, *warmPoolModel]
+	configItemResource[warmPoolModel, declared.WarmPool, *warmPoolModel]
 }
 
 type warmPoolModel struct {
@@ -298,16 +298,16 @@ func (m warmPoolModel) scheduleSpec(ctx context.Context) (spec schedule.Spec, kn
 func (m *warmPoolModel) key() (string, string)      { return keyOf(m.Table, m.Name) }
 func (m *warmPoolModel) storedVersion() types.Int64 { return m.Version }
 
-func (m warmPoolModel) toConfig(ctx context.Context) (config.WarmPool, diag.Diagnostics) {
+func (m warmPoolModel) toConfig(ctx context.Context) (declared.WarmPool, diag.Diagnostics) {
 	spec, _, diags := m.scheduleSpec(ctx)
-	return config.WarmPool{
+	return declared.WarmPool{
 		Name: m.Name.ValueString(), RunnerClass: m.RunnerClass.ValueString(), Environment: m.Environment.ValueString(),
 		Timezone: spec.Timezone, Schedules: spec.Schedules, Autoscale: m.Autoscale.toConfig(),
 	}, diags
 }
 
 // fromConfig sets m from a stored pool, keeping null for unset optional values.
-func (m *warmPoolModel) fromConfig(table string, p config.WarmPool, version int64) {
+func (m *warmPoolModel) fromConfig(table string, p declared.WarmPool, version int64) {
 	m.ID = types.StringValue(table + "/" + p.Name)
 	m.Table = types.StringValue(table)
 	m.Name = types.StringValue(p.Name)

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -63,7 +63,7 @@ func TestAccWarmPool(t *testing.T) {
 	table := stacktest.UniqueName(t, "tf")
 	class, pool := uniqueName(t, "small"), uniqueName(t, "pool")
 	addr := "runnerpool_warm_pool.small"
-	repo := func() *config.Repository { return config.NewRepository(store.New(db, table)) }
+	repo := func() *declared.Repository { return declared.NewRepository(store.New(db, table)) }
 	updated := `
   timezone = "America/New_York"
 

@@ -1,7 +1,7 @@
 // The cache block of runnerpool_runner_class: whether the class's instances serve GitHub's cache
 // protocol (actions/cache, the setup actions) from the deployment's bucket, and the per-repository
 // limits the reconciler keeps the bucket to (least recently used over the limit, unused past the
-// age). Stored with the class (config.Cache); the reconciler carries the switch into the class's
+// age). Stored with the class (declared.Cache); the reconciler carries the switch into the class's
 // launch template version. See docs/cache.md.
 package provider
 
@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 type cacheModel struct {
@@ -44,36 +44,36 @@ func cacheBlock() schema.SingleNestedBlock {
 			"repository_limit_gib": schema.Int64Attribute{
 				MarkdownDescription: fmt.Sprintf("Most a repository's caches may hold, in GiB (1-%d). Over it the least recently used "+
 					"entries are evicted, in the bucket by the reconciler and on each instance's disk by the agent. Defaults to %d, "+
-					"GitHub's own limit.", config.MaxCacheRepositoryLimitGiB, config.DefaultCacheRepositoryLimitGiB),
+					"GitHub's own limit.", declared.MaxCacheRepositoryLimitGiB, declared.DefaultCacheRepositoryLimitGiB),
 				Optional:   true,
 				Computed:   true,
-				Default:    int64default.StaticInt64(config.DefaultCacheRepositoryLimitGiB),
-				Validators: []validator.Int64{int64Between{what: "repository limit", min: 1, max: config.MaxCacheRepositoryLimitGiB}},
+				Default:    int64default.StaticInt64(declared.DefaultCacheRepositoryLimitGiB),
+				Validators: []validator.Int64{int64Between{what: "repository limit", min: 1, max: declared.MaxCacheRepositoryLimitGiB}},
 			},
 			"max_age": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("An entry not used within this Go duration (%s to %s) is evicted. Defaults to `%s` "+
 					"(7 days, GitHub's own). The bucket's lifecycle rule is the backstop: set its expiration at least this long.",
-					config.FormatDuration(config.MinCacheMaxAge), config.FormatDuration(config.MaxCacheMaxAge), config.FormatDuration(config.DefaultCacheMaxAge)),
+					declared.FormatDuration(declared.MinCacheMaxAge), declared.FormatDuration(declared.MaxCacheMaxAge), declared.FormatDuration(declared.DefaultCacheMaxAge)),
 				Optional:      true,
 				Computed:      true,
-				Default:       stringdefault.StaticString(config.FormatDuration(config.DefaultCacheMaxAge)),
-				Validators:    []validator.String{durationBetween("cache max age", config.MinCacheMaxAge, config.MaxCacheMaxAge)},
+				Default:       stringdefault.StaticString(declared.FormatDuration(declared.DefaultCacheMaxAge)),
+				Validators:    []validator.String{durationBetween("cache max age", declared.MinCacheMaxAge, declared.MaxCacheMaxAge)},
 				PlanModifiers: []planmodifier.String{durationByValue{}},
 			},
 		},
 	}
 }
 
-func (c *cacheModel) toConfig() *config.Cache {
+func (c *cacheModel) toConfig() *declared.Cache {
 	if c == nil {
 		return nil
 	}
 	age, _ := time.ParseDuration(c.MaxAge.ValueString()) // validated at plan
-	return &config.Cache{Enabled: c.Enabled.ValueBool(), RepositoryLimitGiB: int(c.RepositoryLimitGiB.ValueInt64()), MaxAge: config.Duration(age)}
+	return &declared.Cache{Enabled: c.Enabled.ValueBool(), RepositoryLimitGiB: int(c.RepositoryLimitGiB.ValueInt64()), MaxAge: declared.Duration(age)}
 }
 
 // cacheValue is the block of a stored class, keeping the prior spelling of an equal age.
-func cacheValue(c *config.Cache, prior *cacheModel) *cacheModel {
+func cacheValue(c *declared.Cache, prior *cacheModel) *cacheModel {
 	if c == nil {
 		return nil
 	}

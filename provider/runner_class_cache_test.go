@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -25,9 +25,9 @@ func TestAccRunnerClassCache(t *testing.T) {
 	table := stacktest.UniqueName(t, "tf")
 	class := uniqueName(t, "cached")
 	addr := "runnerpool_runner_class.small"
-	stored := func(want *config.Cache) func(*terraform.State) error {
+	stored := func(want *declared.Cache) func(*terraform.State) error {
 		return func(*terraform.State) error {
-			rc, _, err := config.NewRepository(store.New(db, table)).GetRunnerClass(t.Context(), class)
+			rc, _, err := declared.NewRepository(store.New(db, table)).GetRunnerClass(t.Context(), class)
 			if err != nil {
 				return err
 			}
@@ -48,14 +48,14 @@ func TestAccRunnerClassCache(t *testing.T) {
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cache").AtMapKey("repository_limit_gib"), knownvalue.Int64Exact(10)),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("cache").AtMapKey("max_age"), knownvalue.StringExact("168h")),
 				},
-				Check: stored(&config.Cache{Enabled: true, RepositoryLimitGiB: 10, MaxAge: config.Duration(7 * 24 * time.Hour)}),
+				Check: stored(&declared.Cache{Enabled: true, RepositoryLimitGiB: 10, MaxAge: declared.Duration(7 * 24 * time.Hour)}),
 			},
 			{
 				Config: classConfig(t, table, class, "  cache {\n    repository_limit_gib = 2\n    max_age = \"72h\"\n  }"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				}},
-				Check: stored(&config.Cache{Enabled: true, RepositoryLimitGiB: 2, MaxAge: config.Duration(72 * time.Hour)}),
+				Check: stored(&declared.Cache{Enabled: true, RepositoryLimitGiB: 2, MaxAge: declared.Duration(72 * time.Hour)}),
 			},
 			{
 				ResourceName:      addr,
@@ -65,7 +65,7 @@ func TestAccRunnerClassCache(t *testing.T) {
 			},
 			{
 				Config: classConfig(t, table, class, "  cache {\n    enabled = false\n  }"),
-				Check:  stored(&config.Cache{Enabled: false, RepositoryLimitGiB: 10, MaxAge: config.Duration(7 * 24 * time.Hour)}),
+				Check:  stored(&declared.Cache{Enabled: false, RepositoryLimitGiB: 10, MaxAge: declared.Duration(7 * 24 * time.Hour)}),
 			},
 			{
 				Config:      classConfig(t, table, class, "  cache {\n    max_age = \"10m\"\n  }"),

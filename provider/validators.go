@@ -1,5 +1,5 @@
 // Plan-time validators. Each wraps a check of the domain packages (internal/schedule,
-// internal/config, internal/instancetype) so Terraform and the reconciler apply the same rules, and
+// internal/declared, internal/instancetype) so Terraform and the reconciler apply the same rules, and
 // reports on the attribute at fault (for list elements, on the element).
 package provider
 
@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 var (
@@ -186,16 +186,16 @@ func durationBetween(what string, min, max time.Duration) stringCheck {
 		if err != nil {
 			return fmt.Errorf("%q is not a duration: use a number and a unit, such as \"90m\" or \"6h\"", s)
 		}
-		return config.ValidateDuration(what, d, min, max)
+		return declared.ValidateDuration(what, d, min, max)
 	}}
 }
 
 // instanceTagsCheck checks a runner class's tags map: the count, then each key against what EC2 allows
-// with instance metadata tags on (config.ValidateTagKey), each value's length.
+// with instance metadata tags on (declared.ValidateTagKey), each value's length.
 type instanceTagsCheck struct{}
 
 func (instanceTagsCheck) Description(context.Context) string {
-	return fmt.Sprintf("at most %d tags; keys of letters, digits and + - = . , _ : @ only (instance metadata tags), not aws: or runnerpool:", config.MaxTags)
+	return fmt.Sprintf("at most %d tags; keys of letters, digits and + - = . , _ : @ only (instance metadata tags), not aws: or runnerpool:", declared.MaxTags)
 }
 func (v instanceTagsCheck) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
@@ -204,20 +204,20 @@ func (instanceTagsCheck) ValidateMap(_ context.Context, req validator.MapRequest
 		return
 	}
 	elems := req.ConfigValue.Elements()
-	if len(elems) > config.MaxTags {
+	if len(elems) > declared.MaxTags {
 		resp.Diagnostics.AddAttributeError(req.Path, "Too many tags",
-			fmt.Sprintf("%d tags: at most %d (EC2 allows 50 per instance and runnerpool adds its own).", len(elems), config.MaxTags))
+			fmt.Sprintf("%d tags: at most %d (EC2 allows 50 per instance and runnerpool adds its own).", len(elems), declared.MaxTags))
 		return
 	}
 	for k, el := range elems {
 		p := req.Path.AtMapKey(k)
-		if err := config.ValidateTagKey(k); err != nil {
+		if err := declared.ValidateTagKey(k); err != nil {
 			resp.Diagnostics.AddAttributeError(p, "Invalid tag key", err.Error()+
 				". Without instance metadata tags the agent falls back to reading its record every 30 s (slower claims, more DynamoDB reads), so runnerpool keeps them on and checks keys here.")
 			continue
 		}
-		if s, ok := el.(types.String); ok && !s.IsNull() && !s.IsUnknown() && len(s.ValueString()) > config.MaxTagValueLen {
-			resp.Diagnostics.AddAttributeError(p, "Invalid tag value", fmt.Sprintf("tag %q: value of %d characters, at most %d", k, len(s.ValueString()), config.MaxTagValueLen))
+		if s, ok := el.(types.String); ok && !s.IsNull() && !s.IsUnknown() && len(s.ValueString()) > declared.MaxTagValueLen {
+			resp.Diagnostics.AddAttributeError(p, "Invalid tag value", fmt.Sprintf("tag %q: value of %d characters, at most %d", k, len(s.ValueString()), declared.MaxTagValueLen))
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // stringMap converts a map attribute; null is an empty map.
@@ -82,5 +82,5 @@ func durationValue(d time.Duration, prior types.String) types.String {
 	if p, err := time.ParseDuration(prior.ValueString()); err == nil && !prior.IsNull() && !prior.IsUnknown() && p == d {
 		return prior
 	}
-	return types.StringValue(config.FormatDuration(d))
+	return types.StringValue(declared.FormatDuration(d))
 }

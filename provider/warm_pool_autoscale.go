@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 )
 
@@ -27,20 +27,20 @@ type autoscaleModel struct {
 	BudgetPerHour types.Float64 `tfsdk:"budget_per_hour"`
 }
 
-var queueGoalValidator = check("queue_time_p95", fmt.Sprintf("a Go duration from %s to %s, such as \"5s\"", config.MinQueueGoal, config.MaxQueueGoal), func(s string) error {
+var queueGoalValidator = check("queue_time_p95", fmt.Sprintf("a Go duration from %s to %s, such as \"5s\"", declared.MinQueueGoal, declared.MaxQueueGoal), func(s string) error {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return err
 	}
-	return config.ValidateDuration("queue_time_p95", d, config.MinQueueGoal, config.MaxQueueGoal)
+	return declared.ValidateDuration("queue_time_p95", d, declared.MinQueueGoal, declared.MaxQueueGoal)
 })
 
-var tailGoalValidator = check("queue_time_p99", fmt.Sprintf("a Go duration from %s to %s, such as \"30s\"", config.MinQueueGoal, config.MaxQueueGoal), func(s string) error {
+var tailGoalValidator = check("queue_time_p99", fmt.Sprintf("a Go duration from %s to %s, such as \"30s\"", declared.MinQueueGoal, declared.MaxQueueGoal), func(s string) error {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return err
 	}
-	return config.ValidateDuration("queue_time_p99", d, config.MinQueueGoal, config.MaxQueueGoal)
+	return declared.ValidateDuration("queue_time_p99", d, declared.MinQueueGoal, declared.MaxQueueGoal)
 })
 
 func autoscaleBlock() schema.SingleNestedBlock {
@@ -55,7 +55,7 @@ func autoscaleBlock() schema.SingleNestedBlock {
 			"[docs/autoscale.md](https://github.com/runnerpool/terraform-provider-runnerpool/blob/main/docs/autoscale.md).",
 		Attributes: map[string]schema.Attribute{
 			"queue_time_p95": schema.StringAttribute{
-				MarkdownDescription: fmt.Sprintf("The goal: 95 %% of the pool's jobs start within this duration (%s to %s), such as `5s`.", config.MinQueueGoal, config.MaxQueueGoal),
+				MarkdownDescription: fmt.Sprintf("The goal: 95 %% of the pool's jobs start within this duration (%s to %s), such as `5s`.", declared.MinQueueGoal, declared.MaxQueueGoal),
 				// Required inside the block; the block itself is optional.
 				Optional:      true,
 				Validators:    []validator.String{queueGoalValidator},
@@ -64,7 +64,7 @@ func autoscaleBlock() schema.SingleNestedBlock {
 			"queue_time_p99": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("An optional tail goal: 99 %% of the pool's jobs start within this duration (%s to %s, at least `queue_time_p95`), such as `30s`. "+
 					"Only with it does the policy keep stopped instances for the jobs beyond the p95 goal's share (where a stopped start meets it); "+
-					"without it the jobs the p95 goal lets be slow are left to cold starts. Absent: none. "+updatedInPlace, config.MinQueueGoal, config.MaxQueueGoal),
+					"without it the jobs the p95 goal lets be slow are left to cold starts. Absent: none. "+updatedInPlace, declared.MinQueueGoal, declared.MaxQueueGoal),
 				Optional:      true,
 				Validators:    []validator.String{tailGoalValidator},
 				PlanModifiers: []planmodifier.String{durationByValue{}},
@@ -109,8 +109,8 @@ func (m warmPoolModel) validateAutoscale(diags *diag.Diagnostics) {
 		diags.AddAttributeError(at.AtName("queue_time_p99"), "Tail goal below the queue-time goal",
 			fmt.Sprintf("queue_time_p99 %s is below queue_time_p95 %s: the 99th percentile cannot be shorter than the 95th.", p99, p95))
 	}
-	if b := a.BudgetPerHour; !b.IsNull() && !b.IsUnknown() && (b.ValueFloat64() <= 0 || b.ValueFloat64() > config.MaxBudgetHour) {
-		diags.AddAttributeError(at.AtName("budget_per_hour"), "Invalid budget", fmt.Sprintf("budget_per_hour must be above 0 and at most %v USD; remove it for no budget.", config.MaxBudgetHour))
+	if b := a.BudgetPerHour; !b.IsNull() && !b.IsUnknown() && (b.ValueFloat64() <= 0 || b.ValueFloat64() > declared.MaxBudgetHour) {
+		diags.AddAttributeError(at.AtName("budget_per_hour"), "Invalid budget", fmt.Sprintf("budget_per_hour must be above 0 and at most %v USD; remove it for no budget.", declared.MaxBudgetHour))
 	}
 	for i, s := range m.Schedules {
 		for _, c := range []struct {
@@ -126,7 +126,7 @@ func (m warmPoolModel) validateAutoscale(diags *diag.Diagnostics) {
 	}
 }
 
-func (a *autoscaleModel) toConfig() *config.Autoscale {
+func (a *autoscaleModel) toConfig() *declared.Autoscale {
 	if a == nil {
 		return nil
 	}
@@ -135,14 +135,14 @@ func (a *autoscaleModel) toConfig() *config.Autoscale {
 	if !a.QueueTimeP99.IsNull() {
 		p99, _ = time.ParseDuration(a.QueueTimeP99.ValueString()) // validated at plan
 	}
-	return &config.Autoscale{
-		QueueTimeP95: config.Duration(d), QueueTimeP99: config.Duration(p99), MinHot: int(a.MinHot.ValueInt64()), MinStopped: int(a.MinStopped.ValueInt64()),
+	return &declared.Autoscale{
+		QueueTimeP95: declared.Duration(d), QueueTimeP99: declared.Duration(p99), MinHot: int(a.MinHot.ValueInt64()), MinStopped: int(a.MinStopped.ValueInt64()),
 		BudgetPerHour: a.BudgetPerHour.ValueFloat64(),
 	}
 }
 
 // autoscaleValue is the block of a stored pool, keeping the prior spelling of an equal goal.
-func autoscaleValue(a *config.Autoscale, prior *autoscaleModel) *autoscaleModel {
+func autoscaleValue(a *declared.Autoscale, prior *autoscaleModel) *autoscaleModel {
 	if a == nil {
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
@@ -42,11 +42,11 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 	table := stacktest.UniqueName(t, "tf")
 	class, pool := uniqueName(t, "small"), uniqueName(t, "pool")
 	addr := "runnerpool_warm_pool.small"
-	repo := func() *config.Repository { return config.NewRepository(store.New(db, table)) }
+	repo := func() *declared.Repository { return declared.NewRepository(store.New(db, table)) }
 	block := func(goal, extra string) string {
 		return autoscaleSchedules + fmt.Sprintf("\n  autoscale {\n    queue_time_p95 = %q\n%s\n  }\n", goal, extra)
 	}
-	stored := func(want *config.Autoscale) resource.TestCheckFunc {
+	stored := func(want *declared.Autoscale) resource.TestCheckFunc {
 		return func(*terraform.State) error {
 			p, _, err := repo().GetWarmPool(t.Context(), pool)
 			if err != nil {
@@ -64,7 +64,7 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: poolConfig(t, table, class, pool, block("5s", "    min_hot = 2\n    budget_per_hour = 4.5")),
-				Check:  stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
+				Check:  stored(&declared.Autoscale{QueueTimeP95: declared.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p99"), knownvalue.Null()),
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p95"), knownvalue.StringExact("5s")),
@@ -91,7 +91,7 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					p.Autoscale.QueueTimeP95 = config.Duration(time.Minute)
+					p.Autoscale.QueueTimeP95 = declared.Duration(time.Minute)
 					if _, err := repo().PutWarmPool(t.Context(), p, v); err != nil {
 						t.Fatal(err)
 					}
@@ -100,12 +100,12 @@ func TestAccWarmPoolAutoscale(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				}},
-				Check: stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
+				Check: stored(&declared.Autoscale{QueueTimeP95: declared.Duration(5 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
 			},
 			{
 				// A tail goal is stored with the block, and a different spelling plans nothing.
 				Config: poolConfig(t, table, class, pool, block("5s", "    queue_time_p99 = \"30s\"\n    min_hot = 2\n    budget_per_hour = 4.5")),
-				Check:  stored(&config.Autoscale{QueueTimeP95: config.Duration(5 * time.Second), QueueTimeP99: config.Duration(30 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
+				Check:  stored(&declared.Autoscale{QueueTimeP95: declared.Duration(5 * time.Second), QueueTimeP99: declared.Duration(30 * time.Second), MinHot: 2, BudgetPerHour: 4.5}),
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue(addr, tfjsonpath.New("autoscale").AtMapKey("queue_time_p99"), knownvalue.StringExact("30s")),
 				},

@@ -26,7 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -137,7 +137,7 @@ type Config struct {
 	// volumes and networks pruned. Images stay (they are the warm pool's cache).
 	Docker string
 
-	// JobAccess is the runner class's job_access (config.JobAccessUser, JobAccessDocker,
+	// JobAccess is the runner class's job_access (declared.JobAccessUser, JobAccessDocker,
 	// JobAccessRoot; "" is user): what the agent grants the runner user at first boot (posture.go).
 	JobAccess string
 	// Host applies the grant; OSHost{} (this machine) when nil.
@@ -214,13 +214,13 @@ func (c Config) withDefaults() (Config, error) {
 			errs = append(errs, fmt.Errorf("temporary directory %q must be an absolute path", d))
 		}
 	}
-	if err := config.ValidateJobAccess(c.JobAccess); err != nil {
+	if err := declared.ValidateJobAccess(c.JobAccess); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Host == nil {
 		c.Host = OSHost{}
 	}
-	if c.JobAccess == config.JobAccessDocker && c.RootlessDocker == nil {
+	if c.JobAccess == declared.JobAccessDocker && c.RootlessDocker == nil {
 		errs = append(errs, errors.New("job access docker needs the runner user's rootless Docker daemon"))
 	}
 	if c.Notice == "" {

@@ -10,7 +10,7 @@
 //   - root: a sudoers drop-in (NOPASSWD: ALL) and the docker group (rootful Docker), as GitHub's
 //     hosted runners give. Such a job owns the machine and can forge anything the agent reports, so
 //     the control plane never hands the instance to another repository (release.reuseRefused,
-//     config.CheckPosture).
+//     declared.CheckPosture).
 package agent
 
 import (
@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // SudoersPath is the sudoers drop-in of a root class's runner user.
@@ -43,27 +43,27 @@ type Grant struct {
 	RootlessDocker bool
 }
 
-// GrantFor decides the grant of jobAccess ("" is config.JobAccessUser) for the runner user.
+// GrantFor decides the grant of jobAccess ("" is declared.JobAccessUser) for the runner user.
 func GrantFor(jobAccess, user string) (Grant, error) {
-	if err := config.ValidateJobAccess(jobAccess); err != nil {
+	if err := declared.ValidateJobAccess(jobAccess); err != nil {
 		return Grant{}, err
 	}
 	g := Grant{JobAccess: jobAccess}
 	if g.JobAccess == "" {
-		g.JobAccess = config.JobAccessUser
+		g.JobAccess = declared.JobAccessUser
 	}
-	if g.JobAccess != config.JobAccessUser && !validUserName(user) {
+	if g.JobAccess != declared.JobAccessUser && !validUserName(user) {
 		return Grant{}, fmt.Errorf("job access %q needs a runner account, not %q", g.JobAccess, user)
 	}
 	switch g.JobAccess {
-	case config.JobAccessRoot:
+	case declared.JobAccessRoot:
 		who := user
 		if _, err := strconv.Atoi(user); err == nil {
 			who = "#" + user // sudoers' form of a bare uid
 		}
 		g.Sudoers = "# runnerpool: runner class job_access = \"root\": the job owns this machine.\n" + who + " ALL=(ALL) NOPASSWD: ALL\n"
 		g.Groups = []string{"docker"}
-	case config.JobAccessDocker:
+	case declared.JobAccessDocker:
 		g.RootlessDocker = true
 	}
 	return g, nil

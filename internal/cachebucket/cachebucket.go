@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // S3API is the part of the S3 client the pass uses; *s3.Client satisfies it.
@@ -37,7 +37,7 @@ type Limits struct {
 // LimitsOf are the bucket's limits from the runner classes with the cache on: the largest
 // repository limit and the largest max age among them, since one repository's runs may use any of
 // those classes and the bucket is the deployment's. ok is false when no class has the cache on.
-func LimitsOf(classes map[string]config.RunnerClass) (l Limits, ok bool) {
+func LimitsOf(classes map[string]declared.RunnerClass) (l Limits, ok bool) {
 	for _, rc := range classes {
 		if !rc.Cache.On() {
 			continue

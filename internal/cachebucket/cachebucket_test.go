@@ -13,7 +13,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cachebucket"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
@@ -21,17 +21,17 @@ import (
 // repository's runs may use any of them); none when no class has it on.
 func TestLimitsOf(t *testing.T) {
 	t.Parallel()
-	classes := map[string]config.RunnerClass{
+	classes := map[string]declared.RunnerClass{
 		"off":   {Name: "off"},
-		"small": {Name: "small", Cache: &config.Cache{Enabled: true}},
-		"big":   {Name: "big", Cache: &config.Cache{Enabled: true, RepositoryLimitGiB: 50, MaxAge: config.Duration(48 * time.Hour)}},
-		"gone":  {Name: "gone", Cache: &config.Cache{Enabled: false, RepositoryLimitGiB: 500}},
+		"small": {Name: "small", Cache: &declared.Cache{Enabled: true}},
+		"big":   {Name: "big", Cache: &declared.Cache{Enabled: true, RepositoryLimitGiB: 50, MaxAge: declared.Duration(48 * time.Hour)}},
+		"gone":  {Name: "gone", Cache: &declared.Cache{Enabled: false, RepositoryLimitGiB: 500}},
 	}
 	l, ok := cachebucket.LimitsOf(classes)
 	if !ok || l.RepositoryLimit != 50<<30 || l.MaxAge != 7*24*time.Hour {
 		t.Errorf("LimitsOf = %+v, %v; want 50 GiB, 7 days", l, ok)
 	}
-	if _, ok := cachebucket.LimitsOf(map[string]config.RunnerClass{"off": {}}); ok {
+	if _, ok := cachebucket.LimitsOf(map[string]declared.RunnerClass{"off": {}}); ok {
 		t.Error("no class with the cache on: limits")
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 )
 
@@ -37,7 +37,7 @@ func (f Field) Honoured() bool { return f.Want == f.Got }
 // DescribeInstanceAttribute for its user data) and compares every launch field rc declares: image,
 // root volume type, size, IOPS and throughput, security groups, instance profile, pre-runner script
 // and tags (those the class leaves empty are not compared).
-func Check(ctx context.Context, api DescribeAPI, instanceID string, rc config.RunnerClass) ([]Field, error) {
+func Check(ctx context.Context, api DescribeAPI, instanceID string, rc declared.RunnerClass) ([]Field, error) {
 	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
 	if err != nil {
 		return nil, fmt.Errorf("describing %s: %w", instanceID, err)

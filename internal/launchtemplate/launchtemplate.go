@@ -37,7 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
@@ -121,7 +121,7 @@ func New(api EC2API, opts Options) *Versions {
 // A version whose runner GitHub would refuse to register (below runnerversion.Floor: user data
 // pinned to, or rendered with, an older runner, and no current release to replace it) is never
 // launched: a *ClassError on "runner version".
-func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, error) {
+func (v *Versions) For(ctx context.Context, rc declared.RunnerClass) (string, error) {
 	n, err := v.version(ctx, rc)
 	if err != nil {
 		return "", err
@@ -135,7 +135,7 @@ func (v *Versions) For(ctx context.Context, rc config.RunnerClass) (string, erro
 }
 
 // version is For without the runner floor check.
-func (v *Versions) version(ctx context.Context, rc config.RunnerClass) (string, error) {
+func (v *Versions) version(ctx context.Context, rc declared.RunnerClass) (string, error) {
 	if rc.LaunchTemplateID == "" {
 		return "", &ClassError{rc.Name, "launch_template_id", errors.New("a launch template is required to launch from")}
 	}
@@ -171,7 +171,7 @@ func (v *Versions) version(ctx context.Context, rc config.RunnerClass) (string, 
 	return n, nil
 }
 
-func (v *Versions) baseVersion(ctx context.Context, rc config.RunnerClass) (int64, error) {
+func (v *Versions) baseVersion(ctx context.Context, rc declared.RunnerClass) (int64, error) {
 	now := v.opts.Now()
 	if b, ok := v.bases[rc.LaunchTemplateID]; ok && now.Sub(b.at) < v.opts.BaseTTL && !now.Before(b.at) {
 		return b.version, nil
@@ -206,7 +206,7 @@ func (v *Versions) pin() *userdata.RunnerPin {
 
 // description names the version of rc's spec built on base version b with the runner release pin.
 // EC2 allows 255 characters.
-func description(rc config.RunnerClass, b int64, pin *userdata.RunnerPin) string {
+func description(rc declared.RunnerClass, b int64, pin *userdata.RunnerPin) string {
 	sgs := slices.Sorted(slices.Values(rc.SecurityGroups))
 	fields := []any{rc.Image, rc.Volume, sgs, rc.InstanceProfile, rc.PreRunnerScript, b}
 	if grantsAccess(rc) {
@@ -237,7 +237,7 @@ func (v *Versions) list(ctx context.Context, id string) ([]types.LaunchTemplateV
 }
 
 // create makes the version: the base version with the class's fields on top.
-func (v *Versions) create(ctx context.Context, rc config.RunnerClass, b int64, desc string, versions []types.LaunchTemplateVersion, pin *userdata.RunnerPin) (string, error) {
+func (v *Versions) create(ctx context.Context, rc declared.RunnerClass, b int64, desc string, versions []types.LaunchTemplateVersion, pin *userdata.RunnerPin) (string, error) {
 	root, err := v.rootDevice(ctx, rc)
 	if err != nil {
 		return "", err
@@ -293,7 +293,7 @@ func baseData(versions []types.LaunchTemplateVersion, b int64) *types.ResponseLa
 // devices is the base version's block device mappings with the class's root volume: a version's
 // mappings replace its source's, so the others are repeated, and the root volume keeps the
 // template's encryption settings.
-func devices(base *types.ResponseLaunchTemplateData, root string, vol config.Volume) []types.LaunchTemplateBlockDeviceMappingRequest {
+func devices(base *types.ResponseLaunchTemplateData, root string, vol declared.Volume) []types.LaunchTemplateBlockDeviceMappingRequest {
 	rootEBS := &types.LaunchTemplateEbsBlockDeviceRequest{
 		VolumeType: types.VolumeType(vol.Type), VolumeSize: aws.Int32(int32(vol.SizeGiB)),
 		Iops: aws.Int32(int32(vol.IOPS)), Throughput: aws.Int32(int32(vol.ThroughputMiBps)), DeleteOnTermination: aws.Bool(true),
@@ -319,7 +319,7 @@ func devices(base *types.ResponseLaunchTemplateData, root string, vol config.Vol
 }
 
 // rootDevice is the image's root device name: where the class's volume settings go.
-func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (string, error) {
+func (v *Versions) rootDevice(ctx context.Context, rc declared.RunnerClass) (string, error) {
 	out, err := v.api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{rc.Image}})
 	if err != nil {
 		return "", explain(rc.Name, fmt.Errorf("describing image %s: %w", rc.Image, err))
@@ -332,13 +332,13 @@ func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (strin
 
 // grantsAccess reports whether the class's job access is more than the default user's: its user data
 // must say so to the agent.
-func grantsAccess(rc config.RunnerClass) bool {
-	return rc.JobAccess != "" && rc.JobAccess != config.JobAccessUser
+func grantsAccess(rc declared.RunnerClass) bool {
+	return rc.JobAccess != "" && rc.JobAccess != declared.JobAccessUser
 }
 
 // withClass is the base version's user data re-rendered with the class's pre-runner script and job
 // access, base64 as EC2 takes it.
-func withClass(versions []types.LaunchTemplateVersion, b int64, rc config.RunnerClass) (string, error) {
+func withClass(versions []types.LaunchTemplateVersion, b int64, rc declared.RunnerClass) (string, error) {
 	enc := aws.ToString(baseData(versions, b).UserData)
 	if enc == "" {
 		return "", fmt.Errorf("the launch template's default version %d has no user data to add the class's script or job access to: render it with runnerpool_user_data", b)
@@ -356,7 +356,7 @@ func withClass(versions []types.LaunchTemplateVersion, b int64, rc config.Runner
 
 // Runner returns the Actions runner version the launch template version n of rc (as For returned
 // it) installs, "" when its user data is not runnerpool's. Warm pools put it in their spec hash.
-func (v *Versions) Runner(rc config.RunnerClass, n string) string {
+func (v *Versions) Runner(rc declared.RunnerClass, n string) string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.runners[rc.LaunchTemplateID+":"+n]
@@ -410,7 +410,7 @@ func withRelease(data *types.RequestLaunchTemplateData, base *types.ResponseLaun
 
 // prune deletes the class's versions older than the Keep before current (never the default one).
 // A failure is logged: the versions are deleted on the next change.
-func (v *Versions) prune(ctx context.Context, rc config.RunnerClass, current string, versions []types.LaunchTemplateVersion) {
+func (v *Versions) prune(ctx context.Context, rc declared.RunnerClass, current string, versions []types.LaunchTemplateVersion) {
 	prefix := descPrefix + rc.Name + ":"
 	var old []int64
 	for _, lv := range versions {

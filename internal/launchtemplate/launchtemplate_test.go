@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
@@ -74,10 +74,10 @@ func (e *env) versions() *launchtemplate.Versions {
 	return launchtemplate.New(e.c, launchtemplate.Options{Now: e.clock, Logger: slog.New(slog.DiscardHandler)})
 }
 
-func (e *env) class() config.RunnerClass {
-	return config.RunnerClass{
+func (e *env) class() declared.RunnerClass {
+	return declared.RunnerClass{
 		Name: "linux", Image: "ami-0c1a5500000000001", CPU: 2, MemoryMiB: 4096,
-		Volume:         config.Volume{Type: config.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250},
+		Volume:         declared.Volume{Type: declared.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250},
 		SecurityGroups: []string{"sg-0aaaaaaaaaaaaaaaa"}, InstanceProfile: "runner-profile",
 		LaunchTemplateID: e.lt,
 	}
@@ -226,7 +226,7 @@ func TestForJobAccess(t *testing.T) {
 		t.Errorf("a user class's version passes a job access to the agent")
 	}
 	rc := e.class()
-	rc.JobAccess, rc.Reuse = config.JobAccessRoot, config.ReuseSameRepository
+	rc.JobAccess, rc.Reuse = declared.JobAccessRoot, declared.ReuseSameRepository
 	n, err := v.For(ctx, rc)
 	if err != nil || n == user {
 		t.Fatalf("root class: version %q (user class's %q), %v; want a version of its own", n, user, err)
@@ -235,7 +235,7 @@ func TestForJobAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := userdata.JobAccessOf(string(raw)); got != config.JobAccessRoot {
+	if got := userdata.JobAccessOf(string(raw)); got != declared.JobAccessRoot {
 		t.Errorf("job access in the version's user data = %q, want root", got)
 	}
 	for _, want := range []string{" -job-access root", "job_access='root'"} {

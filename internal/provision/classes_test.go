@@ -14,7 +14,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -28,10 +28,10 @@ import (
 // an ErrInvalid naming both.
 func TestRunnerClassCombination(t *testing.T) {
 	t.Parallel()
-	rc := runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "gpu", InstanceTypes: []string{"c7i.*", "m7i.large"}, UsageClass: fleet.Spot, Labels: []string{"gpu"}}}
+	rc := runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: "gpu", InstanceTypes: []string{"c7i.*", "m7i.large"}, UsageClass: fleet.Spot, Labels: []string{"gpu"}}}
 	cfg := provision.Config{
 		ResourceClasses: resourceClasses,
-		RunnerClasses:   map[string]runnerclass.Resolved{"gpu": rc, runnerClass: {RunnerClass: config.RunnerClass{Name: runnerClass}}},
+		RunnerClasses:   map[string]runnerclass.Resolved{"gpu": rc, runnerClass: {RunnerClass: declared.RunnerClass{Name: runnerClass}}},
 	}
 	base := provision.Request{RepositoryID: repoID, Repository: repo, RunID: "1", Attempt: 1, Count: 1, RunnerClass: "gpu", CPU: 2}
 	for _, tc := range []struct {
@@ -81,7 +81,7 @@ func TestRunnerClassCombination(t *testing.T) {
 	bad := cfg
 	bad.DeploymentID = deployment
 	bad.RunnerClasses = map[string]runnerclass.Resolved{"x": {
-		RunnerClass: config.RunnerClass{
+		RunnerClass: declared.RunnerClass{
 			Name: "x", LaunchTemplateID: "lt-1", Subnets: []string{"subnet-a"},
 			InstanceTypes: []string{"C7I.*"}, UsageClass: "reserved", Labels: []string{"a b"},
 		},
@@ -96,7 +96,7 @@ func TestRunnerClassCombination(t *testing.T) {
 }
 
 // classSide is a replica whose runner class has its own instance types, usage class and labels.
-func (e *env) classSide(t testing.TB, s *side, rc config.RunnerClass, warm bool) *provision.Provisioner {
+func (e *env) classSide(t testing.TB, s *side, rc declared.RunnerClass, warm bool) *provision.Provisioner {
 	t.Helper()
 	base := s.cfg.RunnerClasses[runnerClass]
 	rc.Name, rc.LaunchTemplateID, rc.Subnets, rc.MaxRuntime, rc.IdleTime = runnerClass, base.LaunchTemplateID, base.Subnets, base.MaxRuntime, base.IdleTime
@@ -122,7 +122,7 @@ func TestRunnerClassHonoured(t *testing.T) {
 	s := e.side(t, sideOptions{})
 	classTypes := []string{"c6i.xlarge", "c6i.2xlarge"}
 	labels := []string{"linux-x64", "team-ci"}
-	p := e.classSide(t, s, config.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: labels}, false)
+	p := e.classSide(t, s, declared.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.Spot, Labels: labels}, false)
 	spot := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})         // c6i.xlarge, spot: fits
 	onDemand := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.OnDemand}) // fits a spot class too
 	wrongType := e.idle(t, poolSpec{n: 2, resourceClass: "small", usageClass: fleet.Spot})     // c6i.large: not a class type
@@ -189,7 +189,7 @@ func TestRunnerClassHonoured(t *testing.T) {
 	}
 
 	// An on-demand class: a fitting spot instance is not taken, the runner is created on-demand.
-	od := e.classSide(t, s, config.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.OnDemand}, false)
+	od := e.classSide(t, s, declared.RunnerClass{InstanceTypes: classTypes, UsageClass: fleet.OnDemand}, false)
 	spot2 := e.idle(t, poolSpec{n: 1, resourceClass: "medium", usageClass: fleet.Spot})
 	e.waitAgents(t, spot2)
 	req.RunID, req.Count = "9103", 1

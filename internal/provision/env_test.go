@@ -23,7 +23,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -222,10 +222,10 @@ type sideOptions struct {
 	// scopeQueues keeps a queue per scope beside the class queue (pool.NewScopedQueue), as the
 	// reconciler does, and no second look: what the side reuses came through its pickup.
 	scopeQueues bool
-	// reuse is runnerClass's reuse rule (config.Reuse*; "" any repository), which the side's
+	// reuse is runnerClass's reuse rule (declared.Reuse*; "" any repository), which the side's
 	// hand-backs apply as its release does.
 	reuse string
-	// jobAccess is runnerClass's job access (config.JobAccess*; "" user).
+	// jobAccess is runnerClass's job access (declared.JobAccess*; "" user).
 	jobAccess string
 }
 
@@ -281,9 +281,9 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 	s.cfg = provision.Config{
 		ResourceClasses: resourceClasses,
 		RunnerClasses: map[string]runnerclass.Resolved{runnerClass: {
-			RunnerClass: config.RunnerClass{
+			RunnerClass: declared.RunnerClass{
 				Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"},
-				MaxRuntime: config.Duration(time.Hour), IdleTime: config.Duration(time.Hour), JobAccess: o.jobAccess,
+				MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(time.Hour), JobAccess: o.jobAccess,
 			},
 			Queue: pool.NewQueue(s.sqs, e.queue), TemplateVersion: "$Default",
 		}},

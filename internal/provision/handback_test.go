@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -27,7 +27,7 @@ import (
 // On the old code Unclaim pooled H as it came: idle, scope "acme".
 func TestRollbackOfAVerifiedHotClaimIsARelease(t *testing.T) {
 	t.Parallel()
-	for _, reuse := range []string{config.ReuseSameRepository, config.ReuseNever} {
+	for _, reuse := range []string{declared.ReuseSameRepository, declared.ReuseNever} {
 		t.Run(reuse, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, envOptions{})
@@ -50,15 +50,15 @@ func TestRollbackOfAVerifiedHotClaimIsARelease(t *testing.T) {
 			rec := e.get(t, h)
 			pooled := rec.State == store.StateIdle && !rec.PooledAt.IsZero() && rec.Threshold.After(time.Now())
 			switch {
-			case pooled && reuse == config.ReuseNever:
+			case pooled && reuse == declared.ReuseNever:
 				t.Errorf("H pooled after the rollback (%s, scope %q): its class never reuses instances", rec.State, rec.Scope)
 			case pooled && rec.Scope != repo:
 				t.Errorf("H pooled under scope %q after the rollback, want the run's repository %q or not pooled", rec.Scope, repo)
-			case !pooled && reuse == config.ReuseSameRepository:
+			case !pooled && reuse == declared.ReuseSameRepository:
 				t.Errorf("H = %s (threshold %s, pooled %v), want it released to %s's pool: its agent confirmed and GitHub agrees", rec.State, rec.Threshold, rec.PooledAt, repo)
 			}
 			for _, m := range e.drainMessages(t) {
-				if m.InstanceID == h && (reuse == config.ReuseNever || m.Scope != repo) {
+				if m.InstanceID == h && (reuse == declared.ReuseNever || m.Scope != repo) {
 					t.Errorf("pool message of H: scope %q (reuse %s)", m.Scope, reuse)
 				}
 			}

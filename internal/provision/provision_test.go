@@ -21,7 +21,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -34,7 +34,7 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	cfg := provision.Config{
 		ResourceClasses: resourceClasses,
-		RunnerClasses:   map[string]runnerclass.Resolved{runnerClass: {RunnerClass: config.RunnerClass{Name: runnerClass}}},
+		RunnerClasses:   map[string]runnerclass.Resolved{runnerClass: {RunnerClass: declared.RunnerClass{Name: runnerClass}}},
 	}
 	good := request("123", 2)
 	good.RunnerClass = runnerClass

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pipeline"
@@ -91,7 +91,7 @@ func (p *Provisioner) steps(ctx context.Context, j *job) error {
 	// repository's apart); the runners register in the repository whatever it is.
 	filter := pool.Filter{
 		UsageClass: req.reuseUsageClass(j.rc), InstanceTypes: j.types, MinCPU: cpu, MinMemoryMiB: mem,
-		ResourceClass: req.ResourceClass, Scope: pool.RunScope(req.Repository, req.Event, config.KeepsAcrossRuns(j.rc.JobAccess)),
+		ResourceClass: req.ResourceClass, Scope: pool.RunScope(req.Repository, req.Event, declared.KeepsAcrossRuns(j.rc.JobAccess)),
 	}
 	steps := map[pipeline.Stage]pipeline.Step{
 		pipeline.Hot: func(ctx context.Context, n int) (int, error) { return p.selectPooled(ctx, j, n, filter) },

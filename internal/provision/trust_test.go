@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -17,7 +17,7 @@ import (
 func TestPullRequestRunOfADockerClass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	s := e.side(t, sideOptions{warm: true, jobAccess: config.JobAccessDocker})
+	s := e.side(t, sideOptions{warm: true, jobAccess: declared.JobAccessDocker})
 	pushed := e.idle(t, poolSpec{n: 1, resourceClass: "small"})
 	hot := e.warmIn(t, 1, store.StateReady, "small", repo)
 	stopped := e.warmIn(t, 1, store.StateStopped, "small", repo)

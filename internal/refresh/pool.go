@@ -54,7 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -184,9 +184,9 @@ func (r *Refresher) retireOtherPostures(ctx context.Context, p *pass) {
 // not serve its runner class's posture now. An empty recorded is unknown, not the default: records
 // written before launches recorded it include root ones, whose sudoers drop-in (and whatever a root
 // job left) stays on the instance, and nothing tells them apart, so none serves again. Launches
-// record the class's job access with its default spelled out (config.NormalJobAccess).
+// record the class's job access with its default spelled out (declared.NormalJobAccess).
 func postureStale(recorded, now string) bool {
-	return recorded == "" || config.NormalJobAccess(recorded) != config.NormalJobAccess(now)
+	return recorded == "" || declared.NormalJobAccess(recorded) != declared.NormalJobAccess(now)
 }
 
 // indexPooled sorts the pass's poolable records by the queue their message belongs in, once per

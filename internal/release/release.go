@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -70,13 +70,13 @@ type Options struct {
 	// OnReleased, when set, is told the detail of every release signal signed by the instance's
 	// pinned agent key (the agent's report of the run: its cache server's counters, cache.Report).
 	OnReleased func(instanceID, detail string)
-	// Reuse is a runner class's reuse rule (config.ReuseAny, ReuseSameRepository, ReuseNever; ""
+	// Reuse is a runner class's reuse rule (declared.ReuseAny, ReuseSameRepository, ReuseNever; ""
 	// is ReuseAny), from the control plane's configuration. An error keeps the instance out of the
 	// pool. Nil: every class is ReuseAny (tests and the bench, whose classes declare nothing).
 	Reuse func(runnerClass string) (string, error)
 	// JobAccess is a runner class's job_access in the control plane's configuration (ok false:
 	// unknown). With the instance record's own (the class's at launch), it says whether the
-	// instance keeps what a job left (config.KeepsAcrossRuns), and so whether its pool scope
+	// instance keeps what a job left (declared.KeepsAcrossRuns), and so whether its pool scope
 	// carries the run's trust level (pool.RunScope). Nil: the record's alone.
 	JobAccess func(runnerClass string) (string, bool)
 	// RunnerDue says why an instance's runner must not serve another run ("" when it may): older
@@ -400,7 +400,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	// An unsigned signal is the word of anything on the instance, and a class that is not reused
 	// across repositories may run root jobs, which can read the agent's key: then GitHub must
 	// confirm the runner is gone before the pool hands the instance on. A signature by the pinned
-	// key of an instance whose jobs never had root (config.CheckPosture) is the agent's own word
+	// key of an instance whose jobs never had root (declared.CheckPosture) is the agent's own word
 	// that config.sh remove succeeded, and refresh's runner phase checks it after the fact at one
 	// listing per scope and pass (refresh/runners.go): the release spends no GitHub call.
 	if signed && acrossRepositories {
@@ -458,14 +458,14 @@ func (r *Releaser) reuseRefused(runnerClass, scope string) (refused string, acro
 	switch {
 	case err != nil:
 		return fmt.Sprintf("runner class %q: its reuse rule is unknown: %v", runnerClass, err), false
-	case reuse == config.ReuseNever:
-		return fmt.Sprintf("runner class %q does not reuse instances (reuse = %q)", runnerClass, config.ReuseNever), false
-	case reuse == config.ReuseSameRepository && !strings.Contains(scope, "/"):
+	case reuse == declared.ReuseNever:
+		return fmt.Sprintf("runner class %q does not reuse instances (reuse = %q)", runnerClass, declared.ReuseNever), false
+	case reuse == declared.ReuseSameRepository && !strings.Contains(scope, "/"):
 		return fmt.Sprintf("runner class %q reuses instances for the same repository only, and the run's scope %q is not a repository", runnerClass, scope), false
-	case reuse != "" && reuse != config.ReuseAny && reuse != config.ReuseSameRepository:
+	case reuse != "" && reuse != declared.ReuseAny && reuse != declared.ReuseSameRepository:
 		return fmt.Sprintf("runner class %q: unknown reuse rule %q", runnerClass, reuse), false
 	}
-	return "", reuse != config.ReuseSameRepository
+	return "", reuse != declared.ReuseSameRepository
 }
 
 // errScope marks a run whose scope the control plane cannot vouch for: the instance is expired.
@@ -497,18 +497,18 @@ func (r *Releaser) runScope(ctx context.Context, runID string, rec store.Instanc
 }
 
 // keepsAcrossRuns says whether the instance keeps what a job left into its next run: its record's
-// job access (its class's at launch) or its class's now says so (config.KeepsAcrossRuns). The
+// job access (its class's at launch) or its class's now says so (declared.KeepsAcrossRuns). The
 // provision claims with its class's (runnerclass.Resolved.JobAccess), the same configuration; an
 // instance whose record and class disagree is retired by refresh (a posture change).
 func (r *Releaser) keepsAcrossRuns(rec store.Instance) bool {
-	if config.KeepsAcrossRuns(rec.JobAccess) {
+	if declared.KeepsAcrossRuns(rec.JobAccess) {
 		return true
 	}
 	if r.opts.JobAccess == nil {
 		return false
 	}
 	access, ok := r.opts.JobAccess(rec.RunnerClass)
-	return ok && config.KeepsAcrossRuns(access)
+	return ok && declared.KeepsAcrossRuns(access)
 }
 
 // checkDeregistered confirms with GitHub that the instance's runner is no longer registered in

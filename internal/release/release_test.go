@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
@@ -519,10 +519,10 @@ func TestSignedReleaseSpendsNoListing(t *testing.T) {
 		reuse    string
 		listings int
 	}{
-		{"signed, any repository", true, config.ReuseAny, 0},
+		{"signed, any repository", true, declared.ReuseAny, 0},
 		{"signed, reuse unset", true, "", 0},
-		{"signed, same repository", true, config.ReuseSameRepository, 1},
-		{"unsigned", false, config.ReuseAny, 1},
+		{"signed, same repository", true, declared.ReuseSameRepository, 1},
+		{"unsigned", false, declared.ReuseAny, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestReuseRefused: which run scopes a class's reuse rule lets the release pool an instance for.
 func TestReuseRefused(t *testing.T) {
 	t.Parallel()
-	rules := map[string]string{"any": config.ReuseAny, "unset": "", "same": config.ReuseSameRepository, "never": config.ReuseNever, "odd": "sometimes"}
+	rules := map[string]string{"any": declared.ReuseAny, "unset": "", "same": declared.ReuseSameRepository, "never": declared.ReuseNever, "odd": "sometimes"}
 	r := &Releaser{opts: Options{Reuse: func(class string) (string, error) {
 		rule, ok := rules[class]
 		if !ok {

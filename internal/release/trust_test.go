@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/releasetest"
@@ -27,17 +27,17 @@ func TestReleaseScopesByTrustLevel(t *testing.T) {
 		handBack    bool   // a rolled-back provision's hand-back of a claimed instance
 		want        string
 	}{
-		{"docker class, pull request", "pull_request", config.JobAccessDocker, "", false, untrusted},
-		{"docker class, review of a pull request", "pull_request_review", config.JobAccessDocker, "", false, untrusted},
-		{"docker class, push", "push", config.JobAccessDocker, "", false, scope},
-		{"docker class, pull_request_target", "pull_request_target", config.JobAccessDocker, "", false, scope},
-		{"docker class, run record without an event", "", config.JobAccessDocker, "", false, untrusted},
-		{"root class, pull request", "pull_request", config.JobAccessRoot, "", false, untrusted},
-		{"docker record of a class not configured", "pull_request", "", config.JobAccessDocker, false, untrusted},
-		{"user class, pull request", "pull_request", config.JobAccessUser, config.JobAccessUser, false, scope},
+		{"docker class, pull request", "pull_request", declared.JobAccessDocker, "", false, untrusted},
+		{"docker class, review of a pull request", "pull_request_review", declared.JobAccessDocker, "", false, untrusted},
+		{"docker class, push", "push", declared.JobAccessDocker, "", false, scope},
+		{"docker class, pull_request_target", "pull_request_target", declared.JobAccessDocker, "", false, scope},
+		{"docker class, run record without an event", "", declared.JobAccessDocker, "", false, untrusted},
+		{"root class, pull request", "pull_request", declared.JobAccessRoot, "", false, untrusted},
+		{"docker record of a class not configured", "pull_request", "", declared.JobAccessDocker, false, untrusted},
+		{"user class, pull request", "pull_request", declared.JobAccessUser, declared.JobAccessUser, false, scope},
 		{"user class, no event", "", "", "", false, scope},
-		{"hand-back, docker class, pull request", "pull_request", config.JobAccessDocker, "", true, untrusted},
-		{"hand-back, docker class, push", "push", config.JobAccessDocker, "", true, scope},
+		{"hand-back, docker class, pull request", "pull_request", declared.JobAccessDocker, "", true, untrusted},
+		{"hand-back, docker class, push", "push", declared.JobAccessDocker, "", true, scope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

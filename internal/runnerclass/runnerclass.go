@@ -1,5 +1,5 @@
 // Package runnerclass is a runner class as this deployment launches it: the class as declared
-// (config.RunnerClass, the one runner class type, whether it came from a configuration item the
+// (declared.RunnerClass, the one runner class type, whether it came from a configuration item the
 // Terraform provider wrote or from the reconciler's runner classes file) with what the deployment
 // resolved for it: its pool queue, the launch template version that launches what it declares and
 // the Actions runner version that version installs. Step-driven provisions and warm pools launch
@@ -13,14 +13,14 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 )
 
 // Resolved is a runner class ready to launch from.
 type Resolved struct {
-	config.RunnerClass
+	declared.RunnerClass
 	// Queue is the pool queue at the class's QueueURL (nil: none).
 	Queue *pool.Queue
 	// TemplateVersion is the version of the class's launch template CreateFleet launches.
@@ -43,7 +43,7 @@ func (r Resolved) Launch() fleet.LaunchSpec {
 // *launchtemplate.Versions satisfies it. When it also says which runner version a launch template
 // version installs (Runner), Resolve records it.
 type Versions interface {
-	For(ctx context.Context, rc config.RunnerClass) (string, error)
+	For(ctx context.Context, rc declared.RunnerClass) (string, error)
 }
 
 // ErrNoLaunchTemplate marks a class without a launch template: the fleet request carries instance
@@ -55,7 +55,7 @@ var ErrNoLaunchTemplate = errors.New("it has no launch_template_id: instances la
 // launch template), the runner version that installs, and its pool queue when queue is given and
 // the class has one. Its job access is recorded spelled out ("" is unknown to refresh). A class
 // this version cannot launch, or one EC2 refuses, is an error saying why.
-func Resolve(ctx context.Context, rc config.RunnerClass, v Versions, queue func(url string) *pool.Queue) (Resolved, error) {
+func Resolve(ctx context.Context, rc declared.RunnerClass, v Versions, queue func(url string) *pool.Queue) (Resolved, error) {
 	if rc.LaunchTemplateID == "" {
 		return Resolved{}, ErrNoLaunchTemplate
 	}
@@ -72,9 +72,9 @@ func Resolve(ctx context.Context, rc config.RunnerClass, v Versions, queue func(
 	r := Resolved{RunnerClass: rc, TemplateVersion: version}
 	r.Subnets, r.Tags = slices.Clone(rc.Subnets), maps.Clone(rc.Tags)
 	r.InstanceTypes, r.Labels = slices.Clone(rc.InstanceTypes), slices.Clone(rc.Labels)
-	r.JobAccess = config.NormalJobAccess(rc.JobAccess)
+	r.JobAccess = declared.NormalJobAccess(rc.JobAccess)
 	if rv, ok := v.(interface {
-		Runner(rc config.RunnerClass, n string) string
+		Runner(rc declared.RunnerClass, n string) string
 	}); ok {
 		r.RunnerVersion = rv.Runner(rc, version)
 	}

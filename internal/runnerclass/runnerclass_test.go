@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 )
@@ -13,8 +13,8 @@ import (
 // versions answers version "7" for every class, and says it installs runner 2.338.0.
 type versions struct{ err error }
 
-func (v versions) For(context.Context, config.RunnerClass) (string, error) { return "7", v.err }
-func (versions) Runner(_ config.RunnerClass, n string) string {
+func (v versions) For(context.Context, declared.RunnerClass) (string, error) { return "7", v.err }
+func (versions) Runner(_ declared.RunnerClass, n string) string {
 	if n == "7" {
 		return "2.338.0"
 	}
@@ -30,7 +30,7 @@ func TestResolve(t *testing.T) {
 		}
 		return q
 	}
-	rc := config.RunnerClass{
+	rc := declared.RunnerClass{
 		Name: "linux", LaunchTemplateID: "lt-0123456789abcdef0", QueueURL: "https://sqs.example/q",
 		Subnets: []string{"subnet-a"}, Tags: map[string]string{"team": "ci"},
 	}
@@ -41,8 +41,8 @@ func TestResolve(t *testing.T) {
 	if r.Name != "linux" || r.TemplateVersion != "7" || r.RunnerVersion != "2.338.0" || r.Queue != q {
 		t.Errorf("Resolve = %+v, want version 7, runner 2.338.0 and the class's queue", r)
 	}
-	if r.JobAccess != config.JobAccessUser {
-		t.Errorf("JobAccess = %q, want %q spelled out", r.JobAccess, config.JobAccessUser)
+	if r.JobAccess != declared.JobAccessUser {
+		t.Errorf("JobAccess = %q, want %q spelled out", r.JobAccess, declared.JobAccessUser)
 	}
 	l := r.Launch()
 	if l.LaunchTemplateID != rc.LaunchTemplateID || l.LaunchTemplateVersion != "7" || len(l.Subnets) != 1 || l.Tags["team"] != "ci" {

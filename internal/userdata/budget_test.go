@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestPreRunnerBudget: a pre-runner script that config accepts always fits in EC2's user data next to
@@ -24,23 +24,23 @@ func TestPreRunnerBudget(t *testing.T) {
 		return p
 	}
 	// The largest incompressible script within the budget.
-	n := config.PreRunnerScriptBudget
-	for len(config.PackPreRunnerScript(config.IncompressibleText(n))) > config.PreRunnerScriptBudget {
+	n := declared.PreRunnerScriptBudget
+	for len(declared.PackPreRunnerScript(declared.IncompressibleText(n))) > declared.PreRunnerScriptBudget {
 		n -= 16
 	}
-	fits := config.IncompressibleText(n)
-	if err := config.ValidatePreRunnerScript(fits); err != nil {
+	fits := declared.IncompressibleText(n)
+	if err := declared.ValidatePreRunnerScript(fits); err != nil {
 		t.Fatalf("config refuses a script within the budget: %v", err)
 	}
 	if _, err := Render(largest(fits)); err != nil {
 		t.Errorf("a pre-runner script within config's budget does not fit in the largest user data: %v", err)
 	}
-	if err := config.ValidatePreRunnerScript(config.IncompressibleText(n + 64)); err == nil {
+	if err := declared.ValidatePreRunnerScript(declared.IncompressibleText(n + 64)); err == nil {
 		t.Errorf("config accepts a script over the budget")
 	}
 	// A shell script of 6 KiB fits: this package's own template, cut to that size, stands for one.
 	typical := tmplText[:6*1024]
-	if err := config.ValidatePreRunnerScript(typical); err != nil {
+	if err := declared.ValidatePreRunnerScript(typical); err != nil {
 		t.Errorf("a typical 6 KiB script is refused: %v", err)
 	}
 	if _, err := Render(largest(typical)); err != nil {

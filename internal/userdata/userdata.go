@@ -32,7 +32,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
 
@@ -104,7 +104,7 @@ type Params struct {
 	// whatever reaches it gets the instance role's credentials; jobs that need AWS credentials should
 	// assume a role with GitHub's OIDC token instead. The agent, as root, reaches it either way.
 	AllowJobMetadata bool
-	// JobAccess is the runner class's job_access (config.JobAccess*; empty is user): the user data
+	// JobAccess is the runner class's job_access (declared.JobAccess*; empty is user): the user data
 	// installs what the grant needs and passes it to the agent (-job-access), which applies it at its
 	// first start. The reconciler sets it in the class's launch template version (WithClass).
 	JobAccess string `json:",omitempty"` // omitted when empty: user data rendered before it existed re-renders the same
@@ -198,7 +198,7 @@ func Render(p Params) (string, error) {
 		d.Arches = append(d.Arches, archData{ArchARM64, "aarch64|arm64", p.AgentARM64.URL, strings.ToLower(p.AgentARM64.SHA256), strings.ToLower(p.runner().SHA256ARM64)})
 	}
 	if p.PreRunnerScript != "" {
-		d.PreRunnerB64 = config.PackPreRunnerScript(p.PreRunnerScript)
+		d.PreRunnerB64 = declared.PackPreRunnerScript(p.PreRunnerScript)
 	}
 	bare := p
 	bare.PreRunnerScript = ""
@@ -213,7 +213,7 @@ func Render(p Params) (string, error) {
 	if p.PreRunnerScript != "" {
 		args = append(args, "-pre-runner-script", PreRunnerPath)
 	}
-	if p.JobAccess != "" && p.JobAccess != config.JobAccessUser {
+	if p.JobAccess != "" && p.JobAccess != declared.JobAccessUser {
 		args = append(args, "-job-access", p.JobAccess)
 	}
 	if p.Cache && p.CacheURL != "" {
@@ -245,8 +245,8 @@ var preRunnerRe = regexp.MustCompile(`(?m)^printf '%s' '([A-Za-z0-9+/=]*)' \| ba
 type accessPackages struct{ Name, Cmds, Apt, DNF string }
 
 var jobAccessPackages = []accessPackages{
-	{config.JobAccessRoot, "dockerd sudo", "docker.io sudo", "docker sudo"},
-	{config.JobAccessDocker, "dockerd rootlesskit slirp4netns newuidmap", "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils"},
+	{declared.JobAccessRoot, "dockerd sudo", "docker.io sudo", "docker sudo"},
+	{declared.JobAccessDocker, "dockerd rootlesskit slirp4netns newuidmap", "docker.io rootlesskit slirp4netns uidmap", "docker rootlesskit slirp4netns shadow-utils"},
 }
 
 // Class is what a runner class adds to the user data it launches with.
@@ -341,7 +341,7 @@ func PreRunnerScriptOf(userData string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
 	}
-	script, err := io.ReadAll(io.LimitReader(zr, config.MaxPreRunnerScript+1))
+	script, err := io.ReadAll(io.LimitReader(zr, declared.MaxPreRunnerScript+1))
 	if err != nil {
 		return "", fmt.Errorf("the user data's pre-runner script: %w", err)
 	}
@@ -393,7 +393,7 @@ func (p Params) Validate() error {
 			errs = append(errs, fmt.Errorf("runner base URL: %w", err))
 		}
 	}
-	if err := config.ValidateJobAccess(p.JobAccess); err != nil {
+	if err := declared.ValidateJobAccess(p.JobAccess); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.checkRunner()...)

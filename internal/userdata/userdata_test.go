@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 )
@@ -233,7 +233,7 @@ func TestValidate(t *testing.T) {
 		{"log group", func(p *Params) { p.LogGroup = "/a b" }, "log group"},
 		{"log group injection", func(p *Params) { p.LogGroup = "g\nExecStartPre=/bin/sh" }, "log group"},
 		{"nul in pre-runner", func(p *Params) { p.PreRunnerScript = "a\x00b" }, "NUL"},
-		{"pre-runner too big", func(p *Params) { p.PreRunnerScript = config.IncompressibleText(16 * 1024) }, "limit"},
+		{"pre-runner too big", func(p *Params) { p.PreRunnerScript = declared.IncompressibleText(16 * 1024) }, "limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,5 +1,5 @@
 // From configuration to pool specs: ConfigTargets reads the runner classes and warm pools the
-// Terraform provider wrote (internal/config) and evaluates each pool's schedule; Catalog caches the
+// Terraform provider wrote (internal/declared) and evaluates each pool's schedule; Catalog caches the
 // answer briefly for the webhook and the pool workers, which ask on every job.
 package warmpool
 
@@ -11,15 +11,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
-// ConfigLoader reads the configuration; *config.Repository satisfies it.
+// ConfigLoader reads the configuration; *declared.Repository satisfies it.
 type ConfigLoader interface {
-	Load(ctx context.Context) (config.Snapshot, error)
+	Load(ctx context.Context) (declared.Snapshot, error)
 }
 
 // ConfigOptions tell ConfigTargets what the configuration does not hold.
@@ -92,10 +92,10 @@ func ConfigTargets(cfg ConfigLoader, opts ConfigOptions) Targets {
 	}
 }
 
-func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
+func specOf(ctx context.Context, snap declared.Snapshot, p declared.WarmPool, now time.Time, opts ConfigOptions) PoolSpec {
 	rc := snap.RunnerClasses[p.RunnerClass]
 	spec := PoolSpec{Name: p.Name, Class: runnerclass.Resolved{RunnerClass: rc}, Scope: opts.Scope}
-	spec.Class.JobAccess = config.NormalJobAccess(rc.JobAccess)
+	spec.Class.JobAccess = declared.NormalJobAccess(rc.JobAccess)
 	tgt, err := snap.Target(p.Name, now)
 	if err != nil {
 		spec.Err = err
@@ -109,7 +109,7 @@ func specOf(ctx context.Context, snap config.Snapshot, p config.WarmPool, now ti
 	}
 	// The runner version the class's version installs is part of the hash: a new release (or pin)
 	// rolls the pool over onto instances that run it.
-	hash = config.SpecHashWithRunner(hash, class.RunnerVersion)
+	hash = declared.SpecHashWithRunner(hash, class.RunnerVersion)
 	spec.Schedule, spec.Hot, spec.Stopped, spec.SpecHash = tgt.Schedule, tgt.Hot, tgt.Stopped, hash
 	if a := p.Autoscale; a != nil {
 		loc, err := time.LoadLocation(p.Timezone) // validated with the schedules ("" is UTC)

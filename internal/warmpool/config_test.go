@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
@@ -18,26 +18,26 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
-func (e *env) runnerClass() config.RunnerClass {
-	return config.RunnerClass{
+func (e *env) runnerClass() declared.RunnerClass {
+	return declared.RunnerClass{
 		Name: runnerClass, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, InstanceTypes: []string{"c6i.*"},
-		Volume:     config.Volume{Type: config.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
-		UsageClass: config.UsageOnDemand, Subnets: []string{subnetA, subnetB},
-		MaxRuntime: config.Duration(time.Hour), IdleTime: config.Duration(10 * time.Minute),
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: declared.UsageOnDemand, Subnets: []string{subnetA, subnetB},
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute),
 		LaunchTemplateID: e.lt, QueueURL: e.queue.URL(),
 	}
 }
 
 // The seed's example pool: one hot and two stopped by day, none hot and one stopped at night.
-func smallX64() config.WarmPool {
-	return config.WarmPool{Name: "small-x64", RunnerClass: runnerClass, Timezone: "Europe/Paris", Schedules: []schedule.Schedule{
+func smallX64() declared.WarmPool {
+	return declared.WarmPool{Name: "small-x64", RunnerClass: runnerClass, Timezone: "Europe/Paris", Schedules: []schedule.Schedule{
 		{Name: "default", Hot: 1, Stopped: 2},
 		{Name: "nights", Match: &schedule.Match{Times: []schedule.TimeRange{{Start: "22:00", End: "06:00"}}}, Hot: 0, Stopped: 1},
 	}}
 }
 
 func (e *env) configTargets() warmpool.Targets {
-	return warmpool.ConfigTargets(config.NewRepository(e.st), warmpool.ConfigOptions{
+	return warmpool.ConfigTargets(declared.NewRepository(e.st), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(e.sqs, url) }, Scope: "acme",
 		Versions: launchtemplate.New(e.ec2, launchtemplate.Options{}),
 	})
@@ -60,7 +60,7 @@ func TestConvergeScheduleBoundary(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	repo := config.NewRepository(e.st)
+	repo := declared.NewRepository(e.st)
 	if _, err := repo.PutRunnerClass(ctx, e.runnerClass(), 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestConvergeRunnerClassRollout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	repo := config.NewRepository(e.st)
+	repo := declared.NewRepository(e.st)
 	rc := e.runnerClass()
 	rcVersion, err := repo.PutRunnerClass(ctx, rc, 0)
 	if err != nil {
@@ -121,14 +121,14 @@ func TestConvergeRunnerClassRollout(t *testing.T) {
 	if pr.Ready != 1 || pr.Stopped != 2 {
 		t.Fatalf("before the rollout: %+v", pr)
 	}
-	oldHash := config.SpecHash(rc, p)
+	oldHash := declared.SpecHash(rc, p)
 
 	// A new image: every instance is outdated, terminated at once, and replaced.
 	rc.Image = "ami-0fedcba9876543210"
 	if _, err := repo.PutRunnerClass(ctx, rc, rcVersion); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	newHash := config.SpecHash(rc, p)
+	newHash := declared.SpecHash(rc, p)
 	e.clock.Add(time.Minute)
 	pr = poolReport(t, pass(t, c), "small-x64")
 	if len(pr.Outdated) != 3 || len(pr.Created) != 3 || pr.Ready+pr.Stopped != 0 {
@@ -161,7 +161,7 @@ func TestCatalog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	repo := config.NewRepository(e.st)
+	repo := declared.NewRepository(e.st)
 	if _, err := repo.PutRunnerClass(ctx, e.runnerClass(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestCatalog(t *testing.T) {
 	cat := warmpool.NewCatalog(e.configTargets(), time.Minute, e.clock.Now)
 	spec, ok, err := cat.Lookup(ctx, "small-x64")
 	if err != nil || !ok || spec.Err != nil || spec.Hot != 1 || spec.Stopped != 2 || spec.Class.Queue == nil ||
-		spec.Class.IdleTime.Std() != 10*time.Minute || spec.SpecHash != config.SpecHash(e.runnerClass(), smallX64()) {
+		spec.Class.IdleTime.Std() != 10*time.Minute || spec.SpecHash != declared.SpecHash(e.runnerClass(), smallX64()) {
 		t.Fatalf("Lookup(small-x64) = %+v, %v, %v", spec, ok, err)
 	}
 	if spec, ok, err := cat.Lookup(ctx, "newer"); err != nil || !ok || spec.Err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -147,7 +147,7 @@ func (e *env) ec2Client() *ec2.Client {
 func (e *env) spec(name string, hot, stopped int, hash string) warmpool.PoolSpec {
 	return warmpool.PoolSpec{
 		Name: name, Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: hash, Scope: "acme",
-		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{subnetA, subnetB}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default", Queue: e.queue},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{subnetA, subnetB}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default", Queue: e.queue},
 	}
 }
 

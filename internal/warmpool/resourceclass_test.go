@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
@@ -49,15 +49,15 @@ func TestConvergeRecordsCarryResourceClass(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	repo := config.NewRepository(e.st)
+	repo := declared.NewRepository(e.st)
 	if _, err := repo.PutRunnerClass(ctx, e.runnerClass(), 0); err != nil { // 2 vCPUs, 4096 MiB
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	wp := config.WarmPool{Name: "small-x64", RunnerClass: runnerClass, Schedules: []schedule.Schedule{{Name: "default", Hot: 1, Stopped: 1}}}
+	wp := declared.WarmPool{Name: "small-x64", RunnerClass: runnerClass, Schedules: []schedule.Schedule{{Name: "default", Hot: 1, Stopped: 1}}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}
-	targets := warmpool.ConfigTargets(config.NewRepository(e.st), warmpool.ConfigOptions{
+	targets := warmpool.ConfigTargets(declared.NewRepository(e.st), warmpool.ConfigOptions{
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(e.sqs, url) }, Scope: "acme",
 		ResourceClasses: map[string]warmpool.Size{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}},
 		Versions:        launchtemplate.New(e.ec2, launchtemplate.Options{}),

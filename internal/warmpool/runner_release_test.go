@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -18,7 +18,9 @@ type releasedVersions struct {
 	version *atomic.Value
 }
 
-func (v releasedVersions) Runner(config.RunnerClass, string) string { return v.version.Load().(string) }
+func (v releasedVersions) Runner(declared.RunnerClass, string) string {
+	return v.version.Load().(string)
+}
 
 // A new runner release changes every pool's spec hash: the pool rolls over onto instances launched
 // from the class's new launch template version, which installs it.
@@ -26,7 +28,7 @@ func TestConvergeRunnerReleaseRollout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	repo := config.NewRepository(e.st)
+	repo := declared.NewRepository(e.st)
 	rc, p := e.runnerClass(), smallX64()
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestConvergeRunnerReleaseRollout(t *testing.T) {
 	if len(pr.Outdated) != 3 || len(pr.Created) != 3 {
 		t.Fatalf("after the release: %+v; want the 3 instances of 2.340.0 outdated and 3 created", pr)
 	}
-	want := config.SpecHashWithRunner(config.SpecHash(rc, p), "2.341.0")
+	want := declared.SpecHashWithRunner(declared.SpecHash(rc, p), "2.341.0")
 	for _, recs := range e.records(t, "small-x64") {
 		for _, r := range recs {
 			if r.SpecHash != want {

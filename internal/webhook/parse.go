@@ -153,7 +153,7 @@ const DependabotLabel = "dependabot"
 // DependabotPool is the pool a bare "dependabot" label asks for by default.
 const DependabotPool = "dependabot"
 
-// poolNameRE is a warm pool name (internal/config.ValidateName).
+// poolNameRE is a warm pool name (internal/declared.ValidateName).
 var poolNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // Ask is what a job's runs-on labels ask of this deployment's warm pools.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -33,7 +33,7 @@ func fuzzAPI(t testing.TB) (http.Handler, *fakeProvisioner, *fakeReleaser) {
 	t.Helper()
 	cfg := provision.Config{
 		ResourceClasses:    map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
-		RunnerClasses:      map[string]runnerclass.Resolved{"linux": {RunnerClass: config.RunnerClass{Name: "linux"}}},
+		RunnerClasses:      map[string]runnerclass.Resolved{"linux": {RunnerClass: declared.RunnerClass{Name: "linux"}}},
 		DefaultRunnerClass: "linux", DeploymentID: "fuzz",
 	}
 	prov := &fakeProvisioner{f: func(_ context.Context, req provision.Request) (provision.Result, error) {

@@ -19,7 +19,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // Classes is the content of the runner classes file.
@@ -51,7 +51,7 @@ type ResourceClass struct {
 }
 
 // ClassEntry is one runner class of the file, as written: where runners of the class come from.
-// It is an edge format only: Class converts it to the runner class (internal/config) that
+// It is an edge format only: Class converts it to the runner class (internal/declared) that
 // provisions work with, as the state table's items are.
 type ClassEntry struct {
 	QueueURL         string `json:"queue_url"`
@@ -76,11 +76,11 @@ type ClassEntry struct {
 // Class is the entry as the runner class named name. What the file cannot say (image, size,
 // posture) stays empty: such a class launches whatever its launch template says, and its
 // instances are recorded without a job access, as they always were.
-func (rc ClassEntry) Class(name string) tableconfig.RunnerClass {
-	c := tableconfig.RunnerClass{
+func (rc ClassEntry) Class(name string) declared.RunnerClass {
+	c := declared.RunnerClass{
 		Name: name, QueueURL: rc.QueueURL, LaunchTemplateID: rc.LaunchTemplateID,
 		Subnets: slices.Clone(rc.Subnets), Tags: maps.Clone(rc.Tags),
-		MaxRuntime: tableconfig.Duration(rc.MaxRuntime), IdleTime: tableconfig.Duration(rc.IdleTime),
+		MaxRuntime: declared.Duration(rc.MaxRuntime), IdleTime: declared.Duration(rc.IdleTime),
 		InstanceTypes: slices.Clone(rc.InstanceTypes), UsageClass: rc.UsageClass, Labels: slices.Clone(rc.Labels),
 	}
 	if rc.MaxInstances != nil {
@@ -160,7 +160,7 @@ func (c Classes) Validate() error {
 		rc := c.RunnerClasses[n]
 		if u, err := url.Parse(rc.QueueURL); err != nil || u.Host == "" {
 			errs = append(errs, fmt.Errorf("runner class %q: queue_url %q is not a URL", n, rc.QueueURL))
-		} else if err := tableconfig.RefuseFIFOPool(rc.QueueURL); err != nil {
+		} else if err := declared.RefuseFIFOPool(rc.QueueURL); err != nil {
 			errs = append(errs, fmt.Errorf("runner class %q: queue_url: %w", n, err))
 		}
 		if rc.LaunchTemplateID == "" {
@@ -178,12 +178,12 @@ func (c Classes) Validate() error {
 			}
 		}
 		if rc.UsageClass != "" {
-			if err := tableconfig.ValidateUsageClass(rc.UsageClass); err != nil {
+			if err := declared.ValidateUsageClass(rc.UsageClass); err != nil {
 				errs = append(errs, fmt.Errorf("runner class %q: %w", n, err))
 			}
 		}
 		for _, l := range rc.Labels {
-			if err := tableconfig.ValidateLabel(l); err != nil {
+			if err := declared.ValidateLabel(l); err != nil {
 				errs = append(errs, fmt.Errorf("runner class %q: labels: %w", n, err))
 			}
 		}
@@ -192,7 +192,7 @@ func (c Classes) Validate() error {
 		}
 		// Instance tags: the launch templates enable instance metadata tags (the claim notice), and
 		// EC2 then refuses keys with spaces or "/".
-		if err := tableconfig.ValidateTags(rc.Tags); err != nil {
+		if err := declared.ValidateTags(rc.Tags); err != nil {
 			errs = append(errs, fmt.Errorf("runner class %q: tags: %w", n, err))
 		}
 	}

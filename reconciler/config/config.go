@@ -27,7 +27,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // Config is the reconciler's configuration.
@@ -395,7 +395,7 @@ var settings = []setting{
 			if c.DependabotPool == "" {
 				return nil
 			}
-			return tableconfig.ValidateName(c.DependabotPool)
+			return declared.ValidateName(c.DependabotPool)
 		}},
 	{flag: "owner-runners", env: "RUNNERPOOL_OWNER_RUNNERS",
 		doc: "Comma-separated owners (each also in the allowed repositories) for which owner-level (organisation) runner credentials may be minted; runner credentials for any other owner scope are refused. Default: the warm pool scope when it is an owner, else none.",

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
@@ -57,7 +57,7 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	jobs := warmpool.NewJobQueue(sb.Stack.SQS(), aws.ToString(qo.QueueUrl), sb.Store)
 	spec := warmpool.PoolSpec{
 		Name: poolName, Schedule: "test", Hot: 1, Stopped: 1, SpecHash: "agents-v1", Scope: sandbox.Scope,
-		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
 	}
 	fl := fleet.New(sb.EC2, fleet.Options{Logger: logger()})
 	conv, err := warmpool.NewConverger(sb.Store, sb.EC2, fl, warmpool.StaticTargets(spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: logger()})
@@ -70,10 +70,10 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 		return err == nil && pr.Err == nil && pr.Ready == 1 && pr.Stopped == 1 && pr.Warming == 0
 	})
 
-	set := config.ScaleSet{Name: setName, WarmPool: poolName, Scope: sandbox.Scope, MaxRunners: 5}
+	set := declared.ScaleSet{Name: setName, WarmPool: poolName, Scope: sandbox.Scope, MaxRunners: 5}
 	m, err := scalesets.New(scalesets.Config{
 		Store: sb.Store, Jobs: jobs, Holder: "a", LeaseTTL: testLeaseTTL, Resync: 200 * time.Millisecond, Logger: logger(),
-		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return []config.ScaleSet{set}, nil },
+		ScaleSets: func(context.Context) ([]declared.ScaleSet, error) { return []declared.ScaleSet{set}, nil },
 		Client: func(scope string) (scalesets.Client, error) {
 			return scaleset.New(scaleset.Config{
 				APIURL: sb.Stack.Endpoints.GitHubAPI, Logger: logger(),

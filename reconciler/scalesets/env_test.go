@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -68,7 +68,7 @@ type env struct {
 	lt    string
 	gh    *githubfake.Server
 	ghURL string
-	set   config.ScaleSet
+	set   declared.ScaleSet
 	shape githubfake.ScaleSetShape
 	// retryWait is the scale set clients' shortest wait before a retry (the longest is 5 times it).
 	retryWait time.Duration
@@ -93,7 +93,7 @@ func newEnv(t *testing.T, shape ...githubfake.ScaleSetShape) *env {
 	t.Helper()
 	ctx := context.Background()
 	stk := stacktest.Shared(t)
-	e := &env{stk: stk, sqs: stk.SQS(), set: config.ScaleSet{Name: setName, WarmPool: poolName, Scope: org, MaxRunners: 10}, retryWait: 10 * time.Millisecond}
+	e := &env{stk: stk, sqs: stk.SQS(), set: declared.ScaleSet{Name: setName, WarmPool: poolName, Scope: org, MaxRunners: 10}, retryWait: 10 * time.Millisecond}
 	db := stk.DynamoDB()
 	table := stacktest.UniqueName(t, "state")
 	if err := store.CreateTable(ctx, db, table); err != nil {
@@ -202,7 +202,7 @@ func (e *env) start(t *testing.T, holder string, mod func(*scalesets.Config)) *r
 	t.Helper()
 	cfg := scalesets.Config{
 		Store: e.st, Jobs: e.jobs, Holder: holder,
-		ScaleSets: func(context.Context) ([]config.ScaleSet, error) { return []config.ScaleSet{e.set}, nil },
+		ScaleSets: func(context.Context) ([]declared.ScaleSet, error) { return []declared.ScaleSet{e.set}, nil },
 		Client:    func(scope string) (scalesets.Client, error) { return e.client(t, scope), nil },
 		LeaseTTL:  testLeaseTTL, Resync: 200 * time.Millisecond, Backoff: 50 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		ConflictBackoff: 200 * time.Millisecond, Logger: logger().With("replica", holder),
@@ -326,7 +326,7 @@ func (e *env) workerOver(t *testing.T, m *scalesets.Manager, st warmpool.Store) 
 func (e *env) spec() warmpool.PoolSpec {
 	return warmpool.PoolSpec{
 		Name: poolName, Schedule: "default", SpecHash: "v1", Scope: org,
-		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "linux", LaunchTemplateID: e.lt, Subnets: []string{subnet}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: "linux", LaunchTemplateID: e.lt, Subnets: []string{subnet}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
 	}
 }
 

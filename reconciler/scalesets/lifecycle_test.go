@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -18,7 +18,7 @@ import (
 // configured is a scale set configuration a test changes while the replicas run.
 type configured struct {
 	mu     sync.Mutex
-	sets   []config.ScaleSet
+	sets   []declared.ScaleSet
 	broken []string // names of stored sets whose configuration cannot be read
 }
 
@@ -34,16 +34,16 @@ func (c *configured) brokenNames() []string {
 	return c.broken
 }
 
-func (c *configured) set(sets ...config.ScaleSet) {
+func (c *configured) set(sets ...declared.ScaleSet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sets = sets
 }
 
-func (c *configured) get(context.Context) ([]config.ScaleSet, error) {
+func (c *configured) get(context.Context) ([]declared.ScaleSet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]config.ScaleSet(nil), c.sets...), nil
+	return append([]declared.ScaleSet(nil), c.sets...), nil
 }
 
 // replicaOf starts a replica whose configured scale sets come from cfg.

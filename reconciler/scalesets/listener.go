@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/leader"
@@ -23,7 +23,7 @@ import (
 
 type listener struct {
 	m       *Manager
-	set     config.ScaleSet
+	set     declared.ScaleSet
 	key     string // scope/name
 	log     *slog.Logger
 	elector *leader.Elector
@@ -35,7 +35,7 @@ type listener struct {
 	session string
 }
 
-func (m *Manager) newListener(s config.ScaleSet) (*listener, error) {
+func (m *Manager) newListener(s declared.ScaleSet) (*listener, error) {
 	l := &listener{m: m, set: s, key: s.Scope + "/" + s.Name, changed: make(chan struct{}, 1)}
 	l.log = m.log.With("scale_set", l.key, "holder", m.cfg.Holder)
 	e, err := leader.New(m.cfg.Store, leader.Options{

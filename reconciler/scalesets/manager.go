@@ -30,7 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -86,8 +86,8 @@ const TakeoverBudget = 10
 type Config struct {
 	Store Store
 	Jobs  Enqueuer
-	// ScaleSets lists the configured scale sets (config.Repository.ScaleSets).
-	ScaleSets func(ctx context.Context) ([]config.ScaleSet, error)
+	// ScaleSets lists the configured scale sets (declared.Repository.ScaleSets).
+	ScaleSets func(ctx context.Context) ([]declared.ScaleSet, error)
 	// Broken, when set, names the stored scale sets whose configuration cannot be read now (left
 	// out of ScaleSets): a scale set of that name is never deleted at GitHub while it is broken, so
 	// a damaged item cannot remove a working scale set.
@@ -213,7 +213,7 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) {
 		m.log.Error("scale sets not read: listeners left as they are", "err", err)
 		return
 	}
-	want := map[string]config.ScaleSet{}
+	want := map[string]declared.ScaleSet{}
 	configured := map[string]bool{}
 	for _, s := range sets {
 		want[s.Scope+"/"+s.Name] = s
@@ -245,7 +245,7 @@ func (m *Manager) sync(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-func sameSet(a, b config.ScaleSet) bool {
+func sameSet(a, b declared.ScaleSet) bool {
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 )
@@ -44,13 +44,13 @@ func autoscaledPool(t *testing.T, name string, hot, stopped int) *servicetest.En
 	t.Helper()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	wp := tableconfig.WarmPool{Name: name, RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: hot, Stopped: stopped}},
-		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(5 * time.Second), MinHot: 1}}
+	wp := declared.WarmPool{Name: name, RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: hot, Stopped: stopped}},
+		Autoscale: &declared.Autoscale{QueueTimeP95: declared.Duration(5 * time.Second), MinHot: 1}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}

@@ -15,17 +15,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
-type snapshotLoader tableconfig.Snapshot
+type snapshotLoader declared.Snapshot
 
-func (l snapshotLoader) Load(context.Context) (tableconfig.Snapshot, error) {
-	return tableconfig.Snapshot(l), nil
+func (l snapshotLoader) Load(context.Context) (declared.Snapshot, error) {
+	return declared.Snapshot(l), nil
 }
 
 // TestCacheUpkeep: a replica counts the requests it presigned by repository and adds them to the
@@ -63,8 +63,8 @@ func TestCacheUpkeep(t *testing.T) {
 	now := time.Now().Add(3 * time.Hour) // the objects were written 3 hours before: past the class's max age
 	s := &Service{o: Options{Now: func() time.Time { return now }}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	s.cache = &cacheUpkeep{bucket: stack.CacheBucket, s3: client}
-	s.classes = &classSource{load: snapshotLoader{RunnerClasses: map[string]tableconfig.RunnerClass{
-		"small": {Name: "small", Cache: &tableconfig.Cache{Enabled: true, MaxAge: tableconfig.Duration(time.Hour)}},
+	s.classes = &classSource{load: snapshotLoader{RunnerClasses: map[string]declared.RunnerClass{
+		"small": {Name: "small", Cache: &declared.Cache{Enabled: true, MaxAge: declared.Duration(time.Hour)}},
 		"off":   {Name: "off"},
 	}}}
 	s.dashboard.history = history.New(db, table, history.Options{Now: s.o.Now})

@@ -1,6 +1,6 @@
 // Runner classes of step-driven provisions, and where they come from: a runner classes file (read
 // once, at start-up) or the configuration items the Terraform provider writes to the state table
-// (internal/config), re-read when the cached copy is older than --config-cache-ttl or when a
+// (internal/declared), re-read when the cached copy is older than --config-cache-ttl or when a
 // provision names a runner class the copy does not know, so a `terraform apply` is picked up without
 // a restart. A provision.Provisioner's configuration is fixed; classSource builds a new one from each
 // copy (cheap: the claimer, registrar and fleet are shared) and hands every provision to the one
@@ -29,12 +29,12 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // ConfigLoader reads runner classes and warm pools; *config.Repository satisfies it.
 type ConfigLoader interface {
-	Load(ctx context.Context) (tableconfig.Snapshot, error)
+	Load(ctx context.Context) (declared.Snapshot, error)
 }
 
 // classSet is the runner classes at one moment and the provisioner built on them.
@@ -102,7 +102,7 @@ func (s *Service) setupClasses(ctx context.Context, cfg config.Config, queue fun
 	}
 	resources := resourceClasses(cfg.ResourceClasses)
 	s.classes = &classSource{
-		load: tableconfig.NewRepository(s.store), versions: s.versions, queue: queue, def: cfg.DefaultRunnerClass, ttl: cfg.ConfigCacheTTL, now: s.o.Now, log: s.log,
+		load: declared.NewRepository(s.store), versions: s.versions, queue: queue, def: cfg.DefaultRunnerClass, ttl: cfg.ConfigCacheTTL, now: s.o.Now, log: s.log,
 		newSet: func(classes map[string]runnerclass.Resolved) *provision.Provisioner {
 			return newProv(classes, resources, cfg.DefaultRunnerClass)
 		},

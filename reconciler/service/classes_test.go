@@ -1,4 +1,4 @@
-// Runner classes from the state table: written by the Terraform provider (internal/config), used by
+// Runner classes from the state table: written by the Terraform provider (internal/declared), used by
 // the next provision of a running replica.
 package service_test
 
@@ -17,7 +17,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestRunnerClassFromTable: without a runner classes file a replica provisions with the runner
@@ -33,7 +33,7 @@ func TestRunnerClassFromTable(t *testing.T) {
 		"RUNNERPOOL_RESOURCE_CLASSES":     "small=2:4096",
 		"RUNNERPOOL_CONFIG_CACHE_TTL":     "1h", // the class is found because the provision names it, not by expiry
 	})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 
 	// The table holds no runner class yet.
 	code, body := servicetest.Call(t, http.MethodPost, r.URL+apiv1.PathProvision, env.Token(t, "3001", nil), provisionBody(1))
@@ -98,8 +98,8 @@ func TestTableRunnerClassFieldsHonoured(t *testing.T) {
 		"RUNNERPOOL_RESOURCE_CLASSES":     "small=2:4096",
 	})
 	rc := env.TableRunnerClass("spotty")
-	rc.UsageClass, rc.InstanceTypes, rc.Labels = tableconfig.UsageSpot, []string{"c6i.xlarge"}, []string{"linux-x64", "team-ci"}
-	if _, err := tableconfig.NewRepository(env.Store).PutRunnerClass(ctx, rc, 0); err != nil {
+	rc.UsageClass, rc.InstanceTypes, rc.Labels = declared.UsageSpot, []string{"c6i.xlarge"}, []string{"linux-x64", "team-ci"}
+	if _, err := declared.NewRepository(env.Store).PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
 	req := provisionBody(2) // allowed c6i.*, resource class small, no usage class
@@ -116,7 +116,7 @@ func TestTableRunnerClassFieldsHonoured(t *testing.T) {
 		t.Fatalf("runners %+v, want 2", prov.Runners)
 	}
 	for _, rn := range prov.Runners {
-		if rn.InstanceType != "c6i.xlarge" || rn.UsageClass != tableconfig.UsageSpot {
+		if rn.InstanceType != "c6i.xlarge" || rn.UsageClass != declared.UsageSpot {
 			t.Errorf("runner %+v: want a spot c6i.xlarge", rn)
 		}
 		if v, ok := env.EC2.Instance(rn.InstanceID); !ok || v.Lifecycle != "spot" || v.InstanceType != "c6i.xlarge" {

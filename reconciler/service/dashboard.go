@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awspricing "github.com/aws/aws-sdk-go-v2/service/pricing"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pricing"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
@@ -232,7 +232,7 @@ func (s *Service) poolTargets(ctx context.Context, now time.Time) ([]history.Poo
 	if !s.cfg.WarmPools() {
 		return nil, nil
 	}
-	snap, err := tableconfig.NewRepository(s.store).Load(ctx)
+	snap, err := declared.NewRepository(s.store).Load(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // dashboardPrices is the operator price file of the dashboard tests: on-demand c6i prices only, so
@@ -288,21 +288,21 @@ func TestDashboardWarmPool(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
 	// A second schedule from the next hour on: the page shows when the target changes.
 	next := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
-	wp := tableconfig.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{
+	wp := declared.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{
 		{Name: schedule.DefaultName, Hot: 1},
 		{Name: "peak", Hot: 3, Match: &schedule.Match{Times: []schedule.TimeRange{{Start: next.Format("15:04"), End: next.Add(time.Hour).Format("15:04")}}}},
 	}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}
-	env.Hot(t, rc, wp.Name, tableconfig.SpecHash(rc, wp), 1)
+	env.Hot(t, rc, wp.Name, declared.SpecHash(rc, wp), 1)
 	prices := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(prices, []byte(`{"prices":[{"instance_type":"*","per_hour":0.1}]}`), 0o600); err != nil {
 		t.Fatal(err)

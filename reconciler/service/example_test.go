@@ -28,7 +28,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/exampletf"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // taskEnvironment is the reconciler container's environment in the example's task definition, its
@@ -60,19 +60,19 @@ func taskEnvironment(t *testing.T, m *exampletf.Module, secretValues map[string]
 
 // writeExampleConfig writes the example's runner classes, warm pools and scale sets to the table as
 // the provider does, and returns the runner classes and warm pools by name.
-func writeExampleConfig(t *testing.T, env *servicetest.Env, m *exampletf.Module) (map[string]tableconfig.RunnerClass, map[string]tableconfig.WarmPool) {
+func writeExampleConfig(t *testing.T, env *servicetest.Env, m *exampletf.Module) (map[string]declared.RunnerClass, map[string]declared.WarmPool) {
 	t.Helper()
 	ctx := t.Context()
-	repo := tableconfig.NewRepository(env.Store)
-	classes := map[string]tableconfig.RunnerClass{}
+	repo := declared.NewRepository(env.Store)
+	classes := map[string]declared.RunnerClass{}
 	for name, a := range m.Resource("resource", "runnerpool_runner_class", "class").AsValueMap() {
-		rc := tableconfig.RunnerClass{
+		rc := declared.RunnerClass{
 			Name: name, Image: str(a, "image"), CPU: num(a, "cpu"), MemoryMiB: num(a, "memory_mib"),
 			InstanceTypes: strs(a, "instance_types"), UsageClass: str(a, "usage_class"), Subnets: strs(a, "subnets"),
 			SecurityGroups: strs(a, "security_groups"), InstanceProfile: str(a, "instance_profile"), Labels: strs(a, "labels"),
 			MaxRuntime: dur(t, a, "max_runtime"), IdleTime: dur(t, a, "idle_time"),
 			LaunchTemplateID: str(a, "launch_template_id"), QueueURL: str(a, "queue_url"),
-			Volume: tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: num(a, "volume_size_gib"), IOPS: num(a, "volume_iops"), ThroughputMiBps: num(a, "volume_throughput_mibps")},
+			Volume: declared.Volume{Type: declared.VolumeGP3, SizeGiB: num(a, "volume_size_gib"), IOPS: num(a, "volume_iops"), ThroughputMiBps: num(a, "volume_throughput_mibps")},
 		}
 		for _, s := range rc.Subnets {
 			env.EC2.SetSubnet(s, servicetest.Region+"a")
@@ -82,12 +82,12 @@ func writeExampleConfig(t *testing.T, env *servicetest.Env, m *exampletf.Module)
 		}
 		classes[name] = rc
 	}
-	pools := map[string]tableconfig.WarmPool{}
-	declared := m.Variable("warm_pools").AsValueMap()
+	pools := map[string]declared.WarmPool{}
+	declaredPools := m.Variable("warm_pools").AsValueMap()
 	for name, a := range m.Resource("resource", "runnerpool_warm_pool", "pool").AsValueMap() {
-		wp := tableconfig.WarmPool{Name: name, RunnerClass: str(a, "runner_class"), Timezone: str(a, "timezone")}
+		wp := declared.WarmPool{Name: name, RunnerClass: str(a, "runner_class"), Timezone: str(a, "timezone")}
 		// The resource's schedule blocks are dynamic blocks over the variable's schedules.
-		for _, s := range declared[name].GetAttr("schedules").AsValueSlice() {
+		for _, s := range declaredPools[name].GetAttr("schedules").AsValueSlice() {
 			sc := schedule.Schedule{Name: str(s, "name"), Hot: num(s, "hot"), Stopped: num(s, "stopped")}
 			days, times := strs(s, "days"), s.GetAttr("time_ranges").AsValueSlice()
 			if len(days) > 0 || len(times) > 0 {
@@ -104,7 +104,7 @@ func writeExampleConfig(t *testing.T, env *servicetest.Env, m *exampletf.Module)
 		pools[name] = wp
 	}
 	for name, a := range m.Resource("resource", "runnerpool_scale_set", "set").AsValueMap() {
-		set := tableconfig.ScaleSet{Name: name, WarmPool: str(a, "warm_pool"), Scope: str(a, "scope"), RunnerGroup: str(a, "runner_group"), MaxRunners: num(a, "max_runners")}
+		set := declared.ScaleSet{Name: name, WarmPool: str(a, "warm_pool"), Scope: str(a, "scope"), RunnerGroup: str(a, "runner_group"), MaxRunners: num(a, "max_runners")}
 		if _, err := repo.PutScaleSet(ctx, set, 0); err != nil {
 			t.Fatalf("scale set %s: %v", name, err)
 		}
@@ -138,13 +138,13 @@ func strs(v cty.Value, attr string) []string {
 	return out
 }
 
-func dur(t *testing.T, v cty.Value, attr string) tableconfig.Duration {
+func dur(t *testing.T, v cty.Value, attr string) declared.Duration {
 	t.Helper()
 	d, err := time.ParseDuration(str(v, attr))
 	if err != nil {
 		t.Fatalf("%s: %v", attr, err)
 	}
-	return tableconfig.Duration(d)
+	return declared.Duration(d)
 }
 
 // sampleProvision is the provision step of examples/github-actions/workflow.yml as the provision
@@ -243,7 +243,7 @@ func TestExampleServesItsDeclaredWork(t *testing.T) {
 	})[0]
 	wp := pools[poolName]
 	rc := classes[wp.RunnerClass]
-	env.Hot(t, rc, wp.Name, tableconfig.SpecHash(rc, wp), 1)
+	env.Hot(t, rc, wp.Name, declared.SpecHash(rc, wp), 1)
 	r := env.Start(t, "a", extra)
 
 	// The sample workflow: provision, release.

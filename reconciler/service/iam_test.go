@@ -23,7 +23,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // reconcilerActions are the actions of every statement of the reconciler role's policy document
@@ -106,12 +106,12 @@ func TestReconcilerCallsAllowedByIAMPolicy(t *testing.T) {
 	ctx := t.Context()
 	granted := reconcilerActions(t)
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatal(err)
 	}
-	wp := tableconfig.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 1}}}
+	wp := declared.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 1}}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // bootstrapTemplate creates a launch template as examples/complete does: runnerpool's user data,
@@ -57,10 +57,10 @@ func bootstrapTemplate(t *testing.T, env *servicetest.Env, name string) string {
 }
 
 // fieldsClass is a class whose every launch field differs from its launch template's.
-func fieldsClass(env *servicetest.Env, name, lt string) tableconfig.RunnerClass {
+func fieldsClass(env *servicetest.Env, name, lt string) declared.RunnerClass {
 	rc := env.TableRunnerClass(name)
 	rc.LaunchTemplateID, rc.Image = lt, "ami-0c1a55000000000f1"
-	rc.Volume = tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250}
+	rc.Volume = declared.Volume{Type: declared.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250}
 	rc.SecurityGroups = []string{"sg-0aaaaaaaaaaaaaaaa", "sg-0bbbbbbbbbbbbbbbb"}
 	rc.InstanceProfile = "fields-profile"
 	rc.PreRunnerScript = "#!/bin/sh\necho warming the caches of " + name + "\n"
@@ -69,7 +69,7 @@ func fieldsClass(env *servicetest.Env, name, lt string) tableconfig.RunnerClass 
 }
 
 // checkFields reads each instance back from EC2 and compares it with the class.
-func checkFields(t *testing.T, env *servicetest.Env, path string, ids []string, rc tableconfig.RunnerClass) {
+func checkFields(t *testing.T, env *servicetest.Env, path string, ids []string, rc declared.RunnerClass) {
 	t.Helper()
 	for _, id := range ids {
 		fields, err := launchtemplate.Check(t.Context(), env.EC2Client(), id, rc)
@@ -105,13 +105,13 @@ func TestRunnerClassLaunchFieldsOnEveryPath(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
 	lt := bootstrapTemplate(t, env, "fields")
 	rc := fieldsClass(env, "fields", lt)
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	warm := tableconfig.WarmPool{Name: "fields-warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 1}}}
-	cold := tableconfig.WarmPool{Name: "fields-cold", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName}}}
-	for _, wp := range []tableconfig.WarmPool{warm, cold} {
+	warm := declared.WarmPool{Name: "fields-warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 1}}}
+	cold := declared.WarmPool{Name: "fields-cold", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName}}}
+	for _, wp := range []declared.WarmPool{warm, cold} {
 		if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 			t.Fatalf("PutWarmPool %s: %v", wp.Name, err)
 		}
@@ -150,7 +150,7 @@ func TestRunnerClassLaunchFieldsOnEveryPath(t *testing.T) {
 	}
 	// The template's user data is runnerpool's: the hash names the runner it installs (the GitHub
 	// fake's current release, the compiled-in one).
-	newHash := tableconfig.SpecHashWithRunner(tableconfig.SpecHash(rc2, warm), runnerversion.Default.Version)
+	newHash := declared.SpecHashWithRunner(declared.SpecHash(rc2, warm), runnerversion.Default.Version)
 	waitFor(t, 60*time.Second, "the warm pool rolled onto the new image", func() bool {
 		ids := poolInstances(env, warm.Name)
 		if len(ids) == 0 {
@@ -174,11 +174,11 @@ func TestRunnerClassRefusedByEC2(t *testing.T) {
 	env := servicetest.New(t, servicetest.Options{})
 	lt := bootstrapTemplate(t, env, "refused")
 	env.EC2.SetMissing("ami-0dead000000000000", "sg-0dead000000000000", "no-such-profile")
-	repo := tableconfig.NewRepository(env.Store)
-	classes := map[string]func(*tableconfig.RunnerClass){
-		"bad-image":   func(rc *tableconfig.RunnerClass) { rc.Image = "ami-0dead000000000000" },
-		"bad-sg":      func(rc *tableconfig.RunnerClass) { rc.SecurityGroups = []string{"sg-0dead000000000000"} },
-		"bad-profile": func(rc *tableconfig.RunnerClass) { rc.InstanceProfile = "no-such-profile" },
+	repo := declared.NewRepository(env.Store)
+	classes := map[string]func(*declared.RunnerClass){
+		"bad-image":   func(rc *declared.RunnerClass) { rc.Image = "ami-0dead000000000000" },
+		"bad-sg":      func(rc *declared.RunnerClass) { rc.SecurityGroups = []string{"sg-0dead000000000000"} },
+		"bad-profile": func(rc *declared.RunnerClass) { rc.InstanceProfile = "no-such-profile" },
 	}
 	for name, mod := range classes {
 		rc := fieldsClass(env, name, lt)

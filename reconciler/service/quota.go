@@ -31,7 +31,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/dashboard"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // quotas is a replica's view of the limits.
@@ -176,7 +176,7 @@ func (q *quotas) checkWarmPools(ctx context.Context, st *store.Store, warmPools 
 	if !warmPools || (q.cfg.MaxInstances == 0 && q.caps.ClassMax == nil) {
 		return nil
 	}
-	snap, err := tableconfig.NewRepository(st).Load(ctx)
+	snap, err := declared.NewRepository(st).Load(ctx)
 	if err != nil {
 		q.log.Warn("warm pools not read at start-up; their targets are not checked against the instance caps", "err", err)
 		return nil
@@ -189,7 +189,7 @@ func (q *quotas) checkWarmPools(ctx context.Context, st *store.Store, warmPools 
 			classes[name] = rc
 		}
 	}
-	if errs := tableconfig.CheckCaps(q.cfg.MaxInstances, classes, snap.Pools()); len(errs) > 0 {
+	if errs := declared.CheckCaps(q.cfg.MaxInstances, classes, snap.Pools()); len(errs) > 0 {
 		return fmt.Errorf("instance caps: %w", errors.Join(errs...))
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -209,13 +209,13 @@ func TestCapsBelowWarmPoolsRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	rc.MaxInstances = 5
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	for _, wp := range []tableconfig.WarmPool{
+	for _, wp := range []declared.WarmPool{
 		{Name: "warm-a", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 2}}},
 		{Name: "warm-b", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}, {Name: "peak", Hot: 3,
 			Match: &schedule.Match{Days: []string{"monday"}}}}},

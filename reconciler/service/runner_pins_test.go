@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
@@ -43,8 +43,8 @@ func TestPinnedRunnerClassIsWarnedAboutWithTheDate(t *testing.T) {
 	}
 	s.release = runnerrelease.New(nil, keptRelease{kept}, runnerrelease.Options{Scope: "acme", Now: func() time.Time { return now }})
 	s.classes = &classSource{cur: &classSet{classes: map[string]runnerclass.Resolved{
-		"pinned":  {RunnerClass: tableconfig.RunnerClass{Name: "pinned"}, RunnerVersion: "2.336.0"},
-		"current": {RunnerClass: tableconfig.RunnerClass{Name: "current"}, RunnerVersion: "2.338.0"},
+		"pinned":  {RunnerClass: declared.RunnerClass{Name: "pinned"}, RunnerVersion: "2.336.0"},
+		"current": {RunnerClass: declared.RunnerClass{Name: "current"}, RunnerVersion: "2.338.0"},
 	}}}
 	if _, err := s.release.Refresh(t.Context()); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestScaleSetServesPoolJob: a replica creates the configured scale set at GitHub, holds its
@@ -21,20 +21,20 @@ func TestScaleSetServesPoolJob(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatal(err)
 	}
-	wp := tableconfig.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}}}
+	wp := declared.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatal(err)
 	}
-	set := tableconfig.ScaleSet{Name: "linux-warm", WarmPool: "warm", Scope: servicetest.Repository, MaxRunners: 5}
+	set := declared.ScaleSet{Name: "linux-warm", WarmPool: "warm", Scope: servicetest.Repository, MaxRunners: 5}
 	if _, err := repo.PutScaleSet(ctx, set, 0); err != nil {
 		t.Fatal(err)
 	}
-	hot := env.Hot(t, rc, wp.Name, tableconfig.SpecHash(rc, wp), 1)[0]
+	hot := env.Hot(t, rc, wp.Name, declared.SpecHash(rc, wp), 1)[0]
 	env.Start(t, "a", map[string]string{"RUNNERPOOL_RUNNER_CLASSES_FILE": ""})
 	waitFor(t, 20*time.Second, "the replica to hold the scale set's session", func() bool {
 		st, ok := env.GitHub.ScaleSet(servicetest.Repository, "linux-warm")

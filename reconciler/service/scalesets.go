@@ -18,12 +18,12 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // setupScaleSets builds the listeners of the configured scale sets.
 func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *warmpool.JobQueue) (*scalesets.Manager, error) {
-	repo := tableconfig.NewRepository(s.store)
+	repo := declared.NewRepository(s.store)
 	apiURL := cmp.Or(cfg.GitHubAPIURL, "https://api.github.com/")
 	// The long poll lasts about 50 s: the client's timeout must outlast it.
 	hc := &http.Client{Timeout: 90 * time.Second, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)}
@@ -32,7 +32,7 @@ func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *w
 	return scalesets.New(scalesets.Config{
 		Store: s.store, Jobs: jobs, Holder: cfg.ReplicaID, Registerer: s.metrics.Registry(), Now: s.o.Now,
 		Logger: s.log.With("component", "scale_sets"),
-		ScaleSets: func(ctx context.Context) ([]tableconfig.ScaleSet, error) {
+		ScaleSets: func(ctx context.Context) ([]declared.ScaleSet, error) {
 			sets, problems, err := repo.ScaleSets(ctx)
 			names := make([]string, 0, len(problems))
 			for _, p := range problems {

@@ -10,7 +10,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestDockerClassKeepsPullRequestsApart: with a docker runner class (its instances keep Docker
@@ -29,9 +29,9 @@ func TestDockerClassKeepsPullRequestsApart(t *testing.T) {
 		"RUNNERPOOL_RESOURCE_CLASSES":     "small=2:4096",
 	})
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
-	rc.JobAccess = tableconfig.JobAccessDocker
+	rc.JobAccess = declared.JobAccessDocker
 	rc.LaunchTemplateID = bootstrapTemplate(t, env, "docker-runner") // user data the class's job access is added to
-	if _, err := tableconfig.NewRepository(env.Store).PutRunnerClass(ctx, rc, 0); err != nil {
+	if _, err := declared.NewRepository(env.Store).PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
 

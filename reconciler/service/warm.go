@@ -24,7 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // warmOptions are the warm-pool components' options for the composition root (nil unless warm
@@ -37,7 +37,7 @@ func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Price
 	}
 	return &controlplane.Warm{
 		JobQueueURL: cfg.PoolJobQueueURL, CatalogTTL: cfg.ConfigCacheTTL,
-		Targets: warmpool.ConfigTargets(tableconfig.NewRepository(s.store), warmpool.ConfigOptions{
+		Targets: warmpool.ConfigTargets(declared.NewRepository(s.store), warmpool.ConfigOptions{
 			Queue: s.pools.get, Scope: cfg.WarmPoolScope,
 			ResourceClasses: warmSizes(cfg), Versions: s.versions,
 		}),

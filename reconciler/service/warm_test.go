@@ -21,7 +21,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/test/servicetest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // hook is one webhook delivery to a replica.
@@ -81,16 +81,16 @@ func TestWebhookServesPoolJob(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	env := servicetest.New(t, servicetest.Options{WarmPools: true})
-	repo := tableconfig.NewRepository(env.Store)
+	repo := declared.NewRepository(env.Store)
 	rc := env.TableRunnerClass(servicetest.RunnerClass)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		t.Fatalf("PutRunnerClass: %v", err)
 	}
-	wp := tableconfig.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}}}
+	wp := declared.WarmPool{Name: "warm", RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1}}}
 	if _, err := repo.PutWarmPool(ctx, wp, 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}
-	hot := env.Hot(t, rc, wp.Name, tableconfig.SpecHash(rc, wp), 1)[0]
+	hot := env.Hot(t, rc, wp.Name, declared.SpecHash(rc, wp), 1)[0]
 	r := env.Start(t, "a", map[string]string{"RUNNERPOOL_RUNNER_CLASSES_FILE": ""})
 
 	// Served from the warm pool.

@@ -29,7 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/simulate"
@@ -211,20 +211,20 @@ func (h *harness) writeLivePool(ctx context.Context, before []jobtrace.Job) erro
 	for sn, z := range launchSubnets {
 		h.sb.Stack.EC2.SetSubnet(sn, z)
 	}
-	repo := tableconfig.NewRepository(h.sb.Store)
-	rc := tableconfig.RunnerClass{
+	repo := declared.NewRepository(h.sb.Store)
+	rc := declared.RunnerClass{
 		Name: liveClass, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, InstanceTypes: []string{"c*", "m*"},
-		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
-		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)), QueueURL: aws.ToString(q.QueueUrl),
-		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute), LaunchTemplateID: h.sb.LaunchTemplate,
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: declared.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)), QueueURL: aws.ToString(q.QueueUrl),
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute), LaunchTemplateID: h.sb.LaunchTemplate,
 	}
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		return err
 	}
 	// As the provider writes a runnerpool_warm_pool with an autoscale block.
-	if _, err := repo.PutWarmPool(ctx, tableconfig.WarmPool{Name: livePool, RunnerClass: liveClass, Timezone: "UTC",
+	if _, err := repo.PutWarmPool(ctx, declared.WarmPool{Name: livePool, RunnerClass: liveClass, Timezone: "UTC",
 		Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: liveMaxHot, Stopped: liveMaxStopped}},
-		Autoscale: &tableconfig.Autoscale{QueueTimeP95: tableconfig.Duration(autoscaleGoal)}}, 0); err != nil {
+		Autoscale: &declared.Autoscale{QueueTimeP95: declared.Duration(autoscaleGoal)}}, 0); err != nil {
 		return err
 	}
 	prof := simulate.Record(before, time.UTC)
@@ -485,7 +485,7 @@ func (lr *liveRun) finish(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := tableconfig.NewRepository(lr.h.sb.Store).DeleteWarmPool(ctx, livePool); err != nil {
+	if err := declared.NewRepository(lr.h.sb.Store).DeleteWarmPool(ctx, livePool); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for range 2 {

@@ -27,7 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -207,7 +207,7 @@ func seedDashboard(ctx context.Context, db *dynamodb.Client, st *store.Store, hi
 	for p := range dashPools {
 		spec := warmpool.PoolSpec{
 			Name: fmt.Sprintf("org-%d", p), Scope: "acme", SpecHash: "bench-v1",
-			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: dashPoolClass(p), LaunchTemplateID: "lt-0123456789abcdef0"}},
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: dashPoolClass(p), LaunchTemplateID: "lt-0123456789abcdef0"}},
 		}
 		ids := make([]string, per)
 		for i := range ids {

@@ -26,7 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // dockerRounds is how many fresh and pooled first containers are timed; dockerImagePad makes the
@@ -69,7 +69,7 @@ func phaseDocker(ctx context.Context, h *harness, res *Result) error {
 		}
 	}()
 	sb, err := sandbox.Start(ctx, sandbox.Options{Root: filepath.Join(dir, "instances"), Logger: h.o.Logger, ChildOutput: h.o.ChildOutput,
-		RunnerUser: acct.Name, JobAccess: tableconfig.JobAccessDocker,
+		RunnerUser: acct.Name, JobAccess: declared.JobAccessDocker,
 		RootlessDocker: func(id string) *agent.RootlessDocker {
 			mu.Lock()
 			defer mu.Unlock()

@@ -30,7 +30,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // launchSubnets are the class's subnets (a table class's must be well-formed ids) and their zones.
@@ -46,11 +46,11 @@ func phaseLaunch(ctx context.Context, h *harness, res *Result) error {
 	if err != nil {
 		return err
 	}
-	repo := tableconfig.NewRepository(h.sb.Store)
+	repo := declared.NewRepository(h.sb.Store)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		return err
 	}
-	for _, wp := range []tableconfig.WarmPool{
+	for _, wp := range []declared.WarmPool{
 		{Name: launchWarm, RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 1, Stopped: 1}}},
 		{Name: launchCold, RunnerClass: rc.Name, Schedules: []schedule.Schedule{{Name: schedule.DefaultName}}},
 	} {
@@ -161,11 +161,11 @@ func phaseLaunch(ctx context.Context, h *harness, res *Result) error {
 }
 
 // launchClass is the measured class, on a launch template of its own that differs in every field.
-func (h *harness) launchClass(ctx context.Context) (tableconfig.RunnerClass, error) {
+func (h *harness) launchClass(ctx context.Context) (declared.RunnerClass, error) {
 	ud, err := userdata.Render(userdata.Params{Table: h.sb.Table, Region: "us-east-1", Arch: userdata.ArchX64,
 		AgentX64: userdata.Artifact{URL: "https://releases.example.com/runnerpool_linux_amd64", SHA256: strings.Repeat("ab", 32)}})
 	if err != nil {
-		return tableconfig.RunnerClass{}, err
+		return declared.RunnerClass{}, err
 	}
 	lt, err := h.sb.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String("runnerpool-bench-fields"),
@@ -179,23 +179,23 @@ func (h *harness) launchClass(ctx context.Context) (tableconfig.RunnerClass, err
 		},
 	})
 	if err != nil {
-		return tableconfig.RunnerClass{}, err
+		return declared.RunnerClass{}, err
 	}
 	for s, z := range launchSubnets {
 		h.sb.Stack.EC2.SetSubnet(s, z)
 	}
 	q, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + launchClass)})
 	if err != nil {
-		return tableconfig.RunnerClass{}, err
+		return declared.RunnerClass{}, err
 	}
 	h.extraQueues = append(h.extraQueues, aws.ToString(q.QueueUrl))
-	return tableconfig.RunnerClass{
+	return declared.RunnerClass{
 		Name: launchClass, Image: "ami-0c1a55000000000b1", CPU: 2, MemoryMiB: 4096, InstanceTypes: []string{"c*", "m*"},
-		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250},
-		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)),
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 40, IOPS: 4000, ThroughputMiBps: 250},
+		UsageClass: declared.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)),
 		SecurityGroups: []string{"sg-0aaaaaaaaaaaaaaaa", "sg-0bbbbbbbbbbbbbbbb"}, InstanceProfile: "bench-fields-profile",
 		PreRunnerScript: "#!/bin/sh\necho bench fields\n", Tags: map[string]string{"team": "ci", "cost-centre": "42"},
-		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute),
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute),
 		LaunchTemplateID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), QueueURL: aws.ToString(q.QueueUrl),
 	}, nil
 }

@@ -16,8 +16,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -88,7 +88,7 @@ func (h *harness) refreshPass(ctx context.Context, res *Result, records int) err
 	for p := range pools {
 		spec := warmpool.PoolSpec{
 			Name: fmt.Sprintf("bench-%d", p), Scope: "acme", SpecHash: "bench-v1",
-			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0"}},
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0"}},
 		}
 		if err := writeWarmRecords(ctx, st, spec, ids[p*per:(p+1)*per], per*2/5, now); err != nil {
 			return err

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
@@ -39,11 +39,11 @@ func phaseRunnerRelease(ctx context.Context, h *harness, res *Result) error {
 	if err != nil {
 		return err
 	}
-	repo := tableconfig.NewRepository(h.sb.Store)
+	repo := declared.NewRepository(h.sb.Store)
 	if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 		return err
 	}
-	if _, err := repo.PutWarmPool(ctx, tableconfig.WarmPool{Name: releasePool, RunnerClass: rc.Name,
+	if _, err := repo.PutWarmPool(ctx, declared.WarmPool{Name: releasePool, RunnerClass: rc.Name,
 		Schedules: []schedule.Schedule{{Name: schedule.DefaultName, Hot: 2, Stopped: 2}}}, 0); err != nil {
 		return err
 	}
@@ -128,24 +128,24 @@ func (h *harness) drain(ctx context.Context, conv *warmpool.Converger) error {
 }
 
 // releaseClass is the measured class, on a launch template whose user data runnerpool rendered.
-func (h *harness) releaseClass(ctx context.Context) (tableconfig.RunnerClass, error) {
+func (h *harness) releaseClass(ctx context.Context) (declared.RunnerClass, error) {
 	lt, err := h.sb.ReleaseLaunchTemplate(ctx, "runnerpool-bench-release")
 	if err != nil {
-		return tableconfig.RunnerClass{}, err
+		return declared.RunnerClass{}, err
 	}
 	for sn, z := range launchSubnets {
 		h.sb.Stack.EC2.SetSubnet(sn, z)
 	}
 	q, err := h.sb.Stack.SQS().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("runnerpool-sandbox-" + releaseClass)})
 	if err != nil {
-		return tableconfig.RunnerClass{}, err
+		return declared.RunnerClass{}, err
 	}
 	h.extraQueues = append(h.extraQueues, aws.ToString(q.QueueUrl))
-	return tableconfig.RunnerClass{
+	return declared.RunnerClass{
 		Name: releaseClass, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, InstanceTypes: []string{"c*", "m*"},
-		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
-		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)), QueueURL: aws.ToString(q.QueueUrl),
-		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute),
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: declared.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(launchSubnets)), QueueURL: aws.ToString(q.QueueUrl),
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute),
 		LaunchTemplateID: lt,
 	}, nil
 }

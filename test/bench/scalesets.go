@@ -25,8 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -98,7 +98,7 @@ func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
 	}
 	p.spec = warmpool.PoolSpec{
 		Name: ssPool, Schedule: "bench", Hot: ssJobs, SpecHash: "bench-ss-v1", Scope: sandbox.Scope,
-		Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: ssClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: ssClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
 	}
 	return p, nil
 }
@@ -161,10 +161,10 @@ func (h *harness) fillHot(ctx context.Context, p ssParts) error {
 
 // listeners starts a scale set listener replica.
 func (h *harness) listener(ctx context.Context, p ssParts, holder string) (*scalesets.Manager, func(kill bool), error) {
-	set := tableconfig.ScaleSet{Name: ssName, WarmPool: ssPool, Scope: sandbox.Scope, MaxRunners: ssJobs}
+	set := declared.ScaleSet{Name: ssName, WarmPool: ssPool, Scope: sandbox.Scope, MaxRunners: ssJobs}
 	m, err := scalesets.New(scalesets.Config{
 		Store: p.st, Jobs: p.jobs, Holder: holder, LeaseTTL: 5 * time.Second, Resync: time.Second, Logger: h.o.Logger,
-		ScaleSets: func(context.Context) ([]tableconfig.ScaleSet, error) { return []tableconfig.ScaleSet{set}, nil },
+		ScaleSets: func(context.Context) ([]declared.ScaleSet, error) { return []declared.ScaleSet{set}, nil },
 		Client: func(scope string) (scalesets.Client, error) {
 			return scaleset.New(scaleset.Config{
 				APIURL: h.sb.Stack.Endpoints.GitHubAPI, Logger: h.o.Logger,

@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -89,7 +89,7 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	launch := fleet.LaunchSpec{LaunchTemplateID: sb.LaunchTemplate, LaunchTemplateVersion: "$Latest", Subnets: slices.Sorted(maps.Keys(sandbox.Subnets))}
 	spec := warmpool.PoolSpec{
 		Name: warmPool, Schedule: "bench", Stopped: n, SpecHash: "bench-v1", Scope: sandbox.Scope,
-		Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: warmClass, LaunchTemplateID: launch.LaunchTemplateID, Subnets: launch.Subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: launch.LaunchTemplateVersion, Queue: q},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: warmClass, LaunchTemplateID: launch.LaunchTemplateID, Subnets: launch.Subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: launch.LaunchTemplateVersion, Queue: q},
 	}
 	gh, err := ghaccess.New(ghaccess.Config{APIURL: sb.Stack.Endpoints.GitHubAPI, Token: sb.Stack.GitHub.PAT(),
 		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: h.gh}, Logger: h.o.Logger})
@@ -99,9 +99,9 @@ func (h *harness) stoppedStarts(ctx context.Context, res *Result) error {
 	pcfg := provision.Config{
 		ResourceClasses: map[string]provision.ResourceClass{"small": {CPU: 2, MemoryMiB: 4096}},
 		RunnerClasses: map[string]runnerclass.Resolved{warmClass: {
-			RunnerClass: tableconfig.RunnerClass{
+			RunnerClass: declared.RunnerClass{
 				Name: warmClass, LaunchTemplateID: launch.LaunchTemplateID, Subnets: launch.Subnets,
-				MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(10 * time.Minute),
+				MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(10 * time.Minute),
 			},
 			Queue: q, TemplateVersion: launch.LaunchTemplateVersion,
 		}},
@@ -237,7 +237,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	for p := range pools {
 		spec := warmpool.PoolSpec{
 			Name: fmt.Sprintf("bench-%d", p), Schedule: "default", Hot: hot, Stopped: stopped, SpecHash: "bench-v1", Scope: "acme",
-			Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0", Subnets: []string{"subnet-0aaa"}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: "default", LaunchTemplateID: "lt-0123456789abcdef0", Subnets: []string{"subnet-0aaa"}, InstanceTypes: []string{"c6i.*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Default"},
 		}
 		specs = append(specs, spec)
 		ids := make([]string, per)

@@ -31,7 +31,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -426,9 +426,9 @@ func (e *env) report(step string, runs, ok int, extra string) {
 }
 
 // faultClass is a step-driven runner class of the matrix, launched from the sandbox's template.
-func faultClass(name, lt string, subnets []string) tableconfig.RunnerClass {
-	return tableconfig.RunnerClass{
+func faultClass(name, lt string, subnets []string) declared.RunnerClass {
+	return declared.RunnerClass{
 		Name: name, LaunchTemplateID: lt, Subnets: subnets,
-		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(idleTime),
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(idleTime),
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -42,7 +42,7 @@ func rollbacks(t *testing.T, e *env) {
 	healthy := e.replica(replicaOptions{})
 	runs, ok := 0, 0
 	var healthyTerminated, stuck, crossScope int
-	for _, reuse := range []string{config.ReuseSameRepository, config.ReuseNever} {
+	for _, reuse := range []string{declared.ReuseSameRepository, declared.ReuseNever} {
 		for _, cause := range rollbackCauses {
 			runs++
 			v, err := rollbackOnce(ctx, e, healthy, reuse, cause)
@@ -189,10 +189,10 @@ func (e *env) judgeHandBacks(ctx context.Context, r *replica, returned map[strin
 		}
 		pooled := rec.State == store.StateIdle && !rec.PooledAt.IsZero() && rec.Threshold.After(time.Now())
 		switch {
-		case pooled && (reuse == config.ReuseNever || rec.Scope != sandbox.Scope):
+		case pooled && (reuse == declared.ReuseNever || rec.Scope != sandbox.Scope):
 			cross++
 			e.t.Logf("rollback: %s pooled under %q (reuse %s)", id, rec.Scope, reuse)
-		case !pooled && reuse == config.ReuseSameRepository:
+		case !pooled && reuse == declared.ReuseSameRepository:
 			healthyTerminated++
 			e.t.Logf("rollback: %s is %s (threshold %s), want it pooled for %s", id, rec.State, rec.Threshold, sandbox.Scope)
 		}
@@ -206,7 +206,7 @@ func (e *env) judgeHandBacks(ctx context.Context, r *replica, returned map[strin
 		if err != nil || !returned[m.InstanceID] || !m.Announces(rec.PooledAt) {
 			continue // not handed back by this run, or a stale message no claim takes
 		}
-		if reuse == config.ReuseNever || m.Scope != sandbox.Scope {
+		if reuse == declared.ReuseNever || m.Scope != sandbox.Scope {
 			cross++
 			e.t.Logf("rollback: live pool message of %s under %q (reuse %s)", m.InstanceID, m.Scope, reuse)
 		}

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -66,9 +66,9 @@ func (a *releaseAt) due() func(store.Instance) string {
 // class is the provisioning class, as reconciler/service/classes.go builds it.
 func (a *releaseAt) class(q *pool.Queue, subnets []string) runnerclass.Resolved {
 	return runnerclass.Resolved{
-		RunnerClass: tableconfig.RunnerClass{
+		RunnerClass: declared.RunnerClass{
 			Name: releaseClass, LaunchTemplateID: a.lt, Subnets: subnets,
-			MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(idleTime),
+			MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(idleTime),
 		},
 		Queue: q, TemplateVersion: a.version, RunnerVersion: a.runner,
 	}
@@ -78,7 +78,7 @@ func (a *releaseAt) class(q *pool.Queue, subnets []string) runnerclass.Resolved 
 // versions of its class.
 type releaseWorld struct {
 	e        *env
-	rc       tableconfig.RunnerClass
+	rc       declared.RunnerClass
 	cache    *runnerrelease.Cache
 	versions *launchtemplate.Versions
 	hot      int
@@ -94,11 +94,11 @@ func newReleaseWorld(ctx context.Context, e *env) (*releaseWorld, error) {
 	cache := runnerrelease.New(e.sb.GitHub, e.sb.Store, runnerrelease.Options{Scope: sandbox.Scope, Every: time.Nanosecond, Logger: e.log})
 	return &releaseWorld{e: e, cache: cache,
 		versions: launchtemplate.New(e.sb.EC2, launchtemplate.Options{Logger: e.log, Release: cache.Current}),
-		rc: tableconfig.RunnerClass{
+		rc: declared.RunnerClass{
 			Name: releaseClass, Image: "ami-0123456789abcdef0", CPU: 2, MemoryMiB: 4096, InstanceTypes: []string{"c*", "m*"},
-			Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
-			UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), QueueURL: e.releaseQueue,
-			MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(idleTime), LaunchTemplateID: lt,
+			Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 30, IOPS: 3000, ThroughputMiBps: 125},
+			UsageClass: declared.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), QueueURL: e.releaseQueue,
+			MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(idleTime), LaunchTemplateID: lt,
 		}}, nil
 }
 
@@ -124,8 +124,8 @@ func (w *releaseWorld) check(ctx context.Context) (*releaseAt, error) {
 func (w *releaseWorld) converger(r *replica, at *releaseAt) *warmpool.Converger {
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{{
-			Name: releasePool, Schedule: "faults", Hot: w.hot, Stopped: w.hot, SpecHash: tableconfig.SpecHashWithRunner("faults-release-v1", at.runner), Scope: sandbox.Scope,
-			Class: runnerclass.Resolved{RunnerClass: tableconfig.RunnerClass{Name: releaseClass, LaunchTemplateID: at.lt, Subnets: w.rc.Subnets, InstanceTypes: w.rc.InstanceTypes, CPU: 2, MemoryMiB: 4096}, RunnerVersion: at.runner, TemplateVersion: at.version, Queue: pool.NewQueue(r.sqs, w.e.releaseQueue)},
+			Name: releasePool, Schedule: "faults", Hot: w.hot, Stopped: w.hot, SpecHash: declared.SpecHashWithRunner("faults-release-v1", at.runner), Scope: sandbox.Scope,
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: releaseClass, LaunchTemplateID: at.lt, Subnets: w.rc.Subnets, InstanceTypes: w.rc.InstanceTypes, CPU: 2, MemoryMiB: 4096}, RunnerVersion: at.runner, TemplateVersion: at.version, Queue: pool.NewQueue(r.sqs, w.e.releaseQueue)},
 		}}, nil
 	}
 	c, err := warmpool.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: w.e.log}), targets,

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -54,7 +54,7 @@ func (e *env) warmSpec(q *pool.Queue) warmpool.PoolSpec {
 	subnets := slices.Sorted(maps.Keys(sandbox.Subnets))
 	return warmpool.PoolSpec{
 		Name: warmPool, Schedule: "faults", Hot: e.warm.hot, Stopped: e.warm.stopped, SpecHash: "faults-v1", Scope: sandbox.Scope,
-		Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: warmClass, LaunchTemplateID: e.sb.LaunchTemplate, Subnets: subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: q},
+		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: warmClass, LaunchTemplateID: e.sb.LaunchTemplate, Subnets: subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: q},
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/sandbox"
@@ -27,7 +27,7 @@ func dockerSandbox(t *testing.T) (*sandbox.Sandbox, func(id string) *agent.Rootl
 	tools := agenttest.Docker(t)
 	acct := agenttest.NewAccount(t, 0)
 	var daemons sync.Map
-	sb := start(t, sandbox.Options{RunnerUser: acct.Name, JobAccess: config.JobAccessDocker,
+	sb := start(t, sandbox.Options{RunnerUser: acct.Name, JobAccess: declared.JobAccessDocker,
 		RootlessDocker: func(id string) *agent.RootlessDocker {
 			if d, ok := daemons.Load(id); ok { // a restarted agent keeps its instance's daemon
 				return d.(*agent.RootlessDocker)

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -200,7 +200,7 @@ func poisonedConverger(t *testing.T, sb *sandbox.Sandbox) *warmpool.Converger {
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{{
 			Name: poisonedPool, Schedule: "always", Hot: 1, SpecHash: "poison-v1", Scope: sandbox.Scope,
-			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: sb.Queue},
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: sb.Queue},
 		}}, nil
 	}
 	c, err := warmpool.NewConverger(sb.Store, sb.EC2, fleet.New(sb.EC2, fleet.Options{Logger: sb.Log}), targets,

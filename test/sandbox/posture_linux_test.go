@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/agenttest"
@@ -23,11 +23,11 @@ import (
 // reports, and refresh terminates it.
 func TestRootClassServesOneRepository(t *testing.T) {
 	t.Parallel()
-	for _, reuse := range []string{config.ReuseSameRepository, config.ReuseNever} {
+	for _, reuse := range []string{declared.ReuseSameRepository, declared.ReuseNever} {
 		t.Run(reuse, func(t *testing.T) {
 			t.Parallel()
 			uid := agenttest.ThrowawayUID(t)
-			sb := start(t, sandbox.Options{RunnerUser: strconv.Itoa(uid), JobAccess: config.JobAccessRoot, Reuse: reuse})
+			sb := start(t, sandbox.Options{RunnerUser: strconv.Itoa(uid), JobAccess: declared.JobAccessRoot, Reuse: reuse})
 			cp := sb.Components(sandbox.ComponentOptions{})
 			ctx := t.Context()
 
@@ -39,7 +39,7 @@ func TestRootClassServesOneRepository(t *testing.T) {
 			x := resA.Runners[0].InstanceID
 			g, ok := sb.Grants.Of(x)
 			wantSudo := "#" + strconv.Itoa(uid) + " ALL=(ALL) NOPASSWD: ALL\n"
-			if !ok || g.JobAccess != config.JobAccessRoot || !strings.HasSuffix(g.Sudoers, wantSudo) ||
+			if !ok || g.JobAccess != declared.JobAccessRoot || !strings.HasSuffix(g.Sudoers, wantSudo) ||
 				len(g.Groups) != 1 || g.Groups[0] != "docker" || g.RootlessDocker {
 				t.Errorf("grant of the root class's instance = %+v (decided %v), want sudoers %q and the docker group", g, ok, wantSudo)
 			}
@@ -48,7 +48,7 @@ func TestRootClassServesOneRepository(t *testing.T) {
 			if err != nil || len(rep.Instances) != 1 {
 				t.Fatalf("release A: %+v, %v", rep, err)
 			}
-			if reuse == config.ReuseNever {
+			if reuse == declared.ReuseNever {
 				neverPooled(t, sb, cp, rep, x)
 				return
 			}

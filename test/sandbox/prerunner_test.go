@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -56,7 +56,7 @@ func TestPreRunnerScriptFromUserData(t *testing.T) {
 	spec := func(name, v string) warmpool.PoolSpec {
 		return warmpool.PoolSpec{
 			Name: name, Schedule: "test", Hot: 2, SpecHash: name + "-v1", Scope: sandbox.Scope,
-			Class: runnerclass.Resolved{RunnerClass: config.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: v, Queue: sb.Queue},
+			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: subnets, InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: v, Queue: sb.Queue},
 		}
 	}
 	good := spec("good", version("#!/bin/sh\necho \"$(date +%s%N)\" >> '"+marker+"'\n"))

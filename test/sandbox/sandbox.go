@@ -27,8 +27,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
@@ -97,7 +97,7 @@ type Options struct {
 	// RunnerUser is the agents' runner user (agent.Config.RunnerUser; empty: none, no process is
 	// killed). The simulated instances share one host: a release kills that uid's processes there.
 	RunnerUser string
-	// JobAccess and Reuse are the runner class's posture (config.JobAccess*, config.Reuse*; empty:
+	// JobAccess and Reuse are the runner class's posture (declared.JobAccess*, declared.Reuse*; empty:
 	// user, any-repository): the agents grant JobAccess (recorded in Grants, not applied to this
 	// machine) and the releaser applies Reuse.
 	JobAccess, Reuse string
@@ -408,9 +408,9 @@ func (s *Sandbox) Components(o ComponentOptions) *Components {
 			"small": {CPU: 2, MemoryMiB: 4096}, "medium": {CPU: 4, MemoryMiB: 8192}, "large": {CPU: 8, MemoryMiB: 16384},
 		},
 		RunnerClasses: map[string]runnerclass.Resolved{RunnerClass: {
-			RunnerClass: config.RunnerClass{
+			RunnerClass: declared.RunnerClass{
 				Name: RunnerClass, LaunchTemplateID: s.LaunchTemplate, Subnets: subnets,
-				MaxRuntime: config.Duration(o.MaxRuntime), IdleTime: config.Duration(o.IdleTime),
+				MaxRuntime: declared.Duration(o.MaxRuntime), IdleTime: declared.Duration(o.IdleTime),
 			},
 			Queue: s.Queue, TemplateVersion: "$Latest",
 		}},

@@ -55,7 +55,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/oidcissuer"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // Values of the environment.
@@ -73,7 +73,7 @@ const (
 var Subnets = map[string]string{"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
 
 // TableSubnets are subnets of the EC2 server with ids of AWS's form, for runner classes written to
-// the state table (internal/config validates subnet ids).
+// the state table (internal/declared validates subnet ids).
 var TableSubnets = map[string]string{"subnet-0a0a0a0a0a0a0a0a0": "us-east-1a", "subnet-0b0b0b0b0b0b0b0b0": "us-east-1b"}
 
 // More values of the environment.
@@ -641,14 +641,14 @@ func Decode[T any](t testing.TB, b []byte) T {
 }
 
 // TableRunnerClass is a valid runner class of the environment as the Terraform provider writes it
-// to the state table (tableconfig.Repository.PutRunnerClass): the environment's pool queue, launch
+// to the state table (declared.Repository.PutRunnerClass): the environment's pool queue, launch
 // template and TableSubnets, 2 vCPUs and 4 GiB.
-func (e *Env) TableRunnerClass(name string) tableconfig.RunnerClass {
-	return tableconfig.RunnerClass{
+func (e *Env) TableRunnerClass(name string) declared.RunnerClass {
+	return declared.RunnerClass{
 		Name: name, Image: Image, CPU: 2, MemoryMiB: 4096,
-		Volume:     tableconfig.Volume{Type: tableconfig.VolumeGP3, SizeGiB: 8, IOPS: 3000, ThroughputMiBps: 125},
-		UsageClass: tableconfig.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(TableSubnets)),
-		MaxRuntime: tableconfig.Duration(time.Hour), IdleTime: tableconfig.Duration(30 * time.Minute),
+		Volume:     declared.Volume{Type: declared.VolumeGP3, SizeGiB: 8, IOPS: 3000, ThroughputMiBps: 125},
+		UsageClass: declared.UsageOnDemand, Subnets: slices.Sorted(maps.Keys(TableSubnets)),
+		MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(30 * time.Minute),
 		LaunchTemplateID: e.LaunchTemplate, QueueURL: e.QueueURL,
 	}
 }
@@ -656,7 +656,7 @@ func (e *Env) TableRunnerClass(name string) tableconfig.RunnerClass {
 // Hot launches n instances in the EC2 server and records them as hot instances of a warm pool
 // (warming, then ready with an hour to wait and the given spec hash), as the converger would once
 // their warm-up is over. It returns their ids.
-func (e *Env) Hot(t testing.TB, rc tableconfig.RunnerClass, poolName, specHash string, n int) []string {
+func (e *Env) Hot(t testing.TB, rc declared.RunnerClass, poolName, specHash string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
 	subnet := rc.Subnets[0]

@@ -28,7 +28,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
-	tableconfig "github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -112,7 +112,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.StringVar(&o.InstanceID, "instance-id", "", "instance id (default: read from IMDS)")
 	fs.StringVar(&o.InstanceKeys, "instance-keys", envOr("RUNNERPOOL_INSTANCE_KEYS", KeysARN),
 		"how the table keys this instance's items: arn (INSTANCE#<instance ARN>, built from the IMDS identity document; the reconciler's default) or id (INSTANCE#<instance id>); must match the reconciler (env RUNNERPOOL_INSTANCE_KEYS)")
-	fs.StringVar(&o.JobAccess, "job-access", tableconfig.JobAccessUser, "what jobs may do (the runner class's job_access, passed by the user data): user, docker (a rootless Docker daemon of the runner user) or root (sudo and the docker group; granted at first boot)")
+	fs.StringVar(&o.JobAccess, "job-access", declared.JobAccessUser, "what jobs may do (the runner class's job_access, passed by the user data): user, docker (a rootless Docker daemon of the runner user) or root (sudo and the docker group; granted at first boot)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.CacheControlPlane, "cache-control-plane", "", "the reconciler's URL: serve the runner cache (actions/cache from the deployment's bucket, presigned there; docs/cache.md) to the runner's node actions; off when empty")
 	if err := fs.Parse(args); err != nil {
@@ -131,7 +131,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	if _, err := agent.ParseNoticeMode(o.Notice); err != nil {
 		errs = append(errs, err)
 	}
-	if err := tableconfig.ValidateJobAccess(o.JobAccess); err != nil {
+	if err := declared.ValidateJobAccess(o.JobAccess); err != nil {
 		errs = append(errs, fmt.Errorf("-job-access: %w", err))
 	}
 	if o.InstanceKeys != KeysARN && o.InstanceKeys != KeysID {
@@ -263,7 +263,7 @@ func Config(ctx context.Context, o Options, logOut io.Writer, drivers ...Driver)
 		cfg.Cache = &agent.CacheOptions{ControlPlane: o.CacheControlPlane}
 		env = append(env, agent.CacheEnv(*cfg.Cache)...)
 	}
-	if o.JobAccess == tableconfig.JobAccessDocker {
+	if o.JobAccess == declared.JobAccessDocker {
 		d, err := RootlessDocker(o.RunnerUser, logOut)
 		if err != nil {
 			return agent.Config{}, err

@@ -1,5 +1,5 @@
 // Table tests of runner class and warm pool validation, decoding and the spec hash.
-package config
+package declared
 
 import (
 	"encoding/json"

@@ -1,5 +1,5 @@
 // Repository tests against DynamoDB Local (the shared local stack): versions, references, Load.
-package config
+package declared
 
 import (
 	"errors"

@@ -1,7 +1,7 @@
 // The stored form of runner classes and warm pools: JSON read tolerantly (a field this reader does not
 // know is ignored, unless the spec lists it as required; see decodeSpec), and the spec hash that tags
 // warm-pool instances for rollouts.
-package config
+package declared
 
 import (
 	"bytes"

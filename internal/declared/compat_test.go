@@ -1,6 +1,6 @@
 // Upgrades in any order (docs/upgrading.md): the configuration this commit's provider writes is read
 // by the previous release's reconciler, and this reconciler reads what a newer provider writes.
-package config
+package declared
 
 import (
 	"context"
@@ -93,7 +93,9 @@ func writtenSpecs(t *testing.T) []store.ConfigItem {
 }
 
 // oldReaderMain is a program built inside the previous release's tree: it decodes each item with
-// that release's decoder and prints the decoded value (or the error) as JSON.
+// that release's decoder and prints the decoded value (or the error) as JSON. It imports the package
+// by the previous release's path, internal/config: once previousRelease has internal/declared, so
+// must this program.
 const oldReaderMain = `package main
 
 import (

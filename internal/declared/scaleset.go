@@ -3,7 +3,7 @@
 // reconciler creates and updates the scale set (name, runner group, labels) and holds its message
 // session; the provider writes this item (runnerpool_scale_set).
 
-package config
+package declared
 
 import (
 	"context"

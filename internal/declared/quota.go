@@ -1,7 +1,7 @@
 // Instance caps against warm-pool targets: a cap below what the warm pools keep would leave a pool
 // that can never converge and a deployment whose provisions are all refused. The reconciler checks
 // it at start-up, the Terraform provider at plan.
-package config
+package declared
 
 import (
 	"fmt"

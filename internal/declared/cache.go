@@ -3,7 +3,7 @@
 // provider writes it with the class; the reconciler carries the switch into the class's launch
 // template version (the agent starts the cache server only when it is on) and enforces the limits
 // where the control plane sees the bucket: at presign and in the eviction pass.
-package config
+package declared
 
 import (
 	"fmt"

@@ -1,9 +1,11 @@
-// Package config is runnerpool's configuration model: runner classes (what an instance is) and warm
-// pools (how many of them to keep ready, by schedule). The Terraform provider writes them as JSON
+// Package declared is runnerpool's configuration model, what a deployment is declared to be: runner
+// classes (what an instance is; RunnerClass is the one runner class type, which the reconciler's
+// runner classes file converts to and runnerclass.Resolved launches from), warm pools (how many of
+// them to keep ready, by schedule), quotas and scale sets. The Terraform provider writes them as JSON
 // specs in configuration items of the state table; the reconciler reads them all every cycle
 // (Repository.Load). Validation lives here so the provider (at plan time) and the reconciler (on every
 // read) apply the same rules.
-package config
+package declared
 
 import (
 	"cmp"

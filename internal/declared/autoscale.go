@@ -2,7 +2,7 @@
 // pool to, the pool-wide minimum, and an optional hourly budget. With them, each schedule window's
 // hot and stopped counts are the window's maxima, within which the converger keeps what the policy
 // decides (internal/warmpool/autoscale.go).
-package config
+package declared
 
 import (
 	"fmt"

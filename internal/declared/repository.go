@@ -1,7 +1,7 @@
 // The repository: runner classes and warm pools as configuration items of the state table, with
 // optimistic versions so two writers (two applies, or an apply and an operator) never silently
 // overwrite each other.
-package config
+package declared
 
 import (
 	"context"
