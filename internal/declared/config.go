@@ -67,6 +67,9 @@ type RunnerClass struct {
 	// Cache, when on, has the class's instances serve GitHub's cache protocol from the
 	// deployment's bucket (cache.go); nil (omitted, so older classes keep their spec hash) is off.
 	Cache *Cache `json:"cache,omitempty"`
+	// RegistrationWait, when set, is how long the class's new instances have to register, instead
+	// of what its image says (BootWait, boot.go).
+	RegistrationWait Duration `json:"registration_wait,omitzero"`
 }
 
 // Volume is the root EBS volume.
@@ -387,6 +390,7 @@ func (rc RunnerClass) Validate() error {
 	if ValidateJobAccess(rc.JobAccess) == nil && ValidateReuse(rc.Reuse) == nil {
 		c.add("reuse", CheckPosture(rc.JobAccess, rc.Reuse))
 	}
+	c.add("registration_wait", validateRegistrationWait(rc.RegistrationWait))
 	if rc.MaxInstances < 0 {
 		c.add("max_instances", fmt.Errorf("max instances %d: must be positive (absent: no cap)", rc.MaxInstances))
 	}

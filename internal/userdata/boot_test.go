@@ -1,10 +1,70 @@
 package userdata
 
 import (
+	"fmt"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
+
+// TestAptLockWaitIsOneDeadline: the apt calls of a boot share one deadline, config.AptLockWait after
+// the first, which the runner class's registration wait counts on (config.BootWait). The script's
+// apt_get runs under bash with apt-get and sleep replaced: apt-get always fails after waiting out the
+// lock timeout it is given (a lock held throughout), and time is bash's SECONDS, moved on by each.
+// Before, each call had 600 s of its own and two calls waited 1,200 s and more.
+func TestAptLockWaitIsOneDeadline(t *testing.T) {
+	t.Parallel()
+	script := render(t, func(p *Params) { p.Arch = ArchX64 })
+	start := strings.Index(script, "apt_get() {\n")
+	end := strings.Index(script[max(start, 0):], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no apt_get function in the script")
+	}
+	fn := script[start : start+end+3]
+	harness := `set -u
+apt-get() {
+  local o
+  for o in "$@"; do
+    case "${o}" in DPkg::Lock::Timeout=*) SECONDS=$((SECONDS + ${o#*=})); echo "timeout ${o#*=}" >&2 ;; esac
+  done
+  return 1
+}
+sleep() { SECONDS=$((SECONDS + $1)); }
+` + fn + `
+apt_get update >/dev/null || echo "update gave up at ${SECONDS}"
+apt_get install -y x >/dev/null || echo "install gave up at ${SECONDS}"
+`
+	out, err := exec.CommandContext(t.Context(), "bash", "-c", harness).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	limit := int(config.AptLockWait.Seconds())
+	var gaveUp []int
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if at, ok := strings.CutPrefix(line, "update gave up at "); ok {
+			n, _ := strconv.Atoi(at)
+			gaveUp = append(gaveUp, n)
+		}
+		if at, ok := strings.CutPrefix(line, "install gave up at "); ok {
+			n, _ := strconv.Atoi(at)
+			gaveUp = append(gaveUp, n)
+		}
+	}
+	if len(gaveUp) != 2 {
+		t.Fatalf("want both calls to give up, got:\n%s", out)
+	}
+	// One retry's sleep (10 s) past the deadline at most.
+	if last := gaveUp[1]; last > limit+10 {
+		t.Errorf("the boot's apt calls waited %d s in all, want at most %d (config.AptLockWait) and one retry:\n%s", last, limit+10, out)
+	}
+	if !strings.Contains(string(out), "timeout "+fmt.Sprint(limit)) {
+		t.Errorf("the first call's lock timeout is not %d s:\n%s", limit, out)
+	}
+}
 
 // TestRenderPackageStep: every variant refreshes the package lists before any install, installs in
 // one apt step that waits for the package locks, never runs the runner's installdependencies.sh
@@ -31,7 +91,7 @@ func TestRenderPackageStep(t *testing.T) {
 				t.Errorf("apt-get update (at %d) does not come before the install (at %d)", update, installs[0][0])
 			}
 			for _, want := range []string{
-				"-o DPkg::Lock::Timeout=600",                                                // the install waits for the dpkg lock
+				"-o DPkg::Lock::Timeout=$((apt_deadline",                                    // the install waits for the dpkg lock
 				"until DEBIAN_FRONTEND=noninteractive apt-get",                              // a held lists lock is retried
 				"want '' 'lttng-ust openssl-libs krb5-libs zlib libicu'",                    // AL2023: the runner's dependencies with dnf
 				`dnf install -y "${dnf_pkgs[@]}"`,                                           // in one dnf step
