@@ -65,6 +65,7 @@ type runnerClassModel struct {
 	Reuse            types.String `tfsdk:"reuse"`
 	MaxRuntime       types.String `tfsdk:"max_runtime"`
 	IdleTime         types.String `tfsdk:"idle_time"`
+	RegistrationWait types.String `tfsdk:"registration_wait"`
 	LaunchTemplateID types.String `tfsdk:"launch_template_id"`
 	QueueURL         types.String `tfsdk:"queue_url"`
 	Tags             types.Map    `tfsdk:"tags"`
@@ -278,6 +279,18 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 				Default:             stringdefault.StaticString("10m"),
 				Validators:          []validator.String{durationBetween("idle time", declared.MinIdleTime, declared.MaxIdleTime)},
 			},
+			"registration_wait": schema.StringAttribute{
+				PlanModifiers: []planmodifier.String{durationByValue{}},
+				MarkdownDescription: "How long a new instance of the class has to boot and register, as a Go duration (" +
+					config.FormatDuration(config.MinRegistrationWait) + "-" + config.FormatDuration(config.MaxRegistrationWait) + "). " +
+					"Unset, the reconciler reads it from the image: an image prepared for the class (its `" + config.ImageTagJobAccess +
+					"` and `" + config.ImageTagRunnerVersion + "` tags, as [images/packer](https://github.com/runnerpool/terraform-provider-runnerpool/blob/main/images/packer/runnerpool.pkr.hcl) sets them, " +
+					"fit the class) installs nothing at boot and gets the reconciler's `--registration-wait`; any other image installs packages " +
+					"and waits for apt's locks, and gets " + config.FormatDuration(config.AptLockWait+config.InstallAllowance) + " more. " +
+					"The created instance's deadline and the provision's time limit grow with it ([Runner images](../guides/images.md)).",
+				Optional:   true,
+				Validators: []validator.String{durationBetween("registration wait", config.MinRegistrationWait, config.MaxRegistrationWait)},
+			},
 			"launch_template_id": schema.StringAttribute{
 				MarkdownDescription: "Launch template the instances are created from (user data from `runnerpool_user_data`, IMDSv2 and " +
 					"instance metadata tags). The reconciler launches the class from its own version of it: the template's default version " +
@@ -372,6 +385,9 @@ func (m runnerClassModel) toConfig(ctx context.Context) (declared.RunnerClass, d
 		JobAccess:    storedJobAccess(m.JobAccess.ValueString()), Reuse: m.Reuse.ValueString(),
 		Cache: m.Cache.toConfig(),
 	}
+	if !m.RegistrationWait.IsNull() && !m.RegistrationWait.IsUnknown() {
+		rc.RegistrationWait = dur(m.RegistrationWait)
+	}
 	if !m.Tags.IsNull() && !m.Tags.IsUnknown() {
 		diags.Append(m.Tags.ElementsAs(ctx, &rc.Tags, false)...)
 	}
@@ -401,6 +417,10 @@ func (m *runnerClassModel) fromConfig(table string, rc declared.RunnerClass, ver
 	m.Labels = listValue(rc.Labels, m.Labels)
 	m.MaxRuntime = durationValue(rc.MaxRuntime.Std(), m.MaxRuntime)
 	m.IdleTime = durationValue(rc.IdleTime.Std(), m.IdleTime)
+	m.RegistrationWait = types.StringNull()
+	if rc.RegistrationWait > 0 {
+		m.RegistrationWait = durationValue(rc.RegistrationWait.Std(), m.RegistrationWait)
+	}
 	m.LaunchTemplateID = optionalString(rc.LaunchTemplateID, m.LaunchTemplateID)
 	m.QueueURL = types.StringValue(rc.QueueURL)
 	m.MaxInstances = types.Int64Null()

@@ -74,6 +74,10 @@ locals {
     "al2023"       = { owner = "137112412989", user = "ec2-user", name = "al2023-ami-2023.*-kernel-*-${var.arch}" }
   }
   base          = local.bases[var.base]
+  # The runner release the user data installs (its `readonly RUNNER_VERSION='…'` line): the image
+  # carries it, so the reconciler knows a boot on it installs nothing while its classes install that
+  # release (their registration wait stays short; docs/guides/images.md).
+  runner_version = regex("readonly RUNNER_VERSION='([0-9.]+)'", file(var.user_data_file))[0]
   instance_type = var.instance_type != "" ? var.instance_type : (var.arch == "x86_64" ? "t3.medium" : "t4g.medium")
 }
 
@@ -98,8 +102,9 @@ source "amazon-ebs" "runner" {
     http_tokens   = "required"
   }
   tags = {
-    "runnerpool:base"       = var.base
-    "runnerpool:job-access" = var.job_access
+    "runnerpool:base"           = var.base
+    "runnerpool:job-access"     = var.job_access
+    "runnerpool:runner-version" = local.runner_version
   }
 }
 

@@ -80,8 +80,11 @@ type Options struct {
 	// BaseTTL is how long a template's default version number is trusted before it is read again
 	// (default 1 min): a new default version reaches launches within it.
 	BaseTTL time.Duration
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// RegistrationWait is the deployment's wait for a boot that installs nothing (the reconciler's
+	// --registration-wait; default config.DefaultRegistrationWait): BootExtra is relative to it.
+	RegistrationWait time.Duration
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 // Versions finds or makes the launch template version of each runner class spec. It is safe for
@@ -94,7 +97,19 @@ type Versions struct {
 	bases   map[string]base
 	made    map[string]string // description -> version number
 	runners map[string]string // launch template id + ":" + version number -> runner version it installs
+	images  map[string]image  // image id -> what DescribeImages said of it
 }
+
+// image is what DescribeImages says of a class's image: its root device and its tags.
+type image struct {
+	root string
+	tags map[string]string
+	at   time.Time
+}
+
+// ImageTTL is how long an image's description is trusted: a tag added to a prepared image is
+// picked up within it.
+const ImageTTL = 10 * time.Minute
 
 type base struct {
 	version int64
@@ -106,13 +121,16 @@ func New(api EC2API, opts Options) *Versions {
 	if opts.BaseTTL <= 0 {
 		opts.BaseTTL = time.Minute
 	}
+	if opts.RegistrationWait <= 0 {
+		opts.RegistrationWait = config.DefaultRegistrationWait
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Versions{api: api, opts: opts, bases: map[string]base{}, made: map[string]string{}, runners: map[string]string{}}
+	return &Versions{api: api, opts: opts, bases: map[string]base{}, made: map[string]string{}, runners: map[string]string{}, images: map[string]image{}}
 }
 
 // For returns the version number of rc's launch template that launches what rc declares, making it
@@ -319,15 +337,52 @@ func devices(base *types.ResponseLaunchTemplateData, root string, vol declared.V
 }
 
 // rootDevice is the image's root device name: where the class's volume settings go.
-func (v *Versions) rootDevice(ctx context.Context, rc declared.RunnerClass) (string, error) {
+func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (string, error) {
+	img, err := v.image(ctx, rc)
+	return img.root, err
+}
+
+// image describes the class's image (cached for ImageTTL). The caller holds v.mu.
+func (v *Versions) image(ctx context.Context, rc config.RunnerClass) (image, error) {
+	now := v.opts.Now()
+	if img, ok := v.images[rc.Image]; ok && now.Sub(img.at) < ImageTTL && !now.Before(img.at) {
+		return img, nil
+	}
 	out, err := v.api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{rc.Image}})
 	if err != nil {
-		return "", explain(rc.Name, fmt.Errorf("describing image %s: %w", rc.Image, err))
+		return image{}, explain(rc.Name, fmt.Errorf("describing image %s: %w", rc.Image, err))
 	}
 	if len(out.Images) != 1 || aws.ToString(out.Images[0].RootDeviceName) == "" {
-		return "", &ClassError{rc.Name, "image", fmt.Errorf("image %s not found (or it has no root device)", rc.Image)}
+		return image{}, &ClassError{rc.Name, "image", fmt.Errorf("image %s not found (or it has no root device)", rc.Image)}
 	}
-	return aws.ToString(out.Images[0].RootDeviceName), nil
+	img := image{root: aws.ToString(out.Images[0].RootDeviceName), tags: map[string]string{}, at: now}
+	for _, tag := range out.Images[0].Tags {
+		img.tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+	}
+	v.images[rc.Image] = img
+	return img, nil
+}
+
+// BootExtra is how much longer than the deployment's registration wait (Options.RegistrationWait)
+// the instances of launch template version n of rc (as For returned it) may take to boot and
+// register: config's one rule (RunnerClass.BootWait), from the class's own registration_wait, else
+// from whether a boot of its image installs packages (config.BootInstalls: the image's tags against
+// the class's job access and the runner release the version installs). Provisions, pool jobs and
+// warm pools all take their class's from here. An image that cannot be described counts as
+// installing.
+func (v *Versions) BootExtra(ctx context.Context, rc config.RunnerClass, n string) time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	installs := true
+	if rc.RegistrationWait == 0 {
+		img, err := v.image(ctx, rc)
+		if err != nil {
+			v.opts.Logger.WarnContext(ctx, "runner class image not described; its boot is taken to install packages", "runner_class", rc.Name, "image", rc.Image, "err", err)
+		}
+		installs = err != nil || config.BootInstalls(img.tags, rc.JobAccess, v.runners[rc.LaunchTemplateID+":"+n])
+	}
+	base := v.opts.RegistrationWait
+	return config.BootExtra(rc.BootWait(base, installs), base)
 }
 
 // grantsAccess reports whether the class's job access is more than the default user's: its user data

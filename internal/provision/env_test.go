@@ -227,6 +227,8 @@ type sideOptions struct {
 	reuse string
 	// jobAccess is runnerClass's job access (declared.JobAccess*; "" user).
 	jobAccess string
+	// bootExtra is runnerClass's BootExtra (a boot that installs packages).
+	bootExtra time.Duration
 }
 
 func (e *env) side(t testing.TB, o sideOptions) *side {
@@ -285,7 +287,7 @@ func (e *env) side(t testing.TB, o sideOptions) *side {
 				Name: runnerClass, LaunchTemplateID: e.lt, Subnets: []string{"subnet-a", "subnet-b", "subnet-c"},
 				MaxRuntime: declared.Duration(time.Hour), IdleTime: declared.Duration(time.Hour), JobAccess: o.jobAccess,
 			},
-			Queue: pool.NewQueue(s.sqs, e.queue), TemplateVersion: "$Default",
+			Queue: pool.NewQueue(s.sqs, e.queue), TemplateVersion: "$Default", BootExtra: o.bootExtra,
 		}},
 		DefaultRunnerClass: runnerClass, DeploymentID: deployment,
 		CreatedTimeout: 2 * time.Minute, RegistrationWait: o.registrationWait, InProgressWait: o.inProgressWait,

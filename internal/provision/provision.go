@@ -213,6 +213,9 @@ func New(st *store.Store, claimer *claim.Claimer, reg *claim.Registrar, fl *flee
 	}
 }
 
+// Config is the provisioner's configuration, defaults applied.
+func (p *Provisioner) Config() Config { return p.cfg }
+
 // Provision gets req.Count runners for the run, or none. On success the Result lists the runners
 // and the error is nil. When the provision ran and failed, the Result says what was undone and the
 // error wraps ErrFailed (and the cause, for errors.As, when this call ran it). An invalid request

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -20,7 +21,7 @@ const MaxCount = 50
 // Defaults of Config.
 const (
 	DefaultCreatedTimeout   = 5 * time.Minute
-	DefaultRegistrationWait = 180 * time.Second
+	DefaultRegistrationWait = config.DefaultRegistrationWait
 	DefaultMaxRuntime       = 6 * time.Hour
 )
 
@@ -49,9 +50,42 @@ type Config struct {
 	// RunningThreshold is the running deadline; zero: the runner class's MaxRuntime.
 	RunningThreshold time.Duration
 	// InProgressWait bounds how long a repeated request waits for the first provision of the same
-	// run to finish (default CreatedTimeout + RegistrationWait + 1 min).
+	// run to finish (default CreatedTimeout + RegistrationWait + 1 min), plus the longest BootExtra
+	// of the runner classes.
 	InProgressWait time.Duration
 }
+
+// registrationWait is how long rc's started and created instances have to register.
+func (c Config) registrationWait(rc runnerclass.Resolved) time.Duration {
+	return c.RegistrationWait + rc.BootExtra
+}
+
+// createdTimeout is the threshold of rc's created (and started) instances.
+func (c Config) createdTimeout(rc runnerclass.Resolved) time.Duration { return c.CreatedTimeout + rc.BootExtra }
+
+// maxBootExtra is the longest BootExtra of the runner classes (none shorter than zero).
+func (c Config) maxBootExtra() time.Duration {
+	var m time.Duration
+	for _, rc := range c.RunnerClasses {
+		m = max(m, rc.BootExtra)
+	}
+	return m
+}
+
+// ProvisionTimeout is the time limit of a provision of runnerClass ("" the default class) when
+// base is the deployment's (the reconciler's --provision-timeout): it grows by the class's
+// BootExtra, so a class whose boot installs packages is not cut at the time a prepared image's
+// boot fits in. An unknown class gets base (the provision refuses it at once).
+func (c Config) ProvisionTimeout(base time.Duration, runnerClass string) time.Duration {
+	if runnerClass == "" {
+		runnerClass = c.DefaultRunnerClass
+	}
+	return base + max(c.RunnerClasses[runnerClass].BootExtra, 0)
+}
+
+// MaxProvisionTimeout is the longest ProvisionTimeout of the runner classes: the time limit of a
+// provision whose class is not known before it starts (a re-run's).
+func (c Config) MaxProvisionTimeout(base time.Duration) time.Duration { return base + c.maxBootExtra() }
 
 func (c Config) withDefaults() Config {
 	if c.CreatedTimeout <= 0 {

@@ -184,7 +184,7 @@ func (p *Provisioner) create(ctx context.Context, j *job, n int, usage string, c
 			// The record carries the request's minimum size rather than the launched type's, so
 			// a later pool filter on it never over-promises.
 			return store.Instance{
-				ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: p.opts.Now().Add(p.cfg.CreatedTimeout),
+				ID: l.ID, State: store.StateCreated, RunID: j.key, Threshold: p.opts.Now().Add(p.cfg.createdTimeout(j.rc)),
 				UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: cpu, MemoryMiB: mem,
 				ResourceClass: j.req.ResourceClass, RunnerClass: j.rc.Name, Scope: j.req.Repository, Zone: l.Zone,
 				RunnerVersion: j.rc.RunnerVersion, JobAccess: j.rc.JobAccess, Reason: "created for run " + j.key,
@@ -341,7 +341,7 @@ func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Fi
 		runs[i] = j.key
 	}
 	// A started instance boots and registers within the created timeout, as a created one does.
-	sres, serr := p.opts.Starter.ClaimAndStart(ctx, cands, runs, now.Add(p.cfg.CreatedTimeout))
+	sres, serr := p.opts.Starter.ClaimAndStart(ctx, cands, runs, now.Add(p.cfg.createdTimeout(j.rc)))
 	j.started = sres.Started
 	for _, d := range sres.Discarded {
 		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "stopped warm instance not started: " + d.Reason, Error: errString(d.Err)})
@@ -368,7 +368,7 @@ func (p *Provisioner) validateFleet(ctx context.Context, j *job) error {
 	g, vctx := errgroup.WithContext(ctx)
 	for i, rec := range booting {
 		g.Go(func() error {
-			errs[i] = p.reg.WaitRegistered(vctx, rec.ID, j.key, p.cfg.RegistrationWait)
+			errs[i] = p.reg.WaitRegistered(vctx, rec.ID, j.key, p.cfg.registrationWait(j.rc))
 			return errs[i]
 		})
 	}

@@ -41,9 +41,10 @@ func (p *Provisioner) abandoned(run store.Run) bool {
 
 // takeOverAt is the provision deadline of run's current try: past it, the try counts as abandoned.
 // UpdatedAt: a provisioning record is written when its try starts (or is taken over), and not again
-// until it ends.
+// until it ends. A class whose boot takes longer (BootExtra) may hold its provision that much
+// longer: the longest of the classes is waited out, never cut short.
 func (p *Provisioner) takeOverAt(run store.Run) time.Time {
-	return run.UpdatedAt.Add(p.cfg.InProgressWait)
+	return run.UpdatedAt.Add(p.cfg.InProgressWait + p.cfg.maxBootExtra())
 }
 
 // InProgressError says a run's provision is still in progress (errors.Is ErrInProgress), and from

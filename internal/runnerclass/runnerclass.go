@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
@@ -28,6 +29,12 @@ type Resolved struct {
 	// RunnerVersion is the Actions runner version TemplateVersion installs ("" when unknown),
 	// recorded on every instance created.
 	RunnerVersion string
+	// BootExtra is how much longer than the deployment's registration wait the class's new
+	// instances may take to boot and register (launchtemplate.Versions.BootExtra: an image that
+	// installs packages at boot, or the class's own registration_wait). Every deadline that holds a
+	// boot grows by it: a provision's registration wait, created threshold and time limit, a pool
+	// job's cold start, a warm pool's warm-up.
+	BootExtra time.Duration
 }
 
 // Launch is where the class's instances are launched: its launch template version, subnets and
@@ -77,6 +84,11 @@ func Resolve(ctx context.Context, rc declared.RunnerClass, v Versions, queue fun
 		Runner(rc declared.RunnerClass, n string) string
 	}); ok {
 		r.RunnerVersion = rv.Runner(rc, version)
+	}
+	if be, ok := v.(interface {
+		BootExtra(ctx context.Context, rc config.RunnerClass, n string) time.Duration
+	}); ok {
+		r.BootExtra = be.BootExtra(ctx, rc, version)
 	}
 	if queue != nil && rc.QueueURL != "" {
 		r.Queue = queue(rc.QueueURL)

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 )
 
 // TestImageRecipe ties the Packer template and the images guide to the script: the template prepares
@@ -23,6 +25,20 @@ func TestImageRecipe(t *testing.T) {
 		t.Errorf("the Packer template does not prepare the image with the user data's bake mode")
 	}
 	script := render(t, func(*Params) {})
+	// The tags the reconciler reads to tell a prepared image (config.BootInstalls): the job access,
+	// and the runner release, read from the script as the template reads it.
+	for _, tag := range []string{`"` + config.ImageTagJobAccess + `"     = var.job_access`, `"` + config.ImageTagRunnerVersion + `" = local.runner_version`} {
+		if !strings.Contains(string(recipe), tag) {
+			t.Errorf("the Packer template does not tag the image %s", tag)
+		}
+	}
+	re := regexp.MustCompile(`regex\("((?:[^"\\]|\\.)*)", file\(var.user_data_file\)\)\[0\]`).FindSubmatch(recipe)
+	if re == nil {
+		t.Fatalf("the Packer template does not read the runner version from the user data")
+	}
+	if m := regexp.MustCompile(strings.ReplaceAll(string(re[1]), `\\`, `\`)).FindStringSubmatch(script); m == nil || m[1] != RunnerVersion {
+		t.Errorf("the Packer template's pattern %s reads %q from the script, want %s", re[1], m, RunnerVersion)
+	}
 	for _, access := range []string{"user", "docker", "root"} {
 		if !strings.Contains(string(recipe), `"`+access+`"`) {
 			t.Errorf("the Packer template does not offer job access %s", access)

@@ -196,3 +196,46 @@ func TestCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupFollowsTheClassBoot: a pool's instances have as long to warm up as their class's boot
+// takes, by the rule a provision's class follows (launchtemplate.Versions.BootExtra): a stock
+// image's boot installs packages (the apt lock wait and the install on top), a class's own
+// registration_wait replaces what the image says. Before, every pool had the same warm-up timeout.
+func TestWarmupFollowsTheClassBoot(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		own   time.Duration
+		extra time.Duration
+	}{
+		{"stock image", 0, config.AptLockWait + config.InstallAllowance},
+		{"own registration wait", 10 * time.Minute, 10*time.Minute - config.DefaultRegistrationWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			ctx := t.Context()
+			repo := config.NewRepository(e.st)
+			rc := e.runnerClass()
+			rc.RegistrationWait = config.Duration(tc.own)
+			if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
+				t.Fatalf("PutRunnerClass: %v", err)
+			}
+			if _, err := repo.PutWarmPool(ctx, smallX64(), 0); err != nil {
+				t.Fatalf("PutWarmPool: %v", err)
+			}
+			c := e.converger(t, e.configTargets(), warmpool.Options{})
+			e.clock.Set(paris(t, "2025-01-15 10:00"))
+			pass(t, c)
+			warming := e.records(t, "small-x64")[store.StateWarming]
+			if len(warming) == 0 {
+				t.Fatal("no instance warming")
+			}
+			for _, r := range warming {
+				if want := e.clock.Now().Add(warmpool.DefaultWarmupTimeout + tc.extra); !r.Threshold.Equal(want) {
+					t.Errorf("warming threshold %s, want %s (warm-up timeout + %s)", r.Threshold, want, tc.extra)
+				}
+			}
+		})
+	}
+}

@@ -804,7 +804,7 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 // report says how many the cap held back.
 func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
 	shape := spec.shape(c.opts.DeploymentID)
-	threshold := now.Add(c.opts.WarmupTimeout)
+	threshold := now.Add(c.opts.WarmupTimeout + max(spec.Class.BootExtra, 0))
 	var errs []error
 	for missing > 0 && ctx.Err() == nil {
 		n := min(missing, c.opts.CreateBatch)

@@ -383,7 +383,7 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 			Record: func(i int, l fleet.Launched) store.Instance {
 				j := chunk[i].msg.job
 				return store.Instance{
-					ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout),
+					ID: l.ID, State: store.StateCreated, RunID: j.RunKey(), Threshold: now.Add(w.cfg.CreatedTimeout + max(spec.Class.BootExtra, 0)),
 					UsageClass: l.UsageClass, InstanceType: l.InstanceType, CPU: spec.Class.CPU, MemoryMiB: spec.Class.MemoryMiB,
 					ResourceClass: spec.ResourceClass, RunnerClass: spec.RunnerClass(), Pool: spec.Name, Scope: j.Repository, Zone: l.Zone, SpecHash: spec.SpecHash,
 					RunnerVersion: spec.Class.RunnerVersion, JobAccess: spec.Class.JobAccess, Reason: "cold start for " + j.RunKey(),

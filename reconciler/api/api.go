@@ -92,7 +92,10 @@ type Options struct {
 	TrustedProxies   []netip.Prefix
 	RequestTimeout   time.Duration // reads; default 30 s
 	ProvisionTimeout time.Duration // default 10 min
-	ReleaseTimeout   time.Duration // default 5 min
+	// RunnerClassProvisionTimeout, when set, is the time limit of a provision of a runner class
+	// ("" the default): longer than ProvisionTimeout for a class whose boot takes longer.
+	RunnerClassProvisionTimeout func(ctx context.Context, runnerClass string) time.Duration
+	ReleaseTimeout              time.Duration // default 5 min
 
 	// IdleTime is the default idle time of a release; MaxIdleTime the largest a caller may ask.
 	IdleTime, MaxIdleTime time.Duration

@@ -59,7 +59,11 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 	a.metrics.Inflight("provision", 1)
 	defer a.metrics.Inflight("provision", -1)
 
-	ctx, cancel := a.workContext(r, a.o.ProvisionTimeout)
+	timeout := a.o.ProvisionTimeout
+	if a.o.RunnerClassProvisionTimeout != nil {
+		timeout = a.o.RunnerClassProvisionTimeout(r.Context(), req.RunnerClass)
+	}
+	ctx, cancel := a.workContext(r, timeout)
 	defer cancel()
 	start := a.now()
 	res, err := a.o.Provisioner.Provision(ctx, req)

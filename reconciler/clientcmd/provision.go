@@ -17,12 +17,18 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/client"
 )
 
+// ProvisionTimeout is how long `runnerpool provision` (the provision action) waits, retries
+// included: longer than the reconciler's longest own limit at its defaults, a runner class whose
+// boot installs packages (--provision-timeout 10m, plus the apt lock wait and the install of
+// internal/config's boot.go), so that the reconciler, not the workflow step, ends a slow provision.
+const ProvisionTimeout = 30 * time.Minute
+
 // Provision runs `runnerpool provision`.
 func Provision(ctx context.Context, args []string, env Env, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("provision", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c common
-	c.register(fs, env, 20*time.Minute)
+	c.register(fs, env, ProvisionTimeout)
 	var req apiv1.ProvisionRequest
 	var types string
 	fs.IntVar(&req.Count, "count", 1, "number of runners (1-50)")

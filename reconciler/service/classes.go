@@ -257,7 +257,7 @@ func (p *poolQueues) get(url string) *pool.Queue {
 
 func sameClasses(a, b *classSet) bool {
 	return maps.EqualFunc(a.classes, b.classes, func(x, y runnerclass.Resolved) bool {
-		return x.Queue == y.Queue && x.TemplateVersion == y.TemplateVersion && x.RunnerVersion == y.RunnerVersion && reflect.DeepEqual(x.RunnerClass, y.RunnerClass)
+		return x.Queue == y.Queue && x.TemplateVersion == y.TemplateVersion && x.RunnerVersion == y.RunnerVersion && x.BootExtra == y.BootExtra && reflect.DeepEqual(x.RunnerClass, y.RunnerClass)
 	}) && maps.Equal(a.unusable, b.unusable) && maps.Equal(a.caps, b.caps) && maps.Equal(a.reuse, b.reuse) && maps.Equal(a.postures, b.postures)
 }
 
@@ -275,6 +275,23 @@ func (c *classSource) Provision(ctx context.Context, req provision.Request) (pro
 		return provision.Result{}, fmt.Errorf("%w: runner class %q cannot serve step-driven provisions: %s", provision.ErrInvalid, name, why)
 	}
 	return set.prov.Provision(ctx, req)
+}
+
+// ProvisionTimeout is the time limit of a provision of runnerClass ("" the default; "*" whichever,
+// the longest) when base is the deployment's (--provision-timeout): longer for a class whose boot
+// takes longer (provision.Config.ProvisionTimeout). A class not read yet gets base.
+func (c *classSource) ProvisionTimeout(ctx context.Context, base time.Duration, runnerClass string) time.Duration {
+	if runnerClass == "" {
+		runnerClass = c.def
+	}
+	set, err := c.get(ctx, runnerClass)
+	if err != nil {
+		return base
+	}
+	if runnerClass == "*" {
+		return set.prov.Config().MaxProvisionTimeout(base)
+	}
+	return set.prov.Config().ProvisionTimeout(base, runnerClass)
 }
 
 // TakeOverAbandoned hands refresh's question about a run to the provisioner of the runner classes

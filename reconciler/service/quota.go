@@ -42,8 +42,12 @@ type quotas struct {
 	st     *store.Store
 	// pending is the deadline of a repository reservation not yet settled: no provision runs longer.
 	pending time.Duration
-	log     *slog.Logger
-	now     func() time.Time
+	// provisionTimeout is the deployment's --provision-timeout, and timeout a runner class's
+	// (classSource.ProvisionTimeout; nil: the deployment's): pending grows with the class's.
+	provisionTimeout time.Duration
+	timeout          func(ctx context.Context, base time.Duration, runnerClass string) time.Duration
+	log              *slog.Logger
+	now              func() time.Time
 }
 
 // runReservation is the id of a run's reservation of its repository's runners.
@@ -76,7 +80,7 @@ func (p quotaProvisioner) Provision(ctx context.Context, req provision.Request) 
 		return p.next.Provision(ctx, req)
 	}
 	id := runReservation(key)
-	err := p.q.ledger.Reserve(ctx, quota.Reservation{ID: id, Run: key, Amount: req.Count, Deadline: p.q.now().Add(p.q.pending)}, []quota.Limit{lim})
+	err := p.q.ledger.Reserve(ctx, quota.Reservation{ID: id, Run: key, Amount: req.Count, Deadline: p.q.now().Add(p.q.pendingFor(ctx, req.RunnerClass))}, []quota.Limit{lim})
 	var refused *quota.RefusedError
 	if errors.As(err, &refused) {
 		p.q.log.InfoContext(ctx, "provision refused by a quota", "run", key, "repository", req.Repository, "limit", refused.Kind, "max", refused.Max, "current", refused.Current, "asked", refused.Asked)
@@ -165,8 +169,17 @@ func newQuotas(cfg config.Config, db quota.DynamoDBAPI, st *store.Store, classMa
 	return &quotas{
 		ledger: ledger, cfg: cfg.Quotas, st: st, log: log.With("component", "quota"), now: now,
 		caps:    &quota.Caps{Ledger: ledger, MaxInstances: cfg.Quotas.MaxInstances, ClassMax: classMax},
-		pending: cfg.ProvisionTimeout + cfg.RollbackTimeout + time.Minute,
+		pending: cfg.ProvisionTimeout + cfg.RollbackTimeout + time.Minute, provisionTimeout: cfg.ProvisionTimeout,
 	}
+}
+
+// pendingFor is the deadline of a reservation of a provision of runnerClass: pending, longer for a
+// class whose provision may run longer.
+func (q *quotas) pendingFor(ctx context.Context, runnerClass string) time.Duration {
+	if q.timeout == nil {
+		return q.pending
+	}
+	return q.pending + max(q.timeout(ctx, q.provisionTimeout, runnerClass)-q.provisionTimeout, 0)
 }
 
 // checkWarmPools refuses to start when the instance caps are below what the warm pools keep: such

@@ -285,8 +285,11 @@ func (s *Service) connect(ctx context.Context, cfg config.Config) (clients, erro
 func (s *Service) wire(ctx context.Context, cfg config.Config, cl clients) (history.Pricer, error) {
 	s.newRunnerRelease(cfg, cl.gh)
 	s.quotas = newQuotas(cfg, cl.db, s.store, func(class string) int { return s.classes.classMax(class) }, s.o.Now, s.log)
+	s.quotas.timeout = func(ctx context.Context, base time.Duration, class string) time.Duration {
+		return s.classes.ProvisionTimeout(ctx, base, class)
+	}
 	// One launch template version per runner class spec, shared by provisions and warm pools.
-	s.versions = launchtemplate.New(cl.ec2, launchtemplate.Options{Now: s.o.Now, Logger: s.log, Release: s.currentRelease})
+	s.versions = launchtemplate.New(cl.ec2, launchtemplate.Options{Now: s.o.Now, Logger: s.log, Release: s.currentRelease, RegistrationWait: cfg.RegistrationWait})
 	s.pools = &poolQueues{sqs: cl.sqs, opts: pool.ScopeOptions{Now: s.o.Now, Logger: s.log}}
 	price := Pricer(cfg, cl.aws, cl.ec2, s.o.Now, s.log)
 	// The runner classes' rules are read when a release or a pass asks: s.classes is made by the
@@ -367,6 +370,9 @@ func (s *Service) setupAPI(ctx context.Context, cfg config.Config, cl clients, p
 		MaxBodyBytes: cfg.MaxBodyBytes, TrustedProxies: cfg.TrustedProxies, RequestTimeout: cfg.RequestTimeout, ProvisionTimeout: cfg.ProvisionTimeout,
 		ReleaseTimeout: cfg.ReleaseTimeout, IdleTime: cfg.IdleTime, MaxIdleTime: cfg.MaxIdleTime,
 		RunnerClassIdleTime: s.classes.idleTime, DefaultRunnerClass: s.classes.def, Webhook: s.webhook,
+		RunnerClassProvisionTimeout: func(ctx context.Context, class string) time.Duration {
+			return s.classes.ProvisionTimeout(ctx, cfg.ProvisionTimeout, class)
+		},
 		Ready: s.readiness, Now: s.o.Now, Cache: cacheAuthority(cfg, cl.aws), CacheRequests: cacheRequests{s},
 	})
 	return err

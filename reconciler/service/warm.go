@@ -51,7 +51,9 @@ func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Price
 			},
 		},
 		Worker: warmpool.WorkerConfig{
-			Rerun:        func(ctx context.Context, j warmpool.Job) error { return s.serveRerun(ctx, cfg.ProvisionTimeout, j) },
+			Rerun: func(ctx context.Context, j warmpool.Job) error {
+				return s.serveRerun(ctx, s.classes.ProvisionTimeout(ctx, cfg.ProvisionTimeout, "*"), j)
+			},
 			ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Logger: s.log.With("component", "pool_worker"),
 		},
 		ScaleSets: func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {

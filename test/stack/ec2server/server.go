@@ -111,10 +111,11 @@ type Server struct {
 	templates     map[string]*launchTemplate // by id
 	templateNames map[string]string          // name -> id
 	templateSeq   uint64
-	subnets       map[string]string // subnet id -> zone (SetSubnet)
-	images        map[string]string // image id -> architecture (SetImage)
-	rootDevices   map[string]string // image id -> root device name (SetRootDevice)
-	missing       map[string]bool   // ids of images, security groups, profiles EC2 does not know (SetMissing)
+	subnets       map[string]string            // subnet id -> zone (SetSubnet)
+	images        map[string]string            // image id -> architecture (SetImage)
+	rootDevices   map[string]string            // image id -> root device name (SetRootDevice)
+	imageTags     map[string]map[string]string // image id -> its tags (SetImageTags)
+	missing       map[string]bool              // ids of images, security groups, profiles EC2 does not know (SetMissing)
 	capacity      map[capacityKey]int
 	throttle      float64
 	throttleUntil time.Time // SetThrottleMutating: every mutating call is refused until then
@@ -195,6 +196,7 @@ func New(opts Options) *Server {
 		subnets:       map[string]string{},
 		images:        map[string]string{},
 		rootDevices:   map[string]string{},
+		imageTags:     map[string]map[string]string{},
 		missing:       map[string]bool{},
 		capacity:      map[capacityKey]int{},
 		faults:        map[string][]*apiError{},

@@ -222,6 +222,7 @@ type imageXML struct {
 	RootDeviceName     string                  `xml:"rootDeviceName"`
 	VirtualizationType string                  `xml:"virtualizationType"`
 	BlockDeviceMapping *items[imageMappingXML] `xml:"blockDeviceMapping"`
+	TagSet             *items[tagXML]          `xml:"tagSet"`
 }
 
 type imageMappingXML struct {
@@ -261,6 +262,7 @@ func (s *Server) describeImages(p *params) (response, *apiError) {
 		out.ImagesSet.Items = append(out.ImagesSet.Items, imageXML{
 			ImageID: id, ImageState: "available", Architecture: img.arch, ImageType: "machine", RootDeviceType: "ebs",
 			RootDeviceName: img.rootDevice, VirtualizationType: "hvm", BlockDeviceMapping: itemsOf([]imageMappingXML{m}),
+			TagSet: itemsOf(tagsXML(s.imageTags[id])),
 		})
 	}
 	return out, nil
@@ -367,6 +369,15 @@ func (s *Server) SetMissing(ids ...string) {
 	for _, id := range ids {
 		s.missing[id] = true
 	}
+}
+
+// SetImageTags sets an image's tags, as CreateTags on an AMI does (a prepared image's
+// runnerpool:job-access and runnerpool:runner-version, images/packer); DescribeImages answers them in
+// tagSet.
+func (s *Server) SetImageTags(imageID string, tags map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.imageTags[imageID] = maps.Clone(tags)
 }
 
 // SetRootDevice declares an image's root device name (default /dev/xvda).
