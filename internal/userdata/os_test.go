@@ -39,6 +39,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
@@ -112,7 +113,7 @@ func TestUserDataOnDebian(t *testing.T) {
 		name string
 		c    osCase
 	}{
-		{"cold-docker-class-locks-held", osCase{access: "docker", holdFor: "25s"}},
+		{"cold-docker-class-locks-held", osCase{access: "docker", holdFor: "40s"}},
 		{"baked-docker-class", osCase{access: "docker", bake: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +127,47 @@ func TestUserDataOnDebian(t *testing.T) {
 			if tc.c.holdFor != "" && !strings.Contains(out.log, "a package lock held") {
 				t.Errorf("the boot did not wait for apt's locks:\n%s", out.log)
 			}
+			checkBootWait(t, out, tc.c)
 		})
+	}
+}
+
+// checkBootWait: the boot's own time, from the user data's start to the agent started (whose
+// registration then takes seconds), fits the registration wait the reconciler gives the class
+// (config.RunnerClass.BootWait): a boot that installs, with apt's locks held as unattended-upgrades
+// holds them, must leave room for the longest lock wait the user data allows (config.AptLockWait)
+// within the install's share (config.InstallAllowance), so that the worst case still fits; a boot on
+// the prepared image, with half the deployment's wait to spare for EC2's own boot. The figures are
+// logged ("boot wait:" lines).
+func checkBootWait(t *testing.T, r osRun, c osCase) {
+	t.Helper()
+	took, err := time.ParseDuration(strings.TrimSpace(r.bootSeconds) + "s")
+	if err != nil {
+		t.Fatalf("the boot's time was not measured (%q): %v", r.bootSeconds, err)
+	}
+	base := config.DefaultRegistrationWait
+	wait := config.RunnerClass{JobAccess: c.access}.BootWait(base, !c.bake)
+	if !c.bake {
+		held, err := time.ParseDuration(c.holdFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := took - held // the install and the downloads, the lock wait aside
+		worst := config.AptLockWait + rest
+		t.Logf("boot wait: installs, apt's locks held %s: the user data took %s (%s beyond the locks); worst case %s (the %s lock wait); the class's registration wait %s",
+			held, took.Round(time.Second), rest.Round(time.Second), worst.Round(time.Second), config.AptLockWait, wait)
+		if took < held {
+			t.Errorf("the boot took %s, less than the %s apt's locks were held: it did not wait for them", took, held)
+		}
+		if rest > config.InstallAllowance {
+			t.Errorf("the boot took %s beyond apt's locks, more than the %s config.InstallAllowance gives it: a boot waiting the whole %s lock wait would outlast the class's registration wait %s",
+				rest.Round(time.Second), config.InstallAllowance, config.AptLockWait, wait)
+		}
+		return
+	}
+	t.Logf("boot wait: prepared image: the user data took %s; the class's registration wait %s", took.Round(time.Second), wait)
+	if took > base/2 {
+		t.Errorf("the boot on the prepared image took %s, more than half the %s registration wait (the rest is EC2's boot and the registration)", took, base)
 	}
 }
 
@@ -300,6 +341,7 @@ type osRun struct {
 	log, iptables, packages, passwd, wants, unit, release, tree, requests string
 	ranInstallDeps                                                        bool
 	bootLog                                                               string // the boot's own part of the log (after a bake)
+	bootSeconds                                                           string // the boot's own time, user data start to end, in seconds
 	preRunner                                                             string // the pre-runner script the boot wrote
 }
 
@@ -362,7 +404,7 @@ func runOnDebian(t *testing.T, rootfs string, srv *osServers, c osCase) osRun {
 	}
 	r := osRun{log: read("bootstrap.log"), iptables: read("iptables"), packages: read("packages"), passwd: read("passwd"),
 		wants: read("wants"), unit: read("unit"), release: read("release"), tree: read("tree"), bootLog: read("boot.log"),
-		ranInstallDeps: read("installdeps") != "", preRunner: read("prerunner")}
+		ranInstallDeps: read("installdeps") != "", preRunner: read("prerunner"), bootSeconds: read("boot-seconds")}
 	if runErr != nil {
 		t.Fatalf("the user data failed on Debian: %v\n%s\n--- bootstrap log:\n%s\n--- slirp4netns:\n%s", runErr, lastLines(out.String(), 40), lastLines(r.log, 60), lastLines(slirpOut.String(), 10))
 	}
@@ -418,7 +460,9 @@ if [ -n "${HOLD_FOR}" ]; then
   for _ in $(seq 100); do grep -q 'locks held' "${WORK}/out/hold.log" 2>/dev/null && break; sleep 0.1; done
 fi
 rc=0
+boot_start=$(date +%s.%N)
 run || rc=$?
+awk -v end="$(date +%s.%N)" -v start="${boot_start}" 'BEGIN { printf "%.1f\n", end - start }' > "${WORK}/out/boot-seconds"
 cp "${root}/var/log/runnerpool-bootstrap.log" "${WORK}/out/boot.log"
 cat "${WORK}/out/bake.log" "${WORK}/out/boot.log" > "${WORK}/out/bootstrap.log" 2>/dev/null || cp "${WORK}/out/boot.log" "${WORK}/out/bootstrap.log"
 iptables-save > "${WORK}/out/iptables"
