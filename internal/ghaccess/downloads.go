@@ -7,6 +7,7 @@ package ghaccess
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -48,6 +49,39 @@ func (c *Client) RunnerRelease(ctx context.Context, scope string) (runnerversion
 	rel, err := releaseOf(apps)
 	if err != nil {
 		return runnerversion.Release{}, fmt.Errorf("runner applications of %s: %w", scope, err)
+	}
+	return rel, nil
+}
+
+// ErrClassicPATOnly says a call needs a classic PAT: the configured credential (a GitHub App) cannot
+// make it.
+var ErrClassicPATOnly = errors.New("only a classic personal access token can call it: GitHub App installation tokens and fine-grained tokens cannot")
+
+// EnterpriseRunnerRelease reads the current runner release from the downloads endpoint of
+// enterprise (its slug): GET /enterprises/{enterprise}/actions/runners/downloads, which a classic
+// PAT with manage_runners:enterprise may read and nothing else (ErrClassicPATOnly, without a call,
+// for a GitHub App).
+func (c *Client) EnterpriseRunnerRelease(ctx context.Context, enterprise string) (runnerversion.Release, error) {
+	if c.apps != nil {
+		return runnerversion.Release{}, fmt.Errorf("runner applications of enterprise %s: %w", enterprise, ErrClassicPATOnly)
+	}
+	gc, err := c.client(ctx, "", "")
+	if err != nil {
+		return runnerversion.Release{}, err
+	}
+	var apps []*github.RunnerApplicationDownload
+	err = c.call(ctx, "", "list runner applications of enterprise "+enterprise, func() (*github.Response, error) {
+		var resp *github.Response
+		var err error
+		apps, resp, err = gc.Enterprise.ListRunnerApplicationDownloads(ctx, enterprise)
+		return resp, err
+	})
+	if err != nil {
+		return runnerversion.Release{}, err
+	}
+	rel, err := releaseOf(apps)
+	if err != nil {
+		return runnerversion.Release{}, fmt.Errorf("runner applications of enterprise %s: %w", enterprise, err)
 	}
 	return rel, nil
 }

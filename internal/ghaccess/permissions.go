@@ -40,6 +40,11 @@ const (
 	// required of the App (GitHub's "List releases": "can be used without authentication or the
 	// aforementioned permissions if only public resources are requested").
 	PermPublic = "public"
+	// PermClassicPATOnly marks a call no GitHub App or fine-grained PAT can make, only a classic PAT
+	// with its PATScope (GitHub's enterprise endpoints: "does not work with GitHub App user access
+	// tokens, GitHub App installation access tokens, or fine-grained personal access tokens"). It is
+	// never required: runnerpool makes it only when configured to (--github-enterprise).
+	PermClassicPATOnly = "classic-pat-only"
 )
 
 // Calls is every GitHub REST call runnerpool's reconciler makes (the agent makes none: it runs the
@@ -60,6 +65,7 @@ var Calls = []Call{
 	{"GET", "/orgs/{org}/actions/runners", "confirm a released owner-level runner is gone", PermOrgRunners, "read", "admin:org"},
 	{"DELETE", "/orgs/{org}/actions/runners/{runner_id}", "delete a leftover owner-level runner", PermOrgRunners, "write", "admin:org"},
 	{"GET", "/orgs/{org}/actions/runners/downloads", "the current runner release", PermOrgRunners, "read", "admin:org"},
+	{"GET", "/enterprises/{enterprise}/actions/runners/downloads", "the current runner release (--github-enterprise)", PermClassicPATOnly, "read", "manage_runners:enterprise"},
 	{"GET", "/repos/actions/runner/releases", "the publication dates of runner releases; the current release when no downloads endpoint answers", PermPublic, "read", ""},
 	{"POST", "/actions/runner-registration", "the scale-set registration exchange (owner scale sets)", PermOrgRunners, "write", "admin:org"},
 	{"POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "cancel the run of a job no pool can serve", PermActions, "write", "repo"},
@@ -79,7 +85,7 @@ var levelRank = map[string]int{"read": 1, "write": 2, "admin": 3}
 func RequiredPermissions(owner bool) map[string]string {
 	req := map[string]string{PermMetadata: "read"}
 	for _, c := range Calls {
-		if c.Permission == "" || c.Permission == PermPublic || (c.Permission == PermOrgRunners && !owner) {
+		if c.Permission == "" || c.Permission == PermPublic || c.Permission == PermClassicPATOnly || (c.Permission == PermOrgRunners && !owner) {
 			continue
 		}
 		if levelRank[c.Level] > levelRank[req[c.Permission]] {
@@ -94,7 +100,7 @@ func RequiredPermissions(owner bool) map[string]string {
 func requiredScopes(owner bool) []string {
 	var out []string
 	for _, c := range Calls {
-		if c.PATScope != "" && !slices.Contains(out, c.PATScope) && (owner || c.Permission != PermOrgRunners) {
+		if c.PATScope != "" && !slices.Contains(out, c.PATScope) && c.Permission != PermClassicPATOnly && (owner || c.Permission != PermOrgRunners) {
 			out = append(out, c.PATScope)
 		}
 	}

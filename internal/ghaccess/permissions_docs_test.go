@@ -31,6 +31,8 @@ func callsTable() string {
 		case "":
 		case ghaccess.PermPublic:
 			perm, scope = "none (a public repository)", "none"
+		case ghaccess.PermClassicPATOnly:
+			perm, scope = "none can: a classic PAT only", "`"+c.PATScope+"`"
 		default:
 			perm = fmt.Sprintf("%s (%s)", permissionTitles[c.Permission], c.Level)
 			scope = "`" + c.PATScope + "`"
@@ -65,7 +67,7 @@ func TestCredentialsGuide(t *testing.T) {
 		}
 	}
 	for _, c := range ghaccess.Calls {
-		if c.Permission != "" && c.Permission != ghaccess.PermPublic && (permissionTitles[c.Permission] == "" || c.PATScope == "" || (c.Level != "read" && c.Level != "write")) {
+		if c.Permission != "" && c.Permission != ghaccess.PermPublic && c.Permission != ghaccess.PermClassicPATOnly && (permissionTitles[c.Permission] == "" || c.PATScope == "" || (c.Level != "read" && c.Level != "write")) {
 			t.Errorf("call %s %s: permission %q level %q scope %q", c.Method, c.Path, c.Permission, c.Level, c.PATScope)
 		}
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	// Scopes are every configured scope ("owner/repo" or "owner"), whose credentials the sources are
 	// read with; [Scope] when empty.
 	Scopes []string
+	// Enterprise, when set, is the slug of the enterprise whose downloads endpoint is read after the
+	// scopes' (sources.go): for a classic PAT with manage_runners:enterprise.
+	Enterprise string
 	// Every overrides Every (tests).
 	Every  time.Duration
 	Now    func() time.Time

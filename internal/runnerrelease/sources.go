@@ -7,7 +7,10 @@
 //  2. GET /orgs/{org}/actions/runners/downloads, for each owner scope: the organisation's
 //     "Self-hosted runners" permission (read), classic scope admin:org. Only owner-level runners
 //     need it otherwise, so an App without it is common; GitHub answers 403.
-//  3. GET /repos/actions/runner/releases: public, any credential (or none).
+//  3. GET /enterprises/{enterprise}/actions/runners/downloads, when an enterprise is configured
+//     (Options.Enterprise): a classic PAT with manage_runners:enterprise; GitHub App installation
+//     tokens and fine-grained PATs cannot call it at all, so with an App it is skipped without a call.
+//  4. GET /repos/actions/runner/releases: public, any credential (or none).
 //
 // A downloads endpoint answers for its scope (a release rolled out progressively is the one that
 // scope's runners get), so it goes first; the public list gives the publication dates either way.
@@ -30,6 +33,14 @@ const SourcePublic = "public releases of actions/runner"
 // SourceDownloads names the downloads endpoint of scope as a source.
 func SourceDownloads(scope string) string { return "downloads endpoint of " + scope }
 
+// SourceEnterprise names the downloads endpoint of an enterprise as a source.
+func SourceEnterprise(enterprise string) string { return SourceDownloads("enterprise " + enterprise) }
+
+// EnterpriseSource reads an enterprise's downloads endpoint; *ghaccess.Client satisfies it.
+type EnterpriseSource interface {
+	EnterpriseRunnerRelease(ctx context.Context, enterprise string) (runnerversion.Release, error)
+}
+
 // Needs is what the credential needs to read source: the App (and fine-grained PAT) permission
 // and the classic PAT scope.
 func Needs(source string) string {
@@ -37,6 +48,8 @@ func Needs(source string) string {
 	switch {
 	case !ok:
 		return "no permission (a public repository), but api.github.com must be reachable"
+	case strings.HasPrefix(scope, "enterprise "):
+		return "a classic PAT with manage_runners:enterprise (a GitHub App or a fine-grained PAT cannot read it)"
 	case strings.Contains(scope, "/"):
 		return "the repository's Administration permission (read; classic PAT scope repo)"
 	default:
@@ -108,6 +121,13 @@ func (c *Cache) read(ctx context.Context) (answer, error) {
 		if ctx.Err() != nil {
 			return answer{}, &UnreadableError{tried}
 		}
+	}
+	if ent, ok := c.src.(EnterpriseSource); ok && c.o.Enterprise != "" {
+		rel, err := ent.EnterpriseRunnerRelease(ctx, c.o.Enterprise)
+		if err == nil {
+			return answer{Release: rel, Source: SourceEnterprise(c.o.Enterprise), Releases: dates(releases), Skipped: skipped(tried)}, nil
+		}
+		tried = append(tried, SourceError{SourceEnterprise(c.o.Enterprise), err})
 	}
 	if perr == nil {
 		if rel, ok := newest(releases); ok {

@@ -58,6 +58,7 @@ type Config struct {
 	Allowed []string
 
 	GitHubAPIURL     string
+	GitHubEnterprise string // slug: its downloads endpoint is a source of the runner release
 	GitHubToken      string // secret: never logged
 	GitHubAppID      int64
 	GitHubAppKeyPEM  []byte // secret: never logged
@@ -129,6 +130,9 @@ type Config struct {
 
 	Dashboard Dashboard // the dashboard, prices and history (dashboard.go)
 }
+
+// enterpriseSlugRE is an enterprise's slug as GitHub's URLs carry it.
+var enterpriseSlugRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,99}$`)
 
 // LogValue keeps secrets out of logs.
 func (c Config) LogValue() slog.Value {
@@ -257,6 +261,14 @@ var settings = []setting{
 		}},
 	{flag: "github-api-url", env: "RUNNERPOOL_GITHUB_API_URL", def: "https://api.github.com/", doc: "GitHub REST API base: `https://HOST/api/v3/` for GHES.",
 		set: func(c *Config, v string) error { c.GitHubAPIURL = v; return checkURL(v) }},
+	{flag: "github-enterprise", env: "RUNNERPOOL_GITHUB_ENTERPRISE", def: "", doc: "Slug of the enterprise whose runner downloads endpoint is a source of the current runner release, read after the scopes' and before actions/runner's public releases. Only a classic PAT with `manage_runners:enterprise` can read it (GitHub Apps and fine-grained PATs cannot); empty: not read.",
+		set: func(c *Config, v string) error {
+			if v != "" && !enterpriseSlugRE.MatchString(v) {
+				return fmt.Errorf("%q is not an enterprise slug (letters, digits and -)", v)
+			}
+			c.GitHubEnterprise = v
+			return nil
+		}},
 	{flag: "github-token-file", env: "RUNNERPOOL_GITHUB_TOKEN_FILE", secret: true,
 		doc: "File holding a personal access token for the reconciler alone. `RUNNERPOOL_GITHUB_TOKEN` may hold the token itself. Use a token or an app, not both.",
 		set: func(c *Config, v string) error {

@@ -27,7 +27,7 @@ func (s *Service) newRunnerRelease(cfg config.Config, gh *ghaccess.Client) {
 	if len(scopes) == 0 {
 		return
 	}
-	s.release = runnerrelease.New(gh, s.store, runnerrelease.Options{Scope: scopes[0], Scopes: scopes, Now: s.o.Now, Logger: s.log.With("component", "runner-release")})
+	s.release = runnerrelease.New(gh, s.store, runnerrelease.Options{Scope: scopes[0], Scopes: scopes, Enterprise: cfg.GitHubEnterprise, Now: s.o.Now, Logger: s.log.With("component", "runner-release")})
 }
 
 // currentRelease is the release launches install, ok false until one is known.

@@ -190,17 +190,29 @@ type runnerApplicationJSON struct {
 	SHA256Checksum string `json:"sha256_checksum,omitempty"`
 }
 
-func (s *Server) listRunnerDownloads(w http.ResponseWriter, r *http.Request, _ *caller) {
+func (s *Server) listRunnerDownloads(w http.ResponseWriter, r *http.Request, c *caller) {
+	if c != nil && c.pat && r.PathValue("org") != "" && !s.patHasScope("admin:org", "manage_runners:org") {
+		// "OAuth app tokens and personal access tokens (classic) need the admin:org scope to use
+		// this endpoint" (List runner applications for an organization).
+		w.Header().Set("X-Accepted-OAuth-Scopes", "admin:org, manage_runners:org")
+		writeError(w, http.StatusForbidden, "Resource not accessible by personal access token")
+		return
+	}
 	s.mu.Lock()
 	s.displayScopeLocked(pathScope(r))
 	cur := s.currentReleaseLocked()
 	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, downloadsOf(cur))
+}
+
+// downloadsOf is a downloads endpoint's answer for release cur.
+func downloadsOf(cur runnerversion.Release) []runnerApplicationJSON {
 	out := []runnerApplicationJSON{}
 	for _, a := range runnerversion.Arches {
 		d := cur.Linux[a]
 		out = append(out, runnerApplicationJSON{OS: "linux", Architecture: string(a), DownloadURL: d.URL, Filename: d.Filename, SHA256Checksum: d.SHA256})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // VersionRefusals is how many registrations and job polls the fake refused for the runner's version.

@@ -89,6 +89,7 @@ type Server struct {
 	releases          []runnerversion.Release // runner releases published (runner_versions.go); nil: the default
 	versionRefusals   int                     // registrations and job polls refused for the runner's version
 	publicReleasesOff bool                    // actions/runner's public releases answer 404 (runner_versions.go)
+	enterprises       map[string]bool         // enterprise slugs known, lower-case (enterprise.go)
 }
 
 type fault struct {
@@ -439,6 +440,7 @@ func (s *Server) routes() {
 	s.actionsRoutes()
 
 	s.runnerVersionRoutes() // runner_versions.go
+	s.enterpriseRoutes()    // enterprise.go
 
 	// The fake runner protocol.
 	s.handle("POST /_runner/register", authNone, s.runnerRegister)
