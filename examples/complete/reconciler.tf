@@ -88,8 +88,11 @@ locals {
   # The organisations of the scale sets (scope "acme", not "acme/app"): owner-level runner
   # credentials may be minted for them (RUNNERPOOL_OWNER_RUNNERS), so GitHub App or token needs the
   # organisation's "Self-hosted runners" write permission.
-  allowed_owners       = distinct([for r in var.allowed_repositories : lower(split("/", r)[0])])
-  warm_pool_scope      = var.warm_pool_scope != "" ? var.warm_pool_scope : (length(local.allowed_owners) == 1 ? local.allowed_owners[0] : "")
+  allowed_owners  = distinct([for r in var.allowed_repositories : lower(split("/", r)[0])])
+  warm_pool_scope = var.warm_pool_scope != "" ? var.warm_pool_scope : (length(local.allowed_owners) == 1 ? local.allowed_owners[0] : "")
+  # How much longer than RUNNERPOOL_PROVISION_TIMEOUT a provision of a runner class whose image
+  # installs packages at boot may run (apt's lock wait and the install; docs/guides/images.md).
+  boot_extra_seconds   = 780
   owner_runners        = distinct([for s in var.scale_sets : lower(s.scope) if length(split("/", s.scope)) == 1])
   default_runner_class = var.default_runner_class != "" ? var.default_runner_class : sort(keys(var.runner_classes))[0]
   warm_pool_peak       = length(var.warm_pools) == 0 ? 0 : sum([for p in var.warm_pools : max([for s in p.schedules : s.hot + s.stopped]...)])
@@ -217,8 +220,9 @@ resource "aws_lb" "api" {
   security_groups            = [aws_security_group.alb.id]
   drop_invalid_header_fields = true
   # A provision answers when its runners registered (a cold boot: minutes); the default 60 s would cut
-  # the workflow's request first.
-  idle_timeout = var.provision_timeout_seconds + 60
+  # the workflow's request first. A runner class whose image installs packages at boot provisions
+  # up to boot_extra_seconds longer than RUNNERPOOL_PROVISION_TIMEOUT.
+  idle_timeout = min(var.provision_timeout_seconds + local.boot_extra_seconds + 60, 4000)
 }
 
 resource "aws_lb_target_group" "reconciler" {
@@ -230,7 +234,7 @@ resource "aws_lb_target_group" "reconciler" {
   # A stopping task leaves the target group first and keeps serving its open requests this long
   # before ECS stops it: a provision waits up to provision_timeout_seconds (the default 300 s would
   # cut a cold one). The load balancer allows at most 3600.
-  deregistration_delay = min(var.provision_timeout_seconds + 60, 3600)
+  deregistration_delay = min(var.provision_timeout_seconds + local.boot_extra_seconds + 60, 3600)
 
   # /readyz is served on the internal port (RUNNERPOOL_METRICS_LISTEN); a draining replica answers
   # 503 there and leaves the target group before it stops.
