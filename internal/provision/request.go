@@ -61,7 +61,9 @@ func (c Config) registrationWait(rc runnerclass.Resolved) time.Duration {
 }
 
 // createdTimeout is the threshold of rc's created (and started) instances.
-func (c Config) createdTimeout(rc runnerclass.Resolved) time.Duration { return c.CreatedTimeout + rc.BootExtra }
+func (c Config) createdTimeout(rc runnerclass.Resolved) time.Duration {
+	return c.CreatedTimeout + rc.BootExtra
+}
 
 // maxBootExtra is the longest BootExtra of the runner classes (none shorter than zero).
 func (c Config) maxBootExtra() time.Duration {
