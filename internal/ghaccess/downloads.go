@@ -28,29 +28,12 @@ func (c *Client) RunnerRelease(ctx context.Context, scope string) (runnerversion
 	if err != nil {
 		return runnerversion.Release{}, err
 	}
-	gc, err := c.client(ctx, owner, repo)
-	if err != nil {
-		return runnerversion.Release{}, err
-	}
-	var apps []*github.RunnerApplicationDownload
-	err = c.call(ctx, owner, "list runner applications of "+scope, func() (*github.Response, error) {
-		var resp *github.Response
-		var err error
+	return c.downloads(ctx, owner, repo, scope, func(gc *github.Client) ([]*github.RunnerApplicationDownload, *github.Response, error) {
 		if repo == "" {
-			apps, resp, err = gc.Actions.ListOrganizationRunnerApplicationDownloads(ctx, owner)
-		} else {
-			apps, resp, err = gc.Actions.ListRunnerApplicationDownloads(ctx, owner, repo)
+			return gc.Actions.ListOrganizationRunnerApplicationDownloads(ctx, owner)
 		}
-		return resp, err
+		return gc.Actions.ListRunnerApplicationDownloads(ctx, owner, repo)
 	})
-	if err != nil {
-		return runnerversion.Release{}, err
-	}
-	rel, err := releaseOf(apps)
-	if err != nil {
-		return runnerversion.Release{}, fmt.Errorf("runner applications of %s: %w", scope, err)
-	}
-	return rel, nil
 }
 
 // ErrClassicPATOnly says a call needs a classic PAT: the configured credential (a GitHub App) cannot
@@ -62,18 +45,26 @@ var ErrClassicPATOnly = errors.New("only a classic personal access token can cal
 // PAT with manage_runners:enterprise may read and nothing else (ErrClassicPATOnly, without a call,
 // for a GitHub App).
 func (c *Client) EnterpriseRunnerRelease(ctx context.Context, enterprise string) (runnerversion.Release, error) {
+	what := "enterprise " + enterprise
 	if c.apps != nil {
-		return runnerversion.Release{}, fmt.Errorf("runner applications of enterprise %s: %w", enterprise, ErrClassicPATOnly)
+		return runnerversion.Release{}, fmt.Errorf("runner applications of %s: %w", what, ErrClassicPATOnly)
 	}
-	gc, err := c.client(ctx, "", "")
+	return c.downloads(ctx, "", "", what, func(gc *github.Client) ([]*github.RunnerApplicationDownload, *github.Response, error) {
+		return gc.Enterprise.ListRunnerApplicationDownloads(ctx, enterprise)
+	})
+}
+
+// downloads reads one downloads endpoint (list) with owner's credential and the release it answers.
+func (c *Client) downloads(ctx context.Context, owner, repo, what string, list func(*github.Client) ([]*github.RunnerApplicationDownload, *github.Response, error)) (runnerversion.Release, error) {
+	gc, err := c.client(ctx, owner, repo)
 	if err != nil {
 		return runnerversion.Release{}, err
 	}
 	var apps []*github.RunnerApplicationDownload
-	err = c.call(ctx, "", "list runner applications of enterprise "+enterprise, func() (*github.Response, error) {
+	err = c.call(ctx, owner, "list runner applications of "+what, func() (*github.Response, error) {
 		var resp *github.Response
 		var err error
-		apps, resp, err = gc.Enterprise.ListRunnerApplicationDownloads(ctx, enterprise)
+		apps, resp, err = list(gc)
 		return resp, err
 	})
 	if err != nil {
@@ -81,7 +72,7 @@ func (c *Client) EnterpriseRunnerRelease(ctx context.Context, enterprise string)
 	}
 	rel, err := releaseOf(apps)
 	if err != nil {
-		return runnerversion.Release{}, fmt.Errorf("runner applications of enterprise %s: %w", enterprise, err)
+		return runnerversion.Release{}, fmt.Errorf("runner applications of %s: %w", what, err)
 	}
 	return rel, nil
 }
