@@ -282,14 +282,14 @@ func (r *RunnerClassResource) Schema(_ context.Context, _ resource.SchemaRequest
 			"registration_wait": schema.StringAttribute{
 				PlanModifiers: []planmodifier.String{durationByValue{}},
 				MarkdownDescription: "How long a new instance of the class has to boot and register, as a Go duration (" +
-					config.FormatDuration(config.MinRegistrationWait) + "-" + config.FormatDuration(config.MaxRegistrationWait) + "). " +
-					"Unset, the reconciler reads it from the image: an image prepared for the class (its `" + config.ImageTagJobAccess +
-					"` and `" + config.ImageTagRunnerVersion + "` tags, as [images/packer](https://github.com/runnerpool/terraform-provider-runnerpool/blob/main/images/packer/runnerpool.pkr.hcl) sets them, " +
+					declared.FormatDuration(declared.MinRegistrationWait) + "-" + declared.FormatDuration(declared.MaxRegistrationWait) + "). " +
+					"Unset, the reconciler reads it from the image: an image prepared for the class (its `" + declared.ImageTagJobAccess +
+					"` and `" + declared.ImageTagRunnerVersion + "` tags, as [images/packer](https://github.com/runnerpool/terraform-provider-runnerpool/blob/main/images/packer/runnerpool.pkr.hcl) sets them, " +
 					"fit the class) installs nothing at boot and gets the reconciler's `--registration-wait`; any other image installs packages " +
-					"and waits for apt's locks, and gets " + config.FormatDuration(config.AptLockWait+config.InstallAllowance) + " more. " +
+					"and waits for apt's locks, and gets " + declared.FormatDuration(declared.AptLockWait+declared.InstallAllowance) + " more. " +
 					"The created instance's deadline and the provision's time limit grow with it ([Runner images](../guides/images.md)).",
 				Optional:   true,
-				Validators: []validator.String{durationBetween("registration wait", config.MinRegistrationWait, config.MaxRegistrationWait)},
+				Validators: []validator.String{durationBetween("registration wait", declared.MinRegistrationWait, declared.MaxRegistrationWait)},
 			},
 			"launch_template_id": schema.StringAttribute{
 				MarkdownDescription: "Launch template the instances are created from (user data from `runnerpool_user_data`, IMDSv2 and " +

@@ -12,20 +12,20 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
 )
 
 // TestAccRunnerClassRegistrationWait: a class's own registration_wait reaches the table, where the
-// reconciler takes it instead of what the image says (config.RunnerClass.BootWait); unset again, it
+// reconciler takes it instead of what the image says (declared.RunnerClass.BootWait); unset again, it
 // is gone; out of its bounds, plan refuses it.
 func TestAccRunnerClassRegistrationWait(t *testing.T) {
 	table := stacktest.UniqueName(t, "tf")
 	class := uniqueName(t, "small")
 	stored := func(want time.Duration) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			rc, _, err := config.NewRepository(store.New(stacktest.Shared(t).DynamoDB(), table)).GetRunnerClass(t.Context(), class)
+			rc, _, err := declared.NewRepository(store.New(stacktest.Shared(t).DynamoDB(), table)).GetRunnerClass(t.Context(), class)
 			if err != nil {
 				return err
 			}

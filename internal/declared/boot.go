@@ -9,7 +9,7 @@
 // Ubuntu (up to AptLockWait in all), then installs the packages and downloads the runner:
 // InstallAllowance more. `make userdata-os-test` boots the user data on Debian with apt's locks
 // held and checks that the wait covers what it measures.
-package config
+package declared
 
 import (
 	"fmt"

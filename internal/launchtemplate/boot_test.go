@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 )
 
@@ -27,7 +27,7 @@ func TestBootExtraFollowsTheImage(t *testing.T) {
 	const base = 2 * time.Minute
 	v := launchtemplate.New(e.c, launchtemplate.Options{Now: e.clock, Logger: slog.New(slog.DiscardHandler), Release: src.get, RegistrationWait: base})
 	rc := e.class()
-	rc.JobAccess = config.JobAccessDocker
+	rc.JobAccess = declared.JobAccessDocker
 	extra := func() time.Duration {
 		t.Helper()
 		n, err := v.For(ctx, rc)
@@ -36,12 +36,12 @@ func TestBootExtraFollowsTheImage(t *testing.T) {
 		}
 		return v.BootExtra(ctx, rc, n)
 	}
-	installs := config.AptLockWait + config.InstallAllowance
+	installs := declared.AptLockWait + declared.InstallAllowance
 
 	if got := extra(); got != installs {
 		t.Errorf("stock image: BootExtra = %s, want %s (the boot installs packages)", got, installs)
 	}
-	e.srv.SetImageTags(rc.Image, map[string]string{config.ImageTagJobAccess: "docker", config.ImageTagRunnerVersion: "2.340.0"})
+	e.srv.SetImageTags(rc.Image, map[string]string{declared.ImageTagJobAccess: "docker", declared.ImageTagRunnerVersion: "2.340.0"})
 	e.srv.ResetCalls()
 	if got := extra(); got != installs {
 		t.Errorf("tags added a moment ago: BootExtra = %s, want the cached %s", got, installs)
@@ -57,7 +57,7 @@ func TestBootExtraFollowsTheImage(t *testing.T) {
 	if got := extra(); got != installs {
 		t.Errorf("a newer runner than the image's: BootExtra = %s, want %s (the boot installs the runner's dependencies)", got, installs)
 	}
-	rc.RegistrationWait = config.Duration(30 * time.Minute)
+	rc.RegistrationWait = declared.Duration(30 * time.Minute)
 	if got := extra(); got != 30*time.Minute-base {
 		t.Errorf("the class's own registration_wait: BootExtra = %s, want %s", got, 30*time.Minute-base)
 	}
@@ -73,10 +73,10 @@ func TestImagesGuideBootFigures(t *testing.T) {
 	}
 	text := strings.Join(strings.Fields(string(guide)), " ")
 	for _, want := range []string{
-		fmt.Sprintf("gets `--registration-wait` (%d s)", int(config.DefaultRegistrationWait.Seconds())),
+		fmt.Sprintf("gets `--registration-wait` (%d s)", int(declared.DefaultRegistrationWait.Seconds())),
 		fmt.Sprintf("it gets %d minutes more (the %d minutes of the lock wait and %d for the install)",
-			int((config.AptLockWait + config.InstallAllowance).Minutes()), int(config.AptLockWait.Minutes()), int(config.InstallAllowance.Minutes())),
-		fmt.Sprintf("(up to %d minutes in all, over every apt call of the boot)", int(config.AptLockWait.Minutes())),
+			int((declared.AptLockWait + declared.InstallAllowance).Minutes()), int(declared.AptLockWait.Minutes()), int(declared.InstallAllowance.Minutes())),
+		fmt.Sprintf("(up to %d minutes in all, over every apt call of the boot)", int(declared.AptLockWait.Minutes())),
 		fmt.Sprintf("again every %d minutes", int(launchtemplate.ImageTTL.Minutes())),
 	} {
 		if !strings.Contains(text, want) {

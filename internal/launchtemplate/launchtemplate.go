@@ -81,7 +81,7 @@ type Options struct {
 	// (default 1 min): a new default version reaches launches within it.
 	BaseTTL time.Duration
 	// RegistrationWait is the deployment's wait for a boot that installs nothing (the reconciler's
-	// --registration-wait; default config.DefaultRegistrationWait): BootExtra is relative to it.
+	// --registration-wait; default declared.DefaultRegistrationWait): BootExtra is relative to it.
 	RegistrationWait time.Duration
 	Now              func() time.Time
 	Logger           *slog.Logger
@@ -122,7 +122,7 @@ func New(api EC2API, opts Options) *Versions {
 		opts.BaseTTL = time.Minute
 	}
 	if opts.RegistrationWait <= 0 {
-		opts.RegistrationWait = config.DefaultRegistrationWait
+		opts.RegistrationWait = declared.DefaultRegistrationWait
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -337,13 +337,13 @@ func devices(base *types.ResponseLaunchTemplateData, root string, vol declared.V
 }
 
 // rootDevice is the image's root device name: where the class's volume settings go.
-func (v *Versions) rootDevice(ctx context.Context, rc config.RunnerClass) (string, error) {
+func (v *Versions) rootDevice(ctx context.Context, rc declared.RunnerClass) (string, error) {
 	img, err := v.image(ctx, rc)
 	return img.root, err
 }
 
 // image describes the class's image (cached for ImageTTL). The caller holds v.mu.
-func (v *Versions) image(ctx context.Context, rc config.RunnerClass) (image, error) {
+func (v *Versions) image(ctx context.Context, rc declared.RunnerClass) (image, error) {
 	now := v.opts.Now()
 	if img, ok := v.images[rc.Image]; ok && now.Sub(img.at) < ImageTTL && !now.Before(img.at) {
 		return img, nil
@@ -366,11 +366,11 @@ func (v *Versions) image(ctx context.Context, rc config.RunnerClass) (image, err
 // BootExtra is how much longer than the deployment's registration wait (Options.RegistrationWait)
 // the instances of launch template version n of rc (as For returned it) may take to boot and
 // register: config's one rule (RunnerClass.BootWait), from the class's own registration_wait, else
-// from whether a boot of its image installs packages (config.BootInstalls: the image's tags against
+// from whether a boot of its image installs packages (declared.BootInstalls: the image's tags against
 // the class's job access and the runner release the version installs). Provisions, pool jobs and
 // warm pools all take their class's from here. An image that cannot be described counts as
 // installing.
-func (v *Versions) BootExtra(ctx context.Context, rc config.RunnerClass, n string) time.Duration {
+func (v *Versions) BootExtra(ctx context.Context, rc declared.RunnerClass, n string) time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	installs := true
@@ -379,10 +379,10 @@ func (v *Versions) BootExtra(ctx context.Context, rc config.RunnerClass, n strin
 		if err != nil {
 			v.opts.Logger.WarnContext(ctx, "runner class image not described; its boot is taken to install packages", "runner_class", rc.Name, "image", rc.Image, "err", err)
 		}
-		installs = err != nil || config.BootInstalls(img.tags, rc.JobAccess, v.runners[rc.LaunchTemplateID+":"+n])
+		installs = err != nil || declared.BootInstalls(img.tags, rc.JobAccess, v.runners[rc.LaunchTemplateID+":"+n])
 	}
 	base := v.opts.RegistrationWait
-	return config.BootExtra(rc.BootWait(base, installs), base)
+	return declared.BootExtra(rc.BootWait(base, installs), base)
 }
 
 // grantsAccess reports whether the class's job access is more than the default user's: its user data

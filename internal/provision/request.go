@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/instancetype"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -21,7 +21,7 @@ const MaxCount = 50
 // Defaults of Config.
 const (
 	DefaultCreatedTimeout   = 5 * time.Minute
-	DefaultRegistrationWait = config.DefaultRegistrationWait
+	DefaultRegistrationWait = declared.DefaultRegistrationWait
 	DefaultMaxRuntime       = 6 * time.Hour
 )
 
@@ -185,7 +185,7 @@ type Request struct {
 // maxIDLen bounds the identifiers of a request; GitHub's ids are far shorter.
 const maxIDLen = 64
 
-// maxLabelLen is the longest runner label (config.ValidateLabel's bound).
+// maxLabelLen is the longest runner label (declared.ValidateLabel's bound).
 const maxLabelLen = 100
 
 // checkLabel says what is wrong with a runner label. The runner's configuration splits its

@@ -86,7 +86,7 @@ func Resolve(ctx context.Context, rc declared.RunnerClass, v Versions, queue fun
 		r.RunnerVersion = rv.Runner(rc, version)
 	}
 	if be, ok := v.(interface {
-		BootExtra(ctx context.Context, rc config.RunnerClass, n string) time.Duration
+		BootExtra(ctx context.Context, rc declared.RunnerClass, n string) time.Duration
 	}); ok {
 		r.BootExtra = be.BootExtra(ctx, rc, version)
 	}

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
-// TestAptLockWaitIsOneDeadline: the apt calls of a boot share one deadline, config.AptLockWait after
-// the first, which the runner class's registration wait counts on (config.BootWait). The script's
+// TestAptLockWaitIsOneDeadline: the apt calls of a boot share one deadline, declared.AptLockWait after
+// the first, which the runner class's registration wait counts on (declared.BootWait). The script's
 // apt_get runs under bash with apt-get and sleep replaced: apt-get always fails after waiting out the
 // lock timeout it is given (a lock held throughout), and time is bash's SECONDS, moved on by each.
 // Before, each call had 600 s of its own and two calls waited 1,200 s and more.
@@ -42,7 +42,7 @@ apt_get install -y x >/dev/null || echo "install gave up at ${SECONDS}"
 	if err != nil {
 		t.Fatalf("bash: %v\n%s", err, out)
 	}
-	limit := int(config.AptLockWait.Seconds())
+	limit := int(declared.AptLockWait.Seconds())
 	var gaveUp []int
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if at, ok := strings.CutPrefix(line, "update gave up at "); ok {
@@ -59,7 +59,7 @@ apt_get install -y x >/dev/null || echo "install gave up at ${SECONDS}"
 	}
 	// One retry's sleep (10 s) past the deadline at most.
 	if last := gaveUp[1]; last > limit+10 {
-		t.Errorf("the boot's apt calls waited %d s in all, want at most %d (config.AptLockWait) and one retry:\n%s", last, limit+10, out)
+		t.Errorf("the boot's apt calls waited %d s in all, want at most %d (declared.AptLockWait) and one retry:\n%s", last, limit+10, out)
 	}
 	if !strings.Contains(string(out), "timeout "+fmt.Sprint(limit)) {
 		t.Errorf("the first call's lock timeout is not %d s:\n%s", limit, out)

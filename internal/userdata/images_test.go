@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestImageRecipe ties the Packer template and the images guide to the script: the template prepares
@@ -25,9 +25,9 @@ func TestImageRecipe(t *testing.T) {
 		t.Errorf("the Packer template does not prepare the image with the user data's bake mode")
 	}
 	script := render(t, func(*Params) {})
-	// The tags the reconciler reads to tell a prepared image (config.BootInstalls): the job access,
+	// The tags the reconciler reads to tell a prepared image (declared.BootInstalls): the job access,
 	// and the runner release, read from the script as the template reads it.
-	for _, tag := range []string{`"` + config.ImageTagJobAccess + `"     = var.job_access`, `"` + config.ImageTagRunnerVersion + `" = local.runner_version`} {
+	for _, tag := range []string{`"` + declared.ImageTagJobAccess + `"     = var.job_access`, `"` + declared.ImageTagRunnerVersion + `" = local.runner_version`} {
 		if !strings.Contains(string(recipe), tag) {
 			t.Errorf("the Packer template does not tag the image %s", tag)
 		}

@@ -39,7 +39,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack"
 )
 
@@ -134,9 +134,9 @@ func TestUserDataOnDebian(t *testing.T) {
 
 // checkBootWait: the boot's own time, from the user data's start to the agent started (whose
 // registration then takes seconds), fits the registration wait the reconciler gives the class
-// (config.RunnerClass.BootWait): a boot that installs, with apt's locks held as unattended-upgrades
-// holds them, must leave room for the longest lock wait the user data allows (config.AptLockWait)
-// within the install's share (config.InstallAllowance), so that the worst case still fits; a boot on
+// (declared.RunnerClass.BootWait): a boot that installs, with apt's locks held as unattended-upgrades
+// holds them, must leave room for the longest lock wait the user data allows (declared.AptLockWait)
+// within the install's share (declared.InstallAllowance), so that the worst case still fits; a boot on
 // the prepared image, with half the deployment's wait to spare for EC2's own boot. The figures are
 // logged ("boot wait:" lines).
 func checkBootWait(t *testing.T, r osRun, c osCase) {
@@ -145,23 +145,23 @@ func checkBootWait(t *testing.T, r osRun, c osCase) {
 	if err != nil {
 		t.Fatalf("the boot's time was not measured (%q): %v", r.bootSeconds, err)
 	}
-	base := config.DefaultRegistrationWait
-	wait := config.RunnerClass{JobAccess: c.access}.BootWait(base, !c.bake)
+	base := declared.DefaultRegistrationWait
+	wait := declared.RunnerClass{JobAccess: c.access}.BootWait(base, !c.bake)
 	if !c.bake {
 		held, err := time.ParseDuration(c.holdFor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rest := took - held // the install and the downloads, the lock wait aside
-		worst := config.AptLockWait + rest
+		worst := declared.AptLockWait + rest
 		t.Logf("boot wait: installs, apt's locks held %s: the user data took %s (%s beyond the locks); worst case %s (the %s lock wait); the class's registration wait %s",
-			held, took.Round(time.Second), rest.Round(time.Second), worst.Round(time.Second), config.AptLockWait, wait)
+			held, took.Round(time.Second), rest.Round(time.Second), worst.Round(time.Second), declared.AptLockWait, wait)
 		if took < held {
 			t.Errorf("the boot took %s, less than the %s apt's locks were held: it did not wait for them", took, held)
 		}
-		if rest > config.InstallAllowance {
-			t.Errorf("the boot took %s beyond apt's locks, more than the %s config.InstallAllowance gives it: a boot waiting the whole %s lock wait would outlast the class's registration wait %s",
-				rest.Round(time.Second), config.InstallAllowance, config.AptLockWait, wait)
+		if rest > declared.InstallAllowance {
+			t.Errorf("the boot took %s beyond apt's locks, more than the %s declared.InstallAllowance gives it: a boot waiting the whole %s lock wait would outlast the class's registration wait %s",
+				rest.Round(time.Second), declared.InstallAllowance, declared.AptLockWait, wait)
 		}
 		return
 	}

@@ -167,7 +167,7 @@ type data struct {
 	Accesses                                                               []accessPackages // what each job access but user needs
 	ParamsLine                                                             string           // base64 JSON of Params without the pre-runner script
 	BlockJobMetadata                                                       bool
-	AptLockWait                                                            int // seconds, config.AptLockWait
+	AptLockWait                                                            int // seconds, declared.AptLockWait
 	AgentPath, RunnerDir, RunnerUser, StateDir, PreRunnerPath, ServiceName string
 }
 
@@ -190,7 +190,7 @@ func Render(p Params) (string, error) {
 		Params: p, RunnerVersion: p.runner().Version,
 		AgentPath: AgentPath, RunnerDir: RunnerDir, RunnerUser: RunnerUser, StateDir: StateDir,
 		PreRunnerPath: PreRunnerPath, ServiceName: ServiceName, BlockJobMetadata: !p.AllowJobMetadata,
-		Accesses: jobAccessPackages, AptLockWait: int(config.AptLockWait.Seconds()),
+		Accesses: jobAccessPackages, AptLockWait: int(declared.AptLockWait.Seconds()),
 	}
 	if p.Arch != ArchARM64 {
 		d.Arches = append(d.Arches, archData{ArchX64, "x86_64|amd64", p.AgentX64.URL, strings.ToLower(p.AgentX64.SHA256), strings.ToLower(p.runner().SHA256X64)})

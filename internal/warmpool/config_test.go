@@ -208,16 +208,16 @@ func TestWarmupFollowsTheClassBoot(t *testing.T) {
 		own   time.Duration
 		extra time.Duration
 	}{
-		{"stock image", 0, config.AptLockWait + config.InstallAllowance},
-		{"own registration wait", 10 * time.Minute, 10*time.Minute - config.DefaultRegistrationWait},
+		{"stock image", 0, declared.AptLockWait + declared.InstallAllowance},
+		{"own registration wait", 10 * time.Minute, 10*time.Minute - declared.DefaultRegistrationWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			ctx := t.Context()
-			repo := config.NewRepository(e.st)
+			repo := declared.NewRepository(e.st)
 			rc := e.runnerClass()
-			rc.RegistrationWait = config.Duration(tc.own)
+			rc.RegistrationWait = declared.Duration(tc.own)
 			if _, err := repo.PutRunnerClass(ctx, rc, 0); err != nil {
 				t.Fatalf("PutRunnerClass: %v", err)
 			}

@@ -20,7 +20,7 @@ import (
 // ProvisionTimeout is how long `runnerpool provision` (the provision action) waits, retries
 // included: longer than the reconciler's longest own limit at its defaults, a runner class whose
 // boot installs packages (--provision-timeout 10m, plus the apt lock wait and the install of
-// internal/config's boot.go), so that the reconciler, not the workflow step, ends a slow provision.
+// internal/declared's boot.go), so that the reconciler, not the workflow step, ends a slow provision.
 const ProvisionTimeout = 30 * time.Minute
 
 // Provision runs `runnerpool provision`.

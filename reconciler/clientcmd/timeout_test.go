@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestProvisionOutwaitsTheReconciler: the provision step waits longer than the reconciler's own time
@@ -16,7 +16,7 @@ import (
 // step gave up at 20 minutes while such a provision could run 23.
 func TestProvisionOutwaitsTheReconciler(t *testing.T) {
 	t.Parallel()
-	reconciler := 10*time.Minute + config.AptLockWait + config.InstallAllowance
+	reconciler := 10*time.Minute + declared.AptLockWait + declared.InstallAllowance
 	guide, err := os.ReadFile("../../templates/guides/images.md.tmpl")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/config"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
 // TestExampleKeepsTheSlowestClassOpen: the load balancer keeps a provision's request open, and a
@@ -18,7 +18,7 @@ import (
 // install); the README's figure is that. Before, the request was cut at the timeout + 60 s.
 func TestExampleKeepsTheSlowestClassOpen(t *testing.T) {
 	t.Parallel()
-	extra := int64((config.AptLockWait + config.InstallAllowance) / time.Second)
+	extra := int64((declared.AptLockWait + declared.InstallAllowance) / time.Second)
 	for _, timeout := range []int64{600, 120} {
 		m := loadWith(t, map[string]cty.Value{"provision_timeout_seconds": cty.NumberIntVal(timeout)})
 		idle, _ := m.Resource("resource", "aws_lb", "api").GetAttr("idle_timeout").AsBigFloat().Int64()
