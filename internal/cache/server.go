@@ -718,10 +718,15 @@ func (s *Server) downloadRemote(w http.ResponseWriter, r *http.Request, object s
 	defer os.Remove(tmp.Name())
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	n, err := io.CopyBuffer(io.MultiWriter(w, tmp), resp.Body, make([]byte, 1<<20))
+	n, ferr, err := teeToFile(w, tmp, resp.Body)
 	s.bytesServed.Add(n)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	if cerr := tmp.Close(); ferr == nil {
+		ferr = cerr
+	}
+	if err == nil && ferr != nil {
+		// The client has the whole entry; only the local copy failed (a full disk, say).
+		s.log.Warn("cache: keeping a restored entry on the local disk failed", "object", object, "err", ferr)
+		return nil
 	}
 	if err != nil || n != resp.ContentLength {
 		return fmt.Errorf("getting from S3: %d of %d bytes: %v", n, resp.ContentLength, err)
@@ -731,4 +736,58 @@ func (s *Server) downloadRemote(w http.ResponseWriter, r *http.Request, object s
 		created = t
 	}
 	return s.local.commit(object, tmp.Name(), n, created)
+}
+
+// teeChunk and teeDepth size teeToFile's buffers: teeDepth chunks may wait for the disk.
+const (
+	teeChunk = 1 << 20
+	teeDepth = 4
+)
+
+// teeToFile copies src to dst and, beside it, to f: the disk write of each chunk runs while the
+// next is read and sent, so the client is not held to the disk's pace (a restore from S3 is
+// otherwise read, sent and written one after the other on the request's goroutine). It returns the
+// bytes sent to dst, the local copy's error (after which f is left behind, and dst still gets
+// everything), and the copy's error.
+func teeToFile(dst io.Writer, f io.Writer, src io.Reader) (n int64, ferr, err error) {
+	free := make(chan []byte, teeDepth)
+	for range teeDepth {
+		free <- make([]byte, teeChunk)
+	}
+	full := make(chan []byte, teeDepth)
+	done := make(chan error, 1)
+	go func() {
+		var werr error
+		for b := range full {
+			if werr == nil {
+				_, werr = f.Write(b)
+			}
+			free <- b[:cap(b)]
+		}
+		done <- werr
+	}()
+	for {
+		buf := <-free
+		k, rerr := src.Read(buf)
+		if k > 0 {
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				err = werr
+				free <- buf
+				break
+			}
+			n += int64(k)
+			full <- buf[:k]
+		} else {
+			free <- buf
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(full)
+	return n, <-done, err
 }
