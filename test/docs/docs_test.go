@@ -129,6 +129,13 @@ var figures = []figure{
 		"test/demo/demo.go", `"demo: ok provisioned=%d reused=%d created=%d released=%d orphans=%d double_claims=%d"`, "TestDemo"},
 	{"README.md", "ending `rehearsal: ok steps=N`", "test/rehearsal/main.go", `"rehearsal: ok steps=%d`, "TestReadmeNamesTheSteps"},
 	{"README.md", "`runnerpool serve --dashboard-listen :8081`", "reconciler/config/dashboard.go", `flag: "dashboard-listen"`, "TestDashboardSettings"},
+	{"README.md", "in `runnerpool status --cost`", "reconciler/clientcmd/status.go", `fs\.Bool\("cost", false,`, ""},
+	{"README.md", "`make demo ARGS=-keep` prints its URL and keeps the local stack up", "test/cmd/runnerpool-demo/main.go", `flag\.Bool\("keep", false, "keep the stack`, "TestDemo"},
+	{"README.md", "(`go run ./test/cmd/runnerpool-bench -phases dashboard -report \"\" -screenshots docs/images` makes them)", "test/cmd/runnerpool-bench/main.go",
+		`flag\.StringVar\(&o\.ReportDir, "report",(?s:.*)flag\.StringVar\(&o\.ScreenshotDir, "screenshots",(?s:.*)flag\.String\("phases",`, ""},
+	{"README.md", "`POST $RUNNERPOOL_OIDC_ISSUER/mint` with JSON claims returns a signed token", "test/stack/oidcissuer/issuer.go", `POST /mint +JSON object of claims -> signed token`, ""},
+	{"README.md", "| `AWS_ENDPOINT_URL_DYNAMODB` | DynamoDB Local", "test/stack/stack.go",
+		`EnvDynamoDB += "AWS_ENDPOINT_URL_DYNAMODB"\s+EnvSQS += "AWS_ENDPOINT_URL_SQS"\s+EnvEC2 += "AWS_ENDPOINT_URL_EC2"\s+EnvGitHubAPI += "RUNNERPOOL_GITHUB_API_URL"\s+EnvOIDCIssuer = "RUNNERPOOL_OIDC_ISSUER"`, "TestFromEnv"},
 	{"README.md", "`dashboard` phase of `make bench`: 60 repositories", "test/bench/dashboard.go", `dashRepos = 60\b`, ""},
 	{"README.md", "four warm pools on a working-hours schedule", "test/bench/dashboard.go", `dashPools = 4\b`, ""},
 	{"README.md", "20,000 live instances and 10,000 runs over a week", "test/bench/bench.go", `def\(&o\.DashboardInstances, 20000\)\s+def\(&o\.DashboardRuns, 10000\)`, ""},
@@ -220,5 +227,45 @@ func TestDocsFigures(t *testing.T) {
 		if f.shownBy != "" && !have[f.shownBy] {
 			t.Errorf("%s: %q is shown by %s, which no test file declares", f.doc, f.says, f.shownBy)
 		}
+	}
+}
+
+// TestReadmeLayout: each row of README.md's layout table names paths of the repository, and the
+// packages it lists under `reconciler/` are reconciler's.
+func TestReadmeLayout(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(b), "### Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ### Layout section")
+	}
+	tick := regexp.MustCompile("`([^`]+)`")
+	rows := 0
+	for _, l := range strings.Split(layout, "\n") {
+		cells := strings.Split(l, "|")
+		if len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "path") || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") {
+			continue
+		}
+		rows++
+		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
+			if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+				t.Errorf("layout row %q: %s is not in the repository", strings.TrimSpace(cells[1]), m[1])
+			}
+		}
+		if strings.TrimSpace(cells[1]) == "`reconciler/`" {
+			for _, m := range tick.FindAllStringSubmatch(cells[2], -1) {
+				if !strings.Contains(m[1], "/") {
+					if _, err := os.Stat(filepath.Join(root, "reconciler", m[1])); err != nil {
+						t.Errorf("the layout lists %s under reconciler/, which has no such package", m[1])
+					}
+				}
+			}
+		}
+	}
+	if rows == 0 {
+		t.Error("README.md's layout table has no rows")
 	}
 }
