@@ -66,7 +66,9 @@ func TestPassEvictsByAgeAndLeastRecentlyUsed(t *testing.T) {
 		}
 		return k
 	}
-	now := time.Now()
+	// The objects are written now, so their LastModified is now: the pass runs ten days later, and
+	// the recorded uses (later than the writes) say how recently each was used.
+	now := time.Now().Add(10 * 24 * time.Hour)
 	used := map[string]time.Time{
 		obj("acme/app", "old"):    now.Add(-8 * 24 * time.Hour), // past the age
 		obj("acme/app", "lru"):    now.Add(-3 * time.Hour),      // the least recently used of the rest
