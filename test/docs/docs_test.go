@@ -169,9 +169,9 @@ var figures = []figure{
 	{"examples/complete/README.md", "internal port 9090 (`RUNNERPOOL_METRICS_LISTEN`)", "examples/complete/reconciler.tf", `RUNNERPOOL_METRICS_LISTEN += ":9090"`, "TestExampleECSServiceRollsBackDrainsAndChecksHealth"},
 	{"examples/complete/README.md", "(at most 3600, the load balancer's limit; its default of 300 s would cut a cold provision)", "examples/complete/reconciler.tf", `deregistration_delay = min\(.*, 3600\)`, "TestExampleTrialSettings"},
 	{"examples/complete/README.md", "(`deletion_protection`, on by default)", "examples/complete/variables.tf", `variable "deletion_protection" \{[^}]*default += true\n`, "TestExampleTrialSettings"},
-	{"examples/complete/README.md", "on port 8081 of each task", "examples/complete/reconciler.tf", `RUNNERPOOL_DASHBOARD_LISTEN += ":8081"`, ""},
+	{"examples/complete/README.md", "on port 8081 of each task", "examples/complete/reconciler.tf", `RUNNERPOOL_DASHBOARD_LISTEN += ":8081"`, "TestExampleDashboardBehindOIDC"},
 	{"examples/complete/README.md", "the security groups admit port 8081 from the load balancer only", "examples/complete/reconciler.tf",
-		`description += "API and dashboard from the load balancer\."\s+from_port += 8080\s+to_port += 8081\s+protocol += "tcp"\s+security_groups = \[aws_security_group\.alb\.id\]`, ""},
+		`description += "API and dashboard from the load balancer\."\s+from_port += 8080\s+to_port += 8081\s+protocol += "tcp"\s+security_groups = \[aws_security_group\.alb\.id\]`, "TestExampleDashboardBehindOIDC"},
 
 	// examples/github-actions/README.md
 	{"examples/github-actions/README.md", "(`provision@<sha> # v1.0.0`)", "examples/github-actions/workflow.yml", `provision@0{40} # v1\.0\.0`, "TestWorkflowsPinActions"},
