@@ -179,6 +179,8 @@ var figures = []figure{
 	{"examples/github-actions/README.md", "a first install downloads two files", "reconciler/cmd/runnerpool/release_test.go", `first != 2 \|\| rl\.gets != first\+2`, "TestInstallScript"},
 
 	// docs/guides/github-credentials.md
+	{"docs/guides/github-credentials.md", "one user's 5,000 requests an hour", "test/stack/githubfake/limits.go", `DocumentedLimits = Limits\{Primary: 5000,`, "TestPrimaryRateLimit"},
+	{"docs/guides/github-credentials.md", "(`runner release: current release ... source=...`;", "internal/runnerrelease/runnerrelease.go", `"runner release: current release", "version", .*\n\s+"source", ans\.Source`, "TestPinnedRunnerClassIsWarnedAboutWithTheDate"},
 	{"docs/guides/github-credentials.md", "reads the release at most once an hour", "internal/runnerrelease/runnerrelease.go", `const Every = time\.Hour\n`, ""},
 	{"docs/guides/github-credentials.md", "the compiled default runner (2.336.0, published 2026-07-20)", "internal/runnerversion/release.go",
 		`Version: +"2\.336\.0",\s+Published: time\.Date\(2026, 7, 20,`, "TestStartupCheckNamesThePermission"},

@@ -106,3 +106,37 @@ func port(t *testing.T, b *hclsyntax.Block, name string) int64 {
 	n, _ := v.AsBigFloat().Int64()
 	return n
 }
+
+// TestExampleMetricsPortNeverForwarded: the tasks' internal port 9090 (/metrics, /healthz, /readyz:
+// metrics name repositories and their spend) is the load balancer's health check port and no
+// target group's traffic port, so nothing is forwarded to it; the example's README says so.
+func TestExampleMetricsPortNeverForwarded(t *testing.T) {
+	t.Parallel()
+	m := loadWith(t, map[string]cty.Value{"dashboard_host": cty.StringVal("runnerpool-dashboard.example.com")})
+	for _, name := range []string{"reconciler", "dashboard"} {
+		b := m.Block("resource", "aws_lb_target_group", name)
+		if b == nil {
+			t.Fatalf("no aws_lb_target_group.%s", name)
+		}
+		if p := attrSource(t, b, "port"); p == "9090" || p == "" {
+			t.Errorf("aws_lb_target_group.%s forwards to port %q", name, p)
+		}
+	}
+	var health string
+	for _, b := range m.Block("resource", "aws_lb_target_group", "reconciler").Body.Blocks {
+		if b.Type == "health_check" {
+			health = attrSource(t, b, "port")
+		}
+	}
+	if health != `"9090"` {
+		t.Errorf("the API's health check port %s, want 9090", health)
+	}
+	files, _ := filepath.Glob("../../../examples/complete/*.tf")
+	all := 0
+	for _, f := range files {
+		all += strings.Count(string(mustRead(t, f)), `resource "aws_lb_target_group"`)
+	}
+	if all != 2 {
+		t.Errorf("%d target groups in the example, want the API's and the dashboard's", all)
+	}
+}
