@@ -187,6 +187,11 @@ var figures = []figure{
 	{"docs/guides/github-credentials.md", "The runner then exits with code 7 (actions/runner#4285, since 2.333.0)", "internal/agent/runner/actions.go", `exitVersionDeprecated = 7\n`, "TestSecurityReleaseArrives"},
 
 	// docs/guides/images.md
+	{"docs/guides/images.md", "the packages of the class's job access (`docker.io` and `sudo` for `root`; `docker.io`, `rootlesskit`, `slirp4netns` and `uidmap` for `docker`)",
+		"internal/userdata/userdata.go", `\{declared\.JobAccessRoot, "dockerd sudo", "docker\.io sudo",.*\n\s+\{declared\.JobAccessDocker, "[^"]*", "docker\.io rootlesskit slirp4netns uidmap",`, "TestUserDataOnDebian"},
+	{"docs/guides/images.md", "(`libicu`, `libkrb5-3`, `zlib1g`, `liblttng-ust`, `libssl`; on AL2023 `libicu`, `krb5-libs`, `zlib`, `lttng-ust`, `openssl-libs`)",
+		"internal/userdata/userdata.sh.tmpl", `want '' 'lttng-ust openssl-libs krb5-libs zlib libicu'(?s:.*)libkrb5-3 zlib1g "\$\(apt_first liblttng-ust1t64 .*\n\s+"\$\(apt_first libssl3t64 .*"\$\(apt_first "\$\{icu`, "TestRenderPackageStep"},
+	{"docs/guides/images.md", "Everything goes to `/var/log/runnerpool-bootstrap.log` and the console", "internal/userdata/userdata.sh.tmpl", `exec > >\(tee -a /var/log/runnerpool-bootstrap\.log\) 2>&1`, "TestBootstrapFailureNamesTheStep"},
 	{"docs/guides/images.md", "(up to 10 minutes in all, over every apt call of the boot)", "internal/declared/boot.go", `AptLockWait = 10 \* time\.Minute\n`, "TestUserDataOnDebian"},
 	{"docs/guides/images.md", "gets `--registration-wait` (180 s)", "reconciler/config/config.go", `flag: "registration-wait", env: "RUNNERPOOL_REGISTRATION_WAIT", def: "180s"`, "TestRegistrationWaitFollowsTheClass"},
 	{"docs/guides/images.md", "it gets 13 minutes more (the 10 minutes of the lock wait and 3 for the install)", "internal/declared/boot.go", `InstallAllowance = 3 \* time\.Minute\n`, "TestBootWait"},
