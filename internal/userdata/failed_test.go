@@ -47,4 +47,3 @@ func TestBootstrapFailureNamesTheStep(t *testing.T) {
 	b, _ := os.ReadFile(log)
 	t.Errorf("%s:\n%s\nwant %q", logPath, b, want)
 }
-
