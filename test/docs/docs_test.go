@@ -186,6 +186,11 @@ var figures = []figure{
 		`Version: +"2\.336\.0",\s+Published: time\.Date\(2026, 7, 20,`, "TestStartupCheckNamesThePermission"},
 	{"docs/guides/github-credentials.md", "The runner then exits with code 7 (actions/runner#4285, since 2.333.0)", "internal/agent/runner/actions.go", `exitVersionDeprecated = 7\n`, "TestSecurityReleaseArrives"},
 
+	// docs/guides/local-build.md
+	{"docs/guides/local-build.md", "after changing the `version = \">= 0.1.0\"` of its versions.tf", "examples/complete/versions.tf", `source += "runnerpool/runnerpool"\s+version = ">= 0\.1\.0"`, "TestGuideBlocksRun"},
+	{"docs/guides/local-build.md", "0.0.1 unless you set it", "docs/guides/local-build.md", `PROVIDER_VERSION=\$\{PROVIDER_VERSION:-0\.0\.1\}`, "TestGuideBlocksRun"},
+	{"docs/guides/local-build.md", "(as `make testacc-opentofu` sets `TF_ACC_PROVIDER_HOST`)", "provider/testacc.mk", `TF_ACC_PROVIDER_HOST=registry\.opentofu\.org`, ""},
+
 	// docs/guides/images.md
 	{"docs/guides/images.md", "the packages of the class's job access (`docker.io` and `sudo` for `root`; `docker.io`, `rootlesskit`, `slirp4netns` and `uidmap` for `docker`)",
 		"internal/userdata/userdata.go", `\{declared\.JobAccessRoot, "dockerd sudo", "docker\.io sudo",.*\n\s+\{declared\.JobAccessDocker, "[^"]*", "docker\.io rootlesskit slirp4netns uidmap",`, "TestUserDataOnDebian"},
