@@ -147,6 +147,8 @@ var figures = []figure{
 		"internal/jobtrace/generate.go", `Zones: +\[\]Zone\{\{Location: berlin, Repos: 12\}, \{Location: newYork, Repos: 8\}\}(?s:.*)MatrixMin: 10, MatrixMax: 200,`, ""},
 	{"README.md", "Go (version in go.mod), Node 20 or later with npm", "test/stack/install-deps.sh", `install Node\.js 20 or later`, ""},
 	{"README.md", "installs `openjdk-17-jre-headless` when `java` is missing", "test/stack/install-deps.sh", `java not found: installing openjdk-17-jre-headless`, ""},
+	{"README.md", "the IAM policy simulator's npm package, `shellcheck`, `iptables` and `debootstrap` for the user-data tests, `chromium` for the dashboard's browser test, and rootless Docker (`docker.io`, `rootlesskit`, `slirp4netns`, `uidmap`, `busybox-static`)",
+		"test/stack/install-deps.sh", `(?s)\$for_tests \|\| exit 0.*npm ci.*the IAM policy simulator.*apt_install shellcheck.*apt_install iptables.*apt_install debootstrap.*apt_install chromium.*for pkg in docker\.io:dockerd rootlesskit:rootlesskit slirp4netns:slirp4netns uidmap:newuidmap;.*apt_install busybox-static`, ""},
 	{"README.md", "every fuzz target for `FUZZTIME` (5 s) each", "bench.mk", `FUZZTIME +\?= 5s`, ""},
 	{"README.md", "two replicas under mixed load for 10 minutes", "bench.mk", `SOAK_DURATION \?= 10m`, ""},
 	{"README.md", "a real Debian 12 system made with debootstrap", "GNUmakefile", `Debian 12 system made with debootstrap`, "TestUserDataOnDebian"},
@@ -190,6 +192,12 @@ var figures = []figure{
 	{"docs/guides/local-build.md", "after changing the `version = \">= 0.1.0\"` of its versions.tf", "examples/complete/versions.tf", `source += "runnerpool/runnerpool"\s+version = ">= 0\.1\.0"`, "TestGuideBlocksRun"},
 	{"docs/guides/local-build.md", "0.0.1 unless you set it", "docs/guides/local-build.md", `PROVIDER_VERSION=\$\{PROVIDER_VERSION:-0\.0\.1\}`, "TestGuideBlocksRun"},
 	{"docs/guides/local-build.md", "(as `make testacc-opentofu` sets `TF_ACC_PROVIDER_HOST`)", "provider/testacc.mk", `TF_ACC_PROVIDER_HOST=registry\.opentofu\.org`, ""},
+
+	// docs/guides/github-credentials.md, the start-up checks' messages
+	{"docs/guides/github-credentials.md", "`downloads endpoint of acme (needs the organisation's Self-hosted runners permission, organization_self_hosted_runners (read; classic PAT scope admin:org)): ...",
+		"internal/runnerrelease/sources.go", `"downloads endpoint of " \+ scope(?s:.*)"the organisation's Self-hosted runners permission, organization_self_hosted_runners \(read; classic PAT scope admin:org\)"(?s:.*)"%s \(needs %s\): %v"`, "TestStartupCheckNamesThePermission"},
+	{"docs/guides/github-credentials.md", `level=ERROR msg="github: the credential lacks a permission runnerpool needs" scope=acme/api permission=actions want=write have="" problem="acme/api: actions: write needed, has none"`,
+		"reconciler/service/ghcheck.go", `"github: the credential lacks a permission runnerpool needs", "scope", m\.Scope,\s+"permission", m\.Permission, "want", m\.Want, "have", m\.Have, "problem", m\.String\(\)`, "TestStartupReportsMissingGitHubPermissions"},
 
 	// docs/guides/images.md
 	{"docs/guides/images.md", "the packages of the class's job access (`docker.io` and `sudo` for `root`; `docker.io`, `rootlesskit`, `slirp4netns` and `uidmap` for `docker`)",
