@@ -143,7 +143,7 @@ var figures = []figure{
 	{"README.md", "CSV with `created_at,started_at,completed_at,labels` and optionally `run_id`, `workflow_name`",
 		"internal/jobtrace/jobtrace.go", `created_at, started_at, completed_at, labels .*\n// optionally, run_id and workflow_name`, "TestSimulateCommittedWeek"},
 	{"README.md", "(with the default goal, 5 s)", "reconciler/cmd/runnerpool/simulate.go", `fs\.DurationVar\(&f\.goal, "goal", 5\*time\.Second,`, "TestSimulateCommittedWeek"},
-	{"README.md", "It prints the queue time p50/p95/p99 and the idle instance-hours and cost of each", "internal/simulate/compare.go", `"policy\tjobs\tqueue p50\tp95\tp99\tidle inst-h\tstopped inst-h\tidle cost\ttotal cost\t"`, "TestSimulateCommittedWeek"},
+	{"README.md", "It prints the queue time p50/p95/p99 and the idle instance-hours and cost of each", "internal/simulate/compare.go", `"policy\\tjobs\\tqueue p50\\tp95\\tp99\\tidle inst-h\\tstopped inst-h\\tidle cost\\ttotal cost\\t"`, "TestSimulateCommittedWeek"},
 	{"README.md", "runnerpool simulate -goal 5s -history internal/jobtrace/testdata/week-before.csv.gz \\ -chart docs/images/simulate-week.png internal/jobtrace/testdata/week.csv.gz",
 		"reconciler/cmd/runnerpool/main_test.go", `"week.csv.gz", "week-before.csv.gz"`, "TestSimulateCommittedWeek"},
 	{"README.md", "(20 repositories in two time zones, merge waves, matrix fan-outs of 10-200 jobs",
