@@ -162,6 +162,8 @@ var figures = []figure{
 	{"README.md", "`make bench` and the contention test run with it on", "internal/provision/provision_test.go", `sampling: 0\.3\}`, ""},
 
 	// examples/complete/README.md
+	{"examples/complete/README.md", "the instances' log group `/runnerpool/<deployment_id>/instances`", "examples/complete/main.tf", `resource "aws_cloudwatch_log_group" "instances" \{\s+name += "/runnerpool/\$\{var\.deployment_id\}/instances"`, "TestExampleRunnerShipsLogsOnlyToItsGroupInSimulator"},
+	{"examples/complete/README.md", "one launch template per runner class (image, gp3 root volume,", "examples/complete/main.tf", `volume_type += "gp3"`, ""},
 	{"examples/complete/README.md", "(two replicas by default;", "examples/complete/variables.tf", `variable "reconciler_count" \{[^}]*default += 2\n`, ""},
 	{"examples/complete/README.md", "at most `max_instances` (50) instances", "examples/complete/variables.tf", `variable "max_instances" \{[^}]*default += 50\n`, "TestInstanceCapRefusesCreation"},
 	{"examples/complete/README.md", "`max_runners_per_repository` (20) runners", "examples/complete/variables.tf", `variable "max_runners_per_repository" \{[^}]*default += 20\n`, "TestQuotaEnforcedUnderRace"},
