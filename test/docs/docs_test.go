@@ -181,6 +181,8 @@ var figures = []figure{
 		`description += "API and dashboard from the load balancer\."\s+from_port += 8080\s+to_port += 8081\s+protocol += "tcp"\s+security_groups = \[aws_security_group\.alb\.id\]`, "TestExampleDashboardBehindOIDC"},
 
 	// examples/github-actions/README.md
+	{"examples/github-actions/README.md", "outputs their label (`runs-on`), run key, instance ids and details", "examples/github-actions/provision/action.yml",
+		`(?s)outputs:\n  label:.*\n  run-key:.*\n  instance-ids:.*\n  runners:\n    description: JSON list of the runners`, "TestActionsInstallTheirOwnVersion"},
 	{"examples/github-actions/README.md", "(`provision@<sha> # v1.0.0`)", "examples/github-actions/workflow.yml", `provision@0{40} # v1\.0\.0`, "TestWorkflowsPinActions"},
 	{"examples/github-actions/README.md", "the release workflow refuses a tag that file does not name", ".github/workflows/release.yml", `examples/github-actions/VERSION says \$own, the tag \$GITHUB_REF_NAME`, "TestActionsInstallTheirOwnVersion"},
 	{"examples/github-actions/README.md", "a first install downloads two files", "reconciler/cmd/runnerpool/release_test.go", `first != 2 \|\| rl\.gets != first\+2`, "TestInstallScript"},
