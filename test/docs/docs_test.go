@@ -152,6 +152,13 @@ var figures = []figure{
 	{"README.md", "installs `openjdk-17-jre-headless` when `java` is missing", "test/stack/install-deps.sh", `java not found: installing openjdk-17-jre-headless`, ""},
 	{"README.md", "the IAM policy simulator's npm package, `shellcheck`, `iptables` and `debootstrap` for the user-data tests, `chromium` for the dashboard's browser test, and rootless Docker (`docker.io`, `rootlesskit`, `slirp4netns`, `uidmap`, `busybox-static`)",
 		"test/stack/install-deps.sh", `(?s)\$for_tests \|\| exit 0.*npm ci.*the IAM policy simulator.*apt_install shellcheck.*apt_install iptables.*apt_install debootstrap.*apt_install chromium.*for pkg in docker\.io:dockerd rootlesskit:rootlesskit slirp4netns:slirp4netns uidmap:newuidmap;.*apt_install busybox-static`, ""},
+	// What the README's table says CI runs is what .ci/run runs.
+	{"README.md", "the acceptance tests again on OpenTofu; goreleaser's check of the release configuration (CI runs both;", ".ci/run", `step make testacc-opentofu release-check\n`, ""},
+	{"README.md", "| `make rehearsal` |", ".ci/run", `step make rehearsal\n`, "TestReadmeNamesTheSteps"},
+	{"README.md", "the alert rules under promtool; the rendered user data booted on a real Debian 12 system made with debootstrap (CI runs both;", ".ci/run", `(?s)step make userdata-os-test\n.*step make alerts-check\n`, ""},
+	{"README.md", "each judged by the invariant checker (CI runs it)", ".ci/run", `step make faults\n`, ""},
+	{"README.md", "(5 s) each (CI runs it)", ".ci/run", `step make fuzz\n`, ""},
+	{"README.md", "(built from the Go module proxy into `~/.cache/runnerpool-tools` when not on PATH)", "tools/tf/ensure-terraform.sh", `cache=\$\{RUNNERPOOL_TOOLS_CACHE:-\$\{XDG_CACHE_HOME:-\$HOME/\.cache\}/runnerpool-tools\}`, ""},
 	{"README.md", "every fuzz target for `FUZZTIME` (5 s) each", "bench.mk", `FUZZTIME +\?= 5s`, ""},
 	{"README.md", "two replicas under mixed load for 10 minutes", "bench.mk", `SOAK_DURATION \?= 10m`, ""},
 	{"README.md", "a real Debian 12 system made with debootstrap", "GNUmakefile", `Debian 12 system made with debootstrap`, "TestUserDataOnDebian"},
