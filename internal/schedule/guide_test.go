@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -96,6 +97,54 @@ func TestGuideTable(t *testing.T) {
 		got := cal.At(at)
 		if got.Schedule != r[4] || got.Hot != hot || got.Stopped != stopped {
 			t.Errorf("%s: %q: At gives %s hot=%d stopped=%d", guidePath, strings.TrimSpace(r[0]), got.Schedule, got.Hot, got.Stopped)
+		}
+	}
+}
+
+// TestGuideValidation: each value the schedules guide's "Validation" section names as refused is
+// refused, with the attribute at fault (the provider runs this validation at plan time:
+// resource_warm_pool.go's ValidateConfig, TestAccWarmPoolPlanValidation).
+func TestGuideValidation(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(guidePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "## Validation\n")
+	section = strings.Join(strings.Fields(section), " ")
+	at := func(days []string, start, end string) []Schedule {
+		return []Schedule{{Name: "s", Match: &Match{Days: days, Times: []TimeRange{{Start: start, End: end}}}}}
+	}
+	tests := []struct {
+		says      string // what the guide quotes
+		spec      Spec
+		field     string
+		part      string
+		wantError string
+	}{
+		{"an unknown timezone (`Europe/Pariss`)", Spec{Timezone: "Europe/Pariss"}, "timezone", "", "Europe/Pariss"},
+		{"a day name (`Funday`)", Spec{Schedules: []Schedule{{Name: "s", Match: &Match{Days: []string{"Funday"}}}}}, "days", "", "Funday"},
+		{"a time (`25:00`,", Spec{Schedules: at(nil, "22:00", "25:00")}, "times", "end", "25:00"},
+		{"`7pm`,", Spec{Schedules: at(nil, "7pm", "23:00")}, "times", "start", "7pm"},
+		{"`24:00` as a start)", Spec{Schedules: at(nil, "24:00", "06:00")}, "times", "start", "24:00"},
+		{"an empty range (`06:00`-`06:00`)", Spec{Schedules: at(nil, "06:00", "06:00")}, "times", "", "06:00-06:00"},
+		{"a negative or too large count (0 to 1000)", Spec{Schedules: []Schedule{{Name: "s", Hot: -1}}}, "hot", "", "-1"},
+		{"a negative or too large count (0 to 1000)", Spec{Schedules: []Schedule{{Name: "s", Stopped: MaxCount + 1}}}, "stopped", "", "1001"},
+		{"duplicate schedule names", Spec{Schedules: append(at(nil, "08:00", "09:00"), at([]string{"monday"}, "10:00", "11:00")...)}, "name", "", "names must be unique"},
+		{"a second default schedule", Spec{Schedules: []Schedule{{Name: "a"}, {Name: "b"}}}, "", "", "only one default schedule"},
+	}
+	for _, tc := range tests {
+		if !strings.Contains(section, tc.says) {
+			t.Errorf("%s's Validation section does not say %q", guidePath, tc.says)
+		}
+		var errs Errors
+		if err := tc.spec.Validate(); !errors.As(err, &errs) || len(errs) == 0 {
+			t.Errorf("%s: Validate = %v, want field errors", tc.says, err)
+			continue
+		}
+		fe := errs[0]
+		if fe.Field != tc.field || (tc.part != "" && fe.Part != tc.part) || !strings.Contains(fe.Error(), tc.wantError) {
+			t.Errorf("%s: %s (field %q part %q), want field %q part %q naming %q", tc.says, fe, fe.Field, fe.Part, tc.field, tc.part, tc.wantError)
 		}
 	}
 }
