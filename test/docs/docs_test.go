@@ -222,6 +222,7 @@ var figures = []figure{
 	{"docs/guides/images.md", "Uses the runner already in `/opt/actions-runner` when it was installed from the wanted release (version and SHA-256, recorded in `/var/lib/runnerpool/runner.release`)",
 		"internal/userdata/userdata.go", `RunnerDir += "/opt/actions-runner"(?s:.*)StateDir += "/var/lib/runnerpool"`, "TestUserDataOnDebian"},
 	{"docs/guides/images.md", "recorded in `/var/lib/runnerpool/runner.release`", "internal/userdata/userdata.sh.tmpl", `"\$\{STATE_DIR\}/runner\.release" 2>/dev/null\)" = "\$\{RUNNER_VERSION\} \$\{runner_sha256\}"`, "TestRenderSkipsPreparedRunner"},
+	{"docs/guides/images.md", "`runnerpool:job-access` is the class's `job_access`", "images/packer/runnerpool.pkr.hcl", `"runnerpool:job-access" += var\.job_access\s+"runnerpool:runner-version" = local\.runner_version`, "TestImageRecipe"},
 	{"docs/guides/images.md", "Everything goes to `/var/log/runnerpool-bootstrap.log` and the console", "internal/userdata/userdata.sh.tmpl", `exec > >\(tee -a /var/log/runnerpool-bootstrap\.log\) 2>&1`, "TestBootstrapFailureNamesTheStep"},
 	{"docs/guides/images.md", "(up to 10 minutes in all, over every apt call of the boot)", "internal/declared/boot.go", `AptLockWait = 10 \* time\.Minute\n`, "TestUserDataOnDebian"},
 	{"docs/guides/images.md", "gets `--registration-wait` (180 s)", "reconciler/config/config.go", `flag: "registration-wait", env: "RUNNERPOOL_REGISTRATION_WAIT", def: "180s"`, "TestRegistrationWaitFollowsTheClass"},
