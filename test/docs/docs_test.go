@@ -197,6 +197,8 @@ var figures = []figure{
 	// docs/guides/github-credentials.md
 	{"docs/guides/github-credentials.md", "one user's 5,000 requests an hour", "test/stack/githubfake/limits.go", `DocumentedLimits = Limits\{Primary: 5000,`, "TestPrimaryRateLimit"},
 	{"docs/guides/github-credentials.md", "(`runner release: current release ... source=...`;", "internal/runnerrelease/runnerrelease.go", `"runner release: current release", "version", .*\n\s+"source", ans\.Source`, "TestPinnedRunnerClassIsWarnedAboutWithTheDate"},
+	{"docs/guides/github-credentials.md", "GitHub stops giving jobs to a runner 30 days after a newer release is published", "internal/runnerversion/runnerversion.go", `// older than it \(community discussion 194762 above\)\.\nconst AssignmentWindow = 30 \* 24 \* time\.Hour\n`, "TestStartupCheckNamesThePermission"},
+	{"README.md", "with the compiled default more than 30 days old", "internal/runnerversion/runnerversion.go", `const AssignmentWindow = 30 \* 24 \* time\.Hour\n`, "TestStartupCheckNamesThePermission"},
 	{"docs/guides/github-credentials.md", "reads the release at most once an hour", "internal/runnerrelease/runnerrelease.go", `const Every = time\.Hour\n`, ""},
 	{"docs/guides/github-credentials.md", "the compiled default runner (2.336.0, published 2026-07-20)", "internal/runnerversion/release.go",
 		`Version: +"2\.336\.0",\s+Published: time\.Date\(2026, 7, 20,`, "TestStartupCheckNamesThePermission"},
