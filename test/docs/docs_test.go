@@ -205,6 +205,8 @@ var figures = []figure{
 	{"docs/guides/github-credentials.md", "The runner then exits with code 7 (actions/runner#4285, since 2.333.0)", "internal/agent/runner/actions.go", `exitVersionDeprecated = 7\n`, "TestSecurityReleaseArrives"},
 
 	// docs/guides/local-build.md
+	{"docs/guides/local-build.md", "| the agent instances install | `agent.x64` / `agent.arm64` (`url`, `sha256`) |", "examples/complete/variables.tf",
+		`variable "agent" \{(?s:.*?)x64 += object\(\{ url = string, sha256 = string \}\)\s+arm64 = object\(\{ url = string, sha256 = string \}\)`, "TestReleaseNames"},
 	{"docs/guides/local-build.md", "after changing the `version = \">= 0.1.0\"` of its versions.tf", "examples/complete/versions.tf", `source += "runnerpool/runnerpool"\s+version = ">= 0\.1\.0"`, "TestGuideBlocksRun"},
 	{"docs/guides/local-build.md", "0.0.1 unless you set it", "docs/guides/local-build.md", `PROVIDER_VERSION=\$\{PROVIDER_VERSION:-0\.0\.1\}`, "TestGuideBlocksRun"},
 	{"docs/guides/local-build.md", "(as `make testacc-opentofu` sets `TF_ACC_PROVIDER_HOST`)", "provider/testacc.mk", `TF_ACC_PROVIDER_HOST=registry\.opentofu\.org`, ""},
