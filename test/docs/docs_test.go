@@ -169,7 +169,7 @@ var figures = []figure{
 	{"README.md", "`make bench` and the contention test run with it on", "test/bench/bench.go", `o\.SQSSampling = 0\.3`, ""},
 	{"README.md", "`make bench` and the contention test run with it on", "internal/provision/provision_test.go", `sampling: 0\.3\}`, ""},
 
-	// examples/complete/README.md
+	// examples/complete/README.md (its 13 minutes are TestExampleKeepsTheSlowestClassOpen's)
 	{"examples/complete/README.md", "the instances' log group `/runnerpool/<deployment_id>/instances`", "examples/complete/main.tf", `resource "aws_cloudwatch_log_group" "instances" \{\s+name += "/runnerpool/\$\{var\.deployment_id\}/instances"`, "TestExampleRunnerShipsLogsOnlyToItsGroupInSimulator"},
 	{"examples/complete/README.md", "one launch template per runner class (image, gp3 root volume,", "examples/complete/main.tf", `volume_type += "gp3"`, ""},
 	{"examples/complete/README.md", "(two replicas by default;", "examples/complete/variables.tf", `variable "reconciler_count" \{[^}]*default += 2\n`, ""},
@@ -180,7 +180,6 @@ var figures = []figure{
 	{"examples/complete/README.md", "running as the non-root uid 65532", ".goreleaser.yml", `user: "65532:65532"`, "TestImageReferenceForms"},
 	{"examples/complete/README.md", "its stop timeout (120 s)", "examples/complete/reconciler.tf", `stopTimeout += 120\n`, "TestExampleECSServiceRollsBackDrainsAndChecksHealth"},
 	{"examples/complete/README.md", "the reconciler's 60 s drain of in-flight provisions and releases (`RUNNERPOOL_DRAIN_TIMEOUT`)", "reconciler/config/config.go", `flag: "drain-timeout", env: "RUNNERPOOL_DRAIN_TIMEOUT", def: "60s"`, "TestExampleECSServiceRollsBackDrainsAndChecksHealth"},
-	{"examples/complete/README.md", "and 13 minutes more for a runner class whose image installs packages", "examples/complete/reconciler.tf", `boot_extra_seconds += 780\n`, "TestExampleKeepsTheSlowestClassOpen"},
 	{"examples/complete/README.md", "internal port 9090 (`RUNNERPOOL_METRICS_LISTEN`)", "examples/complete/reconciler.tf", `RUNNERPOOL_METRICS_LISTEN += ":9090"`, "TestExampleECSServiceRollsBackDrainsAndChecksHealth"},
 	{"examples/complete/README.md", "(at most 3600, the load balancer's limit; its default of 300 s would cut a cold provision)", "examples/complete/reconciler.tf", `deregistration_delay = min\(.*, 3600\)`, "TestExampleTrialSettings"},
 	{"examples/complete/README.md", "(`deletion_protection`, on by default)", "examples/complete/variables.tf", `variable "deletion_protection" \{[^}]*default += true\n`, "TestExampleTrialSettings"},
@@ -218,7 +217,7 @@ var figures = []figure{
 	{"docs/guides/github-credentials.md", `level=ERROR msg="github: the credential lacks a permission runnerpool needs" scope=acme/api permission=actions want=write have="" problem="acme/api: actions: write needed, has none"`,
 		"reconciler/service/ghcheck.go", `"github: the credential lacks a permission runnerpool needs", "scope", m\.Scope,\s+"permission", m\.Permission, "want", m\.Want, "have", m\.Have, "problem", m\.String\(\)`, "TestStartupReportsMissingGitHubPermissions"},
 
-	// docs/guides/images.md
+	// docs/guides/images.md (its boot waits are internal/launchtemplate TestImagesGuideBootFigures')
 	{"docs/guides/images.md", "the packages of the class's job access (`docker.io` and `sudo` for `root`; `docker.io`, `rootlesskit`, `slirp4netns` and `uidmap` for `docker`)",
 		"internal/userdata/userdata.go", `\{declared\.JobAccessRoot, "dockerd sudo", "docker\.io sudo",.*\n\s+\{declared\.JobAccessDocker, "[^"]*", "docker\.io rootlesskit slirp4netns uidmap",`, "TestUserDataOnDebian"},
 	{"docs/guides/images.md", "(`libicu`, `libkrb5-3`, `zlib1g`, `liblttng-ust`, `libssl`; on AL2023 `libicu`, `krb5-libs`, `zlib`, `lttng-ust`, `openssl-libs`)",
@@ -229,11 +228,7 @@ var figures = []figure{
 	{"docs/guides/images.md", "recorded in `/var/lib/runnerpool/runner.release`", "internal/userdata/userdata.sh.tmpl", `"\$\{STATE_DIR\}/runner\.release" 2>/dev/null\)" = "\$\{RUNNER_VERSION\} \$\{runner_sha256\}"`, "TestRenderSkipsPreparedRunner"},
 	{"docs/guides/images.md", "`runnerpool:job-access` is the class's `job_access`", "images/packer/runnerpool.pkr.hcl", `"runnerpool:job-access" += var\.job_access\s+"runnerpool:runner-version" = local\.runner_version`, "TestImageRecipe"},
 	{"docs/guides/images.md", "Everything goes to `/var/log/runnerpool-bootstrap.log` and the console", "internal/userdata/userdata.sh.tmpl", `exec > >\(tee -a /var/log/runnerpool-bootstrap\.log\) 2>&1`, "TestBootstrapFailureNamesTheStep"},
-	{"docs/guides/images.md", "(up to 10 minutes in all, over every apt call of the boot)", "internal/declared/boot.go", `AptLockWait = 10 \* time\.Minute\n`, "TestUserDataOnDebian"},
-	{"docs/guides/images.md", "gets `--registration-wait` (180 s)", "reconciler/config/config.go", `flag: "registration-wait", env: "RUNNERPOOL_REGISTRATION_WAIT", def: "180s"`, "TestRegistrationWaitFollowsTheClass"},
-	{"docs/guides/images.md", "it gets 13 minutes more (the 10 minutes of the lock wait and 3 for the install)", "internal/declared/boot.go", `InstallAllowance = 3 \* time\.Minute\n`, "TestBootWait"},
 	{"docs/guides/images.md", "`runnerpool provision` waits 30 minutes", "reconciler/clientcmd/provision.go", `const ProvisionTimeout = 30 \* time\.Minute\n`, ""},
-	{"docs/guides/images.md", "when it first launches the class and again every 10 minutes", "internal/launchtemplate/launchtemplate.go", `const ImageTTL = 10 \* time\.Minute\n`, "TestBootExtraFollowsTheImage"},
 
 	// docs/guides/job-sources.md
 	{"docs/guides/job-sources.md", "another takes over within one lease period (30 s)", "reconciler/scalesets/manager.go", `def\(&c\.LeaseTTL, 30\*time\.Second\)`, "TestTakeoverLosesNoJob"},
