@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -23,7 +24,7 @@ func main() {
 	var o bench.Options
 	flag.Float64Var(&o.Factor, "factor", 0.05, "time factor applied to the anchors (cold boot 25 s, stopped start 12 s, registration 2 s)")
 	flag.StringVar(&o.ProfileDir, "profile", "", "directory for CPU profiles of the 20,000-record passes and the many repos served burst (convergence.pprof, refresh.pprof, manyrepos.pprof; empty: none)")
-	flag.StringVar(&o.ReportDir, "report", "bench", "directory for report.md and latency.png (empty: none)")
+	flag.StringVar(&o.ReportDir, "report", committedReport, "directory for report.md and latency.png (empty: none; a run of some -phases writes none unless given another directory)")
 	flag.DurationVar(&o.IdleWindow, "idle-window", 0, "how long idle agents' requests are counted (default 60s)")
 	flag.IntVar(&o.WarmCycles, "warm-cycles", 0, "provision/release cycles served from the pool (default 40)")
 	flag.IntVar(&o.Workflows, "workflows", 0, "workflows of the throughput phase (default 40)")
@@ -49,6 +50,14 @@ func main() {
 			o.Phases = append(o.Phases, strings.TrimSpace(p))
 		}
 	}
+	reportSet := false
+	flag.Visit(func(f *flag.Flag) { reportSet = reportSet || f.Name == "report" })
+	dir, err := reportDir(o.Phases, o.ReportDir, reportSet)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runnerpool-bench:", err)
+		os.Exit(2)
+	}
+	o.ReportDir = dir
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *verbose {
@@ -57,7 +66,6 @@ func main() {
 	} else {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var err error
 	if *soak > 0 {
 		_, err = bench.Soak(ctx, os.Stdout, bench.SoakOptions{Duration: *soak, Factor: o.Factor, Seed: o.Seed, Logger: o.Logger, ChildOutput: o.ChildOutput})
 	} else {
@@ -67,4 +75,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "runnerpool-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// committedReport is the directory of the report committed beside the code: only a whole run may
+// write it (a run of some phases once replaced it with a report of one phase).
+const committedReport = "bench"
+
+// reportDir is where a run writes its report: a run of some phases writes none unless it names
+// another directory, and is refused when it names the committed one.
+func reportDir(phases []string, dir string, explicit bool) (string, error) {
+	if len(phases) == 0 {
+		return dir, nil
+	}
+	if !explicit {
+		return "", nil
+	}
+	if filepath.Clean(dir) == committedReport {
+		return "", fmt.Errorf("-phases runs only some phases, so it may not write the committed %s/report.md: pass -report \"\" or another directory", committedReport)
+	}
+	return dir, nil
 }
