@@ -207,6 +207,8 @@ type Result struct {
 	IdleInstances int
 	Audit         invariant.Report
 	Notes         []string
+	// Baseline is an earlier commit's figures on this machine, shown beside this run's.
+	Baseline *Baseline
 }
 
 // Figure returns a figure by name.

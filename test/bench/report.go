@@ -41,6 +41,11 @@ func writeReport(dir string, r *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	base, err := readBaseline(dir)
+	if err != nil {
+		return err
+	}
+	r.Baseline = base
 	var panels []Panel
 	for _, s := range r.series() {
 		panels = append(panels, s.panel)
@@ -130,6 +135,7 @@ func (r *Result) Markdown() string {
 		p("| `%s` | %s | %s |", f.Name, v, how)
 	}
 	p("")
+	r.beforeAfter(p)
 	p("## Latency")
 	p("")
 	p("![latency histograms](%s)", PictureFile)
