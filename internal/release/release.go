@@ -267,82 +267,14 @@ func (r *Releaser) HandBack(ctx context.Context, runID, scope string, rec store.
 func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec store.Instance, tokens *tokenCache) InstanceResult {
 	id := rec.ID
 	res := InstanceResult{ID: id, State: rec.State}
-	failed := func(err error, left string) InstanceResult {
-		res.Outcome, res.Err = Failed, fmt.Errorf("releasing %s: %w", id, err)
-		res.Reason = err.Error() + "; " + left
-		return res
+	t, end, ended := r.prepareRelease(ctx, runID, h, rec, tokens, res)
+	if ended {
+		return end
 	}
-
-	// The scope the pooled instance may serve next is the control plane's own record of the run:
-	// the repository the provision was authenticated for, at the run's trust level when the class
-	// keeps images. Its runner is removed from that repository (gh).
-	scope, err := r.runScope(ctx, runID, rec)
-	gh := pool.GitHubScope(scope)
-	if err != nil && !errors.Is(err, errScope) {
-		return failed(err, "left "+string(h.from)+" for the run")
-	}
-	// An instance that can never be pooled (no queue for its class, a record the pool message
-	// cannot describe, no scope to deregister from) is expired right away, still for its run.
-	var q *pool.Queue
-	var msg pool.Message
-	if err == nil {
-		rec.Scope = scope
-		q, msg, err = r.poolTarget(rec)
-	}
-	if err != nil {
-		return r.expire(ctx, res, runID, "cannot be pooled: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
-	}
-
-	tok, err := tokens.get(ctx, gh)
-	if err != nil {
-		return failed(fmt.Errorf("remove token for %s: %w", gh, err), "left "+string(h.from)+" for the run")
-	}
-	// The signal item before the transition: only a signal written after it counts, so a stale
-	// release signal of an earlier attempt of the same run is never taken for this one.
-	baseline, err := r.st.LastSignal(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return failed(err, "left "+string(h.from)+" for the run")
-	}
-	if err == nil && rec.SpotReclaimed(baseline) {
-		// EC2 announced the reclaim before the release: its agent serves no further run and the
-		// instance may be gone already, so nothing is waited for. Never pooled.
-		r.spotInterruption(id)
-		return r.expire(ctx, res, runID, SpotReason(id, baseline.Detail), nil)
-	}
-	// The credential goes first: the agent acts as soon as it sees the record idle.
-	err = r.st.PutCredential(ctx, id, store.Credential{
-		Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
-	})
-	if err != nil {
-		return failed(err, "left "+string(h.from)+" for the run")
-	}
-
-	empty := ""
-	idle, err := r.st.Transition(ctx, id, store.Change{
-		From: []store.State{h.from}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
-		Threshold: h.idleUntil, Reason: releasedBy(runID), SetScope: scope, RunnerClass: rec.RunnerClass,
-	})
-	var ce *store.ConflictError
-	switch {
-	case errors.As(err, &ce):
-		res.State = ce.Current
-		if ce.Current == store.StateTerminating || ce.Current == store.StateTerminated {
-			res.Outcome, res.Reason = SkippedUnexpectedState, fmt.Sprintf("%s since it was listed: not released", ce.Current)
-			return res
-		}
-		res.Outcome = AlreadyReleased
-		res.Reason = fmt.Sprintf("another release won: now %s", ce.Current)
-		if ce.RunID != "" {
-			res.Reason += " for run " + ce.RunID
-		}
-		return res
-	case errors.Is(err, store.ErrNotFound):
-		res.Outcome, res.Reason = SkippedUnexpectedState, "the record is gone"
-		return res
-	case err != nil:
-		// The write may or may not have happened (a timeout after DynamoDB applied it). If it did,
-		// the record is idle and unpooled, and its idle threshold bounds it.
-		return failed(fmt.Errorf("running -> idle: %w", err), "possibly idle but not pooled until its idle threshold passes")
+	rec.Scope = t.scope
+	idle, end, ended := r.releaseToIdle(ctx, runID, h, rec, res)
+	if ended {
+		return end
 	}
 	res.State = store.StateIdle
 
@@ -350,32 +282,158 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 		r.log.WarnContext(ctx, "release: wake notify failed; the agent notices on its fallback timer", "instance", id, "error", err)
 	}
 
-	sig, err := r.waitSignal(ctx, id, runID, baseline)
-	// The agent can only read its credential: the control plane withdraws it once the agent reported
-	// (or did not in time), so it is single use whatever the agent does.
+	sig, err := r.waitSignal(ctx, id, runID, t.baseline)
+	r.withdrawRemoval(ctx, id, runID)
+	if reason, cause := r.signalRefusal(rec, sig, err); reason != "" {
+		return r.expire(ctx, res, "", reason, cause)
+	}
+	if reason := r.handoverRefusal(ctx, rec, sig, t.gh); reason != "" {
+		return r.expire(ctx, res, "", reason, nil)
+	}
+	return r.poolReleased(ctx, res, t, idle)
+}
+
+// releaseTarget is what the release prepared before the transition: where the instance is pooled
+// and for whom, and the signal item it must see change.
+type releaseTarget struct {
+	scope    string // the run's scope, which the pooled instance may serve next
+	gh       string // the GitHub scope its runner is removed from
+	q        *pool.Queue
+	msg      pool.Message
+	baseline store.SignalRecord
+}
+
+// failed is the result of a release step that failed; left says where that left the instance.
+func failed(res InstanceResult, err error, left string) InstanceResult {
+	res.Outcome, res.Err = Failed, fmt.Errorf("releasing %s: %w", res.ID, err)
+	res.Reason = err.Error() + "; " + left
+	return res
+}
+
+// prepareRelease does everything before the transition: the scope and pool the instance is
+// released to, the removal token, the signal baseline and the removal credential. ended is true
+// with the instance's result when the release ends here (failed, left as it was, or expired).
+func (r *Releaser) prepareRelease(ctx context.Context, runID string, h handover, rec store.Instance, tokens *tokenCache, res InstanceResult) (t releaseTarget, end InstanceResult, ended bool) {
+	id := rec.ID
+	left := "left " + string(h.from) + " for the run"
+	// The scope the pooled instance may serve next is the control plane's own record of the run:
+	// the repository the provision was authenticated for, at the run's trust level when the class
+	// keeps images. Its runner is removed from that repository (gh).
+	scope, err := r.runScope(ctx, runID, rec)
+	t.scope, t.gh = scope, pool.GitHubScope(scope)
+	if err != nil && !errors.Is(err, errScope) {
+		return t, failed(res, err, left), true
+	}
+	// An instance that can never be pooled (no queue for its class, a record the pool message
+	// cannot describe, no scope to deregister from) is expired right away, still for its run.
+	if err == nil {
+		rec.Scope = scope
+		t.q, t.msg, err = r.poolTarget(rec)
+	}
+	if err != nil {
+		return t, r.expire(ctx, res, runID, "cannot be pooled: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err)), true
+	}
+
+	tok, err := tokens.get(ctx, t.gh)
+	if err != nil {
+		return t, failed(res, fmt.Errorf("remove token for %s: %w", t.gh, err), left), true
+	}
+	// The signal item before the transition: only a signal written after it counts, so a stale
+	// release signal of an earlier attempt of the same run is never taken for this one.
+	baseline, err := r.st.LastSignal(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return t, failed(res, err, left), true
+	}
+	t.baseline = baseline
+	if err == nil && rec.SpotReclaimed(baseline) {
+		// EC2 announced the reclaim before the release: its agent serves no further run and the
+		// instance may be gone already, so nothing is waited for. Never pooled.
+		r.spotInterruption(id)
+		return t, r.expire(ctx, res, runID, SpotReason(id, baseline.Detail), nil), true
+	}
+	// The credential goes first: the agent acts as soon as it sees the record idle.
+	err = r.st.PutCredential(ctx, id, store.Credential{
+		Kind: store.CredentialRemoval, RunID: runID, URL: tok.URL, Token: tok.Token, ExpiresAt: tok.ExpiresAt,
+	})
+	if err != nil {
+		return t, failed(res, err, left), true
+	}
+	return t, res, false
+}
+
+// releaseToIdle moves the record from h.from to idle for the run, with its idle threshold and the
+// run's scope. ended is true with the instance's result when it did not (another writer moved it,
+// or the write failed).
+func (r *Releaser) releaseToIdle(ctx context.Context, runID string, h handover, rec store.Instance, res InstanceResult) (idle store.Instance, end InstanceResult, ended bool) {
+	empty := ""
+	idle, err := r.st.Transition(ctx, rec.ID, store.Change{
+		From: []store.State{h.from}, To: store.StateIdle, RunID: runID, SetRunID: &empty,
+		Threshold: h.idleUntil, Reason: releasedBy(runID), SetScope: rec.Scope, RunnerClass: rec.RunnerClass,
+	})
+	var ce *store.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		res.State = ce.Current
+		if ce.Current == store.StateTerminating || ce.Current == store.StateTerminated {
+			res.Outcome, res.Reason = SkippedUnexpectedState, fmt.Sprintf("%s since it was listed: not released", ce.Current)
+			return idle, res, true
+		}
+		res.Outcome = AlreadyReleased
+		res.Reason = fmt.Sprintf("another release won: now %s", ce.Current)
+		if ce.RunID != "" {
+			res.Reason += " for run " + ce.RunID
+		}
+		return idle, res, true
+	case errors.Is(err, store.ErrNotFound):
+		res.Outcome, res.Reason = SkippedUnexpectedState, "the record is gone"
+		return idle, res, true
+	case err != nil:
+		// The write may or may not have happened (a timeout after DynamoDB applied it). If it did,
+		// the record is idle and unpooled, and its idle threshold bounds it.
+		return idle, failed(res, fmt.Errorf("running -> idle: %w", err), "possibly idle but not pooled until its idle threshold passes"), true
+	}
+	return idle, res, false
+}
+
+// withdrawRemoval withdraws the removal credential. The agent can only read its credential: the
+// control plane withdraws it once the agent reported (or did not in time), so it is single use
+// whatever the agent does.
+func (r *Releaser) withdrawRemoval(ctx context.Context, id, runID string) {
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer wcancel()
 	if _, werr := r.st.TakeCredential(wctx, id, store.CredentialRemoval, runID); werr != nil &&
 		!errors.Is(werr, store.ErrNotFound) && !errors.Is(werr, store.ErrConflict) {
 		r.log.WarnContext(ctx, "release: removal credential not withdrawn; its TTL removes it", "instance", id, "error", werr)
 	}
-	wcancel()
+}
+
+// signalRefusal says why the deregistration signal (or its absence, or the error waiting for it)
+// expires the instance, with the error to report beside it; "" when the agent reported released.
+func (r *Releaser) signalRefusal(rec store.Instance, sig *store.SignalRecord, err error) (reason string, cause error) {
 	switch {
 	case err != nil:
-		return r.expire(ctx, res, "", "waiting for the deregistration signal: "+err.Error(), fmt.Errorf("releasing %s: %w", id, err))
+		return "waiting for the deregistration signal: " + err.Error(), fmt.Errorf("releasing %s: %w", rec.ID, err)
 	case sig == nil:
-		return r.expire(ctx, res, "", fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil)
+		return fmt.Sprintf("no deregistration signal within %v", r.opts.SignalWait), nil
 	case sig.Signal == store.SignalReleaseFailed && rec.SpotReclaimed(*sig):
 		// The agent's own word (signed): EC2 reclaims the instance, it is never pooled again.
-		r.spotInterruption(id)
-		return r.expire(ctx, res, "", SpotReason(id, sig.Detail), nil)
+		r.spotInterruption(rec.ID)
+		return SpotReason(rec.ID, sig.Detail), nil
 	case sig.Signal == store.SignalReleaseFailed:
 		reason := "the agent could not deregister or clean up"
 		if sig.Detail != "" {
 			reason += ": " + sig.Detail
 		}
-		return r.expire(ctx, res, "", reason, nil)
+		return reason, nil
 	}
+	return "", nil
+}
 
+// handoverRefusal checks a "released" signal before the instance is handed on: whose word it is,
+// the class's reuse rule and, where the signal alone cannot be trusted, GitHub's. It says why the
+// instance is expired instead ("" when it may be pooled).
+func (r *Releaser) handoverRefusal(ctx context.Context, rec store.Instance, sig *store.SignalRecord, gh string) string {
+	id := rec.ID
 	// The signal must be the agent's, not merely in its partition: a job holding the instance role
 	// can read the removal credential, deregister the runner itself and write "released" before the
 	// agent cleaned up. Once the agent's key is pinned (its first registration), only a signal
@@ -386,16 +444,16 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	}
 	if rec.AgentKey != "" && !signed {
 		ghaccess.LeaveShared(ctx)
-		return r.expire(ctx, res, "", "the release signal is not signed by the instance's agent", nil)
+		return "the release signal is not signed by the instance's agent"
 	}
 	// The class may forbid the hand-over whatever the agent says: a root job can forge every report.
-	refused, acrossRepositories := r.reuseRefused(rec.RunnerClass, scope)
+	refused, acrossRepositories := r.reuseRefused(rec.RunnerClass, rec.Scope)
 	if refused == "" && r.opts.RunnerDue != nil {
 		refused = r.opts.RunnerDue(rec)
 	}
 	if refused != "" {
 		ghaccess.LeaveShared(ctx)
-		return r.expire(ctx, res, "", "deregistered, not pooled: "+refused, nil)
+		return "deregistered, not pooled: " + refused
 	}
 	// An unsigned signal is the word of anything on the instance, and a class that is not reused
 	// across repositories may run root jobs, which can read the agent's key: then GitHub must
@@ -406,9 +464,14 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	if signed && acrossRepositories {
 		ghaccess.LeaveShared(ctx)
 	} else if err := r.checkDeregistered(ctx, id, gh); err != nil {
-		return r.expire(ctx, res, "", "the release signal does not hold: "+err.Error(), nil)
+		return "the release signal does not hold: " + err.Error()
 	}
+	return ""
+}
 
+// poolReleased hands the verified instance to the pool: its pool mark, then its pool message.
+func (r *Releaser) poolReleased(ctx context.Context, res InstanceResult, t releaseTarget, idle store.Instance) InstanceResult {
+	id := res.ID
 	// The pool is the hand-over to the next run: mark the record pooled, on condition that it is
 	// still idle, ours to pool and within its threshold. The mark is the control plane's own record
 	// that the hand-back was verified; selection's second look and refresh act on it alone.
@@ -429,6 +492,7 @@ func (r *Releaser) releaseOne(ctx context.Context, runID string, h handover, rec
 	// The message announces this pooling (its mark): a message the instance's earlier pooling left
 	// behind (a claim through the second look cannot delete it) is stale from now on, and no claim
 	// or refresh takes it for this one.
+	q, msg := t.q, t.msg
 	msg.Threshold, msg.PooledAt = idle.Threshold, marked.PooledAt
 	if err := q.Put(ctx, msg, 0); err != nil {
 		// A send whose answer was lost after SQS applied it fails here while its message is in the
