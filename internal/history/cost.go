@@ -178,36 +178,66 @@ func Compute(ctx context.Context, r Reader, price Pricer, from, to time.Time) (R
 
 // Build prices runs and samples (Compute without the reads; the benchmark and tests call it).
 func Build(ctx context.Context, runs []Run, samples []Sample, interval time.Duration, price Pricer, from, to time.Time) Report {
-	rep := Report{From: from.UTC(), To: to.UTC(), Total: Line{Name: "total"}}
-	type pk struct{ t, u, z string }
-	prices := map[pk]struct {
-		v float64
-		s string
-	}{}
-	priceOf := func(t, u, z string) (float64, string) {
-		k := pk{t, u, z}
-		if p, ok := prices[k]; ok {
-			return p.v, p.s
-		}
-		v, s := price(ctx, t, u, z)
-		if s == "" {
-			s = PriceUnknown
-		}
-		prices[k] = struct {
-			v float64
-			s string
-		}{v, s}
-		return v, s
+	b := &costBuilder{
+		ctx: ctx, price: price, prices: map[priceKey]cachedPrice{},
+		repos: map[string]*Line{}, classes: map[string]*Line{}, pools: map[string]*Line{},
+		rep: Report{From: from.UTC(), To: to.UTC(), Total: Line{Name: "total"}},
 	}
-	repos, classes, pools := map[string]*Line{}, map[string]*Line{}, map[string]*Line{}
-	line := func(m map[string]*Line, name string) *Line {
-		if m[name] == nil {
-			m[name] = &Line{Name: name}
-		}
-		return m[name]
+	b.savingsBaseline(runs)
+	for _, r := range runs {
+		b.addRun(r, to)
 	}
+	slices.Sort(b.rep.Savings.Sources)
+	b.addSamples(samples, interval, to)
+	for _, l := range b.pools {
+		b.rep.Total.merge(*l)
+	}
+	b.rep.Repositories, b.rep.RunnerClasses, b.rep.Pools = flatLines(b.repos), flatLines(b.classes), flatLines(b.pools)
+	return b.rep
+}
 
-	// Savings baseline: the median duration of provisions that waited for a created runner.
+// costBuilder is one Build: the report it fills, its lines by repository, runner class and pool,
+// and the prices it asked for so far.
+type costBuilder struct {
+	ctx                   context.Context
+	price                 Pricer
+	prices                map[priceKey]cachedPrice
+	repos, classes, pools map[string]*Line
+	rep                   Report
+}
+
+type priceKey struct{ t, u, z string }
+
+type cachedPrice struct {
+	v float64
+	s string
+}
+
+// priceOf asks the Pricer once per instance type, usage class and zone.
+func (b *costBuilder) priceOf(t, u, z string) (float64, string) {
+	k := priceKey{t, u, z}
+	if p, ok := b.prices[k]; ok {
+		return p.v, p.s
+	}
+	v, s := b.price(b.ctx, t, u, z)
+	if s == "" {
+		s = PriceUnknown
+	}
+	b.prices[k] = cachedPrice{v, s}
+	return v, s
+}
+
+// line is m's line for name, made on first use.
+func line(m map[string]*Line, name string) *Line {
+	if m[name] == nil {
+		m[name] = &Line{Name: name}
+	}
+	return m[name]
+}
+
+// savingsBaseline sets the savings baseline: the median duration of provisions that waited for a
+// created runner.
+func (b *costBuilder) savingsBaseline(runs []Run) {
 	var cold []time.Duration
 	for _, r := range runs {
 		if r.Status == "succeeded" && slices.ContainsFunc(r.Runners, func(x Runner) bool { return x.Source == SourceCreated }) {
@@ -215,58 +245,70 @@ func Build(ctx context.Context, runs []Run, samples []Sample, interval time.Dura
 		}
 	}
 	slices.Sort(cold)
-	sv := &rep.Savings
+	sv := &b.rep.Savings
 	if sv.BaselineRuns = len(cold); len(cold) > 0 {
 		sv.Baseline = cold[len(cold)/2]
 	}
+}
 
-	for _, r := range runs {
-		rc := RunCost{RunKey: r.RunKey, Repository: r.Repository, RunnerClass: r.RunnerClass, StartedAt: r.StartedAt, Line: Line{Name: r.RunKey, Runs: 1}}
-		end := r.ReleasedAt
-		if end.IsZero() {
-			rc.Open, end = true, to
-		}
-		anyCreated := false
-		for _, x := range r.Runners {
-			secs := max(end.Sub(r.StartedAt).Seconds(), 0)
-			v, src := priceOf(x.InstanceType, x.UsageClass, x.Zone)
-			c := RunnerCost{InstanceID: x.InstanceID, InstanceType: x.InstanceType, UsageClass: x.UsageClass, Source: x.Source, Seconds: secs, PerHour: v, PriceSource: src}
-			if src != PriceUnknown {
-				c.Cost = secs / 3600 * v
-			}
-			rc.Runners = append(rc.Runners, c)
-			rc.add(secs, v, src)
-			switch x.Source {
-			case SourceCreated:
-				anyCreated = true
-			case SourceReused:
-				sv.ReusedRunners++
-				if sv.BaselineRuns > 0 {
-					sv.BootSeconds += sv.Baseline.Seconds()
-					sv.MoneySaved += sv.Baseline.Seconds() / 3600 * v
-					if !slices.Contains(sv.Sources, src) {
-						sv.Sources = append(sv.Sources, src)
-					}
-				}
-			case SourceStarted:
-				sv.StartedRunners++
-			}
-		}
-		if !anyCreated && len(r.Runners) > 0 && sv.BaselineRuns > 0 && r.Status == "succeeded" && r.Steps.Total < sv.Baseline {
-			sv.TimeSaved += sv.Baseline - r.Steps.Total
-		}
-		rep.Runs = append(rep.Runs, rc)
-		for _, l := range []*Line{line(repos, cmp.Or(r.Repository, "(unknown)")), line(classes, cmp.Or(r.RunnerClass, "(default)"))} {
-			l.Runs++
-			l.merge(rc.Line)
-		}
-		rep.Total.Runs++
-		rep.Total.merge(rc.Line)
+// addRun prices one run's runners (until its release, or to for a run still open), counts what
+// reuse saved it, and adds it to its repository's and runner class's lines and the total.
+func (b *costBuilder) addRun(r Run, to time.Time) {
+	sv := &b.rep.Savings
+	rc := RunCost{RunKey: r.RunKey, Repository: r.Repository, RunnerClass: r.RunnerClass, StartedAt: r.StartedAt, Line: Line{Name: r.RunKey, Runs: 1}}
+	end := r.ReleasedAt
+	if end.IsZero() {
+		rc.Open, end = true, to
 	}
-	slices.Sort(sv.Sources)
+	anyCreated := false
+	for _, x := range r.Runners {
+		secs := max(end.Sub(r.StartedAt).Seconds(), 0)
+		v, src := b.priceOf(x.InstanceType, x.UsageClass, x.Zone)
+		c := RunnerCost{InstanceID: x.InstanceID, InstanceType: x.InstanceType, UsageClass: x.UsageClass, Source: x.Source, Seconds: secs, PerHour: v, PriceSource: src}
+		if src != PriceUnknown {
+			c.Cost = secs / 3600 * v
+		}
+		rc.Runners = append(rc.Runners, c)
+		rc.add(secs, v, src)
+		if x.Source == SourceCreated {
+			anyCreated = true
+		}
+		b.countSource(x.Source, v, src)
+	}
+	if !anyCreated && len(r.Runners) > 0 && sv.BaselineRuns > 0 && r.Status == "succeeded" && r.Steps.Total < sv.Baseline {
+		sv.TimeSaved += sv.Baseline - r.Steps.Total
+	}
+	b.rep.Runs = append(b.rep.Runs, rc)
+	for _, l := range []*Line{line(b.repos, cmp.Or(r.Repository, "(unknown)")), line(b.classes, cmp.Or(r.RunnerClass, "(default)"))} {
+		l.Runs++
+		l.merge(rc.Line)
+	}
+	b.rep.Total.Runs++
+	b.rep.Total.merge(rc.Line)
+}
 
-	// Warm pools' standing cost: each sample's billed instances for the time until the next
-	// sample (at most two intervals: a gap in sampling is not billed on a guess).
+// countSource counts a runner by where it came from: a reused one saved a created runner's boot
+// (the baseline) at its price v from src, a started one is counted.
+func (b *costBuilder) countSource(source string, v float64, src string) {
+	sv := &b.rep.Savings
+	switch source {
+	case SourceReused:
+		sv.ReusedRunners++
+		if sv.BaselineRuns > 0 {
+			sv.BootSeconds += sv.Baseline.Seconds()
+			sv.MoneySaved += sv.Baseline.Seconds() / 3600 * v
+			if !slices.Contains(sv.Sources, src) {
+				sv.Sources = append(sv.Sources, src)
+			}
+		}
+	case SourceStarted:
+		sv.StartedRunners++
+	}
+}
+
+// addSamples prices warm pools' standing cost: each sample's billed instances for the time until
+// the next sample (at most two intervals: a gap in sampling is not billed on a guess).
+func (b *costBuilder) addSamples(samples []Sample, interval time.Duration, to time.Time) {
 	sort.SliceStable(samples, func(i, j int) bool { return samples[i].At.Before(samples[j].At) })
 	for i, s := range samples {
 		next := to
@@ -281,27 +323,24 @@ func Build(ctx context.Context, runs []Run, samples []Sample, interval time.Dura
 			if len(p.Billed) == 0 {
 				continue
 			}
-			l := line(pools, PoolLineName(p))
+			l := line(b.pools, PoolLineName(p))
 			for k, n := range p.Billed {
 				typ, usage, _ := strings.Cut(k, "/")
-				v, src := priceOf(typ, usage, "")
+				v, src := b.priceOf(typ, usage, "")
 				l.add(float64(n)*gap.Seconds(), v, src)
 			}
 		}
 	}
-	for _, l := range pools {
-		rep.Total.merge(*l)
+}
+
+// flatLines lists m's lines, the costliest first.
+func flatLines(m map[string]*Line) []Line {
+	out := make([]Line, 0, len(m))
+	for _, l := range m {
+		out = append(out, *l)
 	}
-	flat := func(m map[string]*Line) []Line {
-		out := make([]Line, 0, len(m))
-		for _, l := range m {
-			out = append(out, *l)
-		}
-		slices.SortFunc(out, func(a, b Line) int {
-			return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(b.InstanceSeconds, a.InstanceSeconds), strings.Compare(a.Name, b.Name))
-		})
-		return out
-	}
-	rep.Repositories, rep.RunnerClasses, rep.Pools = flat(repos), flat(classes), flat(pools)
-	return rep
+	slices.SortFunc(out, func(a, b Line) int {
+		return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(b.InstanceSeconds, a.InstanceSeconds), strings.Compare(a.Name, b.Name))
+	})
+	return out
 }
