@@ -30,6 +30,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
+	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/logging"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
 )
@@ -39,46 +40,9 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body apiv1.ReleaseRequest
-	if err := decodeJSON(r, &body, true); err != nil {
-		a.writeDecodeError(w, r, err)
+	attempt, idle, ok := a.releaseRequest(w, r, id)
+	if !ok {
 		return
-	}
-	attempt := id.RunAttempt
-	if body.RunKey != "" {
-		if body.Attempt != 0 {
-			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, "give run_key or attempt, not both", false)
-			return
-		}
-		repoID, runID, n, err := apiv1.ParseRunKey(body.RunKey)
-		if err != nil {
-			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
-			return
-		}
-		if err := id.CheckRun(repoID, runID); err != nil {
-			a.writeAuthError(w, r, err)
-			return
-		}
-		body.Attempt = n
-	}
-	if body.Attempt != 0 {
-		if body.Attempt < 1 || body.Attempt > id.RunAttempt {
-			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
-				fmt.Sprintf("attempt %d: must be between 1 and the token's run attempt %d", body.Attempt, id.RunAttempt), false)
-			return
-		}
-		attempt = body.Attempt
-	}
-	var idle time.Duration
-	if body.IdleTimeSeconds != 0 {
-		// Compared in seconds before converting: seconds times time.Second overflows int64 for
-		// large values, and a wrapped product could pass the check.
-		if body.IdleTimeSeconds < 0 || int64(body.IdleTimeSeconds) > int64(a.o.MaxIdleTime/time.Second) {
-			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
-				fmt.Sprintf("idle_time_seconds %d: must be between 1 and %d", body.IdleTimeSeconds, int(a.o.MaxIdleTime/time.Second)), false)
-			return
-		}
-		idle = time.Duration(body.IdleTimeSeconds) * time.Second
 	}
 	key := store.RunKey(id.RepositoryID, id.RunID, attempt)
 	r = annotate(r, slog.String(logging.KeyRunID, key))
@@ -94,21 +58,8 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	start := a.now()
 
-	wctx, wcancel := context.WithTimeout(ctx, a.o.ReleaseTimeout/2)
-	run, err := a.o.Runs.Settled(wctx, key)
-	wcancel()
-	var busy *provision.InProgressError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		a.writeError(w, r, http.StatusNotFound, apiv1.CodeRunNotFound, "run "+key+" has no provision to release", false)
-		return
-	case errors.As(err, &busy):
-		a.retryInProgress(w, busy)
-		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, fmt.Sprintf("the provision of run %s is still in progress (since %s); retry: unfinished at %s, a release takes it over",
-			key, busy.Since.UTC().Format(time.RFC3339), busy.TakeOverAt.UTC().Format(time.RFC3339)), true)
-		return
-	case err != nil:
-		a.writeStoreError(w, r, err)
+	run, ok := a.settledRun(ctx, w, r, key)
+	if !ok {
 		return
 	}
 	// The key is built from the token, so the record is the caller's; checked anyway, since this
@@ -141,6 +92,83 @@ func (a *API) release(w http.ResponseWriter, r *http.Request) {
 			a.log.WarnContext(ctx, "release not recorded on the run", "error", rerr)
 		}
 	}
+	a.answerRelease(w, r, rep, resp, err, start)
+}
+
+// releaseRequest reads and checks the release body: the attempt released (the token's, or an
+// earlier one named by run_key or attempt) and the idle time asked for (0: the runner class's).
+// It answers 400 or 403 itself and says ok false when the request is refused.
+func (a *API) releaseRequest(w http.ResponseWriter, r *http.Request, id auth.Identity) (attempt int, idle time.Duration, ok bool) {
+	var body apiv1.ReleaseRequest
+	if err := decodeJSON(r, &body, true); err != nil {
+		a.writeDecodeError(w, r, err)
+		return 0, 0, false
+	}
+	attempt = id.RunAttempt
+	if body.RunKey != "" {
+		if body.Attempt != 0 {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, "give run_key or attempt, not both", false)
+			return 0, 0, false
+		}
+		repoID, runID, n, err := apiv1.ParseRunKey(body.RunKey)
+		if err != nil {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest, err.Error(), false)
+			return 0, 0, false
+		}
+		if err := id.CheckRun(repoID, runID); err != nil {
+			a.writeAuthError(w, r, err)
+			return 0, 0, false
+		}
+		body.Attempt = n
+	}
+	if body.Attempt != 0 {
+		if body.Attempt < 1 || body.Attempt > id.RunAttempt {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
+				fmt.Sprintf("attempt %d: must be between 1 and the token's run attempt %d", body.Attempt, id.RunAttempt), false)
+			return 0, 0, false
+		}
+		attempt = body.Attempt
+	}
+	if body.IdleTimeSeconds != 0 {
+		// Compared in seconds before converting: seconds times time.Second overflows int64 for
+		// large values, and a wrapped product could pass the check.
+		if body.IdleTimeSeconds < 0 || int64(body.IdleTimeSeconds) > int64(a.o.MaxIdleTime/time.Second) {
+			a.writeError(w, r, http.StatusBadRequest, apiv1.CodeInvalidRequest,
+				fmt.Sprintf("idle_time_seconds %d: must be between 1 and %d", body.IdleTimeSeconds, int(a.o.MaxIdleTime/time.Second)), false)
+			return 0, 0, false
+		}
+		idle = time.Duration(body.IdleTimeSeconds) * time.Second
+	}
+	return attempt, idle, true
+}
+
+// settledRun is the run record of key once its provision settled, waiting at most half the
+// release's time for one in progress. It answers 404, 409 or the store's error itself and says
+// ok false when there is nothing to release yet.
+func (a *API) settledRun(ctx context.Context, w http.ResponseWriter, r *http.Request, key string) (store.Run, bool) {
+	wctx, wcancel := context.WithTimeout(ctx, a.o.ReleaseTimeout/2)
+	run, err := a.o.Runs.Settled(wctx, key)
+	wcancel()
+	var busy *provision.InProgressError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		a.writeError(w, r, http.StatusNotFound, apiv1.CodeRunNotFound, "run "+key+" has no provision to release", false)
+		return run, false
+	case errors.As(err, &busy):
+		a.retryInProgress(w, busy)
+		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, fmt.Sprintf("the provision of run %s is still in progress (since %s); retry: unfinished at %s, a release takes it over",
+			key, busy.Since.UTC().Format(time.RFC3339), busy.TakeOverAt.UTC().Format(time.RFC3339)), true)
+		return run, false
+	case err != nil:
+		a.writeStoreError(w, r, err)
+		return run, false
+	}
+	return run, true
+}
+
+// answerRelease answers a release that ran, err its error: 200, 500 release_incomplete with each
+// instance's outcome when part of it failed, or the store's error; and observes it.
+func (a *API) answerRelease(w http.ResponseWriter, r *http.Request, rep release.Report, resp apiv1.ReleaseResponse, err error, start time.Time) {
 	result := "ok"
 	defer func() { a.metrics.ObserveRelease(result, a.now().Sub(start)) }()
 	switch {
