@@ -21,6 +21,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -81,24 +82,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		})
 
 	case err == nil:
-		// A repeated request of the run gets the stored answer, whose timing is the first
-		// request's: longer than this call took. Only the call that ran the provision counts.
-		ran := elapsed >= res.Timing.Total
-		sources := make([]string, len(res.Runners))
-		for i, rn := range res.Runners {
-			sources[i] = rn.Source
-			if ran {
-				a.metrics.ObserveJobStartup(rn.Source, startup(res, rn.Source))
-			}
-			a.log.InfoContext(ctx, "runner provisioned", logging.KeyInstanceID, rn.InstanceID, "source", rn.Source,
-				"instance_type", rn.InstanceType, "zone", rn.Zone, "repeated_request", !ran)
-		}
-		if ran {
-			a.metrics.ObserveProvision(provision.StatusSucceeded, elapsed, sources)
-		} else {
-			a.metrics.ObserveProvision("repeated", elapsed, nil)
-		}
-		writeJSON(w, http.StatusOK, resp)
+		a.answerProvisioned(ctx, w, res, resp, elapsed)
 
 	case errors.Is(err, provision.ErrInvalid):
 		a.metrics.ObserveProvision("invalid", elapsed, nil)
@@ -111,31 +95,7 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, http.StatusConflict, apiv1.CodeInProgress, err.Error(), true)
 
 	case errors.Is(err, provision.ErrFailed):
-		for _, u := range res.Undone {
-			a.log.InfoContext(ctx, "provision undone", logging.KeyInstanceID, u.InstanceID, "action", u.Action, "reason", u.Reason, "error", u.Error)
-		}
-		a.metrics.Error(metrics.ErrProvision)
-		if errors.Is(err, claim.ErrRunnerVersionRefused) {
-			a.metrics.RegistrationRefused(metrics.RefusedRunnerVersion)
-		}
-		outcome := res.Outcome
-		if outcome == "" {
-			outcome = "failed"
-		}
-		a.metrics.ObserveProvision(outcome, elapsed, nil)
-		status, code := http.StatusServiceUnavailable, apiv1.CodeUnsuccessful
-		if res.Outcome == "dump" {
-			status, code = http.StatusInternalServerError, apiv1.CodeDumped
-		}
-		// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask
-		// again. Also when GitHub's rate limit refused it: after the wait GitHub asked for.
-		retryable := res.Retryable
-		if wait, ok := githubWait(err, time.Now()); ok {
-			status, code, retryable = http.StatusServiceUnavailable, apiv1.CodeUnsuccessful, true
-			setRetryAfter(w, wait)
-		}
-		setCause(r, err)
-		a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: retryable, Provision: &resp})
+		a.answerProvisionFailed(ctx, w, r, res, resp, err, elapsed)
 
 	default:
 		// The run record could not be read or written (throttled, timed out, failed): a retry
@@ -143,6 +103,60 @@ func (a *API) provision(w http.ResponseWriter, r *http.Request) {
 		a.metrics.ObserveProvision("error", elapsed, nil)
 		a.writeStoreError(w, r, err)
 	}
+}
+
+// answerProvisioned answers 200 with the runners of a provision that succeeded (or of an earlier
+// request of the run, repeated), logs each runner and observes the provision.
+func (a *API) answerProvisioned(ctx context.Context, w http.ResponseWriter, res provision.Result, resp apiv1.ProvisionResponse, elapsed time.Duration) {
+	// A repeated request of the run gets the stored answer, whose timing is the first
+	// request's: longer than this call took. Only the call that ran the provision counts.
+	ran := elapsed >= res.Timing.Total
+	sources := make([]string, len(res.Runners))
+	for i, rn := range res.Runners {
+		sources[i] = rn.Source
+		if ran {
+			a.metrics.ObserveJobStartup(rn.Source, startup(res, rn.Source))
+		}
+		a.log.InfoContext(ctx, "runner provisioned", logging.KeyInstanceID, rn.InstanceID, "source", rn.Source,
+			"instance_type", rn.InstanceType, "zone", rn.Zone, "repeated_request", !ran)
+	}
+	if ran {
+		a.metrics.ObserveProvision(provision.StatusSucceeded, elapsed, sources)
+	} else {
+		a.metrics.ObserveProvision("repeated", elapsed, nil)
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// answerProvisionFailed answers a provision that failed and was undone: 503 provision_unsuccessful
+// or 500 provision_dumped with what it did, retryable where the same attempt may ask again. It
+// logs what was undone and observes the provision.
+func (a *API) answerProvisionFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, res provision.Result, resp apiv1.ProvisionResponse, err error, elapsed time.Duration) {
+	for _, u := range res.Undone {
+		a.log.InfoContext(ctx, "provision undone", logging.KeyInstanceID, u.InstanceID, "action", u.Action, "reason", u.Reason, "error", u.Error)
+	}
+	a.metrics.Error(metrics.ErrProvision)
+	if errors.Is(err, claim.ErrRunnerVersionRefused) {
+		a.metrics.RegistrationRefused(metrics.RefusedRunnerVersion)
+	}
+	outcome := res.Outcome
+	if outcome == "" {
+		outcome = "failed"
+	}
+	a.metrics.ObserveProvision(outcome, elapsed, nil)
+	status, code := http.StatusServiceUnavailable, apiv1.CodeUnsuccessful
+	if res.Outcome == "dump" {
+		status, code = http.StatusInternalServerError, apiv1.CodeDumped
+	}
+	// Retryable: rolled back because the request ended (a shutdown); the same attempt may ask
+	// again. Also when GitHub's rate limit refused it: after the wait GitHub asked for.
+	retryable := res.Retryable
+	if wait, ok := githubWait(err, time.Now()); ok {
+		status, code, retryable = http.StatusServiceUnavailable, apiv1.CodeUnsuccessful, true
+		setRetryAfter(w, wait)
+	}
+	setCause(r, err)
+	a.writeErrorBody(w, r, status, apiv1.Error{Error: err.Error(), Code: code, Retryable: retryable, Provision: &resp})
 }
 
 // startup is how long a runner of a source took to be available to the run's jobs: a reused
