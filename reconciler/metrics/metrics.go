@@ -106,70 +106,9 @@ func New(o Options) *Metrics {
 	}
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	m := &Metrics{reg: reg, log: o.Logger, registerer: r}
-	m.provisionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "provision_duration_seconds",
-		Help:    "Provision latency, from the request to the answer, by outcome and by source: the slowest source used (reused < started < created).",
-		Buckets: provisionBuckets,
-	}, []string{"outcome", "source"})
-	m.provisionedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "provisioned_runners_total", Help: "Runners handed to runs, by source (reused, started, created).",
-	}, []string{"source"})
-	m.jobStartup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "job_startup_seconds",
-		Help:    "Time from a provision request until a runner was registered for the run and could take its jobs (reused: end of selection; created: end of fleet validation), per runner, by source.",
-		Buckets: provisionBuckets,
-	}, []string{"source"})
-	m.releaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "release_duration_seconds", Help: "Release latency by result.", Buckets: provisionBuckets,
-	}, []string{"result"})
-	m.awsCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "aws_calls_total",
-		Help: "AWS API operations (after the SDK's retries) by service, operation and result (ok, throttled, condition_failed, error).",
-	}, []string{"service", "operation", "result"})
-	m.awsDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "aws_call_duration_seconds", Help: "AWS API operation latency, retries included.",
-		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
-	}, []string{"service", "operation"})
-	m.githubCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "github_calls_total", Help: "GitHub REST requests by method, route template and status class (2xx, 4xx, 5xx, error).",
-	}, []string{"method", "route", "status"})
-	m.collisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "claim_collisions_total",
-		Help: "Conditional writes to instance records that lost to a concurrent writer: kind claim (idle/ready/stopped -> claimed) or transition (any other state change).",
-	}, []string{"kind"})
-	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "errors_total", Help: "Errors by kind.",
-	}, []string{"kind"})
-	m.cronRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "cron_runs_total", Help: "Cron job runs by job and result (ok, error, skipped_not_leader).",
-	}, []string{"job", "result"})
-	m.cronDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "cron_duration_seconds", Help: "Cron job run time by job.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-	}, []string{"job"})
-	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "leader", Help: "1 while this replica holds the leader lease and runs the cron jobs.",
-	})
-	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "http_requests_total", Help: "API requests by route and status code.",
-	}, []string{"route", "code"})
-	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Name: "http_request_duration_seconds", Help: "API request latency by route.", Buckets: provisionBuckets,
-	}, []string{"route"})
-	m.inflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "inflight_operations", Help: "Provisions and releases in progress on this replica.",
-	}, []string{"operation"})
-	m.poolDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "pool_messages_dropped_total",
-		Help: "Pool messages a selection deleted for good, by reason: malformed (undecodable or invalid, e.g. foreign), expired, dead (record gone or no longer idle).",
-	}, []string{"reason"})
-	m.foreignItems = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "foreign_items_total",
-		Help: "Items a listing of the state table skipped because they are not control-plane records (e.g. an agent-partition item carrying an index key), by index.",
-	}, []string{"index"})
-	m.spotInterruptions = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: namespace, Name: "spot_interruptions_total",
-		Help: "Instances a release found reclaimed by EC2 (a spot interruption notice signed by the agent); each is terminated, never pooled.",
-	})
+	m.initRequestMetrics()
+	m.initCallMetrics()
+	m.initControlMetrics()
 	m.quotaRefusals = newQuotaRefusals()
 	m.webhookLeftAlone = newWebhookLeftAlone()
 	m.githubBudget = newGitHubBudget()
@@ -194,6 +133,85 @@ func New(o Options) *Metrics {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// initRequestMetrics makes the API's metrics: provisions, releases, job startup, HTTP requests and
+// operations in flight (New registers them).
+func (m *Metrics) initRequestMetrics() {
+	m.provisionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "provision_duration_seconds",
+		Help:    "Provision latency, from the request to the answer, by outcome and by source: the slowest source used (reused < started < created).",
+		Buckets: provisionBuckets,
+	}, []string{"outcome", "source"})
+	m.provisionedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "provisioned_runners_total", Help: "Runners handed to runs, by source (reused, started, created).",
+	}, []string{"source"})
+	m.jobStartup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "job_startup_seconds",
+		Help:    "Time from a provision request until a runner was registered for the run and could take its jobs (reused: end of selection; created: end of fleet validation), per runner, by source.",
+		Buckets: provisionBuckets,
+	}, []string{"source"})
+	m.releaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "release_duration_seconds", Help: "Release latency by result.", Buckets: provisionBuckets,
+	}, []string{"result"})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "http_requests_total", Help: "API requests by route and status code.",
+	}, []string{"route", "code"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "http_request_duration_seconds", Help: "API request latency by route.", Buckets: provisionBuckets,
+	}, []string{"route"})
+	m.inflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "inflight_operations", Help: "Provisions and releases in progress on this replica.",
+	}, []string{"operation"})
+}
+
+// initCallMetrics makes the metrics of the calls to AWS and GitHub, of lost conditional writes and
+// of errors (New registers them).
+func (m *Metrics) initCallMetrics() {
+	m.awsCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "aws_calls_total",
+		Help: "AWS API operations (after the SDK's retries) by service, operation and result (ok, throttled, condition_failed, error).",
+	}, []string{"service", "operation", "result"})
+	m.awsDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "aws_call_duration_seconds", Help: "AWS API operation latency, retries included.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"service", "operation"})
+	m.githubCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "github_calls_total", Help: "GitHub REST requests by method, route template and status class (2xx, 4xx, 5xx, error).",
+	}, []string{"method", "route", "status"})
+	m.collisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "claim_collisions_total",
+		Help: "Conditional writes to instance records that lost to a concurrent writer: kind claim (idle/ready/stopped -> claimed) or transition (any other state change).",
+	}, []string{"kind"})
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "errors_total", Help: "Errors by kind.",
+	}, []string{"kind"})
+}
+
+// initControlMetrics makes the control loops' metrics: cron jobs, the leader lease, dropped pool
+// messages, foreign items and spot interruptions (New registers them).
+func (m *Metrics) initControlMetrics() {
+	m.cronRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "cron_runs_total", Help: "Cron job runs by job and result (ok, error, skipped_not_leader).",
+	}, []string{"job", "result"})
+	m.cronDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "cron_duration_seconds", Help: "Cron job run time by job.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"job"})
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "leader", Help: "1 while this replica holds the leader lease and runs the cron jobs.",
+	})
+	m.poolDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pool_messages_dropped_total",
+		Help: "Pool messages a selection deleted for good, by reason: malformed (undecodable or invalid, e.g. foreign), expired, dead (record gone or no longer idle).",
+	}, []string{"reason"})
+	m.foreignItems = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "foreign_items_total",
+		Help: "Items a listing of the state table skipped because they are not control-plane records (e.g. an agent-partition item carrying an index key), by index.",
+	}, []string{"index"})
+	m.spotInterruptions = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "spot_interruptions_total",
+		Help: "Instances a release found reclaimed by EC2 (a spot interruption notice signed by the agent); each is terminated, never pooled.",
+	})
 }
 
 // Registry is the registry holding every collector (for tests and extra collectors).
