@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -92,7 +93,13 @@ type Config struct {
 	// out of ScaleSets): a scale set of that name is never deleted at GitHub while it is broken, so
 	// a damaged item cannot remove a working scale set.
 	Broken func() []string
-	// Client returns the scale set client of a scope ("owner" or "owner/repo").
+	// GitHub is the control plane's GitHub client (wire.go): its registration tokens make the
+	// scale set clients, over APIURL (default DefaultAPIURL) and HTTPClient (default scaleset's).
+	GitHub     GitHub
+	APIURL     string
+	HTTPClient *http.Client
+	// Client, when set, returns the scale set client of a scope ("owner" or "owner/repo") instead
+	// of those made from GitHub (tests).
 	Client func(scope string) (Client, error)
 	// Allowed says whether a job of a repository may be served (the deployment's allow-list); nil
 	// allows all.
@@ -162,10 +169,13 @@ type Manager struct {
 
 // New checks the configuration and returns a Manager; Run starts it.
 func New(cfg Config) (*Manager, error) {
-	if cfg.Store == nil || cfg.Jobs == nil || cfg.ScaleSets == nil || cfg.Client == nil || cfg.Holder == "" {
-		return nil, errors.New("scale set listeners: store, job queue, scale sets, client and holder are required")
+	if cfg.Store == nil || cfg.Jobs == nil || cfg.ScaleSets == nil || (cfg.Client == nil && cfg.GitHub == nil) || cfg.Holder == "" {
+		return nil, errors.New("scale set listeners: store, job queue, scale sets, GitHub (or a client) and holder are required")
 	}
 	cfg.defaults()
+	if cfg.Client == nil {
+		cfg.Client = clientsOf(cfg)
+	}
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), scaler: poolScaler{jobs: cfg.Jobs, allowed: cfg.Allowed},
 		listeners: map[string]*listener{}, clients: map[string]Client{},

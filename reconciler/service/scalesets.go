@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -21,17 +20,18 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 )
 
-// setupScaleSets builds the listeners of the configured scale sets.
-func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *warmpool.JobQueue) (*scalesets.Manager, error) {
+// scaleSetListeners is the composition root's constructor of this replica's scale set listeners
+// (controlplane.Warm.ScaleSets); the Manager it makes is kept for startScaleSets.
+func (s *Service) scaleSetListeners(cfg config.Config, gh *ghaccess.Client) func(*warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
 	repo := declared.NewRepository(s.store)
-	apiURL := cmp.Or(cfg.GitHubAPIURL, "https://api.github.com/")
 	// The long poll lasts about 50 s: the client's timeout must outlast it.
 	hc := &http.Client{Timeout: 90 * time.Second, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)}
 	var mu sync.Mutex
 	var broken []string
-	return scalesets.New(scalesets.Config{
-		Store: s.store, Jobs: jobs, Holder: cfg.ReplicaID, Registerer: s.metrics.Registry(), Now: s.o.Now,
+	return scalesets.Listeners(scalesets.Config{
+		Store: s.store, Holder: cfg.ReplicaID, Registerer: s.metrics.Registry(), Now: s.o.Now,
 		Logger: s.log.With("component", "scale_sets"),
+		GitHub: gh, APIURL: cmp.Or(cfg.GitHubAPIURL, scalesets.DefaultAPIURL), HTTPClient: hc,
 		ScaleSets: func(ctx context.Context) ([]declared.ScaleSet, error) {
 			sets, problems, err := repo.ScaleSets(ctx)
 			names := make([]string, 0, len(problems))
@@ -49,15 +49,6 @@ func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *w
 			defer mu.Unlock()
 			return broken
 		},
-		Client: func(scope string) (scalesets.Client, error) {
-			return scaleset.New(scaleset.Config{
-				APIURL: apiURL, HTTPClient: hc, Now: s.o.Now, Logger: s.log.With("component", "scale_sets", "scope", scope),
-				RegistrationToken: func(ctx context.Context) (string, string, error) {
-					rt, err := gh.RegistrationToken(ctx, scope)
-					return rt.Token, rt.URL, err
-				},
-			})
-		},
 		Room: func(ctx context.Context, warmPool string) (int, bool, error) {
 			wp, _, err := repo.GetWarmPool(ctx, warmPool)
 			if err != nil {
@@ -67,7 +58,7 @@ func (s *Service) setupScaleSets(cfg config.Config, gh *ghaccess.Client, jobs *w
 		},
 		// s.auth is built after the warm pools; read it when a job comes.
 		Allowed: func(repository string) bool { return s.auth.AllowsRepository(repository) },
-	})
+	}, func(m *scalesets.Manager) { s.scaleSets = m })
 }
 
 // startScaleSets runs the listeners until stopScaleSets.

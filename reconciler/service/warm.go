@@ -56,14 +56,7 @@ func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Price
 			},
 			ClaimTimeout: cfg.ClaimTimeout, CreatedTimeout: cfg.CreatedTimeout, Logger: s.log.With("component", "pool_worker"),
 		},
-		ScaleSets: func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
-			ss, err := s.setupScaleSets(cfg, cl.gh, jobs)
-			if err != nil {
-				return nil, err
-			}
-			s.scaleSets = ss
-			return ss, nil
-		},
+		ScaleSets: s.scaleSetListeners(cfg, cl.gh),
 	}
 }
 

@@ -1,12 +1,13 @@
 // The scale-set phase: a hot warm pool filled by the real convergence loop, two listener replicas
-// (reconciler/scalesets) and a pool worker in process, and the sandbox's agents running the jobs with
-// the scale set's JIT configurations. Jobs are queued at the GitHub fake's Actions service one after
-// the other; each is timed from its queue time to a runner taking it: first in github.com's shape
-// of the service (jobs assigned to the scale set, JobAssigned), then, the pool filled again, in the
-// shape of GHES versions that need acquisition (JobAvailable, acquirejobs). Then the replica holding
-// the session is killed and the other's takeover is timed; then that holder is killed too, its
-// session expires at the service, and a third replica's takeover is timed (deleting the recorded
-// session answers 400, which the listener forgives).
+// (reconciler/scalesets) and a pool worker in process, each replica built through the composition
+// root (internal/controlplane) as `runnerpool serve` builds one, and the sandbox's agents running
+// the jobs with the scale set's JIT configurations. Jobs are queued at the GitHub fake's Actions
+// service one after the other; each is timed from its queue time to a runner taking it: first in
+// github.com's shape of the service (jobs assigned to the scale set, JobAssigned), then, the pool
+// filled again, in the shape of GHES versions that need acquisition (JobAvailable, acquirejobs).
+// Then the replica holding the session is killed and the other's takeover is timed; then that
+// holder is killed too, its session expires at the service, and a third replica's takeover is timed
+// (deleting the recorded session answers 400, which the listener forgives).
 package bench
 
 import (
@@ -30,7 +31,6 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -63,16 +63,15 @@ func phaseScaleSets(ctx context.Context, h *harness, res *Result) error {
 // ssParts are the in-process pieces of the phase: the clients, and the control plane wired over
 // them by the composition root (convergence, the job queue, the pool worker).
 type ssParts struct {
-	st       *store.Store
-	ec2      *ec2.Client
-	sqs      *sqs.Client
-	gh       *ghaccess.Client
-	jobsURL  string
-	jobs     *warmpool.JobQueue
-	spec     warmpool.PoolSpec
-	cp       *controlplane.Components
-	stopA    func(bool) // the first listener replica, made with the control plane
-	listener *scalesets.Manager
+	st      *store.Store
+	ec2     *ec2.Client
+	sqs     *sqs.Client
+	gh      *ghaccess.Client
+	jobsURL string
+	jobs    *warmpool.JobQueue
+	spec    warmpool.PoolSpec
+	cp      *controlplane.Components // the first replica's
+	stopA   func(bool)               // stops the first replica's listeners
 }
 
 func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
@@ -103,33 +102,14 @@ func (h *harness) scaleSetParts(ctx context.Context) (ssParts, error) {
 	return p, nil
 }
 
-// wire builds the phase's control plane through the composition root, as a replica does: the
-// pool's convergence, the job queue, and the pool worker minting scale set runners through the
-// first listener replica (bench-ss-a, started here).
+// wire builds the phase's first replica, bench-ss-a, and starts its listeners (replica): its
+// control plane's convergence fills the pool and its pool worker mints the scale set runners.
 func (h *harness) wire(ctx context.Context, p *ssParts) error {
-	cp, err := controlplane.New(controlplane.Clients{Store: p.st, EC2: p.ec2, SQS: p.sqs, GitHub: p.gh}, controlplane.Options{
-		DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
-		Classes: func(controlplane.NewProvisioner) (pool.Resolver, error) { return pool.StaticResolver{}, nil },
-		Warm: &controlplane.Warm{
-			JobQueueURL: p.jobsURL, Targets: warmpool.StaticTargets(p.spec), CatalogTTL: time.Minute,
-			ScaleSets: func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
-				p.jobs = jobs
-				m, stop, err := h.listener(ctx, *p, "bench-ss-a")
-				if err != nil {
-					return nil, err
-				}
-				p.listener, p.stopA = m, stop
-				return m, nil
-			},
-		},
-	})
+	cp, stop, err := h.replica(ctx, *p, "bench-ss-a")
 	if err != nil {
-		if p.stopA != nil {
-			p.stopA(false)
-		}
 		return err
 	}
-	p.cp = cp
+	p.cp, p.stopA = cp, stop
 	return nil
 }
 
@@ -159,20 +139,23 @@ func (h *harness) fillHot(ctx context.Context, p ssParts) error {
 	}
 }
 
-// listeners starts a scale set listener replica.
-func (h *harness) listener(ctx context.Context, p ssParts, holder string) (*scalesets.Manager, func(kill bool), error) {
+// replica builds a listener replica named holder through the composition root, as
+// `runnerpool serve` builds one (the pool's convergence, the job queue, the pool worker and the
+// scale set listeners over the same clients), and runs its listeners until the returned stop, which
+// stops them as a crash does when kill is set (no lease released, no session deleted).
+func (h *harness) replica(ctx context.Context, p ssParts, holder string) (*controlplane.Components, func(kill bool), error) {
 	set := declared.ScaleSet{Name: ssName, WarmPool: ssPool, Scope: sandbox.Scope, MaxRunners: ssJobs}
-	m, err := scalesets.New(scalesets.Config{
-		Store: p.st, Jobs: p.jobs, Holder: holder, LeaseTTL: 5 * time.Second, Resync: time.Second, Logger: h.o.Logger,
-		ScaleSets: func(context.Context) ([]declared.ScaleSet, error) { return []declared.ScaleSet{set}, nil },
-		Client: func(scope string) (scalesets.Client, error) {
-			return scaleset.New(scaleset.Config{
-				APIURL: h.sb.Stack.Endpoints.GitHubAPI, Logger: h.o.Logger,
-				RegistrationToken: func(ctx context.Context) (string, string, error) {
-					rt, err := p.gh.RegistrationToken(ctx, scope)
-					return rt.Token, rt.URL, err
-				},
-			})
+	var m *scalesets.Manager
+	cp, err := controlplane.New(controlplane.Clients{Store: p.st, EC2: p.ec2, SQS: p.sqs, GitHub: p.gh}, controlplane.Options{
+		DeploymentID: sandbox.DeploymentID, Logger: h.o.Logger,
+		Classes: func(controlplane.NewProvisioner) (pool.Resolver, error) { return pool.StaticResolver{}, nil },
+		Warm: &controlplane.Warm{
+			JobQueueURL: p.jobsURL, Targets: warmpool.StaticTargets(p.spec), CatalogTTL: time.Minute,
+			ScaleSets: scalesets.Listeners(scalesets.Config{
+				Store: p.st, Holder: holder, LeaseTTL: 5 * time.Second, Resync: time.Second, Logger: h.o.Logger,
+				GitHub: p.gh, APIURL: h.sb.Stack.Endpoints.GitHubAPI,
+				ScaleSets: func(context.Context) ([]declared.ScaleSet, error) { return []declared.ScaleSet{set}, nil },
+			}, func(made *scalesets.Manager) { m = made }),
 		},
 	})
 	if err != nil {
@@ -182,7 +165,7 @@ func (h *harness) listener(ctx context.Context, p ssParts, holder string) (*scal
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(lctx) }()
 	var once sync.Once
-	return m, func(kill bool) {
+	return cp, func(kill bool) {
 		once.Do(func() {
 			if kill {
 				m.Kill()
@@ -207,7 +190,7 @@ func (h *harness) scaleSets(ctx context.Context, res *Result) error {
 	if err := h.fillHot(ctx, p); err != nil {
 		return err
 	}
-	_, stopB, err := h.listener(ctx, p, "bench-ss-b")
+	_, stopB, err := h.replica(ctx, p, "bench-ss-b")
 	if err != nil {
 		return err
 	}
@@ -321,7 +304,7 @@ func (h *harness) expiredTakeover(ctx context.Context, p ssParts, holder func() 
 	fake := h.sb.Stack.GitHub
 	fake.SetScaleSetTiming(githubfake.ScaleSetTiming{SessionIdle: 2 * time.Second})
 	defer fake.SetScaleSetTiming(githubfake.ScaleSetTiming{})
-	_, stopC, err = h.listener(ctx, p, "bench-ss-c")
+	_, stopC, err = h.replica(ctx, p, "bench-ss-c")
 	if err != nil {
 		return nil, err
 	}
