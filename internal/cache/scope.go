@@ -39,6 +39,8 @@ type Scope struct {
 	BaseRef       string // a pull request's base branch (refs/heads/main); empty otherwise
 	DefaultBranch string // the repository's default branch (refs/heads/main)
 	Trusted       bool   // pool.TrustedEvent(event)
+	// Run is the run record's key; an untrusted run on a branch writes under it (WritePrefix).
+	Run string `json:",omitempty"`
 }
 
 var (
@@ -76,8 +78,18 @@ func (s Scope) prefix(trusted bool, ref string) string {
 	return "v1/" + encode(strings.ToLower(s.Repository)) + "/" + level(trusted) + "/" + encode(ref) + "/"
 }
 
-// WritePrefix is where the run saves: its own ref, at its own trust level.
-func (s Scope) WritePrefix() string { return s.prefix(s.Trusted, s.Ref) }
+// WritePrefix is where the run saves: its own ref, at its own trust level. An untrusted run whose
+// ref is a branch (refs/heads/...) is one whose event nobody vouched for (a workflow_job webhook's
+// pool job: its head_branch, and no event), and a fork's pull request from a branch named "main"
+// has that very head_branch: such a run writes under its own run (refs/runnerpool/run/<run>), so
+// that nothing it saves is read by another run of that branch name. A pull request's own ref
+// (refs/pull/N/merge) is the pull request's alone, as GitHub scopes it.
+func (s Scope) WritePrefix() string {
+	if !s.Trusted && strings.HasPrefix(s.Ref, "refs/heads/") {
+		return s.prefix(false, "refs/runnerpool/run/"+s.Run)
+	}
+	return s.prefix(s.Trusted, s.Ref)
+}
 
 // ReadPrefixes are where the run restores from, in GitHub's search order: its own ref, then its
 // base branch (a pull request), then the default branch. An untrusted run reads what it wrote

@@ -28,14 +28,19 @@ func TestScopeOfRuns(t *testing.T) {
 		{"pull_request_target is trusted", "pull_request_target", "refs/heads/main", "main", "main",
 			"v1/acme~2Fapp/trusted/refs~2Fheads~2Fmain/",
 			[]string{"v1/acme~2Fapp/trusted/refs~2Fheads~2Fmain/"}},
-		{"no event: untrusted", "", "refs/heads/main", "", "main",
-			"v1/acme~2Fapp/untrusted/refs~2Fheads~2Fmain/",
-			[]string{"v1/acme~2Fapp/untrusted/refs~2Fheads~2Fmain/", "v1/acme~2Fapp/trusted/refs~2Fheads~2Fmain/"}},
+		{"no event on a branch: untrusted, writes under its run", "", "refs/heads/feat", "", "main",
+			"v1/acme~2Fapp/untrusted/refs~2Frunnerpool~2Frun~2F42/",
+			[]string{"v1/acme~2Fapp/untrusted/refs~2Frunnerpool~2Frun~2F42/", "v1/acme~2Fapp/trusted/refs~2Fheads~2Ffeat/",
+				"v1/acme~2Fapp/trusted/refs~2Fheads~2Fmain/"}},
+		{"push to a feature branch, default branch unknown", "push", "refs/heads/feat", "", "",
+			"v1/acme~2Fapp/trusted/refs~2Fheads~2Ffeat/",
+			[]string{"v1/acme~2Fapp/trusted/refs~2Fheads~2Ffeat/"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := cache.ScopeOf("Acme/App", tt.event, tt.ref, tt.baseRef, tt.defaultB)
+			s.Run = "42"
 			if got := s.WritePrefix(); got != tt.wantWrite {
 				t.Errorf("write prefix %q, want %q", got, tt.wantWrite)
 			}

@@ -219,6 +219,34 @@ func TestToolkitScopes(t *testing.T) {
 	if got, _, _ := w.restore(t, sibling, "deps-release"); got != "" {
 		t.Errorf("a sibling branch read release's save: %q", got)
 	}
+	// Any branch reads the default branch's saves; the default branch never reads a branch's.
+	feature := w.instance(t, cache.Scope{Repository: "acme/app", Ref: "refs/heads/feature", DefaultBranch: "refs/heads/main", Trusted: true})
+	if got, data, out := w.restore(t, feature, "deps-main"); got != "deps-main" || !bytes.Equal(data, mainData) {
+		t.Errorf("a branch does not read the default branch: %q\n%s", got, out)
+	}
+	w.save(t, feature, "deps-feature", 16<<10)
+	if got, _, _ := w.restore(t, w.instance(t, mainRun), "deps-feature", "deps-f"); got != "" {
+		t.Errorf("the default branch read a branch's save: %q", got)
+	}
+	// A run whose event nobody vouched for (a webhook's pool job: head_branch, no event) on
+	// "main" reads main's trusted saves, but what it saves only its own run reads: a fork's pull
+	// request from its own "main" poisons no other run of main.
+	unvouched := cache.Scope{Repository: "acme/app", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Run: "9001"}
+	u1 := w.instance(t, unvouched)
+	if got, _, out := w.restore(t, u1, "deps-main"); got != "deps-main" {
+		t.Errorf("an unvouched run of main does not read main's trusted save: %q\n%s", got, out)
+	}
+	w.save(t, u1, "deps-unvouched", 16<<10)
+	if got, _, _ := w.restore(t, w.instance(t, unvouched), "deps-unvouched"); got != "deps-unvouched" {
+		t.Errorf("the unvouched run does not read its own save on another instance: %q", got)
+	}
+	otherRun := unvouched
+	otherRun.Run = "9002"
+	for _, sc := range []cache.Scope{otherRun, mainRun} {
+		if got, _, _ := w.restore(t, w.instance(t, sc), "deps-unvouched", "deps-u"); got != "" {
+			t.Errorf("run %q (trusted %v) read an unvouched run's save: %q", sc.Run, sc.Trusted, got)
+		}
+	}
 	// Another repository reads nothing of acme/app, even with the exact key.
 	other := w.instance(t, otherRepo)
 	if got, _, _ := w.restore(t, other, "deps-main", "deps-"); got != "" {

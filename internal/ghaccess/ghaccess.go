@@ -59,6 +59,9 @@ type Config struct {
 	// share of GitHub's secondary limit (900 points a minute, a page costs one): past it listings
 	// wait, and the checks of each scope gather on fewer of them, instead of GitHub refusing.
 	ListingPagesPerMinute int
+	// DefaultBranchTTL is how long a repository's default branch is kept before it is asked again
+	// (default 10 min; repos.go).
+	DefaultBranchTTL time.Duration
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -133,6 +136,7 @@ type Client struct {
 	clients  map[string]ownerClient // by lower-case owner
 	tokens   *tokenCache            // registration and remove tokens per scope (tokens.go)
 	listings *listings              // shared runner listings per scope (listings.go)
+	branches map[string]branchEntry // default branches by lower-case owner/name (repos.go)
 }
 
 // ownerClient is the API client of one owner and when its installation is to be looked up again.
@@ -165,6 +169,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.TokenMargin <= 0 {
 		cfg.TokenMargin = 15 * time.Minute
 	}
+	if cfg.DefaultBranchTTL <= 0 {
+		cfg.DefaultBranchTTL = 10 * time.Minute
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -179,7 +186,7 @@ func New(cfg Config) (*Client, error) {
 	if attempt <= 0 {
 		attempt = 30 * time.Second
 	}
-	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, now: cfg.Now, clients: map[string]ownerClient{},
+	c := &Client{cfg: cfg, apiURL: u, log: cfg.Logger, now: cfg.Now, clients: map[string]ownerClient{}, branches: map[string]branchEntry{},
 		rt: &retryTransport{base: base, attempt: attempt, maxWait: cfg.MaxRetryWait, log: cfg.Logger, now: time.Now}}
 	c.tokens = newTokenCache(c)
 	c.listings = newListings(c, cfg.ListingInterval, cfg.ListingPagesPerMinute)

@@ -71,6 +71,7 @@ var Calls = []Call{
 	{"POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/cancel", "cancel the run of a job no pool can serve", PermActions, "write", "repo"},
 	{"POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", "re-run a job its runner lost", PermActions, "write", "repo"},
 	{"GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}", "read a pool job's state", PermActions, "read", "repo"},
+	{"GET", "/repos/{owner}/{repo}", "the repository's default branch (the runner cache's scope; --cache-bucket)", PermMetadata, "read", "repo"},
 }
 
 // WebhookEvents are the events runnerpool's App subscribes to.

@@ -19,6 +19,7 @@ var permissionTitles = map[string]string{
 	ghaccess.PermAdministration: "Repository: Administration",
 	ghaccess.PermOrgRunners:     "Organization: Self-hosted runners",
 	ghaccess.PermActions:        "Repository: Actions",
+	ghaccess.PermMetadata:       "Repository: Metadata",
 }
 
 // callsTable renders ghaccess.Calls as the guide's table.
@@ -121,6 +122,7 @@ var goGitHubCalls = map[string]string{
 	"Actions.RemoveOrganizationRunner":                   "DELETE /orgs/{org}/actions/runners/{runner_id}",
 	"Actions.RemoveRunner":                               "DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}",
 	"Actions.RerunFailedJobsByID":                        "POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs",
+	"Repositories.Get":                                   "GET /repos/{owner}/{repo}",
 }
 
 var goGitHubCall = regexp.MustCompile(`\.((?:Actions|Apps|Repositories|Organizations|Users|RateLimit|Checks)\.[A-Z][A-Za-z]+)\(`)

@@ -115,6 +115,13 @@ type Options struct {
 	// CacheRequests, when set, counts each presigned request by repository and kind (get, put,
 	// list): the cost report's requests (*history.CacheMeter satisfies it).
 	CacheRequests interface{ Count(repository, kind string) }
+	// DefaultBranches, when set, answers a repository's default branch for the cache scope of a
+	// run that recorded none (a provisioned run: the OIDC token has no claim for it);
+	// *ghaccess.Client satisfies it, keeping each answer for a bounded time. Unanswered, the scope
+	// has no default branch: narrower, never wider.
+	DefaultBranches interface {
+		DefaultBranch(ctx context.Context, repository string) (string, error)
+	}
 
 	// Ready reports readiness details for /readyz (nil: ready unless draining).
 	Ready func(ctx context.Context) apiv1.ReadyResponse

@@ -19,8 +19,10 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -84,7 +86,8 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "reading the run record failed", true)
 		return
 	}
-	scope := cache.ScopeOf(run.Repository, run.Event, run.Ref, run.BaseRef, run.DefaultBranch)
+	scope := cache.ScopeOf(run.Repository, run.Event, run.Ref, run.BaseRef, a.defaultBranch(ctx, run))
+	scope.Run = run.RunID
 	if scope.Validate() != nil {
 		deny(metrics.CacheNoRun, "the run has no cache scope (no ref recorded)")
 		return
@@ -110,3 +113,24 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, cache.Answer{URL: url})
 }
+
+// defaultBranch is the run's recorded default branch (a pool job's webhook carries it), else the
+// repository's as GitHub answers it (Options.DefaultBranches, kept for a bounded time); "" when
+// neither says, and the scope then reads no default branch.
+func (a *API) defaultBranch(ctx context.Context, run store.Run) string {
+	if run.DefaultBranch != "" || a.o.DefaultBranches == nil || run.Ref == "" {
+		return run.DefaultBranch
+	}
+	ctx, cancel := context.WithTimeout(ctx, defaultBranchWait)
+	defer cancel()
+	b, err := a.o.DefaultBranches.DefaultBranch(ctx, run.Repository)
+	if err != nil {
+		a.log.WarnContext(ctx, "cache scope: the repository's default branch is unknown; the run reads its own ref and base only",
+			"repository", run.Repository, "err", err)
+		return ""
+	}
+	return b
+}
+
+// defaultBranchWait bounds the lookup, so that the agent's 5 s wait for the control plane holds.
+const defaultBranchWait = 2 * time.Second

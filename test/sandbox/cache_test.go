@@ -104,7 +104,8 @@ func newCacheWorld(t *testing.T) *cacheWorld {
 	}})
 	w.metrics = metrics.New(metrics.Options{})
 	a, err := api.New(api.Options{Provisioner: w.cp.Provisioner, Releaser: w.cp.Releaser, Runs: w.cp.Provisioner,
-		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority, CacheRequests: w})
+		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority, CacheRequests: w,
+		DefaultBranches: w.sb.GitHub})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +251,35 @@ func TestCacheThroughTheAgent(t *testing.T) {
 	}
 }
 
+// TestCacheReadsTheDefaultBranch: a provisioned run's record has no default branch (the OIDC
+// token carries none), so the control plane asks GitHub for the repository's (the fake answers
+// GET /repos/{owner}/{repo} with default_branch "main", as GitHub does). A feature branch's run
+// then restores what the default branch's run saved, and never the reverse. Fails on the code
+// before: the feature branch's scope had no default branch and restored nothing.
+func TestCacheReadsTheDefaultBranch(t *testing.T) {
+	t.Parallel()
+	w := newCacheWorld(t)
+	_, mainID := w.provision(t, "refs/heads/main")
+	_, featureID := w.provision(t, "refs/heads/feature")
+
+	ws, want := cacheWorkspace(t, 64<<10)
+	if got, out := w.toolkit(t, mainID, ws, "save", "deps-main", "data"); got == "" || got == "-1" {
+		t.Fatalf("save on main: %q\n%s", got, out)
+	}
+	ws2 := t.TempDir()
+	got, out := w.toolkit(t, featureID, ws2, "restore", "data", "deps-main")
+	if b, _ := os.ReadFile(filepath.Join(ws2, "data", "blob")); got != "deps-main" || !bytes.Equal(b, want) {
+		t.Fatalf("a feature branch's run restored %q (%d bytes), want the default branch's deps-main\n%s", got, len(b), out)
+	}
+	ws3, _ := cacheWorkspace(t, 16<<10)
+	if got, out := w.toolkit(t, featureID, ws3, "save", "deps-feature", "data"); got == "" || got == "-1" {
+		t.Fatalf("save on feature: %q\n%s", got, out)
+	}
+	if got, out := w.toolkit(t, mainID, t.TempDir(), "restore", "data", "deps-feature", "deps-f"); got != "" {
+		t.Fatalf("the default branch's run restored a feature branch's %q\n%s", got, out)
+	}
+}
+
 // TestCompromisedJobCannotReachAnotherCache: the cache rows of the attack harness. A job that
 // reached its instance's agent (or, worse, the agent's key: the rows sign with it) asks the control
 // plane for what its run's scope does not cover; every row must be refused, and a job's own request
@@ -268,6 +298,10 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 	other := cache.ScopeOf(otherRepo, "push", "refs/heads/main", "", "main")
 	ownObject, _ := cache.ObjectKey(own.WritePrefix(), "deps", "abc")
 	otherObject, _ := cache.ObjectKey(other.WritePrefix(), "deps", "abc")
+	// The repository's default branch (GitHub's answer: main) is readable, not writable; a
+	// sibling branch is neither.
+	defaultObject, _ := cache.ObjectKey(cache.ScopeOf(sandbox.Scope, "push", "refs/heads/main", "", "").WritePrefix(), "deps", "abc")
+	siblingObject, _ := cache.ObjectKey(cache.ScopeOf(sandbox.Scope, "push", "refs/heads/release", "", "").WritePrefix(), "deps", "abc")
 
 	for _, row := range []struct {
 		name   string
@@ -279,7 +313,10 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 		ok     bool
 	}{
 		{"own entry (control)", agentKey, res.RunKey, cache.OpPut, ownObject, 1 << 20, true},
+		{"the default branch's entry (control)", agentKey, res.RunKey, cache.OpGet, defaultObject, 0, true},
 		{"another repository's key", agentKey, res.RunKey, cache.OpGet, otherObject, 0, false},
+		{"a write to the default branch", agentKey, res.RunKey, cache.OpPut, defaultObject, 1 << 10, false},
+		{"a sibling branch's entry", agentKey, res.RunKey, cache.OpGet, siblingObject, 0, false},
 		{"another repository's listing", agentKey, res.RunKey, cache.OpList, other.WritePrefix(), 0, false},
 		{"another repository's write", agentKey, res.RunKey, cache.OpPut, otherObject, 1 << 10, false},
 		{"forged scope: the job's own key", jobKey, res.RunKey, cache.OpGet, ownObject, 0, false},

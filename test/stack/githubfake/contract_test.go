@@ -285,6 +285,12 @@ func testRESTContract(t *testing.T, name string) {
 			t.Fatalf("RunnerRelease(%s) = %+v, %v", scope, rel, err)
 		}
 	}
+	fake.SetDefaultBranch("acme", "api", "trunk")
+	for _, gh := range []*ghaccess.Client{pat, app} {
+		if b, err := gh.DefaultBranch(ctx, "acme/api"); err != nil || b != "trunk" {
+			t.Fatalf("DefaultBranch = %q, %v; want trunk", b, err)
+		}
+	}
 	jobID := fake.QueueJob("acme", "api", 77, []string{"self-hosted"})
 	if st, err := pat.JobStatus(ctx, "acme/api", jobID); err != nil || st != "queued" {
 		t.Fatalf("JobStatus = %q, %v; want queued", st, err)
@@ -312,6 +318,7 @@ func testRESTContract(t *testing.T, name string) {
 		"DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} 404",
 		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel 202",
 		"GET /repos/{owner}/{repo}/actions/jobs/{job_id} 200",
+		"GET /repos/{owner}/{repo} 200",
 		"GET /repos/{owner}/{repo}/actions/runners/downloads 200",
 		"GET /orgs/{org}/actions/runners/downloads 200",
 	} {

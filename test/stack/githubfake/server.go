@@ -429,6 +429,9 @@ func (s *Server) routes() {
 	s.handle("DELETE /orgs/{org}/actions/runner-groups/{group_id}", authToken, s.deleteGroup)
 	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/runners", authToken, s.listGroupRunners)
 
+	// The repository (repos.go).
+	s.handle("GET /repos/{owner}/{repo}", authToken, s.getRepository)
+
 	// Workflow runs and jobs.
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel", authToken, s.cancelRun)
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", authToken, s.rerunFailedJobs)

@@ -22,6 +22,8 @@ type repoRec struct {
 	owner *ownerRec
 	name  string
 	id    int64
+	// defaultBranch is what GET /repos/{owner}/{repo} answers ("" : "main"; repos.go).
+	defaultBranch string
 }
 
 type installationRec struct {
