@@ -39,12 +39,32 @@ type taggedInstance struct {
 // without a live record, for their state and launch time. An instance EC2 reports terminated is
 // remembered and not asked about again while its tag is still listed.
 func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
+	tagged, ok := r.listTaggedAndLive(ctx, p)
+	if !ok {
+		return nil
+	}
+	suspects, ok := r.orphanSuspects(ctx, p, tagged)
+	if !ok {
+		return nil
+	}
+	orphans := r.confirmOrphans(ctx, p, suspects)
+	if len(orphans) == 0 {
+		return nil
+	}
+	slices.Sort(orphans)
+	r.log.InfoContext(ctx, "refresh: terminating orphans", "deployment", r.opts.DeploymentID, "instances", orphans)
+	return r.terminateOrphans(ctx, p, orphans)
+}
+
+// listTaggedAndLive lists the ids of the instances carrying the deployment tag and the table's live
+// records, which it keeps in the pass (p.live) and its report. ok is false when either listing
+// failed (the sweep is skipped).
+func (r *Refresher) listTaggedAndLive(ctx context.Context, p *pass) (tagged []string, ok bool) {
 	// EC2's tags and the table's live records are listed at once. A record written after its
 	// listing makes its instance a suspect at worst: the grace period protects a young instance,
 	// and every suspect is confirmed with a consistent read of its record below.
 	// Brief records: this phase and the pool check read ids, states, runs, thresholds, pool marks,
 	// versions and runner classes of the listing; what they act on they read again in full.
-	var tagged []string
 	var live []store.Instance
 	var tagErr, liveErr error
 	var wg sync.WaitGroup
@@ -53,11 +73,11 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	wg.Wait()
 	if tagErr != nil {
 		p.fail(PhaseOrphans, fmt.Errorf("listing instances tagged %s=%s: %w", tags.Deployment, r.opts.DeploymentID, tagErr))
-		return nil
+		return nil, false
 	}
 	if liveErr != nil {
 		p.fail(PhaseOrphans, fmt.Errorf("listing live records (sweep skipped: without them every instance looks orphaned): %w", liveErr))
-		return nil
+		return nil, false
 	}
 	liveIDs := make(map[string]store.Instance, len(live))
 	for _, rec := range live {
@@ -65,11 +85,18 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	}
 	p.live = liveIDs
 	p.update(func(rep *Report) { rep.Listing = live })
+	return tagged, true
+}
 
+// orphanSuspects is what EC2 says of the tagged instances without a live record: those past the
+// grace period are suspects; terminated ones are remembered, young or undescribed ones reported.
+// It counts the tagged instances that are not terminated. ok is false when EC2 could not be asked
+// (the sweep is skipped).
+func (r *Refresher) orphanSuspects(ctx context.Context, p *pass, tagged []string) (suspects []taggedInstance, ok bool) {
 	recorded, unrecorded := 0, []string{}
 	for _, id := range tagged {
 		switch {
-		case liveIDs[id].ID != "":
+		case p.live[id].ID != "":
 			recorded++
 		case !r.knownTerminated(id):
 			unrecorded = append(unrecorded, id)
@@ -79,9 +106,8 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 	described, err := r.describeUnrecorded(ctx, unrecorded)
 	if err != nil {
 		p.fail(PhaseOrphans, fmt.Errorf("describing %d tagged instances without a record (sweep skipped): %w", len(unrecorded), err))
-		return nil
+		return nil, false
 	}
-	var suspects []taggedInstance
 	for _, id := range unrecorded {
 		in, ok := described[id]
 		switch {
@@ -102,7 +128,12 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 		}
 	}
 	p.update(func(rep *Report) { rep.Orphans.Tagged = recorded })
-	// The listing reads indexes, which lag behind writes: confirm each suspect with a consistent read.
+	return suspects, true
+}
+
+// confirmOrphans is the suspects that are orphans: the listing reads indexes, which lag behind
+// writes, so each suspect is confirmed with a consistent read of its record.
+func (r *Refresher) confirmOrphans(ctx context.Context, p *pass, suspects []taggedInstance) []string {
 	var orphans []string
 	forEach(r.opts.Concurrency, suspects, func(in taggedInstance) {
 		rec, err := r.st.Get(ctx, in.id)
@@ -115,12 +146,12 @@ func (r *Refresher) orphans(ctx context.Context, p *pass) map[string]bool {
 		}
 		p.update(func(*Report) { orphans = append(orphans, in.id) })
 	})
-	if len(orphans) == 0 {
-		return nil
-	}
-	slices.Sort(orphans)
-	r.log.InfoContext(ctx, "refresh: terminating orphans", "deployment", r.opts.DeploymentID, "instances", orphans)
+	return orphans
+}
 
+// terminateOrphans terminates the orphans and returns the ids that are gone (terminated here, or
+// unknown to EC2 by now).
+func (r *Refresher) terminateOrphans(ctx context.Context, p *pass, orphans []string) map[string]bool {
 	res := terminate.Batches(ctx, r.ec2, orphans, r.opts.BatchSize)
 	for _, err := range res.Errs {
 		p.fail(PhaseOrphans, err)
