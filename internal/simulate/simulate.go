@@ -31,6 +31,8 @@ type Model struct {
 type Observation struct {
 	Now     time.Time
 	Arrived int // jobs since the previous pass
+	// Slow of them started later than the goal (counted in a replay that keeps queue times).
+	Slow int
 	// Pool now: idle hot, stopped, warming, busy.
 	Hot, Stopped, Warming, Busy int
 	// Runs are the workflow runs whose first job arrived within RunWindow (jobs with a run id).
@@ -349,7 +351,7 @@ func (p *pool) warmed() {
 // pass is one convergence pass (converge steps 6 and 7).
 func (p *pool) pass() {
 	now := time.Unix(0, p.now).UTC()
-	o := Observation{Now: now, Arrived: p.arrived, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy, Runs: p.openRuns()}
+	o := Observation{Now: now, Arrived: p.arrived, Slow: p.slow, Hot: p.hot, Stopped: p.stopped, Warming: len(p.warmAt), Busy: p.busy, Runs: p.openRuns()}
 	p.targetHot, p.targetStopped = p.pol.Targets(o)
 	if !p.fast {
 		p.res.Timeline = append(p.res.Timeline, Point{

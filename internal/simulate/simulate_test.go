@@ -71,6 +71,38 @@ func TestRunFixedPoolHotThenStoppedThenCold(t *testing.T) {
 	}
 }
 
+// observing is a Fixed schedule that keeps what every pass observed.
+type observing struct {
+	*Fixed
+	seen []Observation
+}
+
+func (o *observing) Targets(ob Observation) (int, int) {
+	o.seen = append(o.seen, ob)
+	return o.Fixed.Targets(ob)
+}
+
+func TestObservationCountsSlowJobs(t *testing.T) {
+	t.Parallel()
+	// 4 hot; a burst of 6 at 01:00: 4 start hot, 2 cold, beyond the 5 s goal. A policy pacing the
+	// goal's budget reads the slow ones at the next pass.
+	f := &observing{Fixed: &Fixed{}}
+	for h := range 24 {
+		f.Hot[0][h] = 4
+	}
+	jobs := append(burst(monday.Add(time.Minute), 1, time.Second), burst(monday.Add(time.Hour), 6, time.Minute)...)
+	if _, err := Run(jobs, model, f, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	slow, arrived := 0, 0
+	for _, o := range f.seen {
+		slow, arrived = slow+o.Slow, arrived+o.Arrived
+	}
+	if slow != 2 || arrived != 7 {
+		t.Errorf("the passes observed %d slow of %d jobs, want 2 of 7", slow, arrived)
+	}
+}
+
 func TestAutoscalerIsReadyForARecurringBurst(t *testing.T) {
 	t.Parallel()
 	// Last week: 40 jobs at 09:00 every weekday, a job every 10 minutes otherwise.
