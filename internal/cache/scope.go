@@ -61,6 +61,8 @@ func (s Scope) Validate() error {
 		return fmt.Errorf("cache scope: repository %q: %w", s.Repository, ErrInvalid)
 	case !strings.HasPrefix(s.Ref, "refs/"):
 		return fmt.Errorf("cache scope: ref %q: %w", s.Ref, ErrInvalid)
+	case !s.Trusted && strings.HasPrefix(s.Ref, "refs/heads/") && s.Run == "":
+		return fmt.Errorf("cache scope: an untrusted run on %q without its run: %w", s.Ref, ErrInvalid)
 	}
 	return nil
 }
@@ -246,4 +248,31 @@ func ScopeOf(repository, event, ref, baseRef, defaultBranch string) Scope {
 	}
 	return Scope{Repository: repository, Ref: ref, BaseRef: full(baseRef), DefaultBranch: full(defaultBranch),
 		Trusted: pool.TrustedEvent(event)}
+}
+
+// RefOfWorkflowRef is the run's ref a scale set's job message implies: jobWorkflowRef
+// ("owner/repo/.github/workflows/ci.yml@refs/heads/main", actions/scaleset types.go
+// JobMessageBase; the OIDC token's job_workflow_ref) names the ref the workflow file was read at,
+// which is the run's ref (github.ref) when the workflow is the repository's own. A workflow of
+// another repository (a reusable one called across repositories) says nothing of the run's ref,
+// and neither does a malformed one: "".
+func RefOfWorkflowRef(repository, jobWorkflowRef string) string {
+	path, ref, ok := strings.Cut(jobWorkflowRef, "@")
+	if !ok || !strings.HasPrefix(ref, "refs/") || strings.ContainsFunc(ref, func(r rune) bool { return r <= ' ' || r == 0x7f }) ||
+		len(ref) > 1024 || !strings.HasPrefix(strings.ToLower(path), strings.ToLower(repository)+"/.github/workflows/") {
+		return ""
+	}
+	return ref
+}
+
+// BranchRef is a branch name made a full ref ("main" -> "refs/heads/main"), "" when the name is
+// empty or not printable text of at most 255 bytes (a webhook's head_branch, default_branch).
+func BranchRef(branch string) string {
+	if branch == "" || len(branch) > 255 || strings.ContainsFunc(branch, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return ""
+	}
+	if strings.HasPrefix(branch, "refs/") {
+		return branch
+	}
+	return "refs/heads/" + branch
 }

@@ -50,3 +50,35 @@ func TestScopeOfRuns(t *testing.T) {
 		})
 	}
 }
+
+func TestRefOfWorkflowRef(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ ref, want string }{
+		{"acme/app/.github/workflows/ci.yml@refs/heads/main", "refs/heads/main"},
+		{"Acme/App/.github/workflows/ci.yml@refs/pull/7/merge", "refs/pull/7/merge"},
+		{"acme/app/.github/workflows/release.yml@refs/tags/v1.2", "refs/tags/v1.2"},
+		{"acme/shared/.github/workflows/build.yml@refs/heads/main", ""}, // another repository's reusable workflow
+		{"acme/app/.github/workflows/ci.yml@v1", ""},
+		{"acme/app/.github/workflows/ci.yml", ""},
+		{"acme/app/.github/workflows/ci.yml@refs/heads/a b", ""},
+		{"acme/apple/.github/workflows/ci.yml@refs/heads/main", ""},
+		{"", ""},
+	} {
+		if got := cache.RefOfWorkflowRef("acme/app", tt.ref); got != tt.want {
+			t.Errorf("RefOfWorkflowRef(%q) = %q, want %q", tt.ref, got, tt.want)
+		}
+	}
+}
+
+// An untrusted run on a branch writes under its run, so it cannot be scoped without one.
+func TestUnvouchedBranchRunNeedsItsRun(t *testing.T) {
+	t.Parallel()
+	s := cache.ScopeOf("acme/app", "", "refs/heads/main", "", "main")
+	if s.Validate() == nil {
+		t.Fatal("an untrusted branch run without its run validated")
+	}
+	s.Run = "7"
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -72,6 +72,12 @@ type Job struct {
 	// (store.Run.Workflow) for the autoscaler; it is not part of the queue message, which
 	// DecodeJob reads strictly: a replica of an older release would drop a message carrying it.
 	Workflow string `json:"-"`
+	// Ref and DefaultBranch are what the job's source says of its run's ref and its repository's
+	// default branch (full refs; "" when it says nothing): a webhook's head_branch and
+	// repository.default_branch, a scale set message's jobWorkflowRef. Like Workflow, Enqueue keeps
+	// them on the ledger record (store.Run.Ref, DefaultBranch), where the runner cache's scope
+	// reads them, and they are not part of the queue message.
+	Ref, DefaultBranch string `json:"-"`
 }
 
 // Trusted reports whether the job's run is known not to run a pull request's code: its event is
@@ -86,6 +92,17 @@ func (j Job) Trusted() bool { return pool.TrustedEvent(j.Event) }
 func (j Job) RunKey() string { return JobRunPrefix + j.key() }
 
 func (j Job) ledgerKey() string { return "pooljob:" + j.key() }
+
+// LedgerKey is the ledger record's key of the pool job an instance's run id (RunKey) names: the
+// record that holds what the job's source said of its run (repository, event, ref), which the
+// runner cache's scope reads. ok is false for a run id that is not a pool job's.
+func LedgerKey(runKey string) (string, bool) {
+	rest, ok := strings.CutPrefix(runKey, JobRunPrefix)
+	if !ok || rest == "" {
+		return "", false
+	}
+	return "pooljob:" + rest, true
+}
 
 // key is the job's id in the ledger and run ids: the job id, or for a scale set's job
 // "ss<scale set id>-<runner request id>" (request ids are their own id space).
@@ -236,7 +253,7 @@ func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
 		r, created, err := q.st.CreateRun(ctx, store.Run{
 			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
 			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobQueued,
-			Request: json.RawMessage(body), Workflow: j.Workflow,
+			Request: json.RawMessage(body), Workflow: j.Workflow, Event: j.Event, Ref: j.Ref, DefaultBranch: j.DefaultBranch,
 		})
 		if err != nil {
 			return "", fmt.Errorf("recording pool job %d: %w", j.JobID, err)

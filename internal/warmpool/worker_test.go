@@ -439,6 +439,14 @@ func TestWorkerJobLifecycle(t *testing.T) {
 			t.Errorf("pool job %+v; want served, of a run of acme/api's CI", pj)
 		}
 	}
+	// The webhook's head_branch and repository.default_branch are on each job's ledger record, as
+	// full refs, for the runner cache's scope (warmpool.LedgerKey names it from the instance's run).
+	for _, j := range []int64{j1, j2} {
+		k, ok := warmpool.LedgerKey(warmpool.JobRunID(j))
+		if r, err := e.st.GetRun(t.Context(), k); !ok || err != nil || r.Ref != "refs/heads/main" || r.DefaultBranch != "refs/heads/main" || r.Event != "" {
+			t.Errorf("ledger record %s of job %d: %+v, %v; want the webhook's refs/heads/main twice and no event", k, j, r, err)
+		}
+	}
 
 	// The hot instance's agent registers: the converger promotes it.
 	e.agentSignal(t, hot[0].ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunID(j1)})

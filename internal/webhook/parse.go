@@ -31,6 +31,11 @@ type Event struct {
 	// or its path when it has none); "" when missing or not printable text of at most 256 bytes:
 	// it serves the autoscaler only, so a bad one never refuses a job.
 	WorkflowName string
+	// HeadBranch is the branch of the job's workflow run (workflow_job.head_branch) and
+	// DefaultBranch the repository's default branch (repository.default_branch), "" when missing
+	// or not printable text of at most 255 bytes: the runner cache's scope reads them (a pool
+	// job's run has no OIDC token), so a bad one never refuses a job. GitHub signs the payload.
+	HeadBranch, DefaultBranch string
 }
 
 // Limits on what a payload may hold; GitHub's own are lower (100 labels of 256 characters).
@@ -56,10 +61,14 @@ type payload struct {
 		// workflow_job.workflow_name, "The name of the workflow" (nullable).
 		// Read apart, so that a value of another type leaves the name out, not the job.
 		WorkflowName json.RawMessage `json:"workflow_name"`
+		// workflow_job.head_branch, "The name of the current branch" (nullable); read apart too.
+		HeadBranch json.RawMessage `json:"head_branch"`
 	} `json:"workflow_job"`
 	Repository *struct {
 		ID       int64  `json:"id"`
 		FullName string `json:"full_name"`
+		// repository.default_branch, "The default branch of the repository"; read apart too.
+		DefaultBranch json.RawMessage `json:"default_branch"`
 	} `json:"repository"`
 	Installation *struct {
 		ID int64 `json:"id"`
@@ -107,6 +116,7 @@ func ParseWorkflowJob(body []byte) (Event, error) {
 		!strings.ContainsFunc(w, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		ev.WorkflowName = w
 	}
+	ev.HeadBranch, ev.DefaultBranch = branchName(wj.HeadBranch), branchName(repo.DefaultBranch)
 	if p.Installation != nil {
 		ev.InstallationID = p.Installation.ID
 	}
@@ -137,6 +147,19 @@ func ParseWorkflowJob(body []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: %s", ErrMalformed, strings.Join(problems, "; "))
 	}
 	return ev, nil
+}
+
+// maxBranch bounds a branch name kept for the cache's scope (git allows longer; GitHub's UI not).
+const maxBranch = 255
+
+// branchName is a JSON string that is printable text of at most maxBranch bytes, else "".
+func branchName(raw json.RawMessage) string {
+	var b string
+	if json.Unmarshal(raw, &b) != nil || len(b) > maxBranch || !utf8.ValidString(b) ||
+		strings.ContainsFunc(b, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return ""
+	}
+	return b
 }
 
 func truncate(s string, n int) string {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -272,7 +273,7 @@ func (h *Handler) route(ctx context.Context, ev Event, resp *Response) int {
 		Action: ev.Action, JobID: ev.JobID, RunID: ev.RunID, RunAttempt: ev.RunAttempt, Repository: ev.Repository,
 		RepositoryID: ev.RepositoryID, InstallationID: ev.InstallationID, Labels: ev.Labels, Pool: poolName,
 		RunnerName: ev.RunnerName, Conclusion: ev.Conclusion, DeliveryID: resp.Delivery, CreatedAt: ev.CreatedAt,
-		Workflow: ev.WorkflowName,
+		Workflow: ev.WorkflowName, Ref: cache.BranchRef(ev.HeadBranch), DefaultBranch: cache.BranchRef(ev.DefaultBranch),
 	}
 	result, err := h.cfg.Jobs.Enqueue(ctx, job)
 	if err != nil {

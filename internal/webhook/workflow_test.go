@@ -43,3 +43,42 @@ func TestWorkflowNameGoesWithTheJob(t *testing.T) {
 		})
 	}
 }
+
+// The run's branch (workflow_job.head_branch) and the repository's default branch
+// (repository.default_branch), which GitHub signs, go with the job to its ledger record as full refs:
+// the runner cache's scope of a pool job's run (docs/cache.md). One that is missing, null or not a
+// printable branch name is left out and never refuses the job.
+func TestBranchesGoWithTheJob(t *testing.T) {
+	t.Parallel()
+	with := func(head, def any) []byte {
+		var p map[string]any
+		if err := json.Unmarshal(jobPayload("queued", 1, "pool=small"), &p); err != nil {
+			t.Fatal(err)
+		}
+		p["workflow_job"].(map[string]any)["head_branch"] = head
+		p["repository"].(map[string]any)["default_branch"] = def
+		b, _ := json.Marshal(p)
+		return b
+	}
+	for _, tt := range []struct {
+		name             string
+		body             []byte
+		wantRef, wantDef string
+	}{
+		{"both", with("feature/x", "trunk"), "refs/heads/feature/x", "refs/heads/trunk"},
+		{"null head branch", with(nil, "main"), "", "refs/heads/main"},
+		{"a space", with("a b", "main"), "", "refs/heads/main"},
+		{"a control character", with("main\n", "main\x00"), "", ""},
+		{"too long", with(strings.Repeat("b", 256), "main"), "", "refs/heads/main"},
+		{"not strings", with(7, true), "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{}
+			status, _ := post(t, newHandler(t, f), delivery{event: "workflow_job", id: "d1", body: tt.body})
+			if status != 200 || len(f.jobs) != 1 || f.jobs[0].Ref != tt.wantRef || f.jobs[0].DefaultBranch != tt.wantDef {
+				t.Fatalf("status %d, jobs %+v; want the job enqueued with ref %q and default branch %q", status, f.jobs, tt.wantRef, tt.wantDef)
+			}
+		})
+	}
+}

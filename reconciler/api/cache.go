@@ -3,8 +3,9 @@
 // request is signed by the agent's key that the control plane pinned in the instance record
 // (cache.SignedRequest), and the scope is decided from the control plane's own records alone: the
 // run the instance record says the instance serves, and that run's repository, event, ref and base
-// ref as the provision's verified OIDC token gave them (store.Run). Nothing the request says about
-// the run widens it.
+// ref as the provision's verified OIDC token gave them (store.Run), or for a pool job's instance as
+// GitHub's signed webhook or the scale set's job message gave them (the job's ledger record,
+// warmpool.LedgerKey). Nothing the request says about the run widens it.
 //
 // Answers:
 //
@@ -26,6 +27,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
 )
@@ -76,7 +78,11 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		deny(metrics.CacheNoRun, "the instance serves no such run")
 		return
 	}
-	run, err := a.o.Store.GetRun(ctx, rec.RunID)
+	runKey := rec.RunID
+	if k, ok := warmpool.LedgerKey(rec.RunID); ok {
+		runKey = k // a pool job's instance: its job's ledger record holds what GitHub said of the run
+	}
+	run, err := a.o.Store.GetRun(ctx, runKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		deny(metrics.CacheNoRun, "the instance's run has no record")

@@ -23,6 +23,13 @@ func TestListenerCreatesScaleSetAndQueuesJobs(t *testing.T) {
 		}
 		id := e.gh.QueueScaleSetJob(org, "api", 41, setName)
 		eventually(t, "the job in the ledger", func() bool { return e.ledger(t, id) == warmpool.JobQueued })
+		// The ledger record keeps the message's event and the ref its jobWorkflowRef names (the
+		// runner cache's scope of the job's run; the message names no ref otherwise).
+		ss, _ := e.gh.ScaleSet(org, setName)
+		key, _ := warmpool.LedgerKey(warmpool.Job{JobID: id, ScaleSetID: ss.ID, ScaleSetJob: githubfake.ScaleSetJobID(id)}.RunKey())
+		if r, err := e.st.GetRun(t.Context(), key); err != nil || r.Event != "push" || r.Ref != "refs/heads/main" {
+			t.Errorf("ledger record %s: %+v, %v; want event push and ref refs/heads/main", key, r, err)
+		}
 		eventually(t, "the messages deleted", func() bool { st, _ := e.gh.ScaleSet(org, setName); return st.Pending == 0 })
 		if st, _ := e.gh.ScaleSet(org, setName); st.MaxCapacity != 10 {
 			t.Errorf("X-ScaleSetMaxCapacity = %d, want max_runners 10 (nothing serves the scale set yet)", st.MaxCapacity)

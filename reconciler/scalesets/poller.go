@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -336,5 +337,9 @@ func (p *poller) job(action string, jm scaleset.JobMessage) warmpool.Job {
 		RunnerName: jm.RunnerName, Conclusion: jm.Result, CreatedAt: jm.QueueTime,
 		ScaleSet: p.l.set.Name, ScaleSetID: p.ss.ID, ScaleSetScope: p.l.set.Scope, Event: jm.EventName,
 		Workflow: jm.Workflow(),
+		// The message names no ref and no default branch (actions/scaleset types.go,
+		// JobMessageBase): the ref is the one jobWorkflowRef was read at, for the repository's own
+		// workflow; the default branch is looked up at the cache's presign (docs/cache.md).
+		Ref: cache.RefOfWorkflowRef(jm.OwnerName+"/"+jm.RepositoryName, jm.JobWorkflowRef),
 	}
 }

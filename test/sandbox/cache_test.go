@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/xml"
 	"errors"
 	"net/http"
@@ -29,6 +30,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/metrics"
@@ -336,6 +339,8 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 		})
 	}
 
+	t.Run("pool jobs", func(t *testing.T) { poolJobRows(t, w) })
+
 	// Through the agent's server, a traversal in a key stays in the run's own prefix.
 	ws, _ := cacheWorkspace(t, 4<<10)
 	if got, out := w.toolkit(t, id, ws, "save", "../../../"+otherRepo+"/refs/heads/main/x", "data"); got == "" || got == "-1" {
@@ -354,5 +359,85 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 	// Another repository's key, restored through the agent: nothing.
 	if got, out := w.toolkit(t, id, t.TempDir(), "restore", "data", "deps"); got != "" {
 		t.Fatalf("restore of a key no run of the scope saved: %q\n%s", got, out)
+	}
+}
+
+// poolJobRows: the attack rows of pool jobs' runs. A pool job's instance serves the run
+// "job:<key>", whose job's ledger record holds what GitHub said of it: a webhook's head_branch and
+// repository.default_branch (no event: untrusted), or a scale set message's event and the ref of its
+// jobWorkflowRef. The presign reads that record (warmpool.LedgerKey). The allowed rows fail on the
+// code before: it read a run record "job:<key>", which nothing writes, and refused every pool job's
+// request (they went to GitHub's cache). The refused rows: an unvouched run's write where its
+// branch's runs read, another job's run, a job whose source named no ref.
+func poolJobRows(t *testing.T, w *cacheWorld) {
+	ctx := t.Context()
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	instance := func(id, runKey string) {
+		t.Helper()
+		if _, err := w.sb.Store.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: runKey}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.sb.Store.PinAgentKey(ctx, id, base64.StdEncoding.EncodeToString(pub)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ledger := func(runKey string, r store.Run) {
+		t.Helper()
+		k, ok := warmpool.LedgerKey(runKey)
+		if !ok {
+			t.Fatalf("%s is not a pool job's run", runKey)
+		}
+		r.Key, r.Repository, r.Status = k, sandbox.Scope, warmpool.JobServed
+		if _, _, err := w.sb.Store.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	object := func(s cache.Scope) string { o, _ := cache.ObjectKey(s.WritePrefix(), "deps", "abc"); return o }
+	trustedMain := cache.ScopeOf(sandbox.Scope, "push", "refs/heads/main", "", "main")
+	sharedUntrustedMain := "v1/acme~2Fapp/untrusted/refs~2Fheads~2Fmain/abc/kdeps"
+
+	// A webhook's job: head_branch main, default_branch main, no event.
+	instance("i-0aaaaaaaaaaaaaaa1", warmpool.JobRunID(501))
+	ledger(warmpool.JobRunID(501), store.Run{RunID: "9001", Attempt: 1, Ref: "refs/heads/main", DefaultBranch: "refs/heads/main"})
+	// A scale set's job: event push, ref from jobWorkflowRef, no default branch (looked up).
+	instance("i-0aaaaaaaaaaaaaaa2", warmpool.JobRunID(502))
+	ledger(warmpool.JobRunID(502), store.Run{RunID: "9002", Attempt: 1, Event: "push", Ref: "refs/heads/feature"})
+	// A job whose source said no ref: no scope.
+	instance("i-0aaaaaaaaaaaaaaa3", warmpool.JobRunID(503))
+	ledger(warmpool.JobRunID(503), store.Run{RunID: "9003", Attempt: 1})
+
+	webhookScope := cache.Scope{Repository: sandbox.Scope, Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Run: "9001"}
+	for _, row := range []struct {
+		name     string
+		instance string
+		run      string
+		op       cache.Op
+		object   string
+		ok       bool
+	}{
+		{"webhook job: main's trusted entry", "i-0aaaaaaaaaaaaaaa1", warmpool.JobRunID(501), cache.OpGet, object(trustedMain), true},
+		{"webhook job: a save under its own run", "i-0aaaaaaaaaaaaaaa1", warmpool.JobRunID(501), cache.OpPut, object(webhookScope), true},
+		{"webhook job: a save where main's runs read", "i-0aaaaaaaaaaaaaaa1", warmpool.JobRunID(501), cache.OpPut, object(trustedMain), false},
+		{"webhook job: a save where main's unvouched runs read", "i-0aaaaaaaaaaaaaaa1", warmpool.JobRunID(501), cache.OpPut, sharedUntrustedMain, false},
+		{"scale set job: a save on its ref", "i-0aaaaaaaaaaaaaaa2", warmpool.JobRunID(502), cache.OpPut,
+			object(cache.ScopeOf(sandbox.Scope, "push", "refs/heads/feature", "", "")), true},
+		{"scale set job: the default branch GitHub names", "i-0aaaaaaaaaaaaaaa2", warmpool.JobRunID(502), cache.OpGet, object(trustedMain), true},
+		{"scale set job: another job's run", "i-0aaaaaaaaaaaaaaa2", warmpool.JobRunID(501), cache.OpGet, object(trustedMain), false},
+		{"a job whose source named no ref", "i-0aaaaaaaaaaaaaaa3", warmpool.JobRunID(503), cache.OpGet, object(trustedMain), false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			c := cache.Control{URL: w.control.URL, Instance: row.instance, Key: key}
+			_, err := c.Presign(ctx, row.run, cache.Request{Op: row.op, Object: row.object, Size: 1 << 10})
+			switch {
+			case row.ok && err != nil:
+				t.Fatalf("refused: %v", err)
+			case !row.ok && !errors.Is(err, cache.ErrDenied):
+				t.Fatalf("err = %v, want a refusal", err)
+			}
+		})
+	}
+	c := cache.Control{URL: w.control.URL, Instance: "i-0aaaaaaaaaaaaaaa1", Key: key}
+	if s, err := c.Scope(ctx, warmpool.JobRunID(501)); err != nil || s != webhookScope {
+		t.Fatalf("the webhook job's scope: %+v, %v; want %+v", s, err, webhookScope)
 	}
 }

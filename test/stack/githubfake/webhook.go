@@ -53,7 +53,8 @@ type WorkflowJobEvent struct {
 	OwnerID         int64
 	Repo            string
 	RepoID          int64
-	InstallationID  int64 // no installation object when 0
+	InstallationID  int64  // no installation object when 0
+	DefaultBranch   string // the repository's default_branch in the payload; "main" when empty
 }
 
 // WebhookSender delivers webhooks to URL signed with Secret. The zero value of Client means
@@ -214,6 +215,9 @@ func workflowJobPayload(action string, ev WorkflowJobEvent) webhookPayload {
 		Repository:   webhookRepository(owner, ev.Repo, cmpOrInt(ev.RepoID, 1), true),
 		Organization: &org,
 		Sender:       account("octocat", 583231, "User"),
+	}
+	if ev.DefaultBranch != "" {
+		p.Repository["default_branch"] = ev.DefaultBranch
 	}
 	if ev.InstallationID != 0 {
 		p.Installation = &installationRef{ID: ev.InstallationID, NodeID: fmt.Sprintf("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u%d", ev.InstallationID)}
