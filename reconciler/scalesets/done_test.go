@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,5 +132,85 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 	rep, err := invariant.Check(ctx, sb.Store, sb.EC2, invariant.Options{DeploymentID: sandbox.DeploymentID})
 	if err != nil || !rep.OK() {
 		t.Errorf("invariants: %v %s", err, rep.Summary())
+	}
+}
+
+// completions records the completions handed to the pool job queue and passes the rest on.
+type completions struct {
+	q    *warmpool.JobQueue
+	mu   sync.Mutex
+	jobs []warmpool.Job
+}
+
+func (c *completions) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
+	if j.Action == warmpool.ActionCompleted {
+		c.mu.Lock()
+		c.jobs = append(c.jobs, j)
+		c.mu.Unlock()
+		return warmpool.Enqueued, nil
+	}
+	return c.q.Enqueue(ctx, j)
+}
+
+func (c *completions) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error) {
+	return c.q.Bind(ctx, j, runnerName)
+}
+
+func (c *completions) got() []warmpool.Job {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.jobs)
+}
+
+// TestListedRunnerKeepsItsInstance: the backstop ends nothing whose runner GitHub still lists (a job
+// still running, however long a hostile job keeps it so: GitHub's job timeout ends that), and it
+// takes the record and the ledger, never the instance's word, for what the instance serves. Once
+// GitHub no longer lists the runner, the job's completion, as the ledger recorded the job, goes to the
+// pool worker.
+func TestListedRunnerKeepsItsInstance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	done := &completions{q: e.jobs}
+	r := e.start(t, "a", func(c *scalesets.Config) { c.GitHub, c.Jobs = e.github(t), done })
+	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
+	st, _ := e.gh.ScaleSet(org, setName)
+
+	// A job of the set runs on an instance, as the control plane recorded it: the ledger has the
+	// job, the record is running for it, and the job's runner exists at GitHub.
+	job := warmpool.Job{
+		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: org + "/app", RepositoryID: 1, Labels: []string{setName},
+		Pool: poolName, ScaleSet: setName, ScaleSetID: st.ID, ScaleSetScope: org, ScaleSetJob: "job-7", Event: "push",
+	}
+	if _, err := e.jobs.Enqueue(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	in := e.warm(t, store.StateReady, 1)[0]
+	if _, err := e.st.Claim(ctx, in.ID, job.RunKey(), time.Now().Add(time.Hour), store.StateReady); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(ctx, in.ID, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: job.RunKey(), Threshold: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	jit, err := e.client(t, org).GenerateJITConfig(ctx, st.ID, warmpool.RunnerName(in.ID), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // ten resyncs, each with a listing that shows the runner
+	if got := done.got(); len(got) != 0 {
+		t.Fatalf("completions %+v while GitHub still lists the job's runner", got)
+	}
+
+	if err := e.client(t, org).RemoveRunner(ctx, jit.RunnerID); err != nil { // GitHub removes the ephemeral runner after its job
+		t.Fatal(err)
+	}
+	eventually(t, "the job's completion", func() bool { return len(done.got()) > 0 })
+	got := done.got()[0]
+	if got.JobID != job.JobID || got.ScaleSetJob != job.ScaleSetJob || got.Repository != job.Repository || got.Pool != poolName ||
+		got.RunnerName != warmpool.RunnerName(in.ID) || got.Conclusion != scalesets.ConclusionRunnerGone {
+		t.Errorf("completion %+v, want job %d of the ledger, run by %s", got, job.JobID, warmpool.RunnerName(in.ID))
+	}
+	if n := r.m.Metrics().Jobs(setName, scalesets.JobCompletionInferred); n < 1 {
+		t.Errorf("%d completions inferred, want 1", n)
 	}
 }
