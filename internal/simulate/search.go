@@ -78,6 +78,10 @@ type search struct {
 	q     float64
 	all   [48]int // jobs per hour
 	total int
+	// hour is the hour whose count is being searched (-1: none) and mark the replay's state
+	// before the first pass that reads it.
+	hour int
+	mark mark
 }
 
 func newSearch(jobs []jobtrace.Job, m Model, f *Fixed, goal time.Duration, q float64) (*search, error) {
@@ -85,7 +89,7 @@ func newSearch(jobs []jobtrace.Job, m Model, f *Fixed, goal time.Duration, q flo
 	if err != nil {
 		return nil, err
 	}
-	s := &search{jobs: jobs, f: f, p: p, goal: goal, q: q, total: len(jobs)}
+	s := &search{jobs: jobs, f: f, p: p, goal: goal, q: q, total: len(jobs), hour: -1}
 	p.fast, p.group, p.fastJobs = true, make([]int8, len(jobs)), make([]int, 48)
 	p.slowLimit = s.total - int(math.Ceil(q*float64(s.total)))
 	for i, j := range jobs {
@@ -96,14 +100,37 @@ func newSearch(jobs []jobtrace.Job, m Model, f *Fixed, goal time.Duration, q flo
 	return s, nil
 }
 
-// replay replays the schedule as it is now.
+// replay replays the schedule as it is now. While one hour's count is searched (s.hour >= 0),
+// the replay continues from the mark a replay left before the first pass that reads that hour:
+// until then every count of it replays the same.
 func (s *search) replay() {
 	p := s.p
+	if s.hour >= 0 && s.mark.ok {
+		p.replay(s.jobs, s.goal, &s.mark)
+		return
+	}
 	p.hot, p.stopped, p.busy, p.targetHot, p.targetStopped = 0, 0, 0, 0, 0
 	p.warmAt, p.ev, p.seq = p.warmAt[:0], p.ev[:0], 0
 	p.slowJobs, p.gaveUp = 0, false
+	p.idleNs, p.stoppedNs, p.busyNs = 0, 0, 0
+	p.arrived, p.slow, p.all, p.maxQueue = 0, 0, 0, 0
 	clear(p.fastJobs)
-	p.replay(s.jobs, s.goal)
+	if s.hour >= 0 {
+		d, h := s.hour/24, s.hour%24
+		p.capture, p.markAt = &s.mark, func(at int64) bool {
+			t := time.Unix(0, at)
+			d1, h1 := s.f.slot(t)
+			d2, h2 := s.f.slot(t.Add(s.f.Lead))
+			return (d1 == d && h1 == h) || (d2 == d && h2 == h)
+		}
+	}
+	p.replay(s.jobs, s.goal, nil)
+	p.capture = nil
+}
+
+// searching starts the search of hour (d, h)'s count: the replays continue from its mark.
+func (s *search) searching(d, h int) {
+	s.hour, s.mark.ok = d*24+h, false
 }
 
 func (s *search) meets() bool {
@@ -125,6 +152,8 @@ func (s *search) meetsHour(g int) bool {
 // passes: the caller's invariant).
 func (s *search) lowest(d, h int, ok func() bool) {
 	f := s.f
+	s.searching(d, h)
+	defer func() { s.hour = -1 }()
 	lo, hi := 0, f.Hot[d][h]
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -144,6 +173,8 @@ func (s *search) lowest(d, h int, ok func() bool) {
 // (the same count where the replays are monotone in the count).
 func (s *search) lower(d, h int, ok func() bool) {
 	f := s.f
+	s.searching(d, h)
+	defer func() { s.hour = -1 }()
 	top := f.Hot[d][h]
 	hi, lo := top, -1 // hi passes; lo fails (-1: none found yet)
 	for step := 1; lo < 0 && hi > 0; step *= 2 {

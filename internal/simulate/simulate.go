@@ -163,6 +163,43 @@ type pool struct {
 	gaveUp              bool
 	// created and ran are the jobs' creation (ns since the epoch) and run time, computed once.
 	created, ran []int64
+	// With capture, a fast replay saves its state there before the first pass markAt accepts.
+	capture *mark
+	markAt  func(at int64) bool
+}
+
+// mark is a fast replay's state before a pass: a search's next replay of a schedule that differs
+// only from that pass on continues from it instead of replaying the week before it again.
+type mark struct {
+	ok                                           bool
+	i                                            int
+	next, now                                    int64
+	hot, stopped, busy, targetHot, targetStopped int
+	warmAt                                       []int64
+	idleNs, stoppedNs, busyNs                    float64
+	ev                                           events
+	seq                                          int32
+	arrived, slow, all, slowJobs                 int
+	maxQueue                                     time.Duration
+	fastJobs                                     []int
+}
+
+func (p *pool) save(m *mark, i int, next int64) {
+	*m = mark{ok: true, i: i, next: next, now: p.now, hot: p.hot, stopped: p.stopped, busy: p.busy,
+		targetHot: p.targetHot, targetStopped: p.targetStopped, warmAt: append(m.warmAt[:0], p.warmAt...),
+		idleNs: p.idleNs, stoppedNs: p.stoppedNs, busyNs: p.busyNs, ev: append(m.ev[:0], p.ev...), seq: p.seq,
+		arrived: p.arrived, slow: p.slow, all: p.all, slowJobs: p.slowJobs, maxQueue: p.maxQueue,
+		fastJobs: append(m.fastJobs[:0], p.fastJobs...)}
+}
+
+func (p *pool) restore(m *mark) (i int, next int64) {
+	p.now, p.hot, p.stopped, p.busy, p.targetHot, p.targetStopped = m.now, m.hot, m.stopped, m.busy, m.targetHot, m.targetStopped
+	p.warmAt, p.ev = append(p.warmAt[:0], m.warmAt...), append(p.ev[:0], m.ev...)
+	p.idleNs, p.stoppedNs, p.busyNs, p.seq = m.idleNs, m.stoppedNs, m.busyNs, m.seq
+	p.arrived, p.slow, p.all, p.slowJobs, p.maxQueue = m.arrived, m.slow, m.all, m.slowJobs, m.maxQueue
+	copy(p.fastJobs, m.fastJobs)
+	p.gaveUp = false
+	return m.i, m.next
 }
 
 // runSeen is a run in progress: its workflow, its first job's arrival and its jobs so far.
@@ -200,7 +237,7 @@ func Run(jobs []jobtrace.Job, m Model, pol Policy, goal time.Duration) (*Result,
 		return nil, err
 	}
 	p.res.queue = make([]time.Duration, 0, len(jobs))
-	p.replay(jobs, goal)
+	p.replay(jobs, goal, nil)
 	p.finish()
 	return p.res, nil
 }
@@ -223,14 +260,21 @@ func newPool(jobs []jobtrace.Job, m Model, pol Policy) (*pool, error) {
 	return p, nil
 }
 
-// replay runs the events of jobs (converge's passes, arrivals, completions, warm-ups).
-func (p *pool) replay(jobs []jobtrace.Job, goal time.Duration) {
+// replay runs the events of jobs (converge's passes, arrivals, completions, warm-ups), from the
+// start or, with from, from a mark a replay left.
+func (p *pool) replay(jobs []jobtrace.Job, goal time.Duration, from *mark) {
 	m := p.m
 	interval := int64(m.Interval)
-	// The pool runs before the first job, long enough for the policy's first targets to be warm.
-	p.now = jobs[0].Created.Add(-2 * (m.Starts.Cold + m.Interval)).Truncate(m.Interval).UnixNano()
-	next := p.now
-	for i := 0; i < len(jobs) || len(p.ev) > 0; {
+	var i int
+	var next int64
+	if from != nil {
+		i, next = p.restore(from)
+	} else {
+		// The pool runs before the first job, long enough for the policy's first targets to be warm.
+		p.now = jobs[0].Created.Add(-2 * (m.Starts.Cold + m.Interval)).Truncate(m.Interval).UnixNano()
+		next = p.now
+	}
+	for i < len(jobs) || len(p.ev) > 0 {
 		// The next thing to happen: a pass, a job, or an event (ties: events, passes, jobs).
 		at, what := next, 0 // 0 pass, 1 warm, 2 event, 3 job
 		if len(p.warmAt) > 0 && p.warmAt[0] <= at {
@@ -241,6 +285,10 @@ func (p *pool) replay(jobs []jobtrace.Job, goal time.Duration) {
 		}
 		if i < len(jobs) && p.created[i] < at {
 			at, what = p.created[i], 3
+		}
+		if what == 0 && p.capture != nil && p.markAt(at) {
+			p.save(p.capture, i, next)
+			p.capture = nil
 		}
 		if p.fast && p.slowLimit >= 0 && p.slowJobs > p.slowLimit {
 			p.gaveUp = true
