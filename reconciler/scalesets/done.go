@@ -83,14 +83,14 @@ func (l *listener) finished(ctx context.Context, scaleSetID int64, missed map[st
 
 // complete hands the completion of the job in's record names to the scaler, from the ledger.
 func (l *listener) complete(ctx context.Context, in store.Instance) error {
-	key := strings.TrimPrefix(in.RunID, warmpool.JobRunPrefix)
-	r, err := l.m.cfg.Store.GetRun(ctx, "pooljob:"+key)
+	key, _ := warmpool.LedgerKey(in.RunID) // a job's: finished read it under the set's job prefix
+	r, err := l.m.cfg.Store.GetRun(ctx, key)
 	if err != nil {
-		return fmt.Errorf("the ledger of job %s: %w", key, err)
+		return fmt.Errorf("the ledger record %s: %w", key, err)
 	}
 	j, err := warmpool.DecodeJob(string(r.Request))
 	if err != nil {
-		return fmt.Errorf("the ledger of job %s: %w", key, err)
+		return fmt.Errorf("the ledger record %s: %w", key, err)
 	}
 	j.Action, j.RunnerName, j.Conclusion = warmpool.ActionCompleted, warmpool.RunnerName(in.ID), ConclusionRunnerGone
 	if err := l.m.scaler.Completed(ctx, j); err != nil {
