@@ -167,31 +167,17 @@ func addProfile(p, q *autoscale.Profile) {
 }
 
 // TestMeasurePlans compares, on the judged week and M fresh pairs of weeks (the week before as
-// history), the week plan of the recorded demand and of its spread (autoscale.Spread), each chosen
+// history), the week plan of the recorded demand and of its spread (spreadProfile), each chosen
 // by replaying the history at several targets.
 func TestMeasurePlans(t *testing.T) {
-	if os.Getenv("RUNNERPOOL_MEASURE") == "" {
-		t.Skip("a measurement: RUNNERPOOL_MEASURE=1")
-	}
-	classes, label := measureKind(t)
 	goal := 5 * time.Second
-	m := envInt("RUNNERPOOL_MEASURE_M", 2)
+	pairs := measurePairs(t, envInt("RUNNERPOOL_MEASURE_M", 2))
 	o := Options{Model: measureModel, Goal: goal, Percentile: 0.95, Loc: time.UTC, Cooldown: 2 * time.Minute}
 	targets := []float64{0.025, 0.035, 0.05}
 	type acc struct{ ratio, slow float64 }
 	sums := map[string]*acc{}
-	pairs := 0
-	for i := range m + 1 {
-		seed, hseed := uint64(1), uint64(2)
-		if i > 0 {
-			seed, hseed = uint64(2000+i), uint64(3000+i)
-		}
-		week, before := generated(classes, label, seed, 0), generated(classes, label, hseed, -7)
-		_, fr, err := SearchFixed(week, measureModel, goal, 0.95, time.UTC)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pairs++
+	for _, pr := range pairs {
+		seed, week, before, fr := pr.seed, pr.week, pr.before, pr.fixed
 		prof := Record(before, time.UTC)
 		for _, v := range []struct {
 			name string
@@ -219,6 +205,36 @@ func TestMeasurePlans(t *testing.T) {
 		}
 	}
 	for k, a := range sums {
-		fmt.Printf("mean over %d weeks: %-20s ratio %.2f, slow %.2f %%\n", pairs, k, a.ratio/float64(pairs), 100*a.slow/float64(pairs))
+		fmt.Printf("mean over %d weeks: %-20s ratio %.2f, slow %.2f %%\n", len(pairs), k, a.ratio/float64(len(pairs)), 100*a.slow/float64(len(pairs)))
 	}
+}
+
+// weekPair is a judged week, the week before it and the replay of the week's hindsight schedule.
+type weekPair struct {
+	seed         uint64
+	week, before []jobtrace.Job
+	fixed        *Result
+}
+
+// measurePairs are the judged week of the measured kind (seed 1, the week before seed 2) and m
+// fresh pairs (seeds 2001..., the weeks before 3001...).
+func measurePairs(t *testing.T, m int) []weekPair {
+	if os.Getenv("RUNNERPOOL_MEASURE") == "" {
+		t.Skip("a measurement: RUNNERPOOL_MEASURE=1")
+	}
+	classes, label := measureKind(t)
+	var out []weekPair
+	for i := range m + 1 {
+		seed, hseed := uint64(1), uint64(2)
+		if i > 0 {
+			seed, hseed = uint64(2000+i), uint64(3000+i)
+		}
+		week, before := generated(classes, label, seed, 0), generated(classes, label, hseed, -7)
+		_, fr, err := SearchFixed(week, measureModel, 5*time.Second, 0.95, time.UTC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, weekPair{seed, week, before, fr})
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package simulate
 import (
 	"fmt"
 	"math"
-	"os"
 	"testing"
 	"time"
 
@@ -86,22 +85,9 @@ func newPaced(t *testing.T, before []jobtrace.Job, c float64) *paced {
 }
 
 func TestMeasurePaced(t *testing.T) {
-	if os.Getenv("RUNNERPOOL_MEASURE") == "" {
-		t.Skip("a measurement: RUNNERPOOL_MEASURE=1")
-	}
-	classes, label := measureKind(t)
 	goal := 5 * time.Second
-	m := envInt("RUNNERPOOL_MEASURE_M", 2)
-	for i := range m + 1 {
-		seed, hseed := uint64(1), uint64(2)
-		if i > 0 {
-			seed, hseed = uint64(2000+i), uint64(3000+i)
-		}
-		week, before := generated(classes, label, seed, 0), generated(classes, label, hseed, -7)
-		_, fr, err := SearchFixed(week, measureModel, goal, 0.95, time.UTC)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, pr := range measurePairs(t, envInt("RUNNERPOOL_MEASURE_M", 2)) {
+		seed, week, before, fr := pr.seed, pr.week, pr.before, pr.fixed
 		for _, v := range []struct {
 			c, ewma, k float64
 		}{{1, 0, 0}, {1.5, 0, 0}, {2, 0, 0}, {3, 0, 0}, {2, 0.2, 1}, {2, 0.2, 2}} {
