@@ -147,22 +147,41 @@ type Change struct {
 
 // Transition applies a conditional state change and returns the record as written.
 func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, error) {
-	if err := validateID(id); err != nil {
+	if err := checkChange(id, c); err != nil {
 		return Instance{}, err
 	}
+	u := newUpdate(s.now())
+	c.apply(u)
+	cond, want := c.condition(u)
+	return s.update(transitionWrite(c).Context(ctx), id, u, cond, want)
+}
+
+// checkChange refuses a change of instance id that no record could take: a bad id, no source
+// state, a transition the state machine forbids, or fields that contradict each other.
+func checkChange(id string, c Change) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
 	if len(c.From) == 0 {
-		return Instance{}, fmt.Errorf("instance %s: transition to %s with no source state: %w", id, c.To, ErrIllegalTransition)
+		return fmt.Errorf("instance %s: transition to %s with no source state: %w", id, c.To, ErrIllegalTransition)
 	}
 	for _, f := range c.From {
 		if !CanTransition(f, c.To) {
-			return Instance{}, fmt.Errorf("instance %s: %s -> %s: %w", id, f, c.To, ErrIllegalTransition)
+			return fmt.Errorf("instance %s: %s -> %s: %w", id, f, c.To, ErrIllegalTransition)
 		}
 	}
 	if c.RequireNoRun && c.RunID != "" {
-		return Instance{}, fmt.Errorf("instance %s: a change cannot both require no run and run %q: %w", id, c.RunID, ErrInvalid)
+		return fmt.Errorf("instance %s: a change cannot both require no run and run %q: %w", id, c.RunID, ErrInvalid)
 	}
+	if c.SetScope != "" && c.RunnerClass == "" {
+		return fmt.Errorf("instance %s: a new scope without the runner class: %w", id, ErrInvalid)
+	}
+	return nil
+}
 
-	u := newUpdate(s.now())
+// apply sets what the change writes on u: the state, the pool mark, the index keys, the run id,
+// the threshold, the reason and the scope.
+func (c Change) apply(u *update) {
 	u.set("state", sv(string(c.To)))
 	// A state change takes the instance out of the pool as far as the control plane is concerned;
 	// only a change that itself pools it (a warm-up making it hot) marks it again.
@@ -195,49 +214,50 @@ func (s *Store) Transition(ctx context.Context, id string, c Change) (Instance, 
 		u.set("reason", sv(c.Reason))
 	}
 	if c.SetScope != "" {
-		if c.RunnerClass == "" {
-			return Instance{}, fmt.Errorf("instance %s: a new scope without the runner class: %w", id, ErrInvalid)
-		}
 		u.set("scope", sv(c.SetScope))
 		if c.To.Live() {
 			u.set(attrIdxFit, sv(FitKey(c.RunnerClass, c.SetScope)))
 		}
 	}
+}
 
+// condition is the change's write condition on u, and want, what it requires in words (for the
+// conflict's message).
+func (c Change) condition(u *update) (cond, want string) {
 	states := make([]string, len(c.From))
 	for i, f := range c.From {
 		states[i] = u.value(sv(string(f)))
 	}
-	cond := []string{"attribute_exists(pk)", "#state IN (" + strings.Join(states, ", ") + ")"}
+	conds := []string{"attribute_exists(pk)", "#state IN (" + strings.Join(states, ", ") + ")"}
 	u.names["#state"] = "state"
-	want := fmt.Sprintf("state in %v", c.From)
+	want = fmt.Sprintf("state in %v", c.From)
 	if c.RunID != "" {
-		cond = append(cond, "run_id = "+u.value(sv(c.RunID)))
+		conds = append(conds, "run_id = "+u.value(sv(c.RunID)))
 		want += ", run " + c.RunID
 	}
 	if c.RequireNoRun {
-		cond = append(cond, "attribute_not_exists(run_id)")
+		conds = append(conds, "attribute_not_exists(run_id)")
 		want += ", no run id"
 	}
 	if !c.ExpiredAt.IsZero() {
-		cond = append(cond, "#threshold <= "+u.value(ms(c.ExpiredAt)))
+		conds = append(conds, "#threshold <= "+u.value(ms(c.ExpiredAt)))
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold passed"
 	}
 	if c.RequirePooled && c.PooledAt.IsZero() {
-		cond = append(cond, "attribute_exists("+attrPooledAt+")")
+		conds = append(conds, "attribute_exists("+attrPooledAt+")")
 		want += ", marked pooled"
 	}
 	if c.RequirePooled && !c.PooledAt.IsZero() {
-		cond = append(cond, attrPooledAt+" = "+u.value(ms(c.PooledAt)))
+		conds = append(conds, attrPooledAt+" = "+u.value(ms(c.PooledAt)))
 		want += ", marked pooled at " + c.PooledAt.UTC().Format(time.RFC3339Nano)
 	}
 	if !c.LiveAt.IsZero() {
-		cond = append(cond, "#threshold > "+u.value(ms(c.LiveAt)))
+		conds = append(conds, "#threshold > "+u.value(ms(c.LiveAt)))
 		u.names["#threshold"] = attrThreshold
 		want += ", threshold ahead"
 	}
-	return s.update(transitionWrite(c).Context(ctx), id, u, strings.Join(cond, " AND "), want)
+	return strings.Join(conds, " AND "), want
 }
 
 // Claim is the atomic idle -> claimed hand-over: it succeeds only if the record is in one of from
