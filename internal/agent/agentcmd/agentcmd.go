@@ -81,6 +81,25 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 		fmt.Fprintln(stderr, "Usage: runnerpool agent [flags]\n\nRuns the instance agent on a runner instance (normally started by systemd from the user data).\n\nFlags:")
 		fs.PrintDefaults()
 	}
+	names, checks := o.register(fs, drivers)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, ErrUsage
+	}
+	errs := o.check(fs, drivers, names, checks)
+	if len(errs) > 0 {
+		err := errors.Join(errs...)
+		fmt.Fprintf(stderr, "runnerpool agent: %v\n", err)
+		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return o, nil
+}
+
+// register registers o's flags on fs, the drivers' own among them, and returns the -runner values
+// (the built-in "actions" first) and the drivers' checks by name.
+func (o *Options) register(fs *flag.FlagSet, drivers []Driver) (names []string, checks map[string]func() error) {
 	fs.StringVar(&o.Table, "table", os.Getenv("RUNNERPOOL_TABLE"), "state table name (env RUNNERPOOL_TABLE)")
 	fs.StringVar(&o.Region, "region", "", "AWS region (default: the SDK's, e.g. AWS_REGION)")
 	fs.StringVar(&o.Notice, "notice", string(agent.NoticeIMDSTags), "claim notice: imds-tags (wake tag through IMDS) or poll (GetItem every 250 ms)")
@@ -91,8 +110,8 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 2*time.Minute, "time after boot without a record before the instance terminates itself")
 	fs.DurationVar(&o.CredentialWait, "credential-wait", 10*time.Second, "how long one look waits for a registration or removal credential (a registration credential still missing after it is looked for again, with back-off, while the record names the run: GitHub may be slow to mint it)")
 	fs.StringVar(&o.PreRunnerScript, "pre-runner-script", "", "script run once at first boot (none when empty)")
-	names := []string{"actions"}
-	checks := map[string]func() error{}
+	names = []string{"actions"}
+	checks = map[string]func() error{}
 	for _, d := range drivers {
 		names = append(names, d.Name)
 		if d.Flags != nil {
@@ -115,12 +134,12 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	fs.StringVar(&o.JobAccess, "job-access", declared.JobAccessUser, "what jobs may do (the runner class's job_access, passed by the user data): user, docker (a rootless Docker daemon of the runner user) or root (sudo and the docker group; granted at first boot)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.CacheControlPlane, "cache-control-plane", "", "the reconciler's URL: serve the runner cache (actions/cache from the deployment's bucket, presigned there; docs/cache.md) to the runner's node actions; off when empty")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, ErrUsage
-	}
+	return names, checks
+}
+
+// check validates the parsed flags, fills in the defaults that depend on other flags and returns
+// every problem found.
+func (o *Options) check(fs *flag.FlagSet, drivers []Driver, names []string, checks map[string]func() error) []error {
 	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -156,12 +175,7 @@ func Parse(args []string, stderr io.Writer, drivers ...Driver) (Options, error) 
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		err := errors.Join(errs...)
-		fmt.Fprintf(stderr, "runnerpool agent: %v\n", err)
-		return o, fmt.Errorf("%w: %w", ErrUsage, err)
-	}
-	return o, nil
+	return errs
 }
 
 func driver(name string, drivers []Driver) (Driver, bool) {
