@@ -19,6 +19,9 @@ type paced struct {
 	a       *Autoscaler
 	ladder  []autoscale.Candidate // strictest first
 	c       float64
+	// loosest, when > 0, is (d): the controller never follows a plan looser than this slow share
+	// on the history (the plan the policy chooses): it only tightens when behind the budget.
+	loosest float64
 	perSlot [autoscale.SlotsPerWeek]float64 // the history's jobs per slot
 	start   time.Time
 	seen    int
@@ -51,7 +54,7 @@ func (p *paced) Targets(o Observation) (int, int) {
 	}
 	k := 0
 	for i, c := range p.ladder {
-		if p.c*c.SlowShare <= allowed {
+		if p.c*c.SlowShare <= allowed && (p.loosest == 0 || c.SlowShare <= p.loosest) {
 			k = i
 		}
 	}
@@ -89,15 +92,15 @@ func TestMeasurePaced(t *testing.T) {
 	for _, pr := range measurePairs(t, envInt("RUNNERPOOL_MEASURE_M", 2)) {
 		seed, week, before, fr := pr.seed, pr.week, pr.before, pr.fixed
 		for _, v := range []struct {
-			c, ewma, k float64
-		}{{1, 0, 0}, {1.5, 0, 0}, {2, 0, 0}, {3, 0, 0}, {2, 0.2, 1}, {2, 0.2, 2}} {
+			c, ewma, k, loosest float64
+		}{{1, 0, 0, 0}, {1.5, 0, 0, 0}, {2, 0, 0, 0}, {3, 0, 0, 0}, {2, 0.2, 1, 0}, {2, 0.2, 2, 0}, {1, 0, 0, 0.025}, {2, 0, 0, 0.025}} {
 			p := newPaced(t, before, v.c)
-			p.ewma, p.ewmaK = v.ewma, v.k
+			p.ewma, p.ewmaK, p.loosest = v.ewma, v.k, v.loosest
 			r, err := Run(week, measureModel, p, goal)
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Printf("seed %d: paced c %.1f ewma %.1f×%.0f | ratio %.2f, slow %.2f %%, p95 %s (hindsight %.0f)\n", seed, v.c, v.ewma, v.k,
+			fmt.Printf("seed %d: paced c %.1f ewma %.1f×%.0f loosest %.1f %% | ratio %.2f, slow %.2f %%, p95 %s (hindsight %.0f)\n", seed, v.c, v.ewma, v.k, 100*v.loosest,
 				r.IdleInstanceHours/fr.IdleInstanceHours, 100*slowShareOf(r, goal), r.P95, fr.IdleInstanceHours)
 		}
 	}
