@@ -384,30 +384,12 @@ func (a *agent) step(ctx context.Context) bool {
 	}
 	rec, found, err := a.read(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		a.log.Warn("agent: reading record", "err", err)
-		// Every threshold is enforced twice (DESIGN rule 4): a record the agent cannot read does not
-		// suspend the deadline it last read, plus its grace.
-		if !a.deadline.IsZero() && !a.cfg.Now().Before(a.deadline) {
-			return a.terminate(ctx, fmt.Sprintf("record unreadable (%v) and the last deadline read, %s with grace, passed",
-				err, a.deadline.Format(time.RFC3339)))
-		}
-		a.retryAt = a.cfg.Now().Add(a.cfg.RetryInterval * 4)
-		return false
+		return a.unreadable(ctx, err)
 	}
 	a.retryAt = time.Time{}
 	now := a.cfg.Now()
 	if !found {
-		a.deadline = a.boot.Add(a.cfg.OrphanGrace)
-		if !now.Before(a.deadline) {
-			return a.terminate(ctx, fmt.Sprintf("no record in the state table %s after boot", a.cfg.OrphanGrace))
-		}
-		// The control plane writes the record right after the launch returns: look again soon rather
-		// than at the next fallback read (only until the record shows or the orphan grace ends).
-		a.retryAt = now.Add(a.cfg.RetryInterval * 4)
-		return false
+		return a.unrecorded(ctx, now)
 	}
 	switch {
 	case !rec.State.Live(), rec.State == store.StateTerminating:
@@ -430,30 +412,7 @@ func (a *agent) step(ctx context.Context) bool {
 
 	switch rec.State {
 	case store.StateCreated, store.StateClaimed, store.StateRunning:
-		if rec.RunID == "" {
-			a.log.Warn("agent: record has no run id", "state", rec.State)
-			return false
-		}
-		if a.tainted() != "" && rec.RunID != a.marker.RunID {
-			// A failed release: no new run, and the claim hears why at once (register refuses).
-			if !a.regGiven[rec.RunID] {
-				a.register(ctx, rec)
-			}
-			return false
-		}
-		if a.marker.RunID != "" && a.marker.RunID != rec.RunID && !a.relGiven[a.marker.RunID] {
-			// Released and claimed again between two reads: finish the old run first.
-			a.release(ctx, a.marker.RunID)
-		}
-		if a.marker.RunID == rec.RunID && a.marker.Registered {
-			if !a.regGiven[rec.RunID] {
-				a.ensureRunning(ctx, rec)
-			}
-			return false
-		}
-		if !a.regGiven[rec.RunID] && (a.marker.RunID == "" || a.marker.RunID == rec.RunID) {
-			a.register(ctx, rec)
-		}
+		a.serveRun(ctx, rec)
 	case store.StateIdle, store.StateReady:
 		a.regReady, a.credLate = "", 0 // handed back: a later claim checks again
 		a.pinSince, a.pinLooks = time.Time{}, 0
@@ -462,6 +421,65 @@ func (a *agent) step(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// unreadable handles a record the agent could not read (err); it reports true when the agent is
+// done (terminated).
+func (a *agent) unreadable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	a.log.Warn("agent: reading record", "err", err)
+	// Every threshold is enforced twice (DESIGN rule 4): a record the agent cannot read does not
+	// suspend the deadline it last read, plus its grace.
+	if !a.deadline.IsZero() && !a.cfg.Now().Before(a.deadline) {
+		return a.terminate(ctx, fmt.Sprintf("record unreadable (%v) and the last deadline read, %s with grace, passed",
+			err, a.deadline.Format(time.RFC3339)))
+	}
+	a.retryAt = a.cfg.Now().Add(a.cfg.RetryInterval * 4)
+	return false
+}
+
+// unrecorded handles a record not (or not yet) written; it reports true when the agent is done
+// (terminated: no record within the orphan grace after boot).
+func (a *agent) unrecorded(ctx context.Context, now time.Time) bool {
+	a.deadline = a.boot.Add(a.cfg.OrphanGrace)
+	if !now.Before(a.deadline) {
+		return a.terminate(ctx, fmt.Sprintf("no record in the state table %s after boot", a.cfg.OrphanGrace))
+	}
+	// The control plane writes the record right after the launch returns: look again soon rather
+	// than at the next fallback read (only until the record shows or the orphan grace ends).
+	a.retryAt = now.Add(a.cfg.RetryInterval * 4)
+	return false
+}
+
+// serveRun does what a record created, claimed or running for a run asks: register the run's
+// runner, keep it running, or first finish the release of an earlier run.
+func (a *agent) serveRun(ctx context.Context, rec store.Instance) {
+	if rec.RunID == "" {
+		a.log.Warn("agent: record has no run id", "state", rec.State)
+		return
+	}
+	if a.tainted() != "" && rec.RunID != a.marker.RunID {
+		// A failed release: no new run, and the claim hears why at once (register refuses).
+		if !a.regGiven[rec.RunID] {
+			a.register(ctx, rec)
+		}
+		return
+	}
+	if a.marker.RunID != "" && a.marker.RunID != rec.RunID && !a.relGiven[a.marker.RunID] {
+		// Released and claimed again between two reads: finish the old run first.
+		a.release(ctx, a.marker.RunID)
+	}
+	if a.marker.RunID == rec.RunID && a.marker.Registered {
+		if !a.regGiven[rec.RunID] {
+			a.ensureRunning(ctx, rec)
+		}
+		return
+	}
+	if !a.regGiven[rec.RunID] && (a.marker.RunID == "" || a.marker.RunID == rec.RunID) {
+		a.register(ctx, rec)
+	}
 }
 
 // resume runs once, at the first record read after start, and finishes what a crashed agent left:
