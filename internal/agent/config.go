@@ -178,7 +178,30 @@ type Config struct {
 	OnRecord func(store.Instance)
 }
 
+// withDefaults checks the configuration and returns it with its defaults filled in.
 func (c Config) withDefaults() (Config, error) {
+	if c.Host == nil {
+		c.Host = OSHost{}
+	}
+	if c.Notice == "" {
+		c.Notice = NoticeIMDSTags
+	}
+	errs := c.check()
+	c.defaultIntervals()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("agent configuration: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// check returns every problem of the configuration (its notice mode defaulted first).
+func (c Config) check() []error {
 	var errs []error
 	if c.Store == nil {
 		errs = append(errs, errors.New("a store is required"))
@@ -217,14 +240,8 @@ func (c Config) withDefaults() (Config, error) {
 	if err := declared.ValidateJobAccess(c.JobAccess); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Host == nil {
-		c.Host = OSHost{}
-	}
 	if c.JobAccess == declared.JobAccessDocker && c.RootlessDocker == nil {
 		errs = append(errs, errors.New("job access docker needs the runner user's rootless Docker daemon"))
-	}
-	if c.Notice == "" {
-		c.Notice = NoticeIMDSTags
 	}
 	if _, err := ParseNoticeMode(string(c.Notice)); err != nil {
 		errs = append(errs, err)
@@ -232,33 +249,30 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PreRunnerScript != "" && !filepath.IsAbs(c.PreRunnerScript) {
 		errs = append(errs, fmt.Errorf("pre-runner script %q must be an absolute path", c.PreRunnerScript))
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
+	return errs
+}
+
+// defaultIntervals sets every interval, wait and timeout left unset to its default.
+func (c *Config) defaultIntervals() {
 	if c.Notice == NoticePoll {
-		def(&c.NoticeInterval, 250*time.Millisecond)
+		orDefault(&c.NoticeInterval, 250*time.Millisecond)
 	}
-	def(&c.NoticeInterval, 50*time.Millisecond)
-	def(&c.FallbackInterval, 30*time.Second)
-	def(&c.SpotInterval, 5*time.Second)
-	def(&c.HeartbeatInterval, 5*time.Minute)
-	def(&c.PreRunnerTimeout, 30*time.Minute)
-	def(&c.Grace, 2*time.Minute)
-	def(&c.OrphanGrace, 2*time.Minute)
-	def(&c.CredentialWait, 10*time.Second)
-	def(&c.RetryInterval, 250*time.Millisecond)
-	def(&c.PinWait, 2*time.Minute)
-	def(&c.StopTimeout, time.Minute)
-	if c.Now == nil {
-		c.Now = time.Now
+	orDefault(&c.NoticeInterval, 50*time.Millisecond)
+	orDefault(&c.FallbackInterval, 30*time.Second)
+	orDefault(&c.SpotInterval, 5*time.Second)
+	orDefault(&c.HeartbeatInterval, 5*time.Minute)
+	orDefault(&c.PreRunnerTimeout, 30*time.Minute)
+	orDefault(&c.Grace, 2*time.Minute)
+	orDefault(&c.OrphanGrace, 2*time.Minute)
+	orDefault(&c.CredentialWait, 10*time.Second)
+	orDefault(&c.RetryInterval, 250*time.Millisecond)
+	orDefault(&c.PinWait, 2*time.Minute)
+	orDefault(&c.StopTimeout, time.Minute)
+}
+
+// orDefault sets *d to v when it is not set (zero or negative).
+func orDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if len(errs) > 0 {
-		return c, fmt.Errorf("agent configuration: %w", errors.Join(errs...))
-	}
-	return c, nil
 }
