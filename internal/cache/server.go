@@ -753,8 +753,10 @@ func (s *Server) downloadRemote(w http.ResponseWriter, r *http.Request, object s
 //   - fallocate before the tee: 0.99-1.21; one goroutine in series with 128 or 256 KiB: 1.17-1.44;
 //     256 KiB x 8 or x 16, 4 MiB x 2: 1.11-1.41.
 //
-// The local copy's own cost (this tee less the bare proxy, 0.19-0.27 s/GiB) is the page cache's:
-// dd of 1 GiB to this disk takes 0.29 s of system CPU buffered.
+// The local copy's own cost (this tee less the bare proxy, 0.19-0.27 s/GiB here, where the pages
+// are recycled) is the page cache's: dd of 1 GiB to this disk takes 0.19-0.29 s of system CPU
+// into pages just freed, and 1.7-2.0 s into pages new to this VM (its host backs them on first
+// touch), which is what the bench's one 1 GiB restore mostly pays (docs/cache.md, "What bounds").
 const (
 	teeChunk = 1 << 20
 	teeDepth = 4
