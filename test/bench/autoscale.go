@@ -41,7 +41,7 @@ func committedWeeksOf(p jobtrace.GenParams) (week, before []jobtrace.Job) {
 }
 
 func phaseAutoscale(ctx context.Context, h *harness, res *Result) error {
-	serr := errors.Join(h.autoscaleSimulated(res), h.autoscaleSimulatedRuns(res), h.simulateSpeed(res))
+	serr := errors.Join(h.autoscaleSimulated(res), h.heldOutWeeks(res), h.autoscaleSimulatedRuns(res), h.simulateSpeed(res))
 	lerr := h.autoscaleLive(ctx, res)
 	if lerr != nil {
 		res.add(Figure{Name: "autoscale_live_target_error", Missing: lerr.Error(), Unit: "instances"})
@@ -90,6 +90,7 @@ func (h *harness) autoscaleSimulated(res *Result) error {
 	}
 	res.add(Figure{Name: "autoscale_self_history_idle_ratio_vs_fixed", Value: round2(self.IdleRatio()), Unit: "ratio",
 		How: fmt.Sprintf("the autoscaler's idle instance-hours over the hindsight schedule's with the committed week as its own history (p95 %s; the plan: %s); goal <= 1.0", self.Autoscaler.P95, planName(self))})
+	res.Weeks = append(res.Weeks, weekRow("committed", "every job", len(week), c, self))
 	return nil
 }
 

@@ -70,3 +70,19 @@ func TestReportShowsBeforeAndAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestReportShowsEveryWeek(t *testing.T) {
+	t.Parallel()
+	o := Options{Command: "runnerpool-bench -report bench"}
+	o.defaults()
+	r := &Result{Options: o, Started: time.Now(), Duration: time.Minute, Weeks: []WeekRow{
+		{Week: "asia", Class: "pool=ci", Jobs: 21424, FixedIdle: 5775.94,
+			History: WeekPolicy{P95: 27 * time.Second, SlowPct: 5.06, Ratio: 1.01}, Self: WeekPolicy{P95: 2 * time.Second, SlowPct: 4.9, Ratio: 0.9}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{"## Autoscale: every week", "| asia | `pool=ci` | 21424 | 5776 | 27s, 5.06 %, 1.01 | 2s, 4.90 %, 0.90 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -207,6 +207,8 @@ type Result struct {
 	IdleInstances int
 	Audit         invariant.Report
 	Notes         []string
+	// Weeks are the autoscale phase's every-week rows.
+	Weeks []WeekRow
 	// Baseline is an earlier commit's figures on this machine, shown beside this run's.
 	Baseline *Baseline
 }

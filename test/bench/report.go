@@ -136,6 +136,7 @@ func (r *Result) Markdown() string {
 	}
 	p("")
 	r.beforeAfter(p)
+	r.weeksTable(p)
 	p("## Latency")
 	p("")
 	p("![latency histograms](%s)", PictureFile)
