@@ -45,7 +45,7 @@ func (e *env) warm(t testing.TB, n int, state store.State, wait bool) []store.In
 				t.Errorf("Create: %v", err)
 				return
 			}
-			// A hot instance warms up into its pool, marked pooled (warmpool.Converger does the same).
+			// A hot instance warms up into its pool, marked pooled (poolsize.Converger does the same).
 			rec, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour).Truncate(time.Second), MarkPooled: state == store.StateReady})
 			if err != nil {
 				t.Errorf("to %s: %v", state, err)

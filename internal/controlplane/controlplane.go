@@ -24,6 +24,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
@@ -83,15 +85,15 @@ type Warm struct {
 	CatalogTTL time.Duration
 	// Converger are convergence's options; DeploymentID, Jobs, Capacity, Now and Logger are set by
 	// New.
-	Converger warmpool.Options
+	Converger poolsize.Options
 	// Worker holds the pool worker's timings (ClaimTimeout, CreatedTimeout, WaitTime, Lease,
 	// RetryDelay, MaxJobAge); its clients, Recycle (the releaser's), Capacity, Now and Logger are
 	// set by New.
-	Worker warmpool.WorkerConfig
+	Worker pooljob.WorkerConfig
 	// ScaleSets, when set, makes the scale set listeners over the pool job queue: the worker mints
 	// scale set jobs' runners through them, and the queue withdraws unused runners through them
-	// when they can (warmpool.RunnerWithdrawer).
-	ScaleSets func(*warmpool.JobQueue) (warmpool.ScaleSetRunners, error)
+	// when they can (pooljob.RunnerWithdrawer).
+	ScaleSets func(*pooljob.JobQueue) (pooljob.ScaleSetRunners, error)
 }
 
 // Components are the wired control plane.
@@ -105,11 +107,11 @@ type Components struct {
 	// Provisioner builds a provisioner over a snapshot of runner classes (NewProvisioner).
 	Provisioner NewProvisioner
 	// Warm pools (nil without).
-	Jobs      *warmpool.JobQueue
+	Jobs      *pooljob.JobQueue
 	Catalog   *warmpool.Catalog
-	Converger *warmpool.Converger
-	Worker    *warmpool.Worker
-	ScaleSets warmpool.ScaleSetRunners
+	Converger *poolsize.Converger
+	Worker    *pooljob.Worker
+	ScaleSets pooljob.ScaleSetRunners
 }
 
 // New wires the control plane over the clients.
@@ -186,7 +188,7 @@ func (c *Components) warm(cl Clients, o Options) error {
 	copts := w.Converger
 	copts.DeploymentID, copts.Now = o.DeploymentID, o.Now
 	if w.JobQueueURL != "" {
-		c.Jobs = warmpool.NewJobQueue(cl.SQS, w.JobQueueURL, cl.Store)
+		c.Jobs = pooljob.NewJobQueue(cl.SQS, w.JobQueueURL, cl.Store)
 		copts.Jobs = c.Jobs
 	}
 	if copts.Logger == nil {
@@ -195,7 +197,7 @@ func (c *Components) warm(cl Clients, o Options) error {
 	if o.Capacity != nil {
 		copts.Capacity = o.Capacity
 	}
-	conv, err := warmpool.NewConverger(cl.Store, cl.EC2, c.Fleet, w.Targets, copts)
+	conv, err := poolsize.NewConverger(cl.Store, cl.EC2, c.Fleet, w.Targets, copts)
 	if err != nil {
 		return fmt.Errorf("convergence: %w", err)
 	}
@@ -209,7 +211,7 @@ func (c *Components) warm(cl Clients, o Options) error {
 			return fmt.Errorf("scale set listeners: %w", err)
 		}
 		c.ScaleSets = ss
-		if wd, ok := ss.(warmpool.RunnerWithdrawer); ok {
+		if wd, ok := ss.(pooljob.RunnerWithdrawer); ok {
 			c.Jobs.WithdrawRunners(wd)
 		}
 	}
@@ -226,7 +228,7 @@ func (c *Components) warm(cl Clients, o Options) error {
 		_, err := c.Releaser.Release(ctx, runID, idleTime)
 		return err
 	}
-	worker, err := warmpool.NewWorker(wc)
+	worker, err := pooljob.NewWorker(wc)
 	if err != nil {
 		return fmt.Errorf("pool worker: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -59,9 +60,9 @@ func TestNewWiresWhatIsAskedFor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var madeOver *warmpool.JobQueue
+			var madeOver *pooljob.JobQueue
 			if tc.warm != nil {
-				tc.warm.ScaleSets = func(q *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) { madeOver = q; return runners{}, nil }
+				tc.warm.ScaleSets = func(q *pooljob.JobQueue) (pooljob.ScaleSetRunners, error) { madeOver = q; return runners{}, nil }
 			}
 			var prov *provision.Provisioner
 			c, err := controlplane.New(clients(t), controlplane.Options{

@@ -450,7 +450,7 @@ func (e *env) warmIn(t testing.TB, n int, state store.State, resourceClass, scop
 		}); err != nil {
 			t.Fatalf("Create %s: %v", id, err)
 		}
-		// A hot instance warms up into its pool, marked pooled (warmpool.Converger does the same).
+		// A hot instance warms up into its pool, marked pooled (poolsize.Converger does the same).
 		rec, err := e.st.Transition(ctx, id, store.Change{
 			From: []store.State{store.StateWarming}, To: state, Threshold: time.Now().Add(time.Hour).Truncate(time.Second),
 			MarkPooled: state == store.StateReady,

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pricing"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -17,7 +19,7 @@ import (
 
 // autoscaled is a converger of one pool with an autoscale block (goal 5 s, UTC) within a window of
 // hot and stopped, with opts (its Autoscale.Store the env's store).
-func autoscaled(t *testing.T, e *env, name string, hot, stopped int, opts warmpool.Options) (*warmpool.Converger, *targets) {
+func autoscaled(t *testing.T, e *env, name string, hot, stopped int, opts poolsize.Options) (*poolsize.Converger, *targets) {
 	t.Helper()
 	spec := e.spec(name, hot, stopped, "v1-a")
 	spec.Autoscale = &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}
@@ -36,8 +38,8 @@ func TestAutoscaleProfileAgesWeekly(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)
 	e.clock.Set(t0)
 	seedDemand(t, e, "aging", t0, 6) // 15 minutes of 6 jobs in each slot of the two hours
-	c, tg := autoscaled(t, e, "aging", 3, 0, warmpool.Options{})
-	opts := warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}}
+	c, tg := autoscaled(t, e, "aging", 3, 0, poolsize.Options{})
+	opts := poolsize.Options{Autoscale: poolsize.AutoscaleOptions{Store: e.st}}
 	pass(t, c)
 	st, err := e.st.GetAutoscale(ctx, "aging")
 	if err != nil || !st.HalvedAt.Equal(t0) {
@@ -68,8 +70,8 @@ func TestAutoscaleProfileAgesWeekly(t *testing.T) {
 	}
 }
 
-// ProfileWeek is warmpool.ProfileHalfLife, named for what the test means.
-const ProfileWeek = warmpool.ProfileHalfLife
+// ProfileWeek is poolsize.ProfileHalfLife, named for what the test means.
+const ProfileWeek = poolsize.ProfileHalfLife
 
 // An autoscaled pool's hot price is the price file's for its instance types, not a constant: the
 // budget then pays for fewer instances.
@@ -92,7 +94,7 @@ func TestAutoscalePricesFromThePriceFile(t *testing.T) {
 	seedDemand(t, e, "priced", e.clock.Now(), 6)
 	tg := &targets{}
 	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st, Price: book.PerHour}})
+	c := e.converger(t, tg.get, poolsize.Options{Autoscale: poolsize.AutoscaleOptions{Store: e.st, Price: book.PerHour}})
 	pr := poolReport(t, pass(t, c), "priced")
 	a := pr.Autoscale
 	if pr.TargetHot != 2 || a.HotPerHour != 0.5 || a.PricesFrom != "price book: c6i.large, the runner class's cheapest" || a.Conflict == "" {
@@ -101,7 +103,7 @@ func TestAutoscalePricesFromThePriceFile(t *testing.T) {
 	// Once it holds instances, their types' median price.
 	e.clock.Add(30 * time.Second)
 	a = poolReport(t, pass(t, c), "priced").Autoscale
-	if a.HotPerHour != 0.5 || !strings.HasPrefix(a.PricesFrom, "price book: median of 2 instances (c6i.large)") || a.StoppedPerHour != warmpool.DefaultPrices.StoppedPerHour {
+	if a.HotPerHour != 0.5 || !strings.HasPrefix(a.PricesFrom, "price book: median of 2 instances (c6i.large)") || a.StoppedPerHour != poolsize.DefaultPrices.StoppedPerHour {
 		t.Errorf("with instances: %+v; want the median of their file price, the default stopped price", a)
 	}
 }
@@ -146,7 +148,7 @@ func TestAutoscaleMeasuredColdStartsLookFurtherAhead(t *testing.T) {
 		{"forged", map[string][]int64{"cold": append(repeat(-60000, 3), repeat(60000, 2)...)}, 0, "cold default (2 samples)"},
 	} {
 		seedStarts(t, e, tc.name, prof, tc.starts)
-		c, _ := autoscaled(t, e, tc.name, 10, 5, warmpool.Options{})
+		c, _ := autoscaled(t, e, tc.name, 10, 5, poolsize.Options{})
 		pr := poolReport(t, pass(t, c), tc.name)
 		if pr.TargetHot+pr.TargetStopped != tc.ready || (tc.ready > 0) != (pr.TargetHot > 0) || !strings.Contains(pr.Autoscale.StartsFrom, tc.from) {
 			t.Errorf("%s: %d hot %d stopped, starts from %q (%+v); want %d ready, %q", tc.name, pr.TargetHot, pr.TargetStopped, pr.Autoscale.StartsFrom, pr.Autoscale, tc.ready, tc.from)
@@ -167,7 +169,7 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 	ctx := t.Context()
 	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
 	seedDemand(t, e, "measured", e.clock.Now(), 6)
-	c, _ := autoscaled(t, e, "measured", 6, 0, warmpool.Options{})
+	c, _ := autoscaled(t, e, "measured", 6, 0, poolsize.Options{})
 	pass(t, c)
 	e.warmUp(t, "measured", nil, nil)
 	e.clock.Add(30 * time.Second)
@@ -210,21 +212,21 @@ func TestAutoscaleStartsMeasuredFromPoolJobs(t *testing.T) {
 	if got := st.Starts["hot"]; len(got) != 5 || got[0] != 3000 {
 		t.Errorf("kept hot starts %v; want five of 3000 ms", got)
 	}
-	if a.HotStartMS != 3000 || a.StoppedStartMS != warmpool.DefaultStarts.Stopped.Milliseconds() || !strings.HasPrefix(a.StartsFrom, "hot median of 5, stopped default (0 samples)") {
+	if a.HotStartMS != 3000 || a.StoppedStartMS != poolsize.DefaultStarts.Stopped.Milliseconds() || !strings.HasPrefix(a.StartsFrom, "hot median of 5, stopped default (0 samples)") {
 		t.Errorf("decision %+v; want the measured hot start of 3 s, the others default", a)
 	}
 }
 
 // enqueue puts webhook jobs of pool on a job queue (the ledger records them queued), as the
 // webhook does.
-func enqueue(t *testing.T, jobs *warmpool.JobQueue, pool string, first int64, n int, at time.Time) {
+func enqueue(t *testing.T, jobs *pooljob.JobQueue, pool string, first int64, n int, at time.Time) {
 	t.Helper()
 	enqueueLike(t, jobs, warmpool.Job{RunID: 9, Pool: pool, CreatedAt: at}, first, n)
 }
 
 // enqueueLike queues n jobs of acme/api like j (its run, pool, workflow and creation), ids from
 // first, as the webhook receiver does.
-func enqueueLike(t *testing.T, jobs *warmpool.JobQueue, j warmpool.Job, first int64, n int) {
+func enqueueLike(t *testing.T, jobs *pooljob.JobQueue, j warmpool.Job, first int64, n int) {
 	t.Helper()
 	j.Action, j.Repository, j.Labels = warmpool.ActionQueued, "acme/api", []string{"pool=" + j.Pool}
 	for i := range n {
@@ -244,7 +246,7 @@ func TestAutoscaleQueuedJobsRaiseTheTarget(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	enqueue(t, jobs, "queued", 100, 4, e.clock.Now())
 	enqueue(t, jobs, "other", 200, 3, e.clock.Now())
 	// Recorded 25 h ago: GitHub cancelled it (its ledger entry is abandoned when met).
@@ -257,7 +259,7 @@ func TestAutoscaleQueuedJobsRaiseTheTarget(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := autoscaled(t, e, "queued", 10, 5, warmpool.Options{Jobs: jobs})
+	c, _ := autoscaled(t, e, "queued", 10, 5, poolsize.Options{Jobs: jobs})
 	pr := poolReport(t, pass(t, c), "queued")
 	if a := pr.Autoscale; pr.TargetHot != 4 || a.Waiting != 4 || a.Queued != 4 || a.InFlight != 0 || a.Forecast != 0 {
 		t.Fatalf("%+v %+v; want 4 hot for 4 queued jobs, nothing forecast", pr, a)
@@ -286,7 +288,7 @@ func TestAutoscaleScaleSetAssignedJobsRaiseTheTarget(t *testing.T) {
 	ctx := t.Context()
 	now := time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)
 	e.clock.Set(now)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	for _, st := range []store.ScaleSetStats{
 		{ScaleSet: "acme/linux", ScaleSetID: 7, Assigned: 6, Running: 1, At: now.Add(-20 * time.Second)},
 		{ScaleSet: "acme/ghes", ScaleSetID: 8, Available: 2, At: now},
@@ -307,7 +309,7 @@ func TestAutoscaleScaleSetAssignedJobsRaiseTheTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, _ := autoscaled(t, e, "sets", 10, 5, warmpool.Options{Jobs: jobs})
+	c, _ := autoscaled(t, e, "sets", 10, 5, poolsize.Options{Jobs: jobs})
 	pr := poolReport(t, pass(t, c), "sets")
 	if a := pr.Autoscale; pr.TargetHot != 7 || a.Waiting != 7 || a.Queued != 2 || a.ScaleSetWaiting != 7 {
 		t.Errorf("%+v %+v; want 7 hot: 5 assigned beyond the running one, 2 offered (the 2 queued among them)", pr, a)

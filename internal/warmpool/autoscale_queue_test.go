@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -20,7 +21,7 @@ func TestAutoscaleQueueTimeAgainstGoal(t *testing.T) {
 	seedDemand(t, e, "queued", e.clock.Now(), 4)
 	tg := &targets{}
 	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c := e.converger(t, tg.get, poolsize.Options{Autoscale: poolsize.AutoscaleOptions{Store: e.st}})
 	pass(t, c)
 	e.warmUp(t, "queued", nil, nil)
 	e.clock.Add(30 * time.Second)
@@ -61,7 +62,7 @@ func TestAutoscaleQueueTimeAgainstGoal(t *testing.T) {
 	if st.Decision.QueueP95MS != 20000 {
 		t.Errorf("stored decision's p95 %d ms, want 20000", st.Decision.QueueP95MS)
 	}
-	e.clock.Add(warmpool.QueueWindow)
+	e.clock.Add(poolsize.QueueWindow)
 	if a := poolReport(t, pass(t, c), "queued").Autoscale; a.QueueJobs != 0 || a.QueueP95MS != 0 {
 		t.Errorf("an hour later: %d jobs, p95 %d ms; want none", a.QueueJobs, a.QueueP95MS)
 	}

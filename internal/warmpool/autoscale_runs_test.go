@@ -9,12 +9,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // enqueueRun queues n jobs of a run of acme/api's workflow (ids from first).
-func enqueueRun(t *testing.T, jobs *warmpool.JobQueue, pool, workflow string, run, first int64, n int) {
+func enqueueRun(t *testing.T, jobs *pooljob.JobQueue, pool, workflow string, run, first int64, n int) {
 	t.Helper()
 	enqueueLike(t, jobs, warmpool.Job{RunID: run, RunAttempt: 1, Pool: pool, Workflow: workflow}, first, n)
 }
@@ -45,8 +47,8 @@ func TestAutoscalePrewarmsARunsFanout(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	e.clock.Set(time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC))
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
-	c, tg := autoscaled(t, e, "fan", 40, 0, warmpool.Options{Jobs: jobs})
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	c, tg := autoscaled(t, e, "fan", 40, 0, poolsize.Options{Jobs: jobs})
 	target := 0
 	step := func(d time.Duration) *store.AutoscaleDecision {
 		t.Helper()
@@ -110,7 +112,7 @@ func TestAutoscalePrewarmsARunsFanout(t *testing.T) {
 	// A new run of CI: its build queued, the matrix not yet. A new leader decides: the runs in
 	// progress and the fan-outs are the pool's item's, not the old leader's memory.
 	enqueueRun(t, jobs, "fan", "CI", 3, 300, 1)
-	c = e.converger(t, tg.get, warmpool.Options{Jobs: jobs, Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c = e.converger(t, tg.get, poolsize.Options{Jobs: jobs, Autoscale: poolsize.AutoscaleOptions{Store: e.st}})
 	a = step(10 * time.Second)
 	// Waiting: Lint's job (its instance on its way), CI's build and the bad record (the ledger
 	// says it is queued: a waiting job as ever, not a run).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -57,7 +58,7 @@ func TestConvergeAutoscaledPool(t *testing.T) {
 	plain := e.spec("plain", 1, 1, "v1-a")
 	tg := &targets{}
 	tg.set(busy, quiet, plain)
-	opts := warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}}
+	opts := poolsize.Options{Autoscale: poolsize.AutoscaleOptions{Store: e.st}}
 	c := e.converger(t, tg.get, opts)
 
 	want := map[string][2]int{"busy": {3, 0}, "quiet": {1, 0}, "plain": {1, 1}}
@@ -137,7 +138,7 @@ func TestConvergeAutoscaleItemUnreadable(t *testing.T) {
 	}
 	tg := &targets{}
 	tg.set(spec)
-	c := e.converger(t, tg.get, warmpool.Options{Autoscale: warmpool.AutoscaleOptions{Store: e.st}})
+	c := e.converger(t, tg.get, poolsize.Options{Autoscale: poolsize.AutoscaleOptions{Store: e.st}})
 	pr := poolReport(t, pass(t, c), "odd")
 	if pr.TargetHot != 2 || pr.TargetStopped != 1 || len(pr.Created) != 3 || pr.Err == nil || !errors.Is(pr.Err, store.ErrInvalid) {
 		t.Errorf("%+v; want the window's 2/1 created and the item's error reported", pr)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/awslimit"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -65,8 +66,8 @@ func BenchmarkConvergencePass(b *testing.B) {
 		o.DisableValidateResponseChecksum = true
 	})
 	st := store.New(db, e.table, store.WithClock(e.clock.Now))
-	c, err := warmpool.NewConverger(st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet}), warmpool.StaticTargets(specs...),
-		warmpool.Options{DeploymentID: deployment, Now: e.clock.Now, Logger: quiet})
+	c, err := poolsize.NewConverger(st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet}), warmpool.StaticTargets(specs...),
+		poolsize.Options{DeploymentID: deployment, Now: e.clock.Now, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

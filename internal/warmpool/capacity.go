@@ -1,7 +1,6 @@
-// The instance caps in convergence: each fleet's instances are reserved before it is launched
-// (Options.Capacity) and the reservation is settled on the instances recorded. Where a cap leaves
-// less room than the pool lacks, convergence creates what fits and the pool's report says how many
-// the cap held back and which cap.
+// The instance caps of warm pools: each fleet's instances, the converger's and a pool job's cold
+// starts alike, are reserved before it is launched (package launch) and the reservation is settled
+// on the instances recorded.
 package warmpool
 
 import (
@@ -17,15 +16,8 @@ type Capacity interface {
 	Release(ctx context.Context, id, runnerClass string) error
 }
 
-// reservationID names one fleet's reservation. It must be new for every fleet: reserving an id
+// ReservationID names one fleet's reservation. It must be new for every fleet: reserving an id
 // that exists counts nothing (that is how a retried call counts once).
-func reservationID(prefix string) string {
+func ReservationID(prefix string) string {
 	return fmt.Sprintf("%s/%016x", prefix, rand.Uint64())
-}
-
-func (c *Converger) capped(pr *PoolReport, n int, limit string) {
-	if pr.CappedBy == "" && c.opts.OnCapped != nil {
-		c.opts.OnCapped(limit)
-	}
-	pr.Capped, pr.CappedBy = n, limit
 }

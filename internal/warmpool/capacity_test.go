@@ -3,8 +3,8 @@ package warmpool_test
 import (
 	"testing"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/quota"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // TestConvergeStopsAtTheCap: a pool of 5 under a deployment cap of 3, with one instance counted
@@ -38,7 +38,7 @@ func TestConvergeStopsAtTheCap(t *testing.T) {
 			var capped []string
 			tg := &targets{}
 			tg.set(e.spec("small", 2, 3, "v1-a"))
-			c := e.converger(t, tg.get, warmpool.Options{Capacity: caps, OnCapped: func(l string) { capped = append(capped, l) }})
+			c := e.converger(t, tg.get, poolsize.Options{Capacity: caps, OnCapped: func(l string) { capped = append(capped, l) }})
 
 			pr := poolReport(t, pass(t, c), "small")
 			if len(pr.Created) != 2 || pr.Capped != 3 || pr.CappedBy != tc.limit || pr.Err != nil {

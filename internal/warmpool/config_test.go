@@ -12,6 +12,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
@@ -67,7 +68,7 @@ func TestConvergeScheduleBoundary(t *testing.T) {
 	if _, err := repo.PutWarmPool(ctx, smallX64(), 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}
-	c := e.converger(t, e.configTargets(), warmpool.Options{})
+	c := e.converger(t, e.configTargets(), poolsize.Options{})
 
 	e.clock.Set(paris(t, "2025-01-15 21:58"))
 	pass(t, c)
@@ -113,7 +114,7 @@ func TestConvergeRunnerClassRollout(t *testing.T) {
 	if _, err := repo.PutWarmPool(ctx, p, 0); err != nil {
 		t.Fatalf("PutWarmPool: %v", err)
 	}
-	c := e.converger(t, e.configTargets(), warmpool.Options{})
+	c := e.converger(t, e.configTargets(), poolsize.Options{})
 	e.clock.Set(paris(t, "2025-01-15 10:00"))
 	pass(t, c)
 	e.warmUp(t, "small-x64", nil, nil)
@@ -224,7 +225,7 @@ func TestWarmupFollowsTheClassBoot(t *testing.T) {
 			if _, err := repo.PutWarmPool(ctx, smallX64(), 0); err != nil {
 				t.Fatalf("PutWarmPool: %v", err)
 			}
-			c := e.converger(t, e.configTargets(), warmpool.Options{})
+			c := e.converger(t, e.configTargets(), poolsize.Options{})
 			e.clock.Set(paris(t, "2025-01-15 10:00"))
 			pass(t, c)
 			warming := e.records(t, "small-x64")[store.StateWarming]

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -24,7 +26,7 @@ func TestConvergeScaleFromZero(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("small", 2, 3, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 
 	// Pass 1 launches the whole target with one fleet; nothing is hot or stopped yet.
 	pr := poolReport(t, pass(t, c), "small")
@@ -87,7 +89,7 @@ func TestConvergeErrorAndDangling(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("mixed", 2, 1, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	created := poolReport(t, pass(t, c), "mixed").Created
 	if len(created) != 3 {
 		t.Fatalf("created %v, want 3", created)
@@ -138,7 +140,7 @@ func TestConvergeExcessAndRemovedPool(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("big", 3, 2, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	pass(t, c)
 	e.warmUp(t, "big", nil, nil)
 	pr := poolReport(t, pass(t, c), "big")
@@ -176,7 +178,7 @@ func TestConvergeBatches(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("wide", 0, 60, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	pr := poolReport(t, pass(t, c), "wide")
 	if len(pr.Created) != 60 || !slices.Equal(e.calls.of("CreateFleet"), []int{50, 10}) {
 		t.Fatalf("created %d with fleets of %v; want 60 with 50 and 10", len(pr.Created), e.calls.of("CreateFleet"))
@@ -204,7 +206,7 @@ func TestConvergeFailingPoolDoesNotBlockOthers(t *testing.T) {
 	broken.Class.LaunchTemplateID = "lt-00000000000000000" // unknown to EC2: every fleet fails
 	frozen := e.spec("frozen", 1, 0, "v1-a")
 	tg.set(broken, frozen, e.spec("good", 1, 0, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	rep := pass(t, c)
 	if pr := poolReport(t, rep, "broken"); pr.Err == nil || len(pr.Created) != 0 {
 		t.Errorf("broken pool: %+v; want an error", pr)
@@ -244,8 +246,8 @@ func TestConvergePoolJobInstances(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("jobs", 2, 0, "v1-a"))
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
-	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs})
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	c := e.converger(t, tg.get, poolsize.Options{Jobs: jobs})
 	pass(t, c)
 	e.warmUp(t, "jobs", nil, nil)
 	hot := poolReport(t, pass(t, c), "jobs").Readied
@@ -285,7 +287,7 @@ func TestConvergePoolJobInstances(t *testing.T) {
 func served(t testing.TB, e *env, j warmpool.Job, id string) {
 	t.Helper()
 	ctx := context.Background()
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "served"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "served"), e.st)
 	if _, err := jobs.Enqueue(ctx, j); err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -310,8 +312,8 @@ func TestConvergePinsTheAgentKeyAndIgnoresForgedRegistrations(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("signed", 1, 0, "v1-a"))
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "signed-jobs"), e.st)
-	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs})
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "signed-jobs"), e.st)
+	c := e.converger(t, tg.get, poolsize.Options{Jobs: jobs})
 	pass(t, c)
 	ctx := t.Context()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)

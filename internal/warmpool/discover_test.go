@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // indexQueries records the index of every Query made through it.
@@ -49,8 +49,8 @@ func TestConvergeLooksForRemovedPoolsAtItsPace(t *testing.T) {
 	st := store.New(q, e.table, store.WithClock(e.clock.Now))
 	tg := &targets{}
 	tg.set(e.spec("kept", 1, 0, "v1-a"))
-	c, err := warmpool.NewConverger(st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet, Now: e.clock.Now}), tg.get,
-		warmpool.Options{DeploymentID: deployment, Now: e.clock.Now, Logger: quiet, DiscoverEvery: 10 * time.Minute})
+	c, err := poolsize.NewConverger(st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet, Now: e.clock.Now}), tg.get,
+		poolsize.Options{DeploymentID: deployment, Now: e.clock.Now, Logger: quiet, DiscoverEvery: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -169,21 +170,21 @@ func (ts *targets) get(context.Context, time.Time) ([]warmpool.PoolSpec, error) 
 	return slices.Clone(ts.specs), nil
 }
 
-func (e *env) converger(t testing.TB, tg warmpool.Targets, opts warmpool.Options) *warmpool.Converger {
+func (e *env) converger(t testing.TB, tg warmpool.Targets, opts poolsize.Options) *poolsize.Converger {
 	t.Helper()
 	opts.DeploymentID = deployment
 	opts.Now = e.clock.Now
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	c, err := warmpool.NewConverger(e.st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet, Now: e.clock.Now}), tg, opts)
+	c, err := poolsize.NewConverger(e.st, e.calls, fleet.New(e.calls, fleet.Options{Logger: quiet, Now: e.clock.Now}), tg, opts)
 	if err != nil {
 		t.Fatalf("NewConverger: %v", err)
 	}
 	return c
 }
 
-func pass(t testing.TB, c *warmpool.Converger) warmpool.Report {
+func pass(t testing.TB, c *poolsize.Converger) poolsize.Report {
 	t.Helper()
 	rep, err := c.Pass(t.Context())
 	if err != nil {
@@ -195,7 +196,7 @@ func pass(t testing.TB, c *warmpool.Converger) warmpool.Report {
 	return rep
 }
 
-func poolReport(t testing.TB, rep warmpool.Report, name string) warmpool.PoolReport {
+func poolReport(t testing.TB, rep poolsize.Report, name string) poolsize.PoolReport {
 	t.Helper()
 	pr, ok := rep.Pool(name)
 	if !ok {

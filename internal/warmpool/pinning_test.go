@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -45,7 +47,7 @@ func TestConvergePinsColdStartedJobInstances(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("cold", 0, 0, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	ctx := t.Context()
 	id := e.coldJobInstance(t)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
@@ -119,7 +121,7 @@ func TestConvergePoolsOnlyPinnedWarmUps(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("pinned", 2, 0, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	ctx := t.Context()
 	pass(t, c)
 	warming := e.records(t, "pinned")[store.StateWarming]
@@ -156,12 +158,12 @@ func TestWorkerHandsJobsOnlyToPinnedInstances(t *testing.T) {
 	tg := &targets{}
 	tg.set(spec)
 	catalog := warmpool.NewCatalog(tg.get, time.Nanosecond, nil)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	sender := e.hook(t, catalog, jobs)
 	w := e.worker(t, catalog, jobs)
 	queueJob(t, e, sender, 1, "pool=solo")
 	// Served under the test's context, which outlives the batch as a serving worker's does.
-	var got []warmpool.Served
+	var got []pooljob.Served
 	for deadline := time.Now().Add(20 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
 		rep, err := w.Once(ctx)
 		if err != nil {
@@ -200,7 +202,7 @@ func TestConvergePromotesNoUnpinnedRegistration(t *testing.T) {
 	e := newEnv(t)
 	tg := &targets{}
 	tg.set(e.spec("cold", 0, 0, "v1-a"))
-	c := e.converger(t, tg.get, warmpool.Options{})
+	c := e.converger(t, tg.get, poolsize.Options{})
 	id := e.coldJobInstance(t)
 	forged := store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunPrefix + "500", At: e.clock.Now()}
 	if err := e.st.PutSignal(t.Context(), id, forged); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -62,7 +63,7 @@ func TestConvergeRecordsCarryResourceClass(t *testing.T) {
 		ResourceClasses: map[string]warmpool.Size{"small": {CPU: 2, MemoryMiB: 4096}, "large": {CPU: 8, MemoryMiB: 16384}},
 		Versions:        launchtemplate.New(e.ec2, launchtemplate.Options{}),
 	})
-	c := e.converger(t, targets, warmpool.Options{})
+	c := e.converger(t, targets, poolsize.Options{})
 
 	pr := poolReport(t, pass(t, c), wp.Name)
 	if len(pr.Created) != 2 {

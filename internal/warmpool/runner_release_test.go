@@ -8,6 +8,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
@@ -42,7 +43,7 @@ func TestConvergeRunnerReleaseRollout(t *testing.T) {
 		Queue: func(url string) *pool.Queue { return pool.NewQueue(e.sqs, url) }, Scope: "acme",
 		Versions: releasedVersions{launchtemplate.New(e.ec2, launchtemplate.Options{}), &version},
 	})
-	c := e.converger(t, targets, warmpool.Options{})
+	c := e.converger(t, targets, poolsize.Options{})
 	e.clock.Set(paris(t, "2025-01-15 10:00"))
 	pass(t, c)
 	e.warmUp(t, "small-x64", nil, nil)

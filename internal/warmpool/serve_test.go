@@ -8,6 +8,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
@@ -20,11 +21,11 @@ func TestServeStops(t *testing.T) {
 	spec := e.spec("solo", 1, 0, "v1-solo")
 	hot := e.warm(t, spec, store.StateReady, 1)
 	catalog := warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, e.clock.Now)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	gh := e.github(t)
 	copts := claim.Options{Logger: quiet, Now: e.clock.Now}
 	reg := claim.NewRegistrar(e.st, gh, e.calls, copts)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	w, err := pooljob.NewWorker(pooljob.WorkerConfig{
 		Store: e.st, EC2: e.calls, Fleet: fleet.New(e.calls, fleet.Options{Logger: quiet}), Starter: claim.NewStarter(e.st, e.calls, reg, copts),
 		Discarder: reg, GitHub: gh, Jobs: jobs, Pools: catalog, DeploymentID: deployment,
 		WaitTime: 20 * time.Second, Now: e.clock.Now, Logger: quiet,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
@@ -23,7 +24,7 @@ func TestReclaimedJobIsRerunOnce(t *testing.T) {
 	tg := &targets{}
 	tg.set(spec)
 	catalog := warmpool.NewCatalog(tg.get, time.Nanosecond, nil)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	sender := e.hook(t, catalog, jobs)
 	w := e.worker(t, catalog, jobs)
 
@@ -44,7 +45,7 @@ func TestReclaimedJobIsRerunOnce(t *testing.T) {
 	// fail the job, and delivers the completion. It returns the instance.
 	reclaim := func(jobID int64) store.Instance {
 		t.Helper()
-		rep := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Served) > 0 })
+		rep := onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Served) > 0 })
 		if len(rep.Served) != 1 || rep.Served[0].JobID != jobID {
 			t.Fatalf("served %+v, want job %d", rep.Served, jobID)
 		}
@@ -68,7 +69,7 @@ func TestReclaimedJobIsRerunOnce(t *testing.T) {
 		if _, status, err := sender.SendWorkflowJob(ctx, "completed", ev); err != nil || status != 200 {
 			t.Fatalf("completed webhook: %d %v", status, err)
 		}
-		onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+		onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 		return in
 	}
 

@@ -1,24 +1,24 @@
-// Package warmpool keeps warm pools at their scheduled size and serves the jobs that ask for them
-// (seed 002).
+// Package warmpool is the vocabulary warm pools share: what a pool is (PoolSpec, read from the
+// configuration by ConfigTargets, cached by Catalog), what a pool job is (Job, its queue message and
+// its ledger record, job.go), and the batched termination of pool records. Two packages act on it
+// and never on each other:
 //
-//   - The Converger (converge.go) runs every 30 s under the reconciler's leader lease. Per pool it
-//     categorizes the pool's records, terminates the broken, stale and outdated ones, turns warmed-up
-//     instances into hot (ready) or stopped ones, creates what is missing through the fleet code and
-//     terminates the excess. It never touches an instance claimed by a run or a job.
-//   - The Worker (worker.go) serves pool jobs routed from the workflow_job webhook: it takes them
-//     from the job queue in batches, picks hot instances first, then stopped ones (started in
-//     batches of 50), and overflows the rest to cold starts; every instance gets a just-in-time
-//     runner bound to its job.
-//   - Completed jobs end their instance (complete.go).
+//   - internal/poolsize sizes the pools: the Converger runs every 30 s under the reconciler's leader
+//     lease, categorizes each pool's records, terminates the broken, stale and outdated ones, turns
+//     warmed-up instances into hot (ready) or stopped ones, creates what is missing, terminates the
+//     excess, and applies the autoscaler's decision to autoscaled pools.
+//   - internal/pooljob dispatches pool jobs from webhooks and scale sets: the job queue and its
+//     ledger, and the Worker that serves each job with a hot, stopped or cold instance and a
+//     just-in-time runner, and ends the instance when the job completes.
+//
+// Both launch through package launch (PoolSpec.Shape is what a pool's instances are) and terminate
+// through Terminator.
 //
 // A warm instance's life: created by the converger in state warming (with its pool, runner class and
 // spec hash, and a warm-up deadline); its agent runs the pre-runner script and signals UD_OK; the
 // converger makes it ready (hot: running, announced in its runner class's pool queue, for at most
 // the dangling limit) or stopped (StopInstances, for at most MaxStoppedAge). A claim (a step-driven
 // provision, or a pool job) detaches it from the pool: from then on it belongs to its run.
-//
-// warmpool.go: the pool specification, the consumer interfaces, and the batched termination both
-// the converger and the completion path use.
 package warmpool
 
 import (
@@ -77,11 +77,19 @@ type PoolSpec struct {
 	Err error
 }
 
+// AutoscaleSpec is a pool's autoscale block (config.Autoscale) and the zone of its schedules.
+type AutoscaleSpec struct {
+	Goal, GoalP99      time.Duration
+	MinHot, MinStopped int
+	Budget             float64
+	Loc                *time.Location
+}
+
 // RunnerClass is the name of the pool's runner class.
 func (s PoolSpec) RunnerClass() string { return s.Class.Name }
 
-// danglingAfter is how long a hot instance of the pool waits for a job (0: the converger's default).
-func (s PoolSpec) danglingAfter() time.Duration { return s.Class.IdleTime.Std() }
+// DanglingAfter is how long a hot instance of the pool waits for a job (0: the converger's default).
+func (s PoolSpec) DanglingAfter() time.Duration { return s.Class.IdleTime.Std() }
 
 // launch is the pool's launch spec with the tags of a warm instance of this deployment, for
 // convergence and cold starts alike: the spec hash tag is what a rollout compares.
@@ -92,10 +100,11 @@ func (s PoolSpec) launch(deployment string) fleet.LaunchSpec {
 	})
 }
 
-// shape is what the pool's instances are, for package launch. Warm instances are on-demand: a
+// Shape is what the pool's instances are, for package launch: the converger's warm instances and
+// a pool job's cold starts alike. Warm instances are on-demand: a
 // stopped one must be stoppable, and EC2 refuses to stop a one-time spot instance; a pool job's
 // cold start is on-demand too, like the pool it overflows.
-func (s PoolSpec) shape(deployment string) launch.Shape {
+func (s PoolSpec) Shape(deployment string) launch.Shape {
 	return launch.Shape{
 		UsageClass: fleet.OnDemand, InstanceTypes: s.Class.InstanceTypes, MinCPU: s.Class.CPU, MinMemoryMiB: s.Class.MemoryMiB,
 		Spec: s.launch(deployment),
@@ -163,8 +172,8 @@ func JobRunID(jobID int64) string { return fmt.Sprintf("%s%d", JobRunPrefix, job
 // webhook names it, which leads back to the instance. It matches the agent's own naming.
 func RunnerName(instanceID string) string { return "runnerpool-" + instanceID }
 
-// instanceOfRunner returns the instance id in a runner name of RunnerName's form.
-func instanceOfRunner(name string) (string, bool) {
+// InstanceOfRunner returns the instance id in a runner name of RunnerName's form.
+func InstanceOfRunner(name string) (string, bool) {
 	id, ok := strings.CutPrefix(name, "runnerpool-")
 	return id, ok && strings.HasPrefix(id, "i-") && !strings.ContainsAny(id, " \t#/")
 }
@@ -173,70 +182,77 @@ func instanceOfRunner(name string) (string, bool) {
 // launched, claimed or marked must reach its next state.
 const detachedTimeout = 30 * time.Second
 
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+// Detached is ctx without its cancellation, bounded by detachedTimeout: for work that must finish
+// after the caller's ctx ended.
+func Detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), detachedTimeout)
 }
 
-// victim is a record to terminate and why.
-type victim struct {
-	rec    store.Instance
-	reason string
+// Victim is a record to terminate and why.
+type Victim struct {
+	Rec    store.Instance
+	Reason string
 }
 
-// terminator terminates records: each is marked terminating with a write conditional on the state
+// Terminator terminates records: each is marked terminating with a write conditional on the state
 // (and run) it was read in, so a record claimed since it was read is left alone; the marked
 // instances are terminated in batches of at most MaxBatch ids; then the records are marked
 // terminated. An instance EC2 refuses stays terminating, and refresh retries it.
-type terminator struct {
+type Terminator struct {
 	st    Store
 	api   EC2API
 	batch int
 	log   *slog.Logger
 }
 
-// terminate returns the ids it terminated (or found terminated) and the number of
-// TerminateInstances calls it made.
-func (t *terminator) terminate(ctx context.Context, victims []victim) (done []string, calls int, _ error) {
-	return t.terminateFrom(ctx, victims, nil)
+// NewTerminator returns a Terminator over st and api, MaxBatch ids per call.
+func NewTerminator(st Store, api EC2API, log *slog.Logger) *Terminator {
+	return &Terminator{st: st, api: api, batch: MaxBatch, log: log}
 }
 
-// terminateFrom is terminate where from names, by instance, the states a record may have reached
+// Terminate returns the ids it terminated (or found terminated) and the number of
+// TerminateInstances calls it made.
+func (t *Terminator) Terminate(ctx context.Context, victims []Victim) (done []string, calls int, _ error) {
+	return t.TerminateFrom(ctx, victims, nil)
+}
+
+// TerminateFrom is Terminate where from names, by instance, the states a record may have reached
 // since it was read and still be terminated (of the same run); others only from the state read.
-func (t *terminator) terminateFrom(ctx context.Context, victims []victim, from map[string][]store.State) (done []string, calls int, _ error) {
+func (t *Terminator) TerminateFrom(ctx context.Context, victims []Victim, from map[string][]store.State) (done []string, calls int, _ error) {
 	if len(victims) == 0 {
 		return nil, 0, nil
 	}
-	ctx, cancel := detached(ctx)
+	ctx, cancel := Detached(ctx)
 	defer cancel()
 	marked := make([]bool, len(victims))
 	errs := make([]error, len(victims))
-	each(len(victims), func(i int) {
+	Each(len(victims), func(i int) {
 		v := victims[i]
-		c := store.Change{From: []store.State{v.rec.State}, To: store.StateTerminating, Reason: v.reason}
-		if states, ok := from[v.rec.ID]; ok {
+		c := store.Change{From: []store.State{v.Rec.State}, To: store.StateTerminating, Reason: v.Reason}
+		if states, ok := from[v.Rec.ID]; ok {
 			c.From = states
 		}
-		if v.rec.RunID != "" {
-			c.RunID = v.rec.RunID
+		if v.Rec.RunID != "" {
+			c.RunID = v.Rec.RunID
 		} else {
 			c.RequireNoRun = true
 		}
-		_, err := t.st.Transition(ctx, v.rec.ID, c)
+		_, err := t.st.Transition(ctx, v.Rec.ID, c)
 		switch {
 		case err == nil:
 			marked[i] = true
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-			t.log.Info("instance changed since it was read: not terminated", "instance", v.rec.ID, "reason", v.reason, "err", err)
+			t.log.Info("instance changed since it was read: not terminated", "instance", v.Rec.ID, "reason", v.Reason, "err", err)
 		default:
-			errs[i] = fmt.Errorf("marking %s terminating: %w", v.rec.ID, err)
+			errs[i] = fmt.Errorf("marking %s terminating: %w", v.Rec.ID, err)
 		}
 	})
 	var ids []string
-	byID := map[string]victim{}
+	byID := map[string]Victim{}
 	for i, v := range victims {
 		if marked[i] {
-			ids = append(ids, v.rec.ID)
-			byID[v.rec.ID] = v
+			ids = append(ids, v.Rec.ID)
+			byID[v.Rec.ID] = v
 		}
 	}
 	slices.Sort(ids)
@@ -246,10 +262,10 @@ func (t *terminator) terminateFrom(ctx context.Context, victims []victim, from m
 		errs = append(errs, fmt.Errorf("left terminating for refresh: %w", err))
 	}
 	gone := slices.Sorted(slices.Values(append(res.Done, res.Gone...)))
-	each(len(gone), func(i int) {
+	Each(len(gone), func(i int) {
 		id := gone[i]
 		if _, err := t.st.Transition(ctx, id, store.Change{
-			From: []store.State{store.StateTerminating}, To: store.StateTerminated, Reason: byID[id].reason,
+			From: []store.State{store.StateTerminating}, To: store.StateTerminated, Reason: byID[id].Reason,
 		}); err != nil && !errors.Is(err, store.ErrConflict) {
 			t.log.Warn("instance terminated, record not marked (refresh finishes it)", "instance", id, "err", err)
 		}
@@ -260,8 +276,8 @@ func (t *terminator) terminateFrom(ctx context.Context, victims []victim, from m
 // concurrency bounds the parallel store writes of one step.
 const concurrency = 16
 
-// each runs f(0..n-1), at most concurrency at once.
-func each(n int, f func(i int)) {
+// Each runs f(0..n-1), at most concurrency at once.
+func Each(n int, f func(i int)) {
 	if n == 0 {
 		return
 	}
@@ -273,7 +289,8 @@ func each(n int, f func(i int)) {
 	_ = g.Wait() // f reports its own failures
 }
 
-func ids(recs []store.Instance) []string {
+// IDs returns the records' ids.
+func IDs(recs []store.Instance) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = r.ID

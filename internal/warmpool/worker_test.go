@@ -23,6 +23,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -42,12 +44,12 @@ func (e *env) github(t testing.TB) *ghaccess.Client {
 }
 
 // worker is one replica's pool worker, with its own GitHub client, registrar and starter.
-func (e *env) worker(t testing.TB, pools warmpool.Pools, jobs *warmpool.JobQueue, opts ...func(*warmpool.WorkerConfig)) *warmpool.Worker {
+func (e *env) worker(t testing.TB, pools pooljob.Pools, jobs *pooljob.JobQueue, opts ...func(*pooljob.WorkerConfig)) *pooljob.Worker {
 	t.Helper()
 	gh := e.github(t)
 	copts := claim.Options{Logger: quiet, Now: e.clock.Now, StartWait: 500 * time.Millisecond}
 	reg := claim.NewRegistrar(e.st, gh, e.calls, copts)
-	cfg := warmpool.WorkerConfig{
+	cfg := pooljob.WorkerConfig{
 		Store: e.st, EC2: e.calls, Fleet: fleet.New(e.calls, fleet.Options{Logger: quiet}), Starter: claim.NewStarter(e.st, e.calls, reg, copts),
 		Discarder: reg, GitHub: gh, Jobs: jobs, Pools: pools, DeploymentID: deployment,
 		WaitTime: time.Second, Lease: 30 * time.Second, RetryDelay: time.Second, Now: e.clock.Now, Logger: quiet,
@@ -55,7 +57,7 @@ func (e *env) worker(t testing.TB, pools warmpool.Pools, jobs *warmpool.JobQueue
 	for _, o := range opts {
 		o(&cfg)
 	}
-	w, err := warmpool.NewWorker(cfg)
+	w, err := pooljob.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func (e *env) worker(t testing.TB, pools warmpool.Pools, jobs *warmpool.JobQueue
 }
 
 // hook serves the webhook handler and returns a sender signed with its secret.
-func (e *env) hook(t testing.TB, pools webhook.Pools, jobs *warmpool.JobQueue) *githubfake.WebhookSender {
+func (e *env) hook(t testing.TB, pools webhook.Pools, jobs *pooljob.JobQueue) *githubfake.WebhookSender {
 	t.Helper()
 	h, err := webhook.New(webhook.Config{Secret: hookSecret, Deliveries: e.st, Pools: pools, Jobs: jobs, GitHub: e.github(t), Logger: quiet})
 	if err != nil {
@@ -159,12 +161,12 @@ func queueJob(t testing.TB, e *env, sender *githubfake.WebhookSender, runID int6
 
 // drainWorkers runs workers concurrently until want jobs are served (or the deadline passes), and
 // returns their batch reports.
-func drainWorkers(t testing.TB, want int, workers ...*warmpool.Worker) []warmpool.BatchReport {
+func drainWorkers(t testing.TB, want int, workers ...*pooljob.Worker) []pooljob.BatchReport {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var mu sync.Mutex
-	var reps []warmpool.BatchReport
+	var reps []pooljob.BatchReport
 	served := 0
 	var wg sync.WaitGroup
 	for _, w := range workers {
@@ -215,7 +217,7 @@ func TestWebhookBurst(t *testing.T) {
 		t.Fatalf("%d warm instances, want 120", len(warmIDs))
 	}
 	catalog := warmpool.NewCatalog(warmpool.StaticTargets(specs...), time.Minute, e.clock.Now)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	sender := e.hook(t, catalog, jobs)
 
 	// 200 webhooks, 8 at a time, with the deterministic label form.
@@ -261,7 +263,7 @@ func TestWebhookBurst(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), batches, startCalls, sum(e.calls.of("StartInstances")), len(e.calls.of("CreateFleet")))
 
 	// Every job served once, every instance picking at most one job.
-	byJob := map[int64]warmpool.Served{}
+	byJob := map[int64]pooljob.Served{}
 	byInstance := map[string]int64{}
 	sources := map[string]map[string]int{}
 	for _, rep := range reps {
@@ -397,7 +399,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	tg := &targets{}
 	tg.set(spec)
 	catalog := warmpool.NewCatalog(tg.get, time.Nanosecond, nil)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	sender := e.hook(t, catalog, jobs)
 	w := e.worker(t, catalog, jobs)
 
@@ -405,7 +407,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	j2, _ := queueJob(t, e, sender, 2, "pool=solo")
 	// Whichever job comes first takes the hot instance; the other's stopped instance will not start,
 	// so that job goes back to the queue and is cold-started on its next turn.
-	bySource := map[string]warmpool.Served{}
+	bySource := map[string]pooljob.Served{}
 	var requeued []int64
 	for deadline := time.Now().Add(20 * time.Second); len(bySource) < 2 && time.Now().Before(deadline); {
 		rep, err := w.Once(t.Context())
@@ -451,7 +453,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	// The hot instance's agent registers: the converger promotes it.
 	e.agentSignal(t, hot[0].ID, store.SignalRecord{Signal: store.SignalRegistered, RunID: warmpool.JobRunID(j1)})
 	tg.set(e.spec("solo", 0, 0, "v1-solo"))
-	c := e.converger(t, tg.get, warmpool.Options{Jobs: jobs})
+	c := e.converger(t, tg.get, poolsize.Options{Jobs: jobs})
 	if pr := poolReport(t, pass(t, c), "solo"); !slices.Equal(pr.Promoted, []string{hot[0].ID}) {
 		t.Fatalf("converger: %+v; want the hot instance promoted", pr)
 	}
@@ -466,9 +468,9 @@ func TestWorkerJobLifecycle(t *testing.T) {
 			t.Fatalf("completed webhook: %d %v", status, err)
 		}
 	}
-	rep := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+	rep := onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 	if len(rep.Completed) != 2 {
-		rep2 := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+		rep2 := onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 		rep.Completed = append(rep.Completed, rep2.Completed...)
 	}
 	if len(rep.Completed) != 2 {
@@ -489,11 +491,11 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	// A job queued twice (the first send's outcome unknown) is served once.
 	dup := warmpool.Job{Action: warmpool.ActionQueued, JobID: 777, RunID: 77, Repository: "acme/api", Labels: []string{"pool=solo"}, Pool: "solo"}
 	for range 2 {
-		if res, err := jobs.Enqueue(t.Context(), dup); err != nil || res != warmpool.Enqueued {
+		if res, err := jobs.Enqueue(t.Context(), dup); err != nil || res != pooljob.Enqueued {
 			t.Fatalf("Enqueue: %s %v", res, err)
 		}
 	}
-	var served []warmpool.Served
+	var served []pooljob.Served
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		r, err := w.Once(t.Context())
 		if err != nil {
@@ -507,7 +509,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	if len(served) != 1 || served[0].JobID != 777 {
 		t.Errorf("duplicate messages served %+v, want once", served)
 	}
-	if res, err := jobs.Enqueue(t.Context(), dup); err != nil || res != warmpool.Duplicate {
+	if res, err := jobs.Enqueue(t.Context(), dup); err != nil || res != pooljob.Duplicate {
 		t.Errorf("Enqueue of a served job: %s %v; want duplicate", res, err)
 	}
 
@@ -517,7 +519,7 @@ func TestWorkerJobLifecycle(t *testing.T) {
 	if _, err := jobs.Enqueue(t.Context(), gone); err != nil {
 		t.Fatal(err)
 	}
-	rep = onceUntil(t, w, func(r warmpool.BatchReport) bool { return r.Received > 0 })
+	rep = onceUntil(t, w, func(r pooljob.BatchReport) bool { return r.Received > 0 })
 	if !slices.Equal(rep.Cancelled, []int64{888}) || !slices.ContainsFunc(e.gh.CancelledRuns(), func(c githubfake.CancelledRun) bool { return c.RunID == 88 }) {
 		t.Errorf("job of a removed pool: %+v, cancelled runs %+v", rep, e.gh.CancelledRuns())
 	}
@@ -532,7 +534,7 @@ func sum(xs []int) int {
 }
 
 // onceUntil runs batches until one satisfies ok (bounded).
-func onceUntil(t testing.TB, w *warmpool.Worker, ok func(warmpool.BatchReport) bool) warmpool.BatchReport {
+func onceUntil(t testing.TB, w *pooljob.Worker, ok func(pooljob.BatchReport) bool) pooljob.BatchReport {
 	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		rep, err := w.Once(t.Context())
@@ -544,7 +546,7 @@ func onceUntil(t testing.TB, w *warmpool.Worker, ok func(warmpool.BatchReport) b
 		}
 	}
 	t.Fatal("no batch came as expected")
-	return warmpool.BatchReport{}
+	return pooljob.BatchReport{}
 }
 
 // A worker that died half-way (its lease ran out, the job's message came back): an instance its agent
@@ -555,7 +557,7 @@ func TestWorkerTakesOverAnInterruptedAttempt(t *testing.T) {
 	spec := e.spec("solo", 3, 0, "v1-solo")
 	hot := e.warm(t, spec, store.StateReady, 3)
 	catalog := warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, e.clock.Now)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	ctx := t.Context()
 	interrupted := func(jobID int64, inst store.Instance, registered bool) {
 		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: jobID, RunID: jobID, Repository: "acme/api", Labels: []string{"pool=solo"}, Pool: "solo"}
@@ -582,7 +584,7 @@ func TestWorkerTakesOverAnInterruptedAttempt(t *testing.T) {
 	e.clock.Add(31 * time.Second) // past the first attempt's lease
 
 	w := e.worker(t, catalog, jobs)
-	got := map[int64]warmpool.Served{}
+	got := map[int64]pooljob.Served{}
 	for deadline := time.Now().Add(15 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
 		rep, err := w.Once(ctx)
 		if err != nil {
@@ -619,7 +621,7 @@ func TestSlowStartKeepsItsLease(t *testing.T) {
 	spec := e.spec("slow", 0, 1, "v1-slow")
 	stopped := e.warm(t, spec, store.StateStopped, 1)
 	catalog := warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, e.clock.Now)
-	jobs := warmpool.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
 	starting := make(chan struct{})
 	var once sync.Once
 	e.calls.beforeStart = func() {
@@ -629,13 +631,13 @@ func TestSlowStartKeepsItsLease(t *testing.T) {
 			time.Sleep(4 * time.Second)
 		})
 	}
-	lease := func(c *warmpool.WorkerConfig) { c.Lease = 3 * time.Second }
+	lease := func(c *pooljob.WorkerConfig) { c.Lease = 3 * time.Second }
 	a, b := e.worker(t, catalog, jobs, lease), e.worker(t, catalog, jobs, lease)
 	j := warmpool.Job{Action: warmpool.ActionQueued, JobID: 21, RunID: 21, Repository: "acme/api", Labels: []string{"pool=slow"}, Pool: "slow"}
 	if _, err := jobs.Enqueue(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	var repA warmpool.BatchReport
+	var repA pooljob.BatchReport
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -649,7 +651,7 @@ func TestSlowStartKeepsItsLease(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("the first worker finished without starting an instance: %+v, %v", repA, err)
 	}
-	var byB []warmpool.Served
+	var byB []pooljob.Served
 	for finished := false; !finished; {
 		rep, err := b.Once(ctx)
 		if err != nil {

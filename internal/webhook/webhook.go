@@ -50,7 +50,7 @@ type Pools interface {
 	Known(ctx context.Context, name string) (bool, error)
 }
 
-// Jobs is the pool job queue; *warmpool.JobQueue satisfies it.
+// Jobs is the pool job queue; *pooljob.JobQueue satisfies it.
 type Jobs interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
@@ -45,11 +46,11 @@ func (f *fakes) Enqueue(_ context.Context, j warmpool.Job) (string, error) {
 	}
 	for _, old := range f.jobs {
 		if old.JobID == j.JobID && old.Action == j.Action {
-			return warmpool.Duplicate, nil
+			return pooljob.Duplicate, nil
 		}
 	}
 	f.jobs = append(f.jobs, j)
-	return warmpool.Enqueued, nil
+	return pooljob.Enqueued, nil
 }
 
 func (f *fakes) Known(_ context.Context, name string) (bool, error) {

@@ -15,6 +15,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -54,13 +56,13 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := warmpool.NewJobQueue(sb.Stack.SQS(), aws.ToString(qo.QueueUrl), sb.Store)
+	jobs := pooljob.NewJobQueue(sb.Stack.SQS(), aws.ToString(qo.QueueUrl), sb.Store)
 	spec := warmpool.PoolSpec{
 		Name: poolName, Schedule: "test", Hot: 1, Stopped: 1, SpecHash: "agents-v1", Scope: sandbox.Scope,
 		Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest"},
 	}
 	fl := fleet.New(sb.EC2, fleet.Options{Logger: logger()})
-	conv, err := warmpool.NewConverger(sb.Store, sb.EC2, fl, warmpool.StaticTargets(spec), warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: logger()})
+	conv, err := poolsize.NewConverger(sb.Store, sb.EC2, fl, warmpool.StaticTargets(spec), poolsize.Options{DeploymentID: sandbox.DeploymentID, Logger: logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	t.Cleanup(func() { stopListener(); <-listened })
 	copts := claim.Options{Logger: logger()}
 	reg := claim.NewRegistrar(sb.Store, sb.GitHub, sb.EC2, copts)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	w, err := pooljob.NewWorker(pooljob.WorkerConfig{
 		Store: sb.Store, EC2: sb.EC2, Fleet: fl, Starter: claim.NewStarter(sb.Store, sb.EC2, reg, copts),
 		Discarder: reg, GitHub: sb.GitHub, Jobs: jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(spec), time.Minute, nil),
 		ScaleSets: m, DeploymentID: sandbox.DeploymentID, Logger: logger(),
@@ -112,7 +114,7 @@ func jobsRunOnRealAgents(t *testing.T, shape githubfake.ScaleSetShape) {
 	bySource := map[string]string{} // source -> instance
 	for i, want := range []string{warmpool.SourceHot, warmpool.SourceStarted, warmpool.SourceCreated} {
 		id := fake.QueueScaleSetJob(owner, repo, int64(9100+i), setName)
-		served := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
+		served := onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
 		if served.JobID != jobNumber(shape, id) || served.Source != want {
 			t.Fatalf("job %d served %+v, want from %s", id, served, want)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
@@ -16,12 +17,12 @@ import (
 
 // servedJob queues a job on a one-hot-instance pool, serves it and returns the job, the instance
 // and the instance's JIT credential.
-func (e *env) servedJob(t *testing.T, w *warmpool.Worker, runID int64) (int64, store.Instance, store.Credential) {
+func (e *env) servedJob(t *testing.T, w *pooljob.Worker, runID int64) (int64, store.Instance, store.Credential) {
 	t.Helper()
 	hot := e.warm(t, store.StateReady, 1)[0]
 	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 	id := e.gh.QueueScaleSetJob(org, "api", runID, setName)
-	served := onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
+	served := onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
 	if served.JobID != e.number(id) || served.InstanceID != hot.ID {
 		t.Fatalf("served %+v, want job %d on %s", served, id, hot.ID)
 	}
@@ -75,7 +76,7 @@ func TestCancelledAssignmentKeepsItsRunner(t *testing.T) {
 	}
 	fr := e.runner(t, hot, cred, 10*time.Millisecond)
 	eventually(t, "the reassigned job run by the kept runner", func() bool { return slices.Contains(fr.Jobs(), id) })
-	onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+	onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 	if rec, _ := e.st.Get(t.Context(), hot.ID); rec.State.Live() {
 		t.Errorf("instance after its job completed: %s, want ended", rec.State)
 	}
@@ -98,7 +99,7 @@ func TestVanishedDemandWithdrawsRunner(t *testing.T) {
 		t.Fatalf("no runner %s at GitHub after the job was served", name)
 	}
 	eventually(t, "the job cancelled at GitHub", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobCompleted })
-	onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+	onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 	if rec, _ := e.st.Get(t.Context(), hot.ID); rec.State.Live() {
 		t.Errorf("instance of the vanished job: %s, want ended", rec.State)
 	}
@@ -130,7 +131,7 @@ func TestLateCompletionKeepsRunningJob(t *testing.T) {
 		}
 		body, _ := json.Marshal([]any{early})
 		e.gh.InjectScaleSetMessage(org, setName, "RunnerScaleSetJobMessages", string(body))
-		onceUntil(t, w, func(r warmpool.BatchReport) bool { return slices.Contains(r.Requeued, e.number(id)) })
+		onceUntil(t, w, func(r pooljob.BatchReport) bool { return slices.Contains(r.Requeued, e.number(id)) })
 		if j, _ := e.gh.Job(id); j.Status != githubfake.JobInProgress {
 			t.Fatalf("job %s before the check: the test's premise (a completion while it runs) does not hold", j.Status)
 		}

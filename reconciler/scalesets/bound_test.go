@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
@@ -26,7 +26,7 @@ func TestJobRunsOnAnotherJobsRunner(t *testing.T) {
 	frY := e.runner(t, iy, credY, 10*time.Millisecond)
 	eventually(t, "job X run by Y's runner", func() bool { return slices.Contains(frY.Jobs(), x) })
 	eventually(t, "job X done", func() bool { j, _ := e.gh.Job(x); return j.Status == githubfake.JobCompleted })
-	onceUntil(t, w, func(r warmpool.BatchReport) bool { return slices.Contains(r.Completed, e.number(x)) })
+	onceUntil(t, w, func(r pooljob.BatchReport) bool { return slices.Contains(r.Completed, e.number(x)) })
 	if rec, _ := e.st.Get(t.Context(), ix.ID); !rec.State.Live() || rec.State == store.StateTerminating {
 		t.Fatalf("X's idle instance after X completed on another runner: %s, want kept for Y", rec.State)
 	}
@@ -35,7 +35,7 @@ func TestJobRunsOnAnotherJobsRunner(t *testing.T) {
 	}
 	frX := e.runner(t, ix, credX, 10*time.Millisecond)
 	eventually(t, "job Y run by X's runner", func() bool { return slices.Contains(frX.Jobs(), y) })
-	onceUntil(t, w, func(r warmpool.BatchReport) bool { return slices.Contains(r.Completed, e.number(y)) })
+	onceUntil(t, w, func(r pooljob.BatchReport) bool { return slices.Contains(r.Completed, e.number(y)) })
 	for _, in := range []store.Instance{ix, iy} {
 		if rec, _ := e.st.Get(t.Context(), in.ID); rec.State.Live() && rec.State != store.StateTerminating {
 			t.Errorf("instance %s after both jobs completed: %s, want ended", in.ID, rec.State)

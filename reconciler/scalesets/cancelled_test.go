@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
@@ -34,7 +35,7 @@ func TestCancelledAssignmentSurvivesTakeover(t *testing.T) {
 	}
 	e.start(t, "b", grace)
 	eventually(t, "b holds the session", func() bool { return e.sessionOwner() == "b" })
-	onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+	onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 	if rec, _ := e.st.Get(t.Context(), hot.ID); rec.State.Live() {
 		t.Errorf("instance of the vanished job after the takeover: %s, want ended", rec.State)
 	}

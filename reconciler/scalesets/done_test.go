@@ -16,6 +16,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -28,14 +29,14 @@ import (
 // lossy is the pool job queue with every JobCompleted the listener hands it lost, as when the
 // message never came: all the listener replicas down while it waited, or lost in a takeover.
 type lossy struct {
-	q    *warmpool.JobQueue
+	q    *pooljob.JobQueue
 	lost atomic.Int32
 }
 
 func (l *lossy) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
 	if j.Action == warmpool.ActionCompleted && j.Conclusion != scalesets.ConclusionRunnerGone {
 		l.lost.Add(1)
-		return warmpool.Enqueued, nil
+		return pooljob.Enqueued, nil
 	}
 	return l.q.Enqueue(ctx, j)
 }
@@ -76,7 +77,7 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 			InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096, MaxRuntime: declared.Duration(maxRuntime),
 		}, TemplateVersion: "$Latest"},
 	}
-	jobs := &lossy{q: warmpool.NewJobQueue(sb.Stack.SQS(), url, sb.Store)}
+	jobs := &lossy{q: pooljob.NewJobQueue(sb.Stack.SQS(), url, sb.Store)}
 	set := declared.ScaleSet{Name: setName, WarmPool: poolName, Scope: sandbox.Scope, MaxRunners: 5}
 	var m *scalesets.Manager
 	cp, err := controlplane.New(controlplane.Clients{Store: sb.Store, EC2: sb.EC2, SQS: sb.Stack.SQS(), GitHub: sb.GitHub}, controlplane.Options{
@@ -107,7 +108,7 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 
 	owner, repo, _ := strings.Cut(sandbox.Scope, "/")
 	id := fake.QueueScaleSetJob(owner, repo, 9300, setName)
-	served := onceUntil(t, cp.Worker, func(r warmpool.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
+	served := onceUntil(t, cp.Worker, func(r pooljob.BatchReport) bool { return len(r.Served) == 1 }).Served[0]
 	eventuallyFor(t, 90*time.Second, "the job completed by the instance's runner", func() bool {
 		j, _ := fake.Job(id)
 		return j.Status == githubfake.JobCompleted && j.RunnerName == warmpool.RunnerName(served.InstanceID)
@@ -137,7 +138,7 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 
 // completions records the completions handed to the pool job queue and passes the rest on.
 type completions struct {
-	q    *warmpool.JobQueue
+	q    *pooljob.JobQueue
 	mu   sync.Mutex
 	jobs []warmpool.Job
 }
@@ -147,7 +148,7 @@ func (c *completions) Enqueue(ctx context.Context, j warmpool.Job) (string, erro
 		c.mu.Lock()
 		c.jobs = append(c.jobs, j)
 		c.mu.Unlock()
-		return warmpool.Enqueued, nil
+		return pooljob.Enqueued, nil
 	}
 	return c.q.Enqueue(ctx, j)
 }

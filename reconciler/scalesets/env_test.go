@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -62,7 +63,7 @@ type env struct {
 	stk   *stack.Stack
 	st    *store.Store
 	sqs   *sqs.Client
-	jobs  *warmpool.JobQueue
+	jobs  *pooljob.JobQueue
 	ec2   *ec2.Client
 	ec2s  *ec2server.Server
 	lt    string
@@ -106,7 +107,7 @@ func newEnv(t *testing.T, shape ...githubfake.ScaleSetShape) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = e.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: qo.QueueUrl}) })
-	e.jobs = warmpool.NewJobQueue(e.sqs, aws.ToString(qo.QueueUrl), e.st)
+	e.jobs = pooljob.NewJobQueue(e.sqs, aws.ToString(qo.QueueUrl), e.st)
 
 	e.ec2s = ec2server.New(ec2server.Options{PendingDelay: -1, StoppingDelay: -1, ShuttingDownDelay: -1, TerminatedRetention: time.Hour, Logger: logger()})
 	e.ec2s.SetSubnet(subnet, "us-east-1a")
@@ -235,7 +236,7 @@ func jobNumber(shape githubfake.ScaleSetShape, id int64) int64 {
 
 // serveAll runs the worker's batches until every job of ids was served or 30 s passed, and
 // returns how many times each job was served.
-func (e *env) serveAll(t *testing.T, w *warmpool.Worker, ids []int64, each func(warmpool.Served)) map[int64]int {
+func (e *env) serveAll(t *testing.T, w *pooljob.Worker, ids []int64, each func(pooljob.Served)) map[int64]int {
 	t.Helper()
 	byNumber := map[int64]int64{}
 	for _, id := range ids {
@@ -300,18 +301,18 @@ func (e *env) ledger(t *testing.T, jobID int64) string {
 }
 
 // worker is a pool worker of the env's warm pool whose scale set runners come from m.
-func (e *env) worker(t *testing.T, m *scalesets.Manager) *warmpool.Worker {
+func (e *env) worker(t *testing.T, m *scalesets.Manager) *pooljob.Worker {
 	t.Helper()
 	return e.workerOver(t, m, e.st)
 }
 
 // workerOver is worker reading and writing the state table through st.
-func (e *env) workerOver(t *testing.T, m *scalesets.Manager, st warmpool.Store) *warmpool.Worker {
+func (e *env) workerOver(t *testing.T, m *scalesets.Manager, st warmpool.Store) *pooljob.Worker {
 	t.Helper()
 	gh := e.github(t)
 	copts := claim.Options{Logger: logger(), StartWait: 500 * time.Millisecond}
 	reg := claim.NewRegistrar(e.st, gh, e.ec2, copts)
-	w, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	w, err := pooljob.NewWorker(pooljob.WorkerConfig{
 		Store: st, EC2: e.ec2, Fleet: fleet.New(e.ec2, fleet.Options{Logger: logger()}), Starter: claim.NewStarter(e.st, e.ec2, reg, copts),
 		Discarder: reg, GitHub: gh, Jobs: e.jobs, Pools: warmpool.NewCatalog(warmpool.StaticTargets(e.spec()), time.Minute, nil),
 		ScaleSets: m, DeploymentID: deployment, WaitTime: time.Second, Lease: 30 * time.Second, RetryDelay: time.Second, Logger: logger(),

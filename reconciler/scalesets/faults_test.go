@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/invariant"
@@ -78,7 +79,7 @@ func listenerKillRun(t *testing.T, shape githubfake.ScaleSetShape, at int64) kil
 	pool := e.warm(t, store.StateReady, 4)
 	cc, b, ids := e.crashThenTakeOver(t, at, 900)
 	held := map[string][]string{}
-	served := e.serveAll(t, e.worker(t, b.m), ids, func(s warmpool.Served) {
+	served := e.serveAll(t, e.worker(t, b.m), ids, func(s pooljob.Served) {
 		if rec, err := e.st.Get(t.Context(), s.InstanceID); err == nil {
 			held[rec.RunID] = append(held[rec.RunID], s.InstanceID)
 		}

@@ -12,7 +12,7 @@
 // runnerpool_scale_set_session_conflicts_total) rather than fighting for it.
 //
 // Messages are handled in order and deleted only once their effect is durable: an acquired job is
-// in the pool job queue and its ledger (warmpool.JobQueue), a completion is in the queue. A
+// in the pool job queue and its ledger (pooljob.JobQueue), a completion is in the queue. A
 // message delivered again (the holder died before deleting it) is handled once, because the ledger
 // knows the job. Malformed, unknown or out-of-order messages are logged, counted and deleted; they
 // never stop the listener. The jobs themselves are served by the pool worker like webhook jobs:
@@ -71,7 +71,7 @@ type Client interface {
 }
 
 // Enqueuer puts jobs on the pool job queue and binds a started job to the runner that took it;
-// *warmpool.JobQueue satisfies it.
+// *pooljob.JobQueue satisfies it.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
 	Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error)
@@ -275,7 +275,7 @@ func (m *Manager) client(scope string) (Client, error) {
 }
 
 // GenerateJITConfig mints a just-in-time runner of a scale set, for the pool worker
-// (warmpool.ScaleSetRunners). Any replica can: it needs no session.
+// (pooljob.ScaleSetRunners). Any replica can: it needs no session.
 func (m *Manager) GenerateJITConfig(ctx context.Context, scope string, scaleSetID int64, name string) (ghaccess.JITConfig, error) {
 	c, err := m.client(scope)
 	if err != nil {
@@ -289,7 +289,7 @@ func (m *Manager) GenerateJITConfig(ctx context.Context, scope string, scaleSetI
 }
 
 // RemoveRunner withdraws a just-in-time runner of a scale set in scope (a runner already gone is
-// not an error), for the job queue (warmpool.RunnerWithdrawer). Any replica can: it needs no
+// not an error), for the job queue (pooljob.RunnerWithdrawer). Any replica can: it needs no
 // session.
 func (m *Manager) RemoveRunner(ctx context.Context, scope string, runnerID int64) error {
 	c, err := m.client(scope)

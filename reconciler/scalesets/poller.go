@@ -225,7 +225,7 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 
 // bind binds a started job to the runner that took it (JobStarted names it: actions/scaleset
 // types.go). On github.com that is any idle runner of the scale set, not necessarily the one
-// brought up for the job: the ledger then swaps the two jobs' instances (warmpool.JobQueue.Bind).
+// brought up for the job: the ledger then swaps the two jobs' instances (pooljob.JobQueue.Bind).
 func (p *poller) bind(ctx context.Context, jm scaleset.JobMessage, log logger) error {
 	rebound, err := p.scaler.Started(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName)
 	if err != nil {

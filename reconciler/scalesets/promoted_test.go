@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
@@ -62,7 +63,7 @@ func TestCompletionEndsInstancePromotedMeanwhile(t *testing.T) {
 	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 
 	id := e.gh.QueueScaleSetJob(org, "api", 700, setName)
-	served := onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
+	served := onceUntil(t, w, func(rep pooljob.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
 	if served.InstanceID != hot.ID {
 		t.Fatalf("served %+v, want the hot instance %s", served, hot.ID)
 	}
@@ -89,7 +90,7 @@ func TestCompletionEndsInstancePromotedMeanwhile(t *testing.T) {
 	}
 
 	ps.arm(hot.ID)
-	onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Completed) > 0 })
+	onceUntil(t, w, func(rep pooljob.BatchReport) bool { return len(rep.Completed) > 0 })
 	rec, err := e.st.Get(t.Context(), hot.ID)
 	if err != nil {
 		t.Fatal(err)

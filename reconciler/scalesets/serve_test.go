@@ -9,12 +9,14 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent/runner/fakerunner"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
-func onceUntil(t *testing.T, w *warmpool.Worker, ok func(warmpool.BatchReport) bool) warmpool.BatchReport {
+func onceUntil(t *testing.T, w *pooljob.Worker, ok func(pooljob.BatchReport) bool) pooljob.BatchReport {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		rep, err := w.Once(t.Context())
@@ -26,7 +28,7 @@ func onceUntil(t *testing.T, w *warmpool.Worker, ok func(warmpool.BatchReport) b
 		}
 	}
 	t.Fatal("no batch came as expected")
-	return warmpool.BatchReport{}
+	return pooljob.BatchReport{}
 }
 
 // TestScaleSetJobsServedFromThePool: scale set jobs go through the pool worker like webhook jobs:
@@ -48,7 +50,7 @@ func TestScaleSetJobsServedFromThePool(t *testing.T) {
 			id := e.gh.QueueScaleSetJob(org, "api", int64(600+i), setName)
 			byNumber[e.number(id)] = id
 		}
-		bySource := map[string]warmpool.Served{}
+		bySource := map[string]pooljob.Served{}
 		for deadline := time.Now().Add(30 * time.Second); len(bySource) < 3 && time.Now().Before(deadline); {
 			rep, err := w.Once(t.Context())
 			if err != nil {
@@ -91,7 +93,7 @@ func TestScaleSetJobsServedFromThePool(t *testing.T) {
 			t.Errorf("job %d at GitHub: %+v, want completed by the hot instance's runner", job.ID, j)
 		}
 		// JobCompleted names the hot instance's runner: the worker ends it (no recycling in this pool).
-		onceUntil(t, w, func(r warmpool.BatchReport) bool { return len(r.Completed) > 0 })
+		onceUntil(t, w, func(r pooljob.BatchReport) bool { return len(r.Completed) > 0 })
 		if rec, _ := e.st.Get(t.Context(), hot[0].ID); rec.State != store.StateTerminated {
 			t.Errorf("hot instance after its job completed: %s, want terminated", rec.State)
 		}
@@ -117,7 +119,7 @@ func TestRunnerThatNeverComesUpIsWithdrawn(t *testing.T) {
 		eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
 
 		id := e.gh.QueueScaleSetJob(org, "api", 700, setName)
-		first := onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
+		first := onceUntil(t, w, func(rep pooljob.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
 		name := warmpool.RunnerName(first.InstanceID)
 		if !slices.ContainsFunc(e.gh.Runners(org, ""), func(rn githubfake.Runner) bool { return rn.Name == name }) {
 			t.Fatalf("no runner %s at GitHub after the job was served", name)
@@ -125,8 +127,8 @@ func TestRunnerThatNeverComesUpIsWithdrawn(t *testing.T) {
 
 		// The claim deadline (10 min) has passed for convergence: the instance never registered.
 		later := func() time.Time { return time.Now().Add(11 * time.Minute) }
-		conv, err := warmpool.NewConverger(e.st, e.ec2, fleet.New(e.ec2, fleet.Options{Logger: logger()}), warmpool.StaticTargets(e.spec()),
-			warmpool.Options{DeploymentID: deployment, Jobs: e.jobs, Now: later, Logger: logger()})
+		conv, err := poolsize.NewConverger(e.st, e.ec2, fleet.New(e.ec2, fleet.Options{Logger: logger()}), warmpool.StaticTargets(e.spec()),
+			poolsize.Options{DeploymentID: deployment, Jobs: e.jobs, Now: later, Logger: logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +154,7 @@ func TestRunnerThatNeverComesUpIsWithdrawn(t *testing.T) {
 		}
 
 		// The service offers the job again; the listener acquires it and another instance serves it.
-		again := onceUntil(t, w, func(rep warmpool.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
+		again := onceUntil(t, w, func(rep pooljob.BatchReport) bool { return len(rep.Served) == 1 }).Served[0]
 		if again.JobID != e.number(id) || again.InstanceID == first.InstanceID {
 			t.Errorf("served again: %+v, want job %d on another instance than %s", again, id, first.InstanceID)
 		}

@@ -10,8 +10,8 @@ import (
 	"context"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/scaleset"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // GitHub is the part of the control plane's GitHub client the listeners use beside the scale set
@@ -28,8 +28,8 @@ const DefaultAPIURL = "https://api.github.com/"
 // Listeners returns the composition root's constructor of a replica's listeners
 // (controlplane.Warm.ScaleSets): a Manager of cfg over the control plane's pool job queue (unless
 // cfg.Jobs names another: a test's lossy queue), handed to made, whose caller runs it.
-func Listeners(cfg Config, made func(*Manager)) func(*warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
-	return func(jobs *warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
+func Listeners(cfg Config, made func(*Manager)) func(*pooljob.JobQueue) (pooljob.ScaleSetRunners, error) {
+	return func(jobs *pooljob.JobQueue) (pooljob.ScaleSetRunners, error) {
 		if cfg.Jobs == nil {
 			cfg.Jobs = jobs
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/config"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 
@@ -22,7 +22,7 @@ import (
 
 // scaleSetListeners is the composition root's constructor of this replica's scale set listeners
 // (controlplane.Warm.ScaleSets); the Manager it makes is kept for startScaleSets.
-func (s *Service) scaleSetListeners(cfg config.Config, gh *ghaccess.Client) func(*warmpool.JobQueue) (warmpool.ScaleSetRunners, error) {
+func (s *Service) scaleSetListeners(cfg config.Config, gh *ghaccess.Client) func(*pooljob.JobQueue) (pooljob.ScaleSetRunners, error) {
 	repo := declared.NewRepository(s.store)
 	// The long poll lasts about 50 s: the client's timeout must outlast it.
 	hc := &http.Client{Timeout: 90 * time.Second, Transport: s.metrics.GitHubTransport(s.o.HTTPClient.Transport)}

@@ -42,13 +42,13 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/api"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/apiv1"
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/auth"
@@ -59,7 +59,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/reconciler/scalesets"
 )
 
-// Converger converges the warm pools once; *warmpool.Converger satisfies it.
+// Converger converges the warm pools once; *poolsize.Converger satisfies it.
 type Converger interface {
 	Converge(ctx context.Context) error
 }
@@ -147,7 +147,7 @@ type leadership struct {
 // --pool-job-queue-url is set; warm.go, scalesets.go).
 type warmParts struct {
 	webhook    http.Handler
-	worker     *warmpool.Worker
+	worker     *pooljob.Worker
 	workerStop context.CancelFunc // stops receiving pool jobs
 	workerDone chan struct{}      // closed when the worker returned
 	// rerunProv is the API's provisioner, which serves the worker's re-run jobs (set once built).

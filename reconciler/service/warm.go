@@ -19,6 +19,8 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/controlplane"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/history"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/webhook"
@@ -41,16 +43,16 @@ func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Price
 			Queue: s.pools.get, Scope: cfg.WarmPoolScope,
 			ResourceClasses: warmSizes(cfg), Versions: s.versions,
 		}),
-		Converger: warmpool.Options{
+		Converger: poolsize.Options{
 			Logger: s.log.With("component", "converger"), OnCapped: s.metrics.QuotaRefused,
-			Autoscale: warmpool.AutoscaleOptions{Store: s.store, Price: warmpool.PriceFunc(price), Now: s.o.AutoscaleNow},
-			OnAutoscale: func(pr warmpool.PoolReport) {
+			Autoscale: poolsize.AutoscaleOptions{Store: s.store, Price: poolsize.PriceFunc(price), Now: s.o.AutoscaleNow},
+			OnAutoscale: func(pr poolsize.PoolReport) {
 				a := pr.Autoscale
 				s.metrics.Autoscale(pr.Pool, pr.TargetHot, pr.TargetStopped, a.WindowHot, a.WindowStopped, a.Forecast, a.Conflict != "")
 				s.metrics.AutoscaleQueue(pr.Pool, time.Duration(a.QueueP95MS)*time.Millisecond, a.QueueJobs, time.Duration(a.GoalMS)*time.Millisecond)
 			},
 		},
-		Worker: warmpool.WorkerConfig{
+		Worker: pooljob.WorkerConfig{
 			Rerun: func(ctx context.Context, j warmpool.Job) error {
 				return s.serveRerun(ctx, s.classes.ProvisionTimeout(ctx, cfg.ProvisionTimeout, "*"), j)
 			},

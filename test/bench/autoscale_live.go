@@ -6,7 +6,7 @@
 // leader that watched it would have left it); the busiest weekday hour of the committed week is
 // then replayed at a scaled speed: one job in liveScale, sent as workflow_job webhooks to a replica
 // whose pool workers serve them from the pool (hot, stopped, else a cold start), in liveSteps steps
-// of 5 minutes of the policy's clock (warmpool.AutoscaleOptions.Now). Each step the convergence
+// of 5 minutes of the policy's clock (poolsize.AutoscaleOptions.Now). Each step the convergence
 // loop counts the jobs that arrived, decides (autoscale.Decide), keeps the decision in the pool's
 // AUTOSCALE item and acts; once what it started could warm up, one more pass acts, and
 // autoscale_live_target_error is the largest gap between the decision then stored in the table and
@@ -31,6 +31,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/simulate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -52,7 +53,7 @@ const (
 	liveSettle          = 5 // passes per step at most
 )
 
-// policyClock is the policy's clock (warmpool.AutoscaleOptions.Now): the bench moves it through
+// policyClock is the policy's clock (poolsize.AutoscaleOptions.Now): the bench moves it through
 // the replayed hour.
 type policyClock struct {
 	mu sync.Mutex
@@ -102,7 +103,7 @@ func busiestHour(jobs []jobtrace.Job) time.Time {
 // liveRun is the phase's state.
 type liveRun struct {
 	h     *harness
-	conv  *warmpool.Converger
+	conv  *poolsize.Converger
 	clock *policyClock
 	hooks *githubfake.WebhookSender
 	sent  []int64 // job ids sent so far
@@ -273,10 +274,10 @@ func (h *harness) startLive(ctx context.Context, before []jobtrace.Job, start ti
 	return lr, stop, nil
 }
 
-func (lr *liveRun) pass(ctx context.Context) (warmpool.PoolReport, error) {
+func (lr *liveRun) pass(ctx context.Context) (poolsize.PoolReport, error) {
 	rep, err := lr.conv.Pass(ctx)
 	if err != nil {
-		return warmpool.PoolReport{}, err
+		return poolsize.PoolReport{}, err
 	}
 	pr, _ := rep.Pool(livePool)
 	if pr.Err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerrelease"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerversion"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/schedule"
@@ -88,7 +89,7 @@ func phaseRunnerRelease(ctx context.Context, h *harness, res *Result) error {
 
 // converge runs the release cache and convergence until want instances of the pool launched with
 // version are warm (ready or stopped) and no live one runs another, and returns when.
-func (h *harness) converge(ctx context.Context, cache *runnerrelease.Cache, conv *warmpool.Converger, version string, want int, limit time.Duration) (time.Time, error) {
+func (h *harness) converge(ctx context.Context, cache *runnerrelease.Cache, conv *poolsize.Converger, version string, want int, limit time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if _, err := cache.Refresh(ctx); err != nil {
@@ -122,7 +123,7 @@ func (h *harness) converge(ctx context.Context, cache *runnerrelease.Cache, conv
 }
 
 // drain scales the deleted pool's instances to zero.
-func (h *harness) drain(ctx context.Context, conv *warmpool.Converger) error {
+func (h *harness) drain(ctx context.Context, conv *poolsize.Converger) error {
 	_, err := conv.Pass(ctx)
 	return err
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -68,7 +69,7 @@ type ssParts struct {
 	sqs     *sqs.Client
 	gh      *ghaccess.Client
 	jobsURL string
-	jobs    *warmpool.JobQueue
+	jobs    *pooljob.JobQueue
 	spec    warmpool.PoolSpec
 	cp      *controlplane.Components // the first replica's
 	stopA   func(bool)               // stops the first replica's listeners

@@ -285,7 +285,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	slices.Sort(took)
 	perPass := formatValue(float64(total(calls)) / float64(passes+1))
 	res.add(Figure{Name: name, Value: Percentile(took, 50), Unit: "ms",
-		How: fmt.Sprintf("median of %d steady-state convergence passes (warmpool.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each), in a table of their own; %s DynamoDB requests per pass (%s), no EC2 call; the first pass, which also looks for removed pools (every warmpool.DefaultDiscoverEvery), took %s",
+		How: fmt.Sprintf("median of %d steady-state convergence passes (poolsize.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each), in a table of their own; %s DynamoDB requests per pass (%s), no EC2 call; the first pass, which also looks for removed pools (every warmpool.DefaultDiscoverEvery), took %s",
 			passes, pools*per, pools, hot, stopped, perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond))})
 	h.say("  convergence pass over %d records: median %.0f ms, %s DynamoDB requests per pass (%s); the first, with the search for removed pools, %s",
 		pools*per, Percentile(took, 50), perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond))

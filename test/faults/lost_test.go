@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/condwrite"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -191,7 +192,7 @@ func (e *env) judge(ctx context.Context, j judged) (int, error) {
 }
 
 // lostPoolJob: a pool job delivered once by webhook, served by the worker, run, and completed.
-func lostPoolJob(ctx context.Context, e *env, worker *warmpool.Worker, sender *githubfake.WebhookSender) error {
+func lostPoolJob(ctx context.Context, e *env, worker *pooljob.Worker, sender *githubfake.WebhookSender) error {
 	run := e.defaultRunID + e.runSeq.Add(1)
 	jobID := e.sb.Stack.GitHub.QueueJob("acme", "app", run, []string{"self-hosted", "pool=" + warmPool})
 	ev, _ := e.sb.Stack.GitHub.WorkflowJobEvent(jobID)

@@ -24,6 +24,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launchtemplate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
@@ -121,15 +122,15 @@ func (w *releaseWorld) check(ctx context.Context) (*releaseAt, error) {
 
 // converger is replica r's convergence of the step's warm pool, its spec hash naming the runner
 // (config.SpecHashWithRunner, as warmpool.ConfigTargets makes it).
-func (w *releaseWorld) converger(r *replica, at *releaseAt) *warmpool.Converger {
+func (w *releaseWorld) converger(r *replica, at *releaseAt) *poolsize.Converger {
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{{
 			Name: releasePool, Schedule: "faults", Hot: w.hot, Stopped: w.hot, SpecHash: declared.SpecHashWithRunner("faults-release-v1", at.runner), Scope: sandbox.Scope,
 			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: releaseClass, LaunchTemplateID: at.lt, Subnets: w.rc.Subnets, InstanceTypes: w.rc.InstanceTypes, CPU: 2, MemoryMiB: 4096}, RunnerVersion: at.runner, TemplateVersion: at.version, Queue: pool.NewQueue(r.sqs, w.e.releaseQueue)},
 		}}, nil
 	}
-	c, err := warmpool.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: w.e.log}), targets,
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Now: r.now, Logger: w.e.log})
+	c, err := poolsize.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: w.e.log}), targets,
+		poolsize.Options{DeploymentID: sandbox.DeploymentID, Now: r.now, Logger: w.e.log})
 	if err != nil {
 		w.e.t.Fatalf("converger: %v", err)
 	}
@@ -137,7 +138,7 @@ func (w *releaseWorld) converger(r *replica, at *releaseAt) *warmpool.Converger 
 }
 
 // settle converges the step's warm pool (settlePool).
-func (w *releaseWorld) settle(ctx context.Context, c *warmpool.Converger) error {
+func (w *releaseWorld) settle(ctx context.Context, c *poolsize.Converger) error {
 	return settlePool(ctx, c, releasePool)
 }
 

@@ -21,6 +21,8 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -59,13 +61,13 @@ func (e *env) warmSpec(q *pool.Queue) warmpool.PoolSpec {
 }
 
 // converger is a replica's convergence loop over the matrix's warm pool.
-func (e *env) converger(r *replica) *warmpool.Converger {
+func (e *env) converger(r *replica) *poolsize.Converger {
 	q := pool.NewQueue(r.sqs, e.warmQueue)
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{e.warmSpec(q)}, nil
 	}
-	c, err := warmpool.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: e.log}), targets,
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Now: r.now, Logger: e.log})
+	c, err := poolsize.NewConverger(r.st, r.ec2, fleet.New(r.ec2, fleet.Options{Logger: e.log}), targets,
+		poolsize.Options{DeploymentID: sandbox.DeploymentID, Now: r.now, Logger: e.log})
 	if err != nil {
 		e.t.Fatalf("converger: %v", err)
 	}
@@ -74,12 +76,12 @@ func (e *env) converger(r *replica) *warmpool.Converger {
 
 // settle runs healthy convergence passes until the pool holds its target with nothing warming, or
 // 30 s pass.
-func (e *env) settle(ctx context.Context, c *warmpool.Converger) error {
+func (e *env) settle(ctx context.Context, c *poolsize.Converger) error {
 	return settlePool(ctx, c, warmPool)
 }
 
 // settlePool is settle for the pool named name of c.
-func settlePool(ctx context.Context, c *warmpool.Converger, name string) error {
+func settlePool(ctx context.Context, c *poolsize.Converger, name string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rep, err := c.Pass(ctx)
@@ -207,15 +209,15 @@ func webhookRedelivery(t *testing.T, e *env) {
 
 // poolPath is replica r's webhook path to the matrix's warm pool: the pool-job worker, and a
 // sender of signed webhook deliveries to r's webhook handler (closed with the test).
-func (e *env) poolPath(t *testing.T, r *replica) (*warmpool.Worker, *githubfake.WebhookSender) {
-	jq := warmpool.NewJobQueue(r.sqs, e.jobQueue, r.st)
+func (e *env) poolPath(t *testing.T, r *replica) (*pooljob.Worker, *githubfake.WebhookSender) {
+	jq := pooljob.NewJobQueue(r.sqs, e.jobQueue, r.st)
 	q := pool.NewQueue(r.sqs, e.warmQueue)
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{e.warmSpec(q)}, nil
 	}
 	catalog := warmpool.NewCatalog(targets, time.Second, time.Now)
 	copts := claim.Options{Logger: e.log}
-	worker, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	worker, err := pooljob.NewWorker(pooljob.WorkerConfig{
 		Store: r.st, EC2: r.ec2, Fleet: fleet.New(r.ec2, fleet.Options{Logger: e.log}), Starter: claim.NewStarter(r.st, r.ec2, r.reg, copts),
 		Discarder: r.reg, GitHub: r.gh, Jobs: jq, Pools: catalog, DeploymentID: sandbox.DeploymentID,
 		// A short lease: a message whose receive answer was lost (lost-answer) comes back soon.
@@ -234,7 +236,7 @@ func (e *env) poolPath(t *testing.T, r *replica) (*warmpool.Worker, *githubfake.
 }
 
 // serveUntil runs worker batches until done says so (at most 60 s).
-func serveUntil(ctx context.Context, w *warmpool.Worker, done func() (bool, error)) (int, error) {
+func serveUntil(ctx context.Context, w *pooljob.Worker, done func() (bool, error)) (int, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for n := 1; ; n++ {
 		if _, err := w.Once(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -195,7 +196,7 @@ func TestIndexPoisoningStopsNothing(t *testing.T) {
 }
 
 // poisonedConverger converges one warm pool of one hot instance, named as the poisoning items' idx_pool.
-func poisonedConverger(t *testing.T, sb *sandbox.Sandbox) *warmpool.Converger {
+func poisonedConverger(t *testing.T, sb *sandbox.Sandbox) *poolsize.Converger {
 	t.Helper()
 	targets := func(context.Context, time.Time) ([]warmpool.PoolSpec, error) {
 		return []warmpool.PoolSpec{{
@@ -203,8 +204,8 @@ func poisonedConverger(t *testing.T, sb *sandbox.Sandbox) *warmpool.Converger {
 			Class: runnerclass.Resolved{RunnerClass: declared.RunnerClass{Name: sandbox.RunnerClass, LaunchTemplateID: sb.LaunchTemplate, Subnets: slices.Sorted(maps.Keys(sandbox.Subnets)), InstanceTypes: []string{"c*", "m*"}, CPU: 2, MemoryMiB: 4096}, TemplateVersion: "$Latest", Queue: sb.Queue},
 		}}, nil
 	}
-	c, err := warmpool.NewConverger(sb.Store, sb.EC2, fleet.New(sb.EC2, fleet.Options{Logger: sb.Log}), targets,
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: sb.Log})
+	c, err := poolsize.NewConverger(sb.Store, sb.EC2, fleet.New(sb.EC2, fleet.Options{Logger: sb.Log}), targets,
+		poolsize.Options{DeploymentID: sandbox.DeploymentID, Logger: sb.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

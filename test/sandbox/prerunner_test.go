@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/declared"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/runnerclass"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/userdata"
@@ -61,8 +62,8 @@ func TestPreRunnerScriptFromUserData(t *testing.T) {
 	}
 	good := spec("good", version("#!/bin/sh\necho \"$(date +%s%N)\" >> '"+marker+"'\n"))
 	bad := spec("bad", version("#!/bin/sh\necho 'no such package' >&2\nexit 3\n"))
-	conv, err := warmpool.NewConverger(sb.Store, sb.EC2, fleet.New(sb.EC2, fleet.Options{}), warmpool.StaticTargets(good, bad),
-		warmpool.Options{DeploymentID: sandbox.DeploymentID, Logger: sb.Log})
+	conv, err := poolsize.NewConverger(sb.Store, sb.EC2, fleet.New(sb.EC2, fleet.Options{}), warmpool.StaticTargets(good, bad),
+		poolsize.Options{DeploymentID: sandbox.DeploymentID, Logger: sb.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -124,8 +125,8 @@ func newRerunWiring(t *testing.T, sb *sandbox.Sandbox, cp *sandbox.Components) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := warmpool.NewJobQueue(sb.Stack.SQS(), aws.ToString(q.QueueUrl), sb.Store)
-	worker, err := warmpool.NewWorker(warmpool.WorkerConfig{
+	jobs := pooljob.NewJobQueue(sb.Stack.SQS(), aws.ToString(q.QueueUrl), sb.Store)
+	worker, err := pooljob.NewWorker(pooljob.WorkerConfig{
 		Store: sb.Store, EC2: sb.EC2, Fleet: cp.Fleet, Starter: claim.NewStarter(sb.Store, sb.EC2, cp.Registrar, claim.Options{}),
 		Discarder: cp.Registrar, GitHub: sb.GitHub, Jobs: jobs, Pools: noPools{}, DeploymentID: sandbox.DeploymentID,
 		WaitTime: time.Second, RetryDelay: 500 * time.Millisecond, Logger: sb.Log,

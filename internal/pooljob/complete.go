@@ -2,7 +2,7 @@
 // allows recycling for the same repository. The instance is found by the runner name the webhook
 // reports (RunnerName's form), and any other instance picked for the job is ended too, unless its
 // runner is busy with another job that carries the same labels (its own completion ends it then).
-package warmpool
+package pooljob
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 func (w *Worker) handleCompleted(ctx context.Context, m message, o *outcomes) {
@@ -31,11 +32,11 @@ func (w *Worker) handleCompleted(ctx context.Context, m message, o *outcomes) {
 }
 
 // complete ends the instances of a completed job. It is idempotent.
-func (w *Worker) complete(ctx context.Context, j Job) error {
+func (w *Worker) complete(ctx context.Context, j warmpool.Job) error {
 	var targets []store.Instance
 	seen := map[string]bool{}
 	ranIt := ""
-	if id, ok := instanceOfRunner(j.RunnerName); ok {
+	if id, ok := warmpool.InstanceOfRunner(j.RunnerName); ok {
 		in, err := w.cfg.Store.Get(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -67,7 +68,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			return fmt.Errorf("completed job %d: %w", j.JobID, err)
 		}
 		for _, in := range others {
-			if busy[strings.ToLower(RunnerName(in.ID))] {
+			if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
 				w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID)
 				continue
 			}
@@ -88,9 +89,9 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 					continue
 				}
 				targets = append(targets[:i], targets[i+1:]...)
-				idle := spec.danglingAfter()
+				idle := spec.DanglingAfter()
 				if idle <= 0 {
-					idle = DefaultDanglingAfter
+					idle = warmpool.DefaultDanglingAfter
 				}
 				w.bg.Go(func() {
 					// The release waits for the agent's deregistration, so it does not hold up the
@@ -107,10 +108,10 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 		}
 	}
 	w.withdrawUnused(ctx, j, targets)
-	victims := make([]victim, len(targets))
+	victims := make([]warmpool.Victim, len(targets))
 	from := map[string][]store.State{}
 	for i, in := range targets {
-		victims[i] = victim{in, fmt.Sprintf("job %d completed (%s)", j.JobID, j.Conclusion)}
+		victims[i] = warmpool.Victim{Rec: in, Reason: fmt.Sprintf("job %d completed (%s)", j.JobID, j.Conclusion)}
 		if in.ID == ranIt {
 			// Its ephemeral runner is done whatever the record became since it was read: a job
 			// shorter than a convergence pass completes while its record is still claimed, and the
@@ -119,7 +120,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 			from[in.ID] = jobStates(in.State)
 		}
 	}
-	if _, _, err := w.term.terminateFrom(ctx, victims, from); err != nil {
+	if _, _, err := w.term.TerminateFrom(ctx, victims, from); err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
 	if err := w.ledger.end(ctx, j); err != nil {
@@ -131,7 +132,7 @@ func (w *Worker) complete(ctx context.Context, j Job) error {
 // picked returns the live instances picked for a completed job other than those in seen (the one
 // that ran it): those brought up for it, less the one Bind handed to another scale set job, plus
 // the one Bind bound it to.
-func (w *Worker) picked(ctx context.Context, j Job, seen map[string]bool) ([]store.Instance, error) {
+func (w *Worker) picked(ctx context.Context, j warmpool.Job, seen map[string]bool) ([]store.Instance, error) {
 	serving, handed, err := w.bound(ctx, j)
 	if err != nil {
 		return nil, err
@@ -162,15 +163,15 @@ func (w *Worker) picked(ctx context.Context, j Job, seen map[string]bool) ([]sto
 // running (its assignment cancelled for good, or its run cancelled) when the instance that got the
 // runner is among those ended: no late boot can then take a job with it. A failure is logged: the
 // runner only goes offline with its instance.
-func (w *Worker) withdrawUnused(ctx context.Context, j Job, ending []store.Instance) {
+func (w *Worker) withdrawUnused(ctx context.Context, j warmpool.Job, ending []store.Instance) {
 	if j.ScaleSetID == 0 || j.RunnerName != "" || w.cfg.Jobs.withdraw == nil {
 		return
 	}
-	r, err := w.cfg.Store.GetRun(ctx, j.ledgerKey())
+	r, err := w.cfg.Store.GetRun(ctx, j.LedgerKey())
 	if err != nil {
 		return
 	}
-	var s served
+	var s warmpool.JobResult
 	if json.Unmarshal(r.Result, &s) != nil || s.RunnerID == 0 ||
 		!slices.ContainsFunc(ending, func(in store.Instance) bool { return in.ID == s.InstanceID }) {
 		return
@@ -184,7 +185,7 @@ func (w *Worker) withdrawUnused(ctx context.Context, j Job, ending []store.Insta
 // as busy: the Actions service can send JobCompleted while the job still runs
 // (actions/runner#4492), and ending the instance then would kill the job. The completion is
 // retried; once the runner is done (an ephemeral runner is removed after its job) it goes through.
-func (w *Worker) stillRunning(ctx context.Context, j Job, in store.Instance) error {
+func (w *Worker) stillRunning(ctx context.Context, j warmpool.Job, in store.Instance) error {
 	if j.ScaleSetID == 0 {
 		return nil
 	}
@@ -192,8 +193,8 @@ func (w *Worker) stillRunning(ctx context.Context, j Job, in store.Instance) err
 	if err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
-	if busy[strings.ToLower(RunnerName(in.ID))] {
-		return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, RunnerName(in.ID))
+	if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
+		return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, warmpool.RunnerName(in.ID))
 	}
 	return nil
 }
@@ -211,7 +212,7 @@ func jobStates(read store.State) []store.State {
 // poolJobLive reports whether a record is a live instance serving a pool job (never a
 // step-driven run's instance, whatever a webhook says).
 func poolJobLive(in store.Instance) bool {
-	return in.State.Live() && in.State != store.StateTerminating && strings.HasPrefix(in.RunID, JobRunPrefix)
+	return in.State.Live() && in.State != store.StateTerminating && strings.HasPrefix(in.RunID, warmpool.JobRunPrefix)
 }
 
 // busyRunners lists the runners of the scope that are running a job, by lower-case name.
@@ -237,7 +238,7 @@ const rerunTTL = 60 * 24 * time.Hour
 // start is on-demand capacity (fleet.OnDemand), so the re-run job is served on-demand. A second
 // reclaim of the same run is not re-run. The marker is written before GitHub is asked: a re-run
 // lost to an error is logged and not retried, never made twice.
-func (w *Worker) rerunReclaimed(ctx context.Context, j Job, in store.Instance) {
+func (w *Worker) rerunReclaimed(ctx context.Context, j warmpool.Job, in store.Instance) {
 	if j.Conclusion != "failure" {
 		return
 	}

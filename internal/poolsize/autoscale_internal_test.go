@@ -1,4 +1,4 @@
-package warmpool
+package poolsize
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 func minutesIn(p *autoscale.Profile) (minutes, jobs uint32) {
@@ -110,13 +111,13 @@ func TestAutoscaleCooldownCountsTime(t *testing.T) {
 	mem := &memAutoscale{items: map[string]store.AutoscaleState{"p": {Pool: "p", Hot: 3, Stopped: 2, DecidedAt: t0, Minute: t0, Version: 1}}}
 	c := &Converger{opts: Options{Autoscale: AutoscaleOptions{Store: mem}}, log: slog.New(slog.DiscardHandler)}
 	for now := t0.Add(time.Second); now.Before(t0.Add(DefaultCooldown)); now = now.Add(time.Second) {
-		spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+		spec := warmpool.PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
 		rep := c.autoscale(t.Context(), &spec, nil, categories{}, now)
 		if rep.Err != nil || spec.Hot != 3 || spec.Stopped != 2 {
 			t.Fatalf("at %s: %d hot %d stopped (%v); want 3, 2 held through the cooldown", now.Sub(t0), spec.Hot, spec.Stopped, rep.Err)
 		}
 	}
-	spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+	spec := warmpool.PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
 	c.autoscale(t.Context(), &spec, nil, categories{}, t0.Add(DefaultCooldown+time.Second))
 	if spec.Hot != 0 || spec.Stopped != 0 {
 		t.Errorf("after the cooldown: %d hot %d stopped, want 0, 0", spec.Hot, spec.Stopped)
@@ -134,7 +135,7 @@ func TestAutoscalePolicyClock(t *testing.T) {
 	pass := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for k := 1; k <= 3; k++ {
 		policy, pass = t0.Add(time.Duration(k)*DefaultCooldown/2+time.Second), pass.Add(time.Second)
-		spec := PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+		spec := warmpool.PoolSpec{Name: "p", Hot: 3, Stopped: 2, Autoscale: &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
 		if rep := c.autoscale(t.Context(), &spec, nil, categories{}, pass); rep.Err != nil {
 			t.Fatalf("decision %d: %v", k, rep.Err)
 		}

@@ -1,7 +1,7 @@
 // Re-run jobs on the job queue (Job.Rerun): the queue makes the webhook's request durable, and
 // WorkerConfig.Rerun (provision.ServeRerun) serves it; the run record it provisions again is its
 // ledger, so a repeated message provisions nothing twice.
-package warmpool
+package pooljob
 
 import (
 	"context"

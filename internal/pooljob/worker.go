@@ -7,7 +7,7 @@
 // credential is written to the instance's own item. A job message is deleted only once its job is
 // served (or known to be served, or ended); a start or launch failure makes it visible again after
 // a short delay, and a job whose pool no longer exists has its run cancelled with an explanation.
-package warmpool
+package pooljob
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/wake"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // GitHub is the part of the reconciler's GitHub access the worker uses; *ghaccess.Client satisfies it.
@@ -47,7 +48,7 @@ type ScaleSetRunners interface {
 
 // Pools finds a pool's spec by name; *Catalog satisfies it.
 type Pools interface {
-	Lookup(ctx context.Context, name string) (PoolSpec, bool, error)
+	Lookup(ctx context.Context, name string) (warmpool.PoolSpec, bool, error)
 }
 
 // Discarder ends an instance that failed (expire, terminate, record terminated), and waits for the
@@ -58,20 +59,11 @@ type Discarder interface {
 	WaitRegistered(ctx context.Context, instanceID, runID string, wait time.Duration) error
 }
 
-// Sources of the instance that served a pool job.
-const (
-	SourceHot     = "hot"
-	SourceStarted = "started"
-	SourceCreated = "created"
-	// SourceAdopted: an instance an interrupted attempt picked, whose agent had registered already.
-	SourceAdopted = "adopted"
-)
-
 // WorkerConfig configures a Worker. Zero durations take the defaults.
 type WorkerConfig struct {
-	Store     Store
-	EC2       EC2API
-	Fleet     Launcher
+	Store     warmpool.Store
+	EC2       warmpool.EC2API
+	Fleet     warmpool.Launcher
 	Starter   *claim.Starter
 	Discarder Discarder
 	GitHub    GitHub
@@ -90,10 +82,10 @@ type WorkerConfig struct {
 	// Rerun, when set, serves the jobs of re-runs (Job.Rerun): provision.ServeRerun through the
 	// step path's provisioner. An error makes the job visible again after RetryDelay. Nil: such
 	// jobs are dropped.
-	Rerun func(ctx context.Context, j Job) error
+	Rerun func(ctx context.Context, j warmpool.Job) error
 	// Capacity, when set, reserves cold-started instances against the instance caps (*quota.Caps):
 	// jobs a cap has no room for are not served now and tried again after RetryDelay.
-	Capacity Capacity
+	Capacity warmpool.Capacity
 
 	// WaitTime is the job queue's long poll (default 20 s, at most 20 s).
 	WaitTime time.Duration
@@ -120,7 +112,7 @@ type Worker struct {
 	cfg    WorkerConfig
 	log    *slog.Logger
 	ledger *ledger
-	term   *terminator
+	term   *warmpool.Terminator
 	launch *launch.Launcher
 	bg     sync.WaitGroup // recycles in flight
 }
@@ -154,7 +146,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	return &Worker{
 		cfg: cfg, log: cfg.Logger,
 		ledger: &ledger{st: ledgerStore{cfg.Store}, lease: cfg.Lease, now: cfg.Now},
-		term:   &terminator{st: cfg.Store, api: cfg.EC2, batch: MaxBatch, log: cfg.Logger},
+		term:   warmpool.NewTerminator(cfg.Store, cfg.EC2, cfg.Logger),
 		launch: launch.New(launch.Config{Fleet: cfg.Fleet, Store: cfg.Store, EC2: cfg.EC2, Capacity: cfg.Capacity, Timeout: 2 * time.Minute, Logger: cfg.Logger}),
 	}, nil
 }
@@ -268,7 +260,7 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 			continue
 		}
 		seen[key] = true
-		if m.job.Action == ActionCompleted {
+		if m.job.Action == warmpool.ActionCompleted {
 			wg.Go(func() { w.handleCompleted(ctx, m, o) })
 			continue
 		}
@@ -286,7 +278,7 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 	slices.SortFunc(o.rep.Groups, func(a, b GroupReport) int { return strings.Compare(a.Pool, b.Pool) })
 
 	// Settle the messages even if ctx ended: a served job's message must not come back as new.
-	dctx, cancel := detached(ctx)
+	dctx, cancel := warmpool.Detached(ctx)
 	defer cancel()
 	if err := w.cfg.Jobs.deleteMessages(dctx, o.del); err != nil {
 		o.errors = append(o.errors, err)
@@ -300,11 +292,11 @@ func (w *Worker) once(stop, ctx context.Context) (BatchReport, error) {
 // release hands jobs back: their ledger entry returns to queued and their message comes back after
 // RetryDelay.
 func (w *Worker) release(ctx context.Context, jobs []*held, why error, o *outcomes) {
-	dctx, cancel := detached(ctx)
+	dctx, cancel := warmpool.Detached(ctx)
 	defer cancel()
-	each(len(jobs), func(i int) {
+	warmpool.Each(len(jobs), func(i int) {
 		h := jobs[i]
-		if _, err := w.ledger.set(dctx, h.run, JobQueued, served{At: w.cfg.Now(), Reason: why.Error()}); err != nil {
+		if _, err := w.ledger.set(dctx, h.run, warmpool.JobQueued, warmpool.JobResult{At: w.cfg.Now(), Reason: why.Error()}); err != nil {
 			w.log.Warn("pool job not handed back in the ledger (its lease ends it)", "job", h.msg.job.JobID, "err", err)
 		}
 	})
@@ -330,7 +322,7 @@ func runsOf(jobs []*held) []string {
 // the job is served afresh.
 func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger) (adopted []*held) {
 	var mu sync.Mutex
-	each(len(jobs), func(i int) {
+	warmpool.Each(len(jobs), func(i int) {
 		h := jobs[i]
 		if !h.takeover {
 			return
@@ -354,8 +346,8 @@ func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger)
 			registered := in.State == store.StateRunning ||
 				(serr == nil && sig.Signal == store.SignalRegistered && sig.RunID == run && believed && in.AgentKey != "")
 			if registered && h.inst.ID == "" {
-				if r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: in.ID, Source: SourceAdopted, At: w.cfg.Now()}); err == nil {
-					h.run, h.inst, h.src = r, in, SourceAdopted
+				if r, err := w.ledger.set(ctx, h.run, warmpool.JobServed, warmpool.JobResult{InstanceID: in.ID, Source: warmpool.SourceAdopted, At: w.cfg.Now()}); err == nil {
+					h.run, h.inst, h.src = r, in, warmpool.SourceAdopted
 					mu.Lock()
 					adopted = append(adopted, h)
 					mu.Unlock()
@@ -373,13 +365,13 @@ func (w *Worker) clearStale(ctx context.Context, jobs []*held, log *slog.Logger)
 // coldStart launches one instance per job with one CreateFleet per fleet.MaxCount jobs (package
 // launch) and writes their records (created, for the job). It returns the records in job order;
 // jobs beyond them were not served.
-func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now time.Time) ([]store.Instance, error) {
-	shape := spec.shape(w.cfg.DeploymentID)
+func (w *Worker) coldStart(ctx context.Context, spec warmpool.PoolSpec, jobs []*held, now time.Time) ([]store.Instance, error) {
+	shape := spec.Shape(w.cfg.DeploymentID)
 	var out []store.Instance
 	var errs []error
 	for chunk := range slices.Chunk(jobs, fleet.MaxCount) {
 		res, err := w.launch.Launch(ctx, launch.Order{
-			Count: len(chunk), Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: reservationID("cold/" + spec.Name),
+			Count: len(chunk), Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: warmpool.ReservationID("cold/" + spec.Name),
 			Record: func(i int, l fleet.Launched) store.Instance {
 				j := chunk[i].msg.job
 				return store.Instance{
@@ -422,7 +414,7 @@ func (w *Worker) coldStart(ctx context.Context, spec PoolSpec, jobs []*held, now
 // jobs whose instance could not be given a runner: the instance is discarded and the job retried.
 func (w *Worker) register(ctx context.Context, picked []*held, log *slog.Logger) []*held {
 	failed := make([]bool, len(picked))
-	each(len(picked), func(i int) {
+	warmpool.Each(len(picked), func(i int) {
 		h := picked[i]
 		j := h.msg.job
 		err := w.registerOne(ctx, h)
@@ -430,7 +422,7 @@ func (w *Worker) register(ctx context.Context, picked []*held, log *slog.Logger)
 			return
 		}
 		failed[i] = true
-		dctx, cancel := detached(ctx)
+		dctx, cancel := warmpool.Detached(ctx)
 		defer cancel()
 		derr := w.cfg.Discarder.Discard(dctx, h.inst.ID, j.RunKey(), "no runner registration: "+err.Error())
 		log.Warn("pool job's instance not given a runner: discarded, job retried", "job", j.JobID, "instance", h.inst.ID, "err", err, "discard_err", derr)
@@ -465,7 +457,7 @@ func (w *Worker) watchPins(ctx context.Context, picked, failed []*held, log *slo
 }
 
 // jitConfig mints the job's runner: from its scale set, or in its repository with its labels.
-func (w *Worker) jitConfig(ctx context.Context, j Job, name string, labels []string) (ghaccess.JITConfig, error) {
+func (w *Worker) jitConfig(ctx context.Context, j warmpool.Job, name string, labels []string) (ghaccess.JITConfig, error) {
 	if j.ScaleSetID == 0 {
 		return w.cfg.GitHub.GenerateJITConfig(ctx, j.Repository, name, labels, ghaccess.DefaultRunnerGroup)
 	}
@@ -481,7 +473,7 @@ func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	if len(labels) == 0 {
 		return fmt.Errorf("job %d has no custom label to bind a runner to", j.JobID)
 	}
-	cfg, err := w.jitConfig(ctx, j, RunnerName(h.inst.ID), labels)
+	cfg, err := w.jitConfig(ctx, j, warmpool.RunnerName(h.inst.ID), labels)
 	if err != nil {
 		return err
 	}
@@ -491,7 +483,7 @@ func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	}); err != nil {
 		return err
 	}
-	if h.src != SourceCreated {
+	if h.src != warmpool.SourceCreated {
 		// A hot instance's agent is waiting: wake it now rather than on its fallback timer.
 		if err := wake.Notify(ctx, w.cfg.EC2, h.inst.ID); err != nil {
 			w.log.Warn("claim notice not delivered", "instance", h.inst.ID, "job", j.JobID, "err", err)
@@ -499,7 +491,7 @@ func (w *Worker) registerOne(ctx context.Context, h *held) error {
 	}
 	// The ledger is what says the job is served: if it cannot say so, the instance is given up (its
 	// runner, never used, is removed by refresh's runner cleanup) and the job tried again.
-	r, err := w.ledger.set(ctx, h.run, JobServed, served{InstanceID: h.inst.ID, Source: h.src, At: w.cfg.Now(), RunnerID: cfg.RunnerID})
+	r, err := w.ledger.set(ctx, h.run, warmpool.JobServed, warmpool.JobResult{InstanceID: h.inst.ID, Source: h.src, At: w.cfg.Now(), RunnerID: cfg.RunnerID})
 	if err != nil {
 		return err
 	}
@@ -532,7 +524,7 @@ func uniqueFold(labels []string) []string {
 // cancelUnknown fails the jobs of a pool that does not exist (any more): GitHub has no API to fail
 // one job, so the run is cancelled, with the reason logged and kept in the job's ledger entry.
 func (w *Worker) cancelUnknown(ctx context.Context, poolName string, msgs []message, o *outcomes) {
-	each(len(msgs), func(i int) {
+	warmpool.Each(len(msgs), func(i int) {
 		m := msgs[i]
 		reason := fmt.Sprintf("job %d asks for warm pool %q, which is not configured: run cancelled", m.job.JobID, poolName)
 		if err := w.cfg.GitHub.CancelRun(ctx, m.job.Repository, m.job.RunID); err != nil && !alreadyDone(err) {
@@ -545,7 +537,7 @@ func (w *Worker) cancelUnknown(ctx context.Context, poolName string, msgs []mess
 		}
 		w.log.Warn("pool job for an unknown pool: run cancelled", "job", m.job.JobID, "run", m.job.RunID, "repository", m.job.Repository, "pool", poolName)
 		if r, status, err := w.ledger.begin(ctx, m.job); err == nil && (status == beginServe || status == beginTakeover) {
-			_, _ = w.ledger.set(ctx, r, JobCancelled, served{At: w.cfg.Now(), Reason: reason})
+			_, _ = w.ledger.set(ctx, r, warmpool.JobCancelled, warmpool.JobResult{At: w.cfg.Now(), Reason: reason})
 		}
 		o.lock(func() {
 			o.del = append(o.del, m)

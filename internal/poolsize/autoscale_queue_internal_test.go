@@ -1,4 +1,4 @@
-package warmpool
+package poolsize
 
 import (
 	"testing"

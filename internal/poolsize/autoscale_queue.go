@@ -3,7 +3,7 @@
 // wait in memory for the pool's next autoscale write, which keeps those of the last QueueWindow
 // (at most maxQueueTimes, the newest) in the pool's item and their p95 in the decision: what
 // `runnerpool status`, the dashboard's pools page and the metrics compare with the goal.
-package warmpool
+package poolsize
 
 import (
 	"slices"

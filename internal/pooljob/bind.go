@@ -6,7 +6,7 @@
 // the instance that serves it: the idle one left over now serves the job whose runner was taken,
 // and is ended only by that job's completion, never by the completion of the job it was brought up
 // for while demand for it remains.
-package warmpool
+package pooljob
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // Bind records that scale set job j started on the runner runnerName. When that runner's instance
@@ -23,12 +24,12 @@ import (
 // runner, and Y's ledger takes the instance and runner brought up for j. It reports whether it
 // rebound anything; a runner that is not one of ours, or a job not served yet, is left as it is.
 // It is idempotent: a redelivered JobStarted finds j already bound.
-func (q *JobQueue) Bind(ctx context.Context, j Job, runnerName string) (bool, error) {
-	id, ok := instanceOfRunner(runnerName)
+func (q *JobQueue) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error) {
+	id, ok := warmpool.InstanceOfRunner(runnerName)
 	if !ok || j.ScaleSetID == 0 {
 		return false, nil
 	}
-	rx, sx, ok, err := q.servedRecord(ctx, j.ledgerKey())
+	rx, sx, ok, err := q.servedRecord(ctx, j.LedgerKey())
 	if err != nil || !ok || sx.InstanceID == id {
 		return false, err
 	}
@@ -46,8 +47,8 @@ func (q *JobQueue) Bind(ctx context.Context, j Job, runnerName string) (bool, er
 	sx.InstanceID, sx.Handed = id, ""
 	// Y first: a crash between the two writes leaves j unbound, and the redelivered JobStarted
 	// binds again. Only an instance handed to Y is spared by j's completion.
-	yKey := "pooljob:" + strings.TrimPrefix(in.RunID, JobRunPrefix)
-	if yKey != j.ledgerKey() {
+	yKey := "pooljob:" + strings.TrimPrefix(in.RunID, warmpool.JobRunPrefix)
+	if yKey != j.LedgerKey() {
 		ry, sy, ok, err := q.servedRecord(ctx, yKey)
 		if err != nil {
 			return false, err
@@ -69,21 +70,21 @@ func (q *JobQueue) Bind(ctx context.Context, j Job, runnerName string) (bool, er
 }
 
 // servedRecord reads a ledger record and its result; ok is false unless the job is served.
-func (q *JobQueue) servedRecord(ctx context.Context, key string) (store.Run, served, bool, error) {
+func (q *JobQueue) servedRecord(ctx context.Context, key string) (store.Run, warmpool.JobResult, bool, error) {
 	r, s, err := readLedger(ctx, q.st, key)
-	return r, s, err == nil && r.Status == JobServed && s.InstanceID != "", err
+	return r, s, err == nil && r.Status == warmpool.JobServed && s.InstanceID != "", err
 }
 
 // readLedger reads a ledger record and its result (zero when the ledger does not know the job).
-func readLedger(ctx context.Context, st Store, key string) (store.Run, served, error) {
+func readLedger(ctx context.Context, st warmpool.Store, key string) (store.Run, warmpool.JobResult, error) {
 	r, err := st.GetRun(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Run{}, served{}, nil
+		return store.Run{}, warmpool.JobResult{}, nil
 	}
 	if err != nil {
-		return store.Run{}, served{}, fmt.Errorf("reading the ledger of %s: %w", key, err)
+		return store.Run{}, warmpool.JobResult{}, fmt.Errorf("reading the ledger of %s: %w", key, err)
 	}
-	var s served
+	var s warmpool.JobResult
 	_ = json.Unmarshal(r.Result, &s)
 	return r, s, nil
 }
@@ -91,10 +92,10 @@ func readLedger(ctx context.Context, st Store, key string) (store.Run, served, e
 // bound returns the instances a completed scale set job's ledger binds (a completion retried after
 // the ledger says completed reads the same): the one serving it (Bind may have moved it from the
 // one brought up for it) and the one it handed to another job.
-func (w *Worker) bound(ctx context.Context, j Job) (serving, handed string, err error) {
+func (w *Worker) bound(ctx context.Context, j warmpool.Job) (serving, handed string, err error) {
 	if j.ScaleSetID == 0 {
 		return "", "", nil
 	}
-	_, s, err := readLedger(ctx, w.cfg.Store, j.ledgerKey())
+	_, s, err := readLedger(ctx, w.cfg.Store, j.LedgerKey())
 	return s.InstanceID, s.Handed, err
 }

@@ -5,7 +5,7 @@
 // records finished minutes in the pool's demand profile, decides, and writes the pool's autoscale
 // item once (conditional on its version): profile, minute, targets and hysteresis, and the
 // decision's reasons. A new leader continues from the item.
-package warmpool
+package poolsize
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // AutoscaleStore keeps the pools' autoscale items; *store.Store satisfies it.
@@ -73,14 +74,6 @@ func (o AutoscaleOptions) withDefaults() AutoscaleOptions {
 	return o
 }
 
-// AutoscaleSpec is a pool's autoscale block (config.Autoscale) and the zone of its schedules.
-type AutoscaleSpec struct {
-	Goal, GoalP99      time.Duration
-	MinHot, MinStopped int
-	Budget             float64
-	Loc                *time.Location
-}
-
 // AutoscaleReport is a pass's decision for an autoscaled pool.
 type AutoscaleReport struct {
 	store.AutoscaleDecision
@@ -117,7 +110,7 @@ func (c *Converger) arrivals(pool string, recs []store.Instance) (n int) {
 }
 
 // autoscale replaces spec's window counts by the policy's targets.
-func (c *Converger) autoscale(ctx context.Context, spec *PoolSpec, recs []store.Instance, cat categories, now time.Time) *AutoscaleReport {
+func (c *Converger) autoscale(ctx context.Context, spec *warmpool.PoolSpec, recs []store.Instance, cat categories, now time.Time) *AutoscaleReport {
 	o := c.opts.Autoscale.withDefaults()
 	passNow := now // the ledger's clock, which the runs' jobs are dated by
 	if o.Now != nil {

@@ -4,16 +4,16 @@
 // yet running, and, per scale set serving the pool, what the Actions service counts beyond those
 // (its statistics, kept in the table by the scale set's listener wherever it runs). In flight are
 // the pool's job instances (claimed or being created for a job) and its warming instances.
-package warmpool
+package poolsize
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // LiveStore is where an autoscaled pool's live signals are read; *store.Store satisfies it. An
@@ -51,7 +51,7 @@ func (c *Converger) live(ctx context.Context, pool string, cat categories, now t
 	d := liveDemand{inFlight: len(cat.jobs) + len(cat.warming)}
 	table := map[int64]int{} // waiting jobs the table knows, by scale set id (0: webhook jobs)
 	for _, in := range cat.jobs {
-		table[scaleSetOfKey(strings.TrimPrefix(in.RunID, JobRunPrefix))]++
+		table[scaleSetOfKey(strings.TrimPrefix(in.RunID, warmpool.JobRunPrefix))]++
 	}
 	service := map[int64]int{}
 	if ls, ok := c.opts.Autoscale.Store.(LiveStore); ok {
@@ -84,7 +84,7 @@ func (c *Converger) live(ctx context.Context, pool string, cat categories, now t
 func waitingJobs(jobs []store.PoolJob, now time.Time, table map[int64]int) int {
 	n := 0
 	for _, j := range jobs {
-		if age := now.Sub(j.CreatedAt); age > maxWaitingAge || j.Status == JobServed {
+		if age := now.Sub(j.CreatedAt); age > maxWaitingAge || j.Status == warmpool.JobServed {
 			continue
 		}
 		table[scaleSetOfKey(strings.TrimPrefix(j.Key, "pooljob:"))]++
@@ -140,32 +140,4 @@ func scaleSetOfKey(key string) int64 {
 		return 0
 	}
 	return n
-}
-
-// ledgerStore is the job ledger's Store: every run record it writes says whether its job is in
-// progress (store.Run.WaitingIn: queued, serving or served), so a pool's waiting jobs and runs in
-// progress are one query.
-type ledgerStore struct{ Store }
-
-func (s ledgerStore) CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error) {
-	return s.Store.CreateRun(ctx, waitingIn(r))
-}
-
-func (s ledgerStore) UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error) {
-	return s.Store.UpdateRun(ctx, waitingIn(r), expectVersion)
-}
-
-// waitingIn sets r.WaitingIn to its job's pool while the job is in progress, and clears it
-// otherwise.
-func waitingIn(r store.Run) store.Run {
-	r.WaitingIn = ""
-	if r.Status == JobQueued || r.Status == JobServing || r.Status == JobServed {
-		var j struct {
-			Pool string `json:"pool"`
-		}
-		if json.Unmarshal(r.Request, &j) == nil {
-			r.WaitingIn = j.Pool
-		}
-	}
-	return r
 }

@@ -1,4 +1,4 @@
-package warmpool
+package pooljob
 
 import (
 	"context"

@@ -18,7 +18,7 @@
 // run by run: the most later jobs, the earliest and latest arrival), forgotten after four weeks
 // without a run that fanned out. A run is over when none of its jobs was in progress for
 // runQuiet, or runWindow after its first job.
-package warmpool
+package poolsize
 
 import (
 	"cmp"

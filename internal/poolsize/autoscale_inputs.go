@@ -3,7 +3,7 @@
 // instance types from the price book (the operator's price file first). Each comes from
 // something outside the converger (table items, an agent's report, a price source) and is
 // checked: a bad value is left out with a logged reason and the default stands in for it.
-package warmpool
+package poolsize
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/autoscale"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // ProfileHalfLife is how often the pool's recorded demand is halved: a week's demand weighs half
@@ -59,7 +60,7 @@ const maxPerHour = 1000.0
 // holds (what its fleets launched), or, holding none, the cheapest of its runner class's exact
 // instance types (a fleet launches the cheapest it can). The stopped price (an instance's volume)
 // stays def's: the price book prices instance types, not volumes.
-func (o AutoscaleOptions) prices(ctx context.Context, spec PoolSpec, recs []store.Instance, log *slog.Logger) (autoscale.Prices, string) {
+func (o AutoscaleOptions) prices(ctx context.Context, spec warmpool.PoolSpec, recs []store.Instance, log *slog.Logger) (autoscale.Prices, string) {
 	p, from := o.Prices, "default"
 	if o.Price == nil {
 		return p, from
@@ -144,7 +145,7 @@ const (
 	startCold    = "cold"
 )
 
-var startOfSource = map[string]string{SourceHot: startHot, SourceStarted: startStopped, SourceCreated: startCold}
+var startOfSource = map[string]string{warmpool.SourceHot: startHot, warmpool.SourceStarted: startStopped, warmpool.SourceCreated: startCold}
 
 // measureStart records the start of the pool job in's instance serves, just promoted on sig.
 func (c *Converger) measureStart(ctx context.Context, pool string, in store.Instance, sig store.SignalRecord, now time.Time) {
@@ -167,21 +168,21 @@ func (c *Converger) measureStart(ctx context.Context, pool string, in store.Inst
 
 // startOf reads the job's ledger and measures its start.
 func (c *Converger) startOf(ctx context.Context, in store.Instance, sig store.SignalRecord, now time.Time) (string, time.Duration, error) {
-	key, _ := strings.CutPrefix(in.RunID, JobRunPrefix)
+	key, _ := strings.CutPrefix(in.RunID, warmpool.JobRunPrefix)
 	r, err := c.st.GetRun(ctx, "pooljob:"+key)
 	if err != nil {
 		return "", 0, fmt.Errorf("reading the job's ledger: %w", err)
 	}
-	var s served
+	var s warmpool.JobResult
 	if err := json.Unmarshal(r.Result, &s); err != nil || s.InstanceID != in.ID {
-		return "", 0, errors.New("the ledger does not say this instance served the job")
+		return "", 0, errors.New("the ledger does not say this instance warmpool.JobResult the job")
 	}
 	kind, ok := startOfSource[s.Source]
 	if !ok {
 		return "", 0, fmt.Errorf("unknown source %q", s.Source)
 	}
 	queued := r.CreatedAt
-	var j Job
+	var j warmpool.Job
 	if json.Unmarshal(r.Request, &j) == nil && !j.CreatedAt.IsZero() && j.CreatedAt.Before(queued) {
 		queued = j.CreatedAt // GitHub's time: the webhook's delivery is part of the wait
 	}

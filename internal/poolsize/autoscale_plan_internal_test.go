@@ -1,4 +1,4 @@
-package warmpool
+package poolsize
 
 import (
 	"compress/gzip"
@@ -11,6 +11,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/jobtrace"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/simulate"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // The reconciler plans as `runnerpool simulate` plans: autoscale.ChoosePlan at the goal's p95 less
@@ -49,7 +50,7 @@ func TestAutoscalePlansAtTheGoalsPercentile(t *testing.T) {
 		slot := autoscale.SlotOf(now, time.UTC)
 		mem := &memAutoscale{items: map[string]store.AutoscaleState{"p": {Pool: "p", Profile: prof.Encode(), Version: 1}}}
 		c := &Converger{opts: Options{Autoscale: AutoscaleOptions{Store: mem}}, log: slog.New(slog.DiscardHandler)}
-		spec := PoolSpec{Name: "p", Hot: 1000, Autoscale: &AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
+		spec := warmpool.PoolSpec{Name: "p", Hot: 1000, Autoscale: &warmpool.AutoscaleSpec{Goal: 5 * time.Second, Loc: time.UTC}}
 		rep := c.autoscale(t.Context(), &spec, nil, categories{}, now)
 		if rep.Err != nil {
 			t.Fatal(rep.Err)

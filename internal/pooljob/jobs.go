@@ -1,3 +1,33 @@
+// The job queue and the job ledger: the SQS queue that carries pool jobs (warmpool.Job) from the
+// webhook and the scale sets' listeners to the pool workers, and the ledger that makes the whole
+// path idempotent by job id.
+//
+// The ledger is one run record per job (store.CreateRun/GetRun/UpdateRun, key "pooljob:<job id>"):
+// queued (accepted, a message is on its way) -> serving (a worker holds it, for at most a lease) ->
+// served (an instance was claimed or launched for it and holds its runner registration) ->
+// completed, or cancelled (its pool no longer exists) or abandoned (too old to serve). A second
+// webhook delivery of a job the ledger already knows beyond queued enqueues nothing; a duplicate
+// queue message of a job being or already served is dropped by the worker. Nothing is lost by a
+// crash between two steps: the ledger is written before the message is sent, and a job whose
+// ledger still says queued is sent again by the next delivery.
+package pooljob
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
 // Pool jobs: the workflow jobs routed to warm pools by the webhook, the SQS job queue that carries
 // them to the pool workers, and the job ledger that makes the whole path idempotent by job id.
 //
@@ -9,194 +39,6 @@
 // queue message of a job being or already served is dropped by the worker. Nothing is lost by a
 // crash between two steps: the ledger is written before the message is sent, and a job whose
 // ledger still says queued is sent again by the next delivery.
-package warmpool
-
-import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
-	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
-)
-
-// Job actions, as in the workflow_job webhook.
-const (
-	ActionQueued    = "queued"
-	ActionCompleted = "completed"
-)
-
-// Job is one pool job: a workflow job that asked for a warm pool.
-type Job struct {
-	Action         string   `json:"action"` // ActionQueued or ActionCompleted
-	JobID          int64    `json:"jobId"`
-	RunID          int64    `json:"runId"`
-	RunAttempt     int64    `json:"runAttempt,omitempty"`
-	Repository     string   `json:"repository"` // owner/name
-	RepositoryID   int64    `json:"repositoryId"`
-	InstallationID int64    `json:"installationId,omitempty"`
-	Labels         []string `json:"labels"`
-	Pool           string   `json:"pool"`
-	// RunnerName is the runner that ran a completed job (empty when it never ran).
-	RunnerName string `json:"runnerName,omitempty"`
-	Conclusion string `json:"conclusion,omitempty"`
-	DeliveryID string `json:"deliveryId,omitempty"`
-	// CreatedAt is when GitHub queued the job.
-	CreatedAt time.Time `json:"createdAt"`
-	// ScaleSet, for a job a scale set's listener received (JobID is then the message's runner
-	// request id), names the scale set, its id and scope: the runner is minted by the scale set's
-	// generatejitconfig instead of the REST API.
-	ScaleSet      string `json:"scaleSet,omitempty"`
-	ScaleSetID    int64  `json:"scaleSetId,omitempty"`
-	ScaleSetScope string `json:"scaleSetScope,omitempty"`
-	// ScaleSetJob is the scale set job's jobId, the id its messages share (github.com sends runner
-	// request id 0); when set it keys the ledger instead of JobID.
-	ScaleSetJob string `json:"scaleSetJob,omitempty"`
-	// Event is the event that started the job's workflow run, when the job's source says it (a
-	// scale set's job message: eventName); a workflow_job webhook does not carry it.
-	Event string `json:"event,omitempty"`
-	// Rerun marks a job of a re-run attempt that asks for no pool but for a label of its own run
-	// (store.RunLabel) that a provision of the run made: the worker hands it to
-	// WorkerConfig.Rerun (provision.ServeRerun), whose run record is its ledger.
-	Rerun bool `json:"rerun,omitempty"`
-	// Workflow is the job's workflow as its source names it (the webhook's workflow_name, a scale
-	// set message's workflow file), "" when unknown. Enqueue keeps it on the job's ledger record
-	// (store.Run.Workflow) for the autoscaler; it is not part of the queue message, which
-	// DecodeJob reads strictly: a replica of an older release would drop a message carrying it.
-	Workflow string `json:"-"`
-	// Ref and DefaultBranch are what the job's source says of its run's ref and its repository's
-	// default branch (full refs; "" when it says nothing): a webhook's head_branch and
-	// repository.default_branch, a scale set message's jobWorkflowRef. Like Workflow, Enqueue keeps
-	// them on the ledger record (store.Run.Ref, DefaultBranch), where the runner cache's scope
-	// reads them, and they are not part of the queue message.
-	Ref, DefaultBranch string `json:"-"`
-}
-
-// Trusted reports whether the job's run is known not to run a pull request's code: its event is
-// known, and is not pull_request or one of its kin (pull_request_review, ..., which run a fork's
-// code without the repository's secrets), pull_request_target excepted (it runs the base
-// branch's code, with secrets): pool.TrustedEvent, the step path's rule too. Only a trusted job's
-// instance may go back to its repository's pool: whatever it leaves (Docker images above all,
-// which a docker class keeps) reaches that repository's next runs, pushes with secrets among them.
-func (j Job) Trusted() bool { return pool.TrustedEvent(j.Event) }
-
-// RunKey is the run id of the instance serving the job.
-func (j Job) RunKey() string { return JobRunPrefix + j.key() }
-
-func (j Job) ledgerKey() string { return "pooljob:" + j.key() }
-
-// LedgerKey is the ledger record's key of the pool job an instance's run id (RunKey) names: the
-// record that holds what the job's source said of its run (repository, event, ref), which the
-// runner cache's scope reads. ok is false for a run id that is not a pool job's.
-func LedgerKey(runKey string) (string, bool) {
-	rest, ok := strings.CutPrefix(runKey, JobRunPrefix)
-	if !ok || rest == "" {
-		return "", false
-	}
-	return "pooljob:" + rest, true
-}
-
-// key is the job's id in the ledger and run ids: the job id, or for a scale set's job
-// "ss<scale set id>-<runner request id>" (request ids are their own id space).
-func (j Job) key() string {
-	switch {
-	case j.ScaleSetID != 0 && j.ScaleSetJob != "":
-		return fmt.Sprintf("ss%d-%s", j.ScaleSetID, j.ScaleSetJob)
-	case j.ScaleSetID != 0:
-		return fmt.Sprintf("ss%d-%d", j.ScaleSetID, j.JobID)
-	}
-	return strconv.FormatInt(j.JobID, 10)
-}
-
-// Validate checks a job's fields.
-func (j Job) Validate() error {
-	var problems []string
-	if j.Action != ActionQueued && j.Action != ActionCompleted {
-		problems = append(problems, fmt.Sprintf("action %q is not queued or completed", j.Action))
-	}
-	if j.JobID <= 0 || j.RunID <= 0 {
-		problems = append(problems, "job id and run id must be positive")
-	}
-	if owner, name, ok := strings.Cut(j.Repository, "/"); !ok || owner == "" || name == "" || strings.ContainsAny(j.Repository, " \t\n") {
-		problems = append(problems, fmt.Sprintf("repository %q is not owner/name", j.Repository))
-	}
-	if (j.Pool == "") != j.Rerun {
-		problems = append(problems, "a job names a pool, or is a re-run's")
-	}
-	if len(j.Labels) == 0 {
-		problems = append(problems, "no labels")
-	}
-	if (j.ScaleSet == "") != (j.ScaleSetID == 0) || (j.ScaleSetID != 0 && j.ScaleSetScope == "") || j.ScaleSetID < 0 {
-		problems = append(problems, "a scale set job needs the scale set's name, id and scope")
-	}
-	if j.ScaleSetJob != "" && (j.ScaleSetID == 0 || len(j.ScaleSetJob) > 128 ||
-		strings.ContainsFunc(j.ScaleSetJob, func(r rune) bool { return r <= ' ' || r > '~' })) {
-		problems = append(problems, "a scale set job id needs its scale set and up to 128 printable characters")
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("pool job %d: %s", j.JobID, strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-// EncodeJob renders a job queue message body.
-func EncodeJob(j Job) (string, error) {
-	if err := j.Validate(); err != nil {
-		return "", err
-	}
-	b, err := json.Marshal(j)
-	if err != nil {
-		return "", fmt.Errorf("encoding pool job %d: %w", j.JobID, err)
-	}
-	return string(b), nil
-}
-
-// DecodeJob parses and validates a job queue message body (unknown fields are refused).
-func DecodeJob(body string) (Job, error) {
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.DisallowUnknownFields()
-	var j Job
-	if err := dec.Decode(&j); err != nil {
-		return Job{}, fmt.Errorf("decoding pool job: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Job{}, errors.New("decoding pool job: trailing data")
-	}
-	return j, j.Validate()
-}
-
-// Ledger statuses of a pool job.
-const (
-	JobQueued    = "queued"
-	JobServing   = "serving"
-	JobServed    = "served"
-	JobCompleted = "completed"
-	JobCancelled = "cancelled"
-	JobAbandoned = "abandoned"
-)
-
-// served is the ledger's result of a served job.
-type served struct {
-	InstanceID string    `json:"instanceId"`
-	Source     string    `json:"source"` // SourceHot, SourceStarted or SourceCreated
-	At         time.Time `json:"at"`
-	Reason     string    `json:"reason,omitempty"` // why the job was re-queued, cancelled or abandoned
-	// RunnerID is the just-in-time runner the job's instance was given (0: unknown), withdrawn
-	// when a scale set job's instance never comes up.
-	RunnerID int64 `json:"runnerId,omitempty"`
-	// Handed is the instance brought up for this scale set job that Bind handed to another job,
-	// because this job started on that job's runner: this job's completion leaves it alone.
-	Handed string `json:"handed,omitempty"`
-}
-
 // JobSQS is the part of the SQS client the job queue uses; *sqs.Client satisfies it.
 type JobSQS interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
@@ -209,7 +51,7 @@ type JobSQS interface {
 type JobQueue struct {
 	api      JobSQS
 	url      string
-	st       Store
+	st       warmpool.Store
 	fifo     bool
 	withdraw RunnerWithdrawer
 }
@@ -226,7 +68,7 @@ type RunnerWithdrawer interface {
 func (q *JobQueue) WithdrawRunners(w RunnerWithdrawer) { q.withdraw = w }
 
 // NewJobQueue returns the job queue at url, with its ledger in st.
-func NewJobQueue(api JobSQS, url string, st Store) *JobQueue {
+func NewJobQueue(api JobSQS, url string, st warmpool.Store) *JobQueue {
 	return &JobQueue{api: api, url: url, st: ledgerStore{st}, fifo: strings.HasSuffix(url, ".fifo")}
 }
 
@@ -243,22 +85,22 @@ const (
 // ledger first; a job the ledger already knows as being served (or done) is not sent again
 // (Duplicate), one it knows as queued is sent again (the earlier send may have failed; a duplicate
 // message is dropped by the worker). Completions are always sent: ending an instance is idempotent.
-func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
-	body, err := EncodeJob(j)
+func (q *JobQueue) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
+	body, err := warmpool.EncodeJob(j)
 	if err != nil {
 		return "", err
 	}
 	version := int64(0)
-	if j.Action == ActionQueued && !j.Rerun {
+	if j.Action == warmpool.ActionQueued && !j.Rerun {
 		r, created, err := q.st.CreateRun(ctx, store.Run{
-			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
-			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobQueued,
+			Key: j.LedgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: warmpool.JobQueued,
 			Request: json.RawMessage(body), Workflow: j.Workflow, Event: j.Event, Ref: j.Ref, DefaultBranch: j.DefaultBranch,
 		})
 		if err != nil {
 			return "", fmt.Errorf("recording pool job %d: %w", j.JobID, err)
 		}
-		if !created && r.Status != JobQueued {
+		if !created && r.Status != warmpool.JobQueued {
 			return Duplicate, nil
 		}
 		version = r.Version
@@ -269,7 +111,7 @@ func (q *JobQueue) Enqueue(ctx context.Context, j Job) (string, error) {
 	return Enqueued, nil
 }
 
-func (q *JobQueue) send(ctx context.Context, j Job, body string, version int64) error {
+func (q *JobQueue) send(ctx context.Context, j warmpool.Job, body string, version int64) error {
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(body)}
 	if q.fifo {
 		// One group per job: no job waits behind another. Deduplication by job, action and ledger
@@ -296,12 +138,12 @@ func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string
 	if err != nil {
 		return false, err
 	}
-	var s served
+	var s warmpool.JobResult
 	_ = json.Unmarshal(r.Result, &s)
-	if r.Status != JobServed || s.InstanceID != instanceID {
+	if r.Status != warmpool.JobServed || s.InstanceID != instanceID {
 		return false, nil
 	}
-	j, err := DecodeJob(string(r.Request))
+	j, err := warmpool.DecodeJob(string(r.Request))
 	if err != nil {
 		return false, fmt.Errorf("ledger of job %s: %w", jobID, err)
 	}
@@ -318,7 +160,7 @@ func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string
 		}
 		s.Reason = "runner withdrawn, left for the Actions service to offer again: " + reason
 	}
-	r.Status, r.Result = JobQueued, mustJSON(s)
+	r.Status, r.Result = warmpool.JobQueued, mustJSON(s)
 	r, err = q.st.UpdateRun(ctx, r, r.Version)
 	if errors.Is(err, store.ErrConflict) {
 		return false, nil
@@ -326,7 +168,7 @@ func (q *JobQueue) Requeue(ctx context.Context, jobID, instanceID, reason string
 	if err != nil || leftToGitHub {
 		return err == nil, err
 	}
-	body, err := EncodeJob(j)
+	body, err := warmpool.EncodeJob(j)
 	if err != nil {
 		return false, err
 	}
@@ -343,7 +185,7 @@ func mustJSON(v any) json.RawMessage {
 // message is one received job message.
 type message struct {
 	id, receipt string
-	job         Job
+	job         warmpool.Job
 	err         error // undecodable: deleted
 }
 
@@ -358,7 +200,7 @@ func (q *JobQueue) receive(ctx context.Context, maxN int, wait, visibility time.
 	msgs := make([]message, len(out.Messages))
 	for i, m := range out.Messages {
 		msgs[i] = message{id: aws.ToString(m.MessageId), receipt: aws.ToString(m.ReceiptHandle)}
-		msgs[i].job, msgs[i].err = DecodeJob(aws.ToString(m.Body))
+		msgs[i].job, msgs[i].err = warmpool.DecodeJob(aws.ToString(m.Body))
 	}
 	return msgs, nil
 }
@@ -401,7 +243,7 @@ func receipts(msgs []message) []string {
 
 // ledger is the worker's side of the job ledger.
 type ledger struct {
-	st    Store
+	st    warmpool.Store
 	lease time.Duration
 	now   func() time.Time
 }
@@ -415,10 +257,10 @@ const (
 )
 
 // begin takes the job for serving: queued -> serving (or a stale serving taken over).
-func (l *ledger) begin(ctx context.Context, j Job) (store.Run, int, error) {
+func (l *ledger) begin(ctx context.Context, j warmpool.Job) (store.Run, int, error) {
 	r, created, err := l.st.CreateRun(ctx, store.Run{
-		Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
-		RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobServing,
+		Key: j.LedgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+		RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: warmpool.JobServing,
 		Request: json.RawMessage(mustJSON(j)),
 	})
 	switch {
@@ -429,8 +271,8 @@ func (l *ledger) begin(ctx context.Context, j Job) (store.Run, int, error) {
 	}
 	outcome := beginServe
 	switch r.Status {
-	case JobQueued:
-	case JobServing:
+	case warmpool.JobQueued:
+	case warmpool.JobServing:
 		if l.now().Sub(r.UpdatedAt) < l.lease {
 			return r, beginBusy, nil
 		}
@@ -438,7 +280,7 @@ func (l *ledger) begin(ctx context.Context, j Job) (store.Run, int, error) {
 	default:
 		return r, beginDone, nil
 	}
-	r.Status = JobServing
+	r.Status = warmpool.JobServing
 	r, err = l.st.UpdateRun(ctx, r, r.Version)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -450,7 +292,7 @@ func (l *ledger) begin(ctx context.Context, j Job) (store.Run, int, error) {
 }
 
 // set moves a job this worker holds to status with result.
-func (l *ledger) set(ctx context.Context, r store.Run, status string, res served) (store.Run, error) {
+func (l *ledger) set(ctx context.Context, r store.Run, status string, res warmpool.JobResult) (store.Run, error) {
 	r.Status, r.Result = status, mustJSON(res)
 	out, err := l.st.UpdateRun(ctx, r, r.Version)
 	if err != nil {
@@ -460,20 +302,48 @@ func (l *ledger) set(ctx context.Context, r store.Run, status string, res served
 }
 
 // end marks a job completed, whatever its status (creating the entry if the job was never seen).
-func (l *ledger) end(ctx context.Context, j Job) error {
+func (l *ledger) end(ctx context.Context, j warmpool.Job) error {
 	for range 3 {
 		r, created, err := l.st.CreateRun(ctx, store.Run{
-			Key: j.ledgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
-			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: JobCompleted,
+			Key: j.LedgerKey(), RepositoryID: strconv.FormatInt(j.RepositoryID, 10), Repository: j.Repository,
+			RunID: strconv.FormatInt(j.RunID, 10), Attempt: int(max(j.RunAttempt, 1)), Status: warmpool.JobCompleted,
 			Request: json.RawMessage(mustJSON(j)),
 		})
-		if err != nil || created || r.Status == JobCompleted {
+		if err != nil || created || r.Status == warmpool.JobCompleted {
 			return err
 		}
-		r.Status = JobCompleted
+		r.Status = warmpool.JobCompleted
 		if _, err = l.st.UpdateRun(ctx, r, r.Version); !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 	}
 	return fmt.Errorf("ledger of job %d: too many concurrent updates", j.JobID)
+}
+
+// ledgerStore is the job ledger's Store: every run record it writes says whether its job is in
+// progress (store.Run.WaitingIn: queued, serving or served), so a pool's waiting jobs and runs in
+// progress are one query.
+type ledgerStore struct{ warmpool.Store }
+
+func (s ledgerStore) CreateRun(ctx context.Context, r store.Run) (store.Run, bool, error) {
+	return s.Store.CreateRun(ctx, waitingIn(r))
+}
+
+func (s ledgerStore) UpdateRun(ctx context.Context, r store.Run, expectVersion int64) (store.Run, error) {
+	return s.Store.UpdateRun(ctx, waitingIn(r), expectVersion)
+}
+
+// waitingIn sets r.WaitingIn to its job's pool while the job is in progress, and clears it
+// otherwise.
+func waitingIn(r store.Run) store.Run {
+	r.WaitingIn = ""
+	if r.Status == warmpool.JobQueued || r.Status == warmpool.JobServing || r.Status == warmpool.JobServed {
+		var j struct {
+			Pool string `json:"pool"`
+		}
+		if json.Unmarshal(r.Request, &j) == nil {
+			r.WaitingIn = j.Pool
+		}
+	}
+	return r
 }

@@ -4,7 +4,7 @@
 // StartInstances per 50) and cold starts for the overflow (one CreateFleet per group, package
 // launch); each instance then gets a just-in-time runner bound to its job (register). A webhook's
 // pool job and a scale set's job run the same stages; they differ in where the runner is minted.
-package warmpool
+package pooljob
 
 import (
 	"cmp"
@@ -19,6 +19,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pipeline"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 )
 
 // held is a job this worker serves now.
@@ -33,7 +34,7 @@ type held struct {
 // group is one pool's jobs of a batch going through the pipeline.
 type group struct {
 	w    *Worker
-	spec PoolSpec
+	spec warmpool.PoolSpec
 	msgs []message
 	o    *outcomes
 	gr   *GroupReport
@@ -84,7 +85,7 @@ func (w *Worker) serveGroup(ctx context.Context, poolName string, msgs []message
 
 // poolOf looks up the group's pool. Jobs of a pool that cannot be read now are retried; jobs of a
 // pool that does not exist have their run cancelled.
-func (w *Worker) poolOf(ctx context.Context, poolName string, msgs []message, o *outcomes, gr *GroupReport) (PoolSpec, bool) {
+func (w *Worker) poolOf(ctx context.Context, poolName string, msgs []message, o *outcomes, gr *GroupReport) (warmpool.PoolSpec, bool) {
 	retryAll := func(err error) {
 		gr.Err = err
 		o.lock(func() {
@@ -107,7 +108,7 @@ func (w *Worker) poolOf(ctx context.Context, poolName string, msgs []message, o 
 	default:
 		return spec, true
 	}
-	return PoolSpec{}, false
+	return warmpool.PoolSpec{}, false
 }
 
 // ledger is the ledger stage: the jobs are taken in the job ledger, so a job served already, or
@@ -118,12 +119,12 @@ func (w *Worker) poolOf(ctx context.Context, poolName string, msgs []message, o 
 func (g *group) ledger(ctx context.Context, _ int) (int, error) {
 	w, o := g.w, g.o
 	jobs := make([]*held, len(g.msgs))
-	each(len(g.msgs), func(i int) {
+	warmpool.Each(len(g.msgs), func(i int) {
 		m := g.msgs[i]
 		if age := g.now.Sub(m.job.CreatedAt); !m.job.CreatedAt.IsZero() && age > w.cfg.MaxJobAge {
 			g.log.Warn("pool job too old to serve: abandoned", "job", m.job.JobID, "age", age)
 			if r, status, err := w.ledger.begin(ctx, m.job); err == nil && (status == beginServe || status == beginTakeover) {
-				_, _ = w.ledger.set(ctx, r, JobAbandoned, served{At: g.now, Reason: "queued " + age.String() + " ago"})
+				_, _ = w.ledger.set(ctx, r, warmpool.JobAbandoned, warmpool.JobResult{At: g.now, Reason: "queued " + age.String() + " ago"})
 			}
 			o.lock(func() { o.rep.Dropped++; o.del = append(o.del, m) })
 			return
@@ -201,7 +202,7 @@ func (g *group) claimHot(ctx context.Context, _ int) (int, error) {
 			rest = append(rest, h)
 			continue
 		}
-		h.inst, h.src = taken.Claimed[i], SourceHot
+		h.inst, h.src = taken.Claimed[i], warmpool.SourceHot
 		g.gr.Hot++
 	}
 	g.rest = rest
@@ -223,14 +224,13 @@ func (g *group) startStopped(ctx context.Context, _ int) (int, error) {
 	for _, in := range sres.Started {
 		byRun[in.RunID] = in
 	}
-	failed := setOf(sres.StartFailed)
 	var cold []*held
 	for _, h := range g.rest {
 		switch in, ok := byRun[h.msg.job.RunKey()]; {
 		case ok:
-			h.inst, h.src = in, SourceStarted
+			h.inst, h.src = in, warmpool.SourceStarted
 			g.gr.Started++
-		case failed[h.msg.job.RunKey()]:
+		case slices.Contains(sres.StartFailed, h.msg.job.RunKey()):
 			g.failed = append(g.failed, h)
 		default:
 			cold = append(cold, h)
@@ -251,7 +251,7 @@ func (g *group) coldStart(ctx context.Context, _ int) (int, error) {
 	}
 	for i, h := range g.rest {
 		if i < len(created) {
-			h.inst, h.src = created[i], SourceCreated
+			h.inst, h.src = created[i], warmpool.SourceCreated
 			g.gr.Created++
 			continue
 		}
@@ -285,7 +285,7 @@ func (g *group) settle(ctx context.Context) {
 		}
 	}
 	if len(retry) > 0 {
-		g.w.release(ctx, retry, errors.New("not served now"), g.o)
+		g.w.release(ctx, retry, errors.New("not warmpool.JobResult now"), g.o)
 	}
 	g.o.lock(func() {
 		for _, h := range g.picked {

@@ -5,7 +5,7 @@
 // instances into hot (ready) or stopped ones; create what is missing through the fleet code; and
 // terminate the excess. Records claimed by a run or a job (claimed, running, created) are never
 // counted or terminated. A pool that fails is reported and skipped; it never blocks the others.
-package warmpool
+package poolsize
 
 import (
 	"cmp"
@@ -25,8 +25,15 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/fleet"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/launch"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
 	"golang.org/x/sync/errgroup"
 )
+
+// Requeuer puts a served pool job back in the job queue when its instance failed, and reports
+// whether it did; *pooljob.JobQueue satisfies it.
+type Requeuer interface {
+	Requeue(ctx context.Context, jobID, instanceID, reason string) (bool, error)
+}
 
 // Options tune a Converger. Zero values take the defaults.
 type Options struct {
@@ -52,11 +59,11 @@ type Options struct {
 	DiscoverEvery time.Duration
 	// Jobs, when set, lets a pass put a pool job back in the job queue when the instance that
 	// served it failed to register (UD_REG_FAILED, or no registration before its deadline).
-	Jobs *JobQueue
+	Jobs Requeuer
 	// Capacity, when set, reserves every fleet's instances against the instance caps before it is
 	// launched (*quota.Caps): convergence never creates past a cap, and says so in the pool's
 	// report (PoolReport.Capped).
-	Capacity Capacity
+	Capacity warmpool.Capacity
 	// OnCapped, when set, is called once per pool a cap held back (the refusing limit's kind).
 	OnCapped func(limit string)
 	// Autoscale, when its Store is set, sizes the pools with an autoscale block (autoscale.go).
@@ -74,10 +81,10 @@ func (o Options) withDefaults() Options {
 			*d = v
 		}
 	}
-	def(&o.WarmupTimeout, DefaultWarmupTimeout)
-	def(&o.DanglingAfter, DefaultDanglingAfter)
-	def(&o.MaxStoppedAge, DefaultMaxStoppedAge)
-	def(&o.DiscoverEvery, DefaultDiscoverEvery)
+	def(&o.WarmupTimeout, warmpool.DefaultWarmupTimeout)
+	def(&o.DanglingAfter, warmpool.DefaultDanglingAfter)
+	def(&o.MaxStoppedAge, warmpool.DefaultMaxStoppedAge)
+	def(&o.DiscoverEvery, warmpool.DefaultDiscoverEvery)
 	if o.CreateBatch <= 0 {
 		o.CreateBatch = 50
 	}
@@ -98,13 +105,13 @@ func (o Options) withDefaults() Options {
 // idempotent, and every change is a conditional write, so an overlapping pass of a replica that
 // just lost the lease cannot hand one instance to two owners.
 type Converger struct {
-	st      Store
-	api     EC2API
+	st      warmpool.Store
+	api     warmpool.EC2API
 	launch  *launch.Launcher
-	targets Targets
+	targets warmpool.Targets
 	opts    Options
 	log     *slog.Logger
-	term    *terminator
+	term    *warmpool.Terminator
 
 	mu   sync.Mutex
 	last Report
@@ -124,7 +131,7 @@ type discovery struct {
 }
 
 // NewConverger returns a Converger.
-func NewConverger(st Store, api EC2API, fl Launcher, targets Targets, opts Options) (*Converger, error) {
+func NewConverger(st warmpool.Store, api warmpool.EC2API, fl warmpool.Launcher, targets warmpool.Targets, opts Options) (*Converger, error) {
 	if st == nil || api == nil || fl == nil || targets == nil {
 		return nil, errors.New("warm pool converger: store, EC2, fleet and targets are required")
 	}
@@ -135,7 +142,7 @@ func NewConverger(st Store, api EC2API, fl Launcher, targets Targets, opts Optio
 	return &Converger{
 		st: st, api: api, targets: targets, opts: opts, log: opts.Logger,
 		launch: launch.New(launch.Config{Fleet: fl, Store: st, EC2: api, Capacity: opts.Capacity, Timeout: 2 * time.Minute, Logger: opts.Logger}),
-		term:   &terminator{st: st, api: api, batch: MaxBatch, log: opts.Logger},
+		term:   warmpool.NewTerminator(st, api, opts.Logger),
 	}, nil
 }
 
@@ -239,7 +246,7 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("warm pool targets: %w", err)
 	}
-	byName := map[string]PoolSpec{}
+	byName := map[string]warmpool.PoolSpec{}
 	for _, s := range specs {
 		byName[s.Name] = s
 	}
@@ -250,7 +257,7 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 		c.log.Warn("warm pools: removed pools not looked for", "err", derr)
 	}
 	for _, name := range removed {
-		byName[name] = PoolSpec{Name: name}
+		byName[name] = warmpool.PoolSpec{Name: name}
 	}
 	names := slices.Sorted(maps.Keys(byName))
 	rep.Pools = make([]PoolReport, len(names))
@@ -316,7 +323,7 @@ func (c *Converger) logPool(pr PoolReport) {
 // configuration removed one), and every DiscoverEvery (another replica's older configuration
 // created instances of a pool this one no longer has). In between, each pass converges the pools
 // the last search found until a pass finds one empty; a steady pass reads each pool's records once.
-func (c *Converger) removedPools(ctx context.Context, known map[string]PoolSpec, now time.Time) ([]string, error) {
+func (c *Converger) removedPools(ctx context.Context, known map[string]warmpool.PoolSpec, now time.Time) ([]string, error) {
 	names := slices.Sorted(maps.Keys(known))
 	c.mu.Lock()
 	due := c.disc.at.IsZero() || !slices.Equal(names, c.disc.names) || !now.Before(c.disc.at.Add(c.opts.DiscoverEvery))
@@ -348,7 +355,7 @@ func (c *Converger) discover(ctx context.Context) (map[string]bool, error) {
 	states := []store.State{store.StateWarming, store.StateReady, store.StateStopped}
 	recs := make([][]store.Instance, len(states))
 	errs := make([]error, len(states))
-	each(len(states), func(i int) {
+	warmpool.Each(len(states), func(i int) {
 		recs[i], errs[i] = c.st.ByStateBrief(ctx, states[i], time.Time{})
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("listing %s instances: %w", states[i], errs[i])
@@ -370,7 +377,7 @@ func (c *Converger) discover(ctx context.Context) (map[string]bool, error) {
 
 // categories sorts a pool's records.
 type categories struct {
-	errored, dangling, outdated []victim
+	errored, dangling, outdated []warmpool.Victim
 	warming                     []store.Instance // warming up, no signal yet
 	warmed                      []store.Instance // UD_OK: to become hot or stopped
 	ready, stopped              []store.Instance
@@ -381,7 +388,7 @@ type categories struct {
 // converge runs the steps for one pool: observe (categorize its records, and size it where it
 // autoscales), end what must go (errored, dangling, outdated, failed pool jobs), put warmed-up
 // instances to use, create what is missing, and end the excess.
-func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, now time.Time) (pr PoolReport) {
+func (c *Converger) converge(ctx context.Context, spec warmpool.PoolSpec, removed bool, now time.Time) (pr PoolReport) {
 	began := time.Now()
 	pr = PoolReport{Pool: spec.Name, Schedule: spec.Schedule, TargetHot: spec.Hot, TargetStopped: spec.Stopped, Removed: removed}
 	defer func() { pr.Took = time.Since(began) }()
@@ -417,7 +424,7 @@ func (c *Converger) converge(ctx context.Context, spec PoolSpec, removed bool, n
 // observe is step 1: the pool's records, categorized, and (for an autoscaled pool) its targets
 // decided. Brief records: every step reads only their id, state, run, threshold, spec hash,
 // creation time and agent key (the writes return full records).
-func (c *Converger) observe(ctx context.Context, spec *PoolSpec, removed bool, now time.Time, pr *PoolReport, errs *[]error) (categories, bool) {
+func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, removed bool, now time.Time, pr *PoolReport, errs *[]error) (categories, bool) {
 	recs, err := c.st.ByPoolBrief(ctx, spec.Name)
 	if err != nil {
 		*errs = append(*errs, fmt.Errorf("listing instances: %w", err))
@@ -444,11 +451,11 @@ func (c *Converger) observe(ctx context.Context, spec *PoolSpec, removed bool, n
 // endDoomed is steps 2-4 with the pool jobs: what registered for a job is promoted, a job's
 // instance that failed is recovered; errored, dangling and outdated instances and the failed
 // jobs' are terminated, in that order, in shared batches.
-func (c *Converger) endDoomed(ctx context.Context, spec PoolSpec, cat categories, now time.Time, pr *PoolReport, errs *[]error) {
+func (c *Converger) endDoomed(ctx context.Context, spec warmpool.PoolSpec, cat categories, now time.Time, pr *PoolReport, errs *[]error) {
 	// Pool jobs are not part of the pool's capacity.
 	failedJobs := c.jobs(ctx, spec, cat.jobs, now, pr, errs)
 	doomed := slices.Concat(cat.errored, cat.dangling, cat.outdated, failedJobs)
-	gone, calls, err := c.term.terminate(ctx, doomed)
+	gone, calls, err := c.term.Terminate(ctx, doomed)
 	pr.TerminateCalls += calls
 	if err != nil {
 		*errs = append(*errs, err)
@@ -458,7 +465,7 @@ func (c *Converger) endDoomed(ctx context.Context, spec PoolSpec, cat categories
 	pr.Dangling = goneOf(cat.dangling, isGone)
 	pr.Outdated = goneOf(cat.outdated, isGone)
 	for _, v := range failedJobs {
-		if isGone[v.rec.ID] {
+		if isGone[v.Rec.ID] {
 			pr.Detached--
 		}
 	}
@@ -466,7 +473,7 @@ func (c *Converger) endDoomed(ctx context.Context, spec PoolSpec, cat categories
 
 // useWarmed is step 5: warmed-up instances become hot while the pool lacks hot ones, then
 // stopped; it returns the rest (excess) and those that could not be stopped, both for step 7.
-func (c *Converger) useWarmed(ctx context.Context, spec PoolSpec, cat *categories, now time.Time, pr *PoolReport, errs *[]error) (excess []store.Instance, failedStops []victim) {
+func (c *Converger) useWarmed(ctx context.Context, spec warmpool.PoolSpec, cat *categories, now time.Time, pr *PoolReport, errs *[]error) (excess []store.Instance, failedStops []warmpool.Victim) {
 	var toReady, toStop []store.Instance
 	for _, in := range cat.warmed {
 		switch {
@@ -482,14 +489,14 @@ func (c *Converger) useWarmed(ctx context.Context, spec PoolSpec, cat *categorie
 	if err != nil {
 		*errs = append(*errs, err)
 	}
-	pr.Readied = ids(readied)
+	pr.Readied = warmpool.IDs(readied)
 	cat.ready = append(cat.ready, readied...)
 	stopped, stopCalls, failedStops, err := c.stop(ctx, toStop, now)
 	pr.StopCalls += stopCalls
 	if err != nil {
 		*errs = append(*errs, err)
 	}
-	pr.StoppedNow = ids(stopped)
+	pr.StoppedNow = warmpool.IDs(stopped)
 	cat.stopped = append(cat.stopped, stopped...)
 	return excess, failedStops
 }
@@ -499,7 +506,7 @@ type kept struct{ ready, stopped, warming int }
 
 // fill is step 6: create what is missing. Warming instances count: they become hot or stopped
 // when ready.
-func (c *Converger) fill(ctx context.Context, spec PoolSpec, removed bool, cat *categories, now time.Time, pr *PoolReport, errs *[]error) kept {
+func (c *Converger) fill(ctx context.Context, spec warmpool.PoolSpec, removed bool, cat *categories, now time.Time, pr *PoolReport, errs *[]error) kept {
 	k := kept{ready: min(len(cat.ready), spec.Hot), stopped: min(len(cat.stopped), spec.Stopped)}
 	slots := spec.Hot + spec.Stopped - k.ready - k.stopped
 	k.warming = min(len(cat.warming), slots)
@@ -509,17 +516,17 @@ func (c *Converger) fill(ctx context.Context, spec PoolSpec, removed bool, cat *
 		if err != nil {
 			*errs = append(*errs, err)
 		}
-		pr.Created = ids(created)
+		pr.Created = warmpool.IDs(created)
 		cat.warming = append(cat.warming, created...)
 		k.warming += len(created)
 	}
 	return k
 }
 
-func warmedVictims(ins []store.Instance) []victim {
-	out := make([]victim, len(ins))
+func warmedVictims(ins []store.Instance) []warmpool.Victim {
+	out := make([]warmpool.Victim, len(ins))
 	for i, in := range ins {
-		out[i] = victim{in, "warmed-up instance beyond the pool's target"}
+		out[i] = warmpool.Victim{Rec: in, Reason: "warmed-up instance beyond the pool's target"}
 	}
 	return out
 }
@@ -528,8 +535,8 @@ func warmedVictims(ins []store.Instance) []victim {
 // first), stopped beyond it (the oldest first), warming instances beyond the remaining slots (the
 // youngest first: least invested), and more (warmed-up ones nobody needs, instances that could
 // not be stopped).
-func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more []victim, pr *PoolReport, errs *[]error) {
-	var excess []victim
+func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more []warmpool.Victim, pr *PoolReport, errs *[]error) {
+	var excess []warmpool.Victim
 	byThreshold := func(a, b store.Instance) int {
 		return cmp.Or(a.Threshold.Compare(b.Threshold), strings.Compare(a.ID, b.ID))
 	}
@@ -539,16 +546,16 @@ func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more
 		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	for _, in := range cat.ready[:len(cat.ready)-k.ready] {
-		excess = append(excess, victim{in, "hot instance beyond the pool's target"})
+		excess = append(excess, warmpool.Victim{Rec: in, Reason: "hot instance beyond the pool's target"})
 	}
 	for _, in := range cat.stopped[:len(cat.stopped)-k.stopped] {
-		excess = append(excess, victim{in, "stopped instance beyond the pool's target"})
+		excess = append(excess, warmpool.Victim{Rec: in, Reason: "stopped instance beyond the pool's target"})
 	}
 	for _, in := range cat.warming[:len(cat.warming)-k.warming] {
-		excess = append(excess, victim{in, "warming instance beyond the pool's target"})
+		excess = append(excess, warmpool.Victim{Rec: in, Reason: "warming instance beyond the pool's target"})
 	}
 	excess = append(excess, more...)
-	gone, calls, err := c.term.terminate(ctx, excess)
+	gone, calls, err := c.term.Terminate(ctx, excess)
 	pr.TerminateCalls += calls
 	if err != nil {
 		*errs = append(*errs, err)
@@ -558,7 +565,7 @@ func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more
 }
 
 // categorize sorts the records of a pool. Warming records are judged by their last signal.
-func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time) (categories, error) {
+func (c *Converger) categorize(ctx context.Context, spec warmpool.PoolSpec, recs []store.Instance, now time.Time) (categories, error) {
 	var cat categories
 	var warming []store.Instance
 	outdated := func(in store.Instance) bool {
@@ -569,7 +576,7 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 		switch in.State {
 		case store.StateWarming:
 			if outdated(in) {
-				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
 				continue
 			}
 			warming = append(warming, in)
@@ -578,9 +585,9 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 			case in.RunID != "":
 				cat.detached++ // not reachable through the state machine; never touched
 			case in.Expired(now):
-				cat.dangling = append(cat.dangling, victim{in, "dangling: hot and not picked for a job before " + in.Threshold.Format(time.RFC3339)})
+				cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "dangling: hot and not picked for a job before " + in.Threshold.Format(time.RFC3339)})
 			case outdated(in):
-				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
 			default:
 				cat.ready = append(cat.ready, in)
 			}
@@ -589,14 +596,14 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 			case in.RunID != "":
 				cat.detached++
 			case in.Expired(now):
-				cat.dangling = append(cat.dangling, victim{in, "stale: stopped since before " + in.Threshold.Add(-c.opts.MaxStoppedAge).Format(time.RFC3339)})
+				cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "stale: stopped since before " + in.Threshold.Add(-c.opts.MaxStoppedAge).Format(time.RFC3339)})
 			case outdated(in):
-				cat.outdated = append(cat.outdated, victim{in, "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
+				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
 			default:
 				cat.stopped = append(cat.stopped, in)
 			}
 		case store.StateClaimed, store.StateCreated:
-			if strings.HasPrefix(in.RunID, JobRunPrefix) {
+			if strings.HasPrefix(in.RunID, warmpool.JobRunPrefix) {
 				cat.jobs = append(cat.jobs, in)
 			}
 			cat.detached++
@@ -609,7 +616,7 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 	}
 	sigs := make([]store.SignalRecord, len(warming))
 	errs := make([]error, len(warming))
-	each(len(warming), func(i int) {
+	warmpool.Each(len(warming), func(i int) {
 		sigs[i], errs[i] = c.st.LastSignal(ctx, warming[i].ID)
 	})
 	var readErrs []error
@@ -617,9 +624,9 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 		sig, err := sigs[i], errs[i]
 		switch {
 		case err == nil && sig.Signal == store.SignalPreRunnerFailed:
-			cat.errored = append(cat.errored, victim{in, "error: pre-runner script failed: " + sig.Detail})
+			cat.errored = append(cat.errored, warmpool.Victim{Rec: in, Reason: "error: pre-runner script failed: " + sig.Detail})
 		case in.Expired(now):
-			cat.errored = append(cat.errored, victim{in, "error: not warmed up before " + in.Threshold.Format(time.RFC3339)})
+			cat.errored = append(cat.errored, warmpool.Victim{Rec: in, Reason: "error: not warmed up before " + in.Threshold.Format(time.RFC3339)})
 		case err == nil && sig.Signal == store.SignalPreRunnerOK:
 			// The warm-up is the instance's first sight, before any job ran on it: pin the key its
 			// agent signs with, so that its later reports are believed only when signed by it
@@ -633,7 +640,7 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 			case believed && pinned.AgentKey != "":
 				cat.warmed = append(cat.warmed, pinned)
 			default:
-				cat.errored = append(cat.errored, victim{in, "error: its warm-up report is not signed by its agent's key"})
+				cat.errored = append(cat.errored, warmpool.Victim{Rec: in, Reason: "error: its warm-up report is not signed by its agent's key"})
 			}
 		case err == nil || errors.Is(err, store.ErrNotFound):
 			cat.warming = append(cat.warming, in)
@@ -649,11 +656,11 @@ func (c *Converger) categorize(ctx context.Context, spec PoolSpec, recs []store.
 // jobs promotes the pool-job instances whose agent registered (claimed or created -> running, with
 // the job's runtime deadline) and returns those that failed (registration failed, the pre-runner
 // script failed, or their deadline passed first), to terminate; their jobs go back to the queue.
-func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time, pr *PoolReport, errs *[]error) []victim {
-	maxRuntime := cmp.Or(spec.Class.MaxRuntime.Std(), DefaultMaxRuntime)
+func (c *Converger) jobs(ctx context.Context, spec warmpool.PoolSpec, recs []store.Instance, now time.Time, pr *PoolReport, errs *[]error) []warmpool.Victim {
+	maxRuntime := cmp.Or(spec.Class.MaxRuntime.Std(), warmpool.DefaultMaxRuntime)
 	var mu sync.Mutex
-	var failed []victim
-	each(len(recs), func(i int) {
+	var failed []warmpool.Victim
+	warmpool.Each(len(recs), func(i int) {
 		in := recs[i]
 		sig, err := c.st.LastSignal(ctx, in.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -704,16 +711,16 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 			return // still booting or registering
 		}
 		mu.Lock()
-		failed = append(failed, victim{in, reason})
+		failed = append(failed, warmpool.Victim{Rec: in, Reason: reason})
 		mu.Unlock()
 	})
 	if c.opts.Jobs != nil {
 		for _, v := range failed {
-			jobID, ok := strings.CutPrefix(v.rec.RunID, JobRunPrefix)
+			jobID, ok := strings.CutPrefix(v.Rec.RunID, warmpool.JobRunPrefix)
 			if !ok {
 				continue
 			}
-			requeued, err := c.opts.Jobs.Requeue(ctx, jobID, v.rec.ID, v.reason)
+			requeued, err := c.opts.Jobs.Requeue(ctx, jobID, v.Rec.ID, v.Reason)
 			switch {
 			case err != nil:
 				*errs = append(*errs, fmt.Errorf("re-queueing job %s: %w", jobID, err))
@@ -727,11 +734,11 @@ func (c *Converger) jobs(ctx context.Context, spec PoolSpec, recs []store.Instan
 
 // ready makes warmed-up instances hot: warming -> ready with the dangling deadline, then announced
 // in the runner class's pool queue.
-func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Instance, now time.Time) ([]store.Instance, error) {
-	threshold := now.Add(cmp.Or(spec.danglingAfter(), c.opts.DanglingAfter))
+func (c *Converger) ready(ctx context.Context, spec warmpool.PoolSpec, recs []store.Instance, now time.Time) ([]store.Instance, error) {
+	threshold := now.Add(cmp.Or(spec.DanglingAfter(), c.opts.DanglingAfter))
 	out := make([]store.Instance, len(recs))
 	errs := make([]error, len(recs))
-	each(len(recs), func(i int) {
+	warmpool.Each(len(recs), func(i int) {
 		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
 			From: []store.State{store.StateWarming}, To: store.StateReady, RequireNoRun: true,
 			Threshold: threshold, Reason: "warmed up: hot", MarkPooled: spec.Class.Queue != nil,
@@ -758,11 +765,11 @@ func (c *Converger) ready(ctx context.Context, spec PoolSpec, recs []store.Insta
 // stop makes warmed-up instances stopped: warming -> stopped first (so an instance is never
 // stopped behind a record that still offers it as warming), then StopInstances in batches. An
 // instance EC2 will not stop is returned as a victim: its record says stopped while it runs.
-func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Time) (stopped []store.Instance, calls int, failed []victim, _ error) {
+func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Time) (stopped []store.Instance, calls int, failed []warmpool.Victim, _ error) {
 	threshold := now.Add(c.opts.MaxStoppedAge)
 	marked := make([]store.Instance, len(recs))
 	errs := make([]error, len(recs))
-	each(len(recs), func(i int) {
+	warmpool.Each(len(recs), func(i int) {
 		in, err := c.st.Transition(ctx, recs[i].ID, store.Change{
 			From: []store.State{store.StateWarming}, To: store.StateStopped, RequireNoRun: true,
 			Threshold: threshold, Reason: "warmed up: stopped",
@@ -774,11 +781,11 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 	})
 	marked = slices.DeleteFunc(marked, func(in store.Instance) bool { return in.ID == "" })
 	slices.SortFunc(marked, func(a, b store.Instance) int { return strings.Compare(a.ID, b.ID) })
-	dctx, cancel := detached(ctx)
+	dctx, cancel := warmpool.Detached(ctx)
 	defer cancel()
-	for chunk := range slices.Chunk(marked, MaxBatch) {
+	for chunk := range slices.Chunk(marked, warmpool.MaxBatch) {
 		calls++
-		_, err := c.api.StopInstances(dctx, &ec2.StopInstancesInput{InstanceIds: ids(chunk)})
+		_, err := c.api.StopInstances(dctx, &ec2.StopInstancesInput{InstanceIds: warmpool.IDs(chunk)})
 		if err == nil {
 			stopped = append(stopped, chunk...)
 			continue
@@ -792,7 +799,7 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 					continue
 				}
 			}
-			failed = append(failed, victim{in, "could not be stopped: " + err.Error()})
+			failed = append(failed, warmpool.Victim{Rec: in, Reason: "could not be stopped: " + err.Error()})
 		}
 	}
 	return stopped, calls, failed, errors.Join(errs...)
@@ -802,14 +809,14 @@ func (c *Converger) stop(ctx context.Context, recs []store.Instance, now time.Ti
 // their warming records at once. An instance whose record cannot be written is terminated right
 // away. Where a cap leaves less room than the pool lacks, what fits is created and the pool's
 // report says how many the cap held back.
-func (c *Converger) create(ctx context.Context, spec PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
-	shape := spec.shape(c.opts.DeploymentID)
+func (c *Converger) create(ctx context.Context, spec warmpool.PoolSpec, missing int, now time.Time, log *slog.Logger, pr *PoolReport) (created []store.Instance, calls int, _ error) {
+	shape := spec.Shape(c.opts.DeploymentID)
 	threshold := now.Add(c.opts.WarmupTimeout + max(spec.Class.BootExtra, 0))
 	var errs []error
 	for missing > 0 && ctx.Err() == nil {
 		n := min(missing, c.opts.CreateBatch)
 		out, err := c.launch.Launch(ctx, launch.Order{
-			Count: n, Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: reservationID("pool/" + spec.Name), Fewer: true,
+			Count: n, Shape: shape, RunnerClass: spec.RunnerClass(), Reservation: warmpool.ReservationID("pool/" + spec.Name), Fewer: true,
 			Record: func(_ int, l fleet.Launched) store.Instance {
 				return store.Instance{
 					ID: l.ID, State: store.StateWarming, Threshold: threshold, UsageClass: l.UsageClass,
@@ -853,12 +860,21 @@ func setOf(xs []string) map[string]bool {
 	return m
 }
 
-func goneOf(vs []victim, gone map[string]bool) []string {
+func goneOf(vs []warmpool.Victim, gone map[string]bool) []string {
 	var out []string
 	for _, v := range vs {
-		if gone[v.rec.ID] {
-			out = append(out, v.rec.ID)
+		if gone[v.Rec.ID] {
+			out = append(out, v.Rec.ID)
 		}
 	}
 	return out
+}
+
+// capped notes in the pool's report that a cap held back n instances (quota.LimitDeployment or
+// quota.LimitRunnerClass): convergence created what fits.
+func (c *Converger) capped(pr *PoolReport, n int, limit string) {
+	if pr.CappedBy == "" && c.opts.OnCapped != nil {
+		c.opts.OnCapped(limit)
+	}
+	pr.Capped, pr.CappedBy = n, limit
 }
