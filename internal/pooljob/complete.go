@@ -31,83 +31,126 @@ func (w *Worker) handleCompleted(ctx context.Context, m message, o *outcomes) {
 	})
 }
 
-// complete ends the instances of a completed job. It is idempotent.
+// complete ends the instances of a completed job: the one that ran it, and the others picked for
+// it whose runner does not run another job, less the one that goes back to its pool (recycled).
+// It is idempotent.
 func (w *Worker) complete(ctx context.Context, j warmpool.Job) error {
+	ran, err := w.ranIt(ctx, j)
+	if err != nil {
+		return err
+	}
 	var targets []store.Instance
 	seen := map[string]bool{}
-	ranIt := ""
-	if id, ok := warmpool.InstanceOfRunner(j.RunnerName); ok {
-		in, err := w.cfg.Store.Get(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return fmt.Errorf("completed job %d: %w", j.JobID, err)
-		case poolJobLive(in):
-			// It ran this job, whichever job it was picked for: an ephemeral runner is done.
-			if err := w.stillRunning(ctx, j, in); err != nil {
-				return err
-			}
-			targets = append(targets, in)
-			seen[in.ID], ranIt = true, in.ID
-			w.rerunReclaimed(ctx, j, in)
-		}
+	if ran.ID != "" {
+		targets = append(targets, ran)
+		seen[ran.ID] = true
 	}
-	others, err := w.picked(ctx, j, seen)
+	others, err := w.unusedPicked(ctx, j, seen)
 	if err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
-	if len(others) > 0 {
-		// Picked for this job but did not run it: its runner may have taken another queued job
-		// with the same labels. Ask GitHub before ending it.
-		scope := j.Repository
-		if j.ScaleSetScope != "" {
-			scope = j.ScaleSetScope // a scale set's runners live in its scope (often the organisation)
-		}
-		busy, err := w.busyRunners(ctx, scope)
-		if err != nil {
-			return fmt.Errorf("completed job %d: %w", j.JobID, err)
-		}
-		for _, in := range others {
-			if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
-				w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID)
-				continue
-			}
-			targets = append(targets, in)
-		}
-	}
-
-	var recycle bool
-	if spec, ok, err := w.cfg.Pools.Lookup(ctx, j.Pool); err == nil && ok && spec.Err == nil {
-		recycle = spec.Recycle && w.cfg.Recycle != nil && j.Trusted()
-		if spec.Recycle && !j.Trusted() {
-			w.log.Info("instance of a completed job not recycled: its run may be a pull request's (or its event is unknown)", "job", j.JobID, "event", j.Event)
-		}
-		if recycle {
-			for i := 0; i < len(targets); i++ {
-				in := targets[i]
-				if in.ID != ranIt || in.State != store.StateRunning || !strings.EqualFold(in.Scope, j.Repository) {
-					continue
-				}
-				targets = append(targets[:i], targets[i+1:]...)
-				idle := spec.DanglingAfter()
-				if idle <= 0 {
-					idle = warmpool.DefaultDanglingAfter
-				}
-				w.bg.Go(func() {
-					// The release waits for the agent's deregistration, so it does not hold up the
-					// batch. If it fails the instance is expired by the release, or runs out its
-					// running deadline.
-					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*idle)
-					defer cancel()
-					if err := w.cfg.Recycle(bctx, in.RunID, idle); err != nil {
-						w.log.Warn("instance of a completed job not recycled", "job", j.JobID, "instance", in.ID, "err", err)
-					}
-				})
-				break
-			}
-		}
-	}
+	targets = w.recycleRan(ctx, j, append(targets, others...), ran.ID)
 	w.withdrawUnused(ctx, j, targets)
+	if err := w.endInstances(ctx, j, targets, ran.ID); err != nil {
+		return fmt.Errorf("completed job %d: %w", j.JobID, err)
+	}
+	if err := w.ledger.end(ctx, j); err != nil {
+		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
+	}
+	return nil
+}
+
+// ranIt returns the live pool-job instance whose runner the completion names (zero when none): it
+// ran this job, whichever job it was picked for, and its ephemeral runner is done. A scale set
+// job's runner GitHub still lists as busy refuses the completion for now (stillRunning); a job
+// EC2 reclaimed the runner of has its run re-run (rerunReclaimed).
+func (w *Worker) ranIt(ctx context.Context, j warmpool.Job) (store.Instance, error) {
+	id, ok := warmpool.InstanceOfRunner(j.RunnerName)
+	if !ok {
+		return store.Instance{}, nil
+	}
+	in, err := w.cfg.Store.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Instance{}, nil
+	case err != nil:
+		return store.Instance{}, fmt.Errorf("completed job %d: %w", j.JobID, err)
+	case !poolJobLive(in):
+		return store.Instance{}, nil
+	}
+	if err := w.stillRunning(ctx, j, in); err != nil {
+		return store.Instance{}, err
+	}
+	w.rerunReclaimed(ctx, j, in)
+	return in, nil
+}
+
+// unusedPicked returns the instances picked for the job other than those in seen, less those whose
+// runner runs another job: picked for this job but not running it, a runner may have taken another
+// queued job with the same labels, so GitHub is asked before it is ended.
+func (w *Worker) unusedPicked(ctx context.Context, j warmpool.Job, seen map[string]bool) ([]store.Instance, error) {
+	others, err := w.picked(ctx, j, seen)
+	if err != nil || len(others) == 0 {
+		return nil, err
+	}
+	scope := j.Repository
+	if j.ScaleSetScope != "" {
+		scope = j.ScaleSetScope // a scale set's runners live in its scope (often the organisation)
+	}
+	busy, err := w.busyRunners(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Instance
+	for _, in := range others {
+		if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
+			w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID)
+			continue
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// recycleRan returns targets less the instance that ran the job when it goes back to its pool: the
+// pool recycles, the job is trusted (its run is not a pull request's), and the instance runs,
+// scoped to the job's repository. The recycle runs in the background.
+func (w *Worker) recycleRan(ctx context.Context, j warmpool.Job, targets []store.Instance, ranIt string) []store.Instance {
+	spec, ok, err := w.cfg.Pools.Lookup(ctx, j.Pool)
+	if err != nil || !ok || spec.Err != nil {
+		return targets
+	}
+	if spec.Recycle && !j.Trusted() {
+		w.log.Info("instance of a completed job not recycled: its run may be a pull request's (or its event is unknown)", "job", j.JobID, "event", j.Event)
+	}
+	if !spec.Recycle || w.cfg.Recycle == nil || !j.Trusted() {
+		return targets
+	}
+	i := slices.IndexFunc(targets, func(in store.Instance) bool {
+		return in.ID == ranIt && in.State == store.StateRunning && strings.EqualFold(in.Scope, j.Repository)
+	})
+	if i < 0 {
+		return targets
+	}
+	in := targets[i]
+	idle := spec.DanglingAfter()
+	if idle <= 0 {
+		idle = warmpool.DefaultDanglingAfter
+	}
+	w.bg.Go(func() {
+		// The release waits for the agent's deregistration, so it does not hold up the batch. If
+		// it fails the instance is expired by the release, or runs out its running deadline.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*idle)
+		defer cancel()
+		if err := w.cfg.Recycle(bctx, in.RunID, idle); err != nil {
+			w.log.Warn("instance of a completed job not recycled", "job", j.JobID, "instance", in.ID, "err", err)
+		}
+	})
+	return slices.Delete(targets, i, i+1)
+}
+
+// endInstances terminates a completed job's instances.
+func (w *Worker) endInstances(ctx context.Context, j warmpool.Job, targets []store.Instance, ranIt string) error {
 	victims := make([]warmpool.Victim, len(targets))
 	from := map[string][]store.State{}
 	for i, in := range targets {
@@ -120,13 +163,8 @@ func (w *Worker) complete(ctx context.Context, j warmpool.Job) error {
 			from[in.ID] = jobStates(in.State)
 		}
 	}
-	if _, _, err := w.term.TerminateFrom(ctx, victims, from); err != nil {
-		return fmt.Errorf("completed job %d: %w", j.JobID, err)
-	}
-	if err := w.ledger.end(ctx, j); err != nil {
-		w.log.Warn("completed job not recorded in the ledger", "job", j.JobID, "err", err)
-	}
-	return nil
+	_, _, err := w.term.TerminateFrom(ctx, victims, from)
+	return err
 }
 
 // picked returns the live instances picked for a completed job other than those in seen (the one

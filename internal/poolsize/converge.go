@@ -568,52 +568,69 @@ func (c *Converger) endExcess(ctx context.Context, cat *categories, k kept, more
 func (c *Converger) categorize(ctx context.Context, spec warmpool.PoolSpec, recs []store.Instance, now time.Time) (categories, error) {
 	var cat categories
 	var warming []store.Instance
-	outdated := func(in store.Instance) bool {
-		// A removed pool has no spec hash: its instances are excess, not outdated.
-		return spec.SpecHash != "" && in.SpecHash != spec.SpecHash
-	}
 	for _, in := range recs {
-		switch in.State {
-		case store.StateWarming:
-			if outdated(in) {
-				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
-				continue
-			}
+		if c.sortRecord(&cat, spec, in, now) {
 			warming = append(warming, in)
-		case store.StateReady:
-			switch {
-			case in.RunID != "":
-				cat.detached++ // not reachable through the state machine; never touched
-			case in.Expired(now):
-				cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "dangling: hot and not picked for a job before " + in.Threshold.Format(time.RFC3339)})
-			case outdated(in):
-				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
-			default:
-				cat.ready = append(cat.ready, in)
-			}
-		case store.StateStopped:
-			switch {
-			case in.RunID != "":
-				cat.detached++
-			case in.Expired(now):
-				cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "stale: stopped since before " + in.Threshold.Add(-c.opts.MaxStoppedAge).Format(time.RFC3339)})
-			case outdated(in):
-				cat.outdated = append(cat.outdated, warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash})
-			default:
-				cat.stopped = append(cat.stopped, in)
-			}
-		case store.StateClaimed, store.StateCreated:
-			if strings.HasPrefix(in.RunID, warmpool.JobRunPrefix) {
-				cat.jobs = append(cat.jobs, in)
-			}
-			cat.detached++
-		default:
-			// running (job started), idle (returned to the resource pool by a run), terminating.
-			if in.State != store.StateTerminating {
-				cat.detached++
-			}
 		}
 	}
+	return cat, c.judgeWarming(ctx, &cat, warming, now)
+}
+
+// sortRecord puts one record in its category by its state alone; it reports a current warming
+// record, which judgeWarming sorts by its last signal.
+func (c *Converger) sortRecord(cat *categories, spec warmpool.PoolSpec, in store.Instance, now time.Time) (warming bool) {
+	// A removed pool has no spec hash: its instances are excess, not outdated.
+	outdated := spec.SpecHash != "" && in.SpecHash != spec.SpecHash
+	outdatedVictim := func() warmpool.Victim {
+		return warmpool.Victim{Rec: in, Reason: "outdated: spec hash " + in.SpecHash + ", pool is at " + spec.SpecHash}
+	}
+	switch in.State {
+	case store.StateWarming:
+		if outdated {
+			cat.outdated = append(cat.outdated, outdatedVictim())
+			return false
+		}
+		return true
+	case store.StateReady:
+		switch {
+		case in.RunID != "":
+			cat.detached++ // not reachable through the state machine; never touched
+		case in.Expired(now):
+			cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "dangling: hot and not picked for a job before " + in.Threshold.Format(time.RFC3339)})
+		case outdated:
+			cat.outdated = append(cat.outdated, outdatedVictim())
+		default:
+			cat.ready = append(cat.ready, in)
+		}
+	case store.StateStopped:
+		switch {
+		case in.RunID != "":
+			cat.detached++
+		case in.Expired(now):
+			cat.dangling = append(cat.dangling, warmpool.Victim{Rec: in, Reason: "stale: stopped since before " + in.Threshold.Add(-c.opts.MaxStoppedAge).Format(time.RFC3339)})
+		case outdated:
+			cat.outdated = append(cat.outdated, outdatedVictim())
+		default:
+			cat.stopped = append(cat.stopped, in)
+		}
+	case store.StateClaimed, store.StateCreated:
+		if strings.HasPrefix(in.RunID, warmpool.JobRunPrefix) {
+			cat.jobs = append(cat.jobs, in)
+		}
+		cat.detached++
+	case store.StateTerminating:
+	default:
+		// running (job started), idle (returned to the resource pool by a run).
+		cat.detached++
+	}
+	return false
+}
+
+// judgeWarming sorts current warming records by their last signal (read in parallel): errored
+// (pre-runner failed, or not warmed up in time), warmed (UD_OK signed by the agent's key, which is
+// pinned now), or still warming. A record whose signal or key cannot be read holds its slot as
+// warming, and the error is returned.
+func (c *Converger) judgeWarming(ctx context.Context, cat *categories, warming []store.Instance, now time.Time) error {
 	sigs := make([]store.SignalRecord, len(warming))
 	errs := make([]error, len(warming))
 	warmpool.Each(len(warming), func(i int) {
@@ -650,7 +667,7 @@ func (c *Converger) categorize(ctx context.Context, spec warmpool.PoolSpec, recs
 			readErrs = append(readErrs, fmt.Errorf("reading the signal of %s: %w", in.ID, err))
 		}
 	}
-	return cat, errors.Join(readErrs...)
+	return errors.Join(readErrs...)
 }
 
 // jobs promotes the pool-job instances whose agent registered (claimed or created -> running, with
