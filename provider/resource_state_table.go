@@ -314,6 +314,39 @@ func (r *StateTableResource) read(ctx context.Context, m *stateTableModel) (foun
 	if t.TableStatus == ddbtypes.TableStatusDeleting {
 		return false, nil
 	}
+	m.fromTable(name, t)
+	if problem := schemaProblem(t); problem != "" {
+		diags.AddAttributeWarning(path.Root("name"), "Table does not have runnerpool's schema",
+			fmt.Sprintf("Table %s %s. The reconciler and the agents cannot use it; create a new table with this resource.", name, problem))
+	}
+
+	ttl, err := r.ttlEnabled(ctx, name)
+	if err != nil {
+		addError(&diags, "Cannot read time to live", fmt.Sprintf("DescribeTimeToLive %s failed.", name), err)
+		return true, diags
+	}
+	m.TTLEnabled = types.BoolValue(ttl)
+	pitr, err := r.pitrEnabled(ctx, name)
+	if err != nil {
+		addError(&diags, "Cannot read point-in-time recovery", fmt.Sprintf("DescribeContinuousBackups %s failed.", name), err)
+		return true, diags
+	}
+	m.PointInTimeRecovery = types.BoolValue(pitr)
+
+	got, err := r.tags(ctx, aws.ToString(t.TableArn))
+	switch {
+	case unsupported(err):
+		// The endpoint cannot report tags (DynamoDB Local): keep what the state says.
+	case err != nil:
+		addError(&diags, "Cannot read the table's tags", fmt.Sprintf("ListTagsOfResource %s failed.", name), err)
+	default:
+		m.Tags = userTagsValue(got, m.Tags)
+	}
+	return true, diags
+}
+
+// fromTable sets m's attributes that DescribeTable reports of table name.
+func (m *stateTableModel) fromTable(name string, t *ddbtypes.TableDescription) {
 	m.ID = types.StringValue(name)
 	m.Name = types.StringValue(name)
 	m.ARN = types.StringValue(aws.ToString(t.TableArn))
@@ -333,49 +366,38 @@ func (r *StateTableResource) read(ctx context.Context, m *stateTableModel) (foun
 	if m.ForceDestroy.IsNull() || m.ForceDestroy.IsUnknown() {
 		m.ForceDestroy = types.BoolValue(false)
 	}
-	if problem := schemaProblem(t); problem != "" {
-		diags.AddAttributeWarning(path.Root("name"), "Table does not have runnerpool's schema",
-			fmt.Sprintf("Table %s %s. The reconciler and the agents cannot use it; create a new table with this resource.", name, problem))
-	}
+}
 
+// ttlEnabled says whether the table's time to live is on (or being turned on) for the store's TTL
+// attribute.
+func (r *StateTableResource) ttlEnabled(ctx context.Context, name string) (bool, error) {
 	ttl, err := r.c.dynamodb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	if err != nil {
-		addError(&diags, "Cannot read time to live", fmt.Sprintf("DescribeTimeToLive %s failed.", name), err)
-		return true, diags
+		return false, err
 	}
 	on := false
 	if d := ttl.TimeToLiveDescription; d != nil && aws.ToString(d.AttributeName) == store.TTLAttribute {
 		on = d.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabled || d.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabling
 	}
-	m.TTLEnabled = types.BoolValue(on)
+	return on, nil
+}
 
+// pitrEnabled says whether the table's point-in-time recovery is on.
+func (r *StateTableResource) pitrEnabled(ctx context.Context, name string) (bool, error) {
 	pitr, err := r.c.dynamodb.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
 	switch {
 	case unsupported(err):
 		// Endpoints without backups (DynamoDB Local) have no point-in-time recovery.
-		m.PointInTimeRecovery = types.BoolValue(false)
+		return false, nil
 	case err != nil:
-		addError(&diags, "Cannot read point-in-time recovery", fmt.Sprintf("DescribeContinuousBackups %s failed.", name), err)
-		return true, diags
-	default:
-		on := false
-		if d := pitr.ContinuousBackupsDescription; d != nil && d.PointInTimeRecoveryDescription != nil {
-			s := d.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus
-			on = s == ddbtypes.PointInTimeRecoveryStatusEnabled
-		}
-		m.PointInTimeRecovery = types.BoolValue(on)
+		return false, err
 	}
-
-	got, err := r.tags(ctx, aws.ToString(t.TableArn))
-	switch {
-	case unsupported(err):
-		// The endpoint cannot report tags (DynamoDB Local): keep what the state says.
-	case err != nil:
-		addError(&diags, "Cannot read the table's tags", fmt.Sprintf("ListTagsOfResource %s failed.", name), err)
-	default:
-		m.Tags = userTagsValue(got, m.Tags)
+	on := false
+	if d := pitr.ContinuousBackupsDescription; d != nil && d.PointInTimeRecoveryDescription != nil {
+		s := d.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus
+		on = s == ddbtypes.PointInTimeRecoveryStatusEnabled
 	}
-	return true, diags
+	return on, nil
 }
 
 // schemaProblem says how a table differs from store.TableDefinition, or "".
