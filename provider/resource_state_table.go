@@ -467,49 +467,9 @@ func (r *StateTableResource) Update(ctx context.Context, req resource.UpdateRequ
 		addError(&resp.Diagnostics, summary, fmt.Sprintf("Updating table %s failed; the table keeps its other settings.", name), err)
 	}
 
-	if !plan.BillingMode.Equal(state.BillingMode) || !plan.ReadCapacity.Equal(state.ReadCapacity) || !plan.WriteCapacity.Equal(state.WriteCapacity) {
-		in := &dynamodb.UpdateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingMode(plan.BillingMode.ValueString())}
-		if tp := plan.throughput(); tp != nil {
-			in.ProvisionedThroughput = tp
-			for _, g := range store.TableDefinition(name).GlobalSecondaryIndexes {
-				in.GlobalSecondaryIndexUpdates = append(in.GlobalSecondaryIndexUpdates, ddbtypes.GlobalSecondaryIndexUpdate{
-					Update: &ddbtypes.UpdateGlobalSecondaryIndexAction{IndexName: g.IndexName, ProvisionedThroughput: tp},
-				})
-			}
-		}
-		if _, err := r.c.dynamodb.UpdateTable(ctx, in); err != nil {
-			fail("Cannot change the billing mode", err)
-			return
-		}
-		if err := r.waitActive(ctx, name); err != nil {
-			fail("Table did not become active after changing its billing mode", err)
-			return
-		}
-	}
-	if !plan.DeletionProtection.Equal(state.DeletionProtection) {
-		_, err := r.c.dynamodb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
-			TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(plan.DeletionProtection.ValueBool()),
-		})
-		if err != nil {
-			fail("Cannot change deletion protection", err)
-			return
-		}
-		if err := r.waitActive(ctx, name); err != nil {
-			fail("Table did not become active after changing deletion protection", err)
-			return
-		}
-	}
-	if !plan.TTLEnabled.Equal(state.TTLEnabled) {
-		if err := r.setTTL(ctx, name, plan.TTLEnabled.ValueBool()); err != nil {
-			fail("Cannot change time to live", err)
-			return
-		}
-	}
-	if !plan.PointInTimeRecovery.Equal(state.PointInTimeRecovery) {
-		if err := r.setPITR(ctx, name, plan.PointInTimeRecovery.ValueBool()); err != nil {
-			fail("Cannot change point-in-time recovery", err)
-			return
-		}
+	if summary, err := r.changeSettings(ctx, name, plan, state); err != nil {
+		fail(summary, err)
+		return
 	}
 	if !plan.Tags.Equal(state.Tags) {
 		want, d := stringMap(ctx, plan.Tags)
@@ -536,6 +496,51 @@ func (r *StateTableResource) Update(ctx context.Context, req resource.UpdateRequ
 	}
 	// force_destroy lives only in Terraform.
 	resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+}
+
+// changeSettings changes what the plan changes of the table's billing mode and capacity, deletion
+// protection, time to live and point-in-time recovery, in that order, and stops at the first
+// failure, which it returns with its diagnostic's summary.
+func (r *StateTableResource) changeSettings(ctx context.Context, name string, plan, state stateTableModel) (summary string, err error) {
+	if !plan.BillingMode.Equal(state.BillingMode) || !plan.ReadCapacity.Equal(state.ReadCapacity) || !plan.WriteCapacity.Equal(state.WriteCapacity) {
+		in := &dynamodb.UpdateTableInput{TableName: aws.String(name), BillingMode: ddbtypes.BillingMode(plan.BillingMode.ValueString())}
+		if tp := plan.throughput(); tp != nil {
+			in.ProvisionedThroughput = tp
+			for _, g := range store.TableDefinition(name).GlobalSecondaryIndexes {
+				in.GlobalSecondaryIndexUpdates = append(in.GlobalSecondaryIndexUpdates, ddbtypes.GlobalSecondaryIndexUpdate{
+					Update: &ddbtypes.UpdateGlobalSecondaryIndexAction{IndexName: g.IndexName, ProvisionedThroughput: tp},
+				})
+			}
+		}
+		if _, err := r.c.dynamodb.UpdateTable(ctx, in); err != nil {
+			return "Cannot change the billing mode", err
+		}
+		if err := r.waitActive(ctx, name); err != nil {
+			return "Table did not become active after changing its billing mode", err
+		}
+	}
+	if !plan.DeletionProtection.Equal(state.DeletionProtection) {
+		_, err := r.c.dynamodb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+			TableName: aws.String(name), DeletionProtectionEnabled: aws.Bool(plan.DeletionProtection.ValueBool()),
+		})
+		if err != nil {
+			return "Cannot change deletion protection", err
+		}
+		if err := r.waitActive(ctx, name); err != nil {
+			return "Table did not become active after changing deletion protection", err
+		}
+	}
+	if !plan.TTLEnabled.Equal(state.TTLEnabled) {
+		if err := r.setTTL(ctx, name, plan.TTLEnabled.ValueBool()); err != nil {
+			return "Cannot change time to live", err
+		}
+	}
+	if !plan.PointInTimeRecovery.Equal(state.PointInTimeRecovery) {
+		if err := r.setPITR(ctx, name, plan.PointInTimeRecovery.ValueBool()); err != nil {
+			return "Cannot change point-in-time recovery", err
+		}
+	}
+	return "", nil
 }
 
 func (r *StateTableResource) retag(ctx context.Context, arn string, have, want map[string]string) error {
