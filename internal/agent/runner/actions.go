@@ -125,22 +125,29 @@ func (a *Actions) RegisterCommand(ctx context.Context, cred store.Credential, na
 
 // RunCommand is run.sh's command (with the JIT configuration in its environment for a JIT registration).
 func (a *Actions) RunCommand(ctx context.Context) (*exec.Cmd, error) {
-	jit, err := os.ReadFile(filepath.Join(a.o.Dir, jitFile))
+	cmd, _, err := a.runCommand(ctx)
+	return cmd, err
+}
+
+// runCommand is RunCommand; jit reports that the command runs a JIT configuration.
+func (a *Actions) runCommand(ctx context.Context) (cmd *exec.Cmd, jit bool, err error) {
+	config, err := os.ReadFile(filepath.Join(a.o.Dir, jitFile))
 	switch {
 	case err == nil:
 		cmd, err := a.command(ctx, "./run.sh")
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		cmd.Env = append(cmd.Env, envJITConfig+"="+strings.TrimSpace(string(jit)))
-		return cmd, nil
+		cmd.Env = append(cmd.Env, envJITConfig+"="+strings.TrimSpace(string(config)))
+		return cmd, true, nil
 	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("actions runner: reading JIT configuration: %w", err)
+		return nil, false, fmt.Errorf("actions runner: reading JIT configuration: %w", err)
 	}
 	if !a.configured() {
-		return nil, ErrNotRegistered
+		return nil, false, ErrNotRegistered
 	}
-	return a.command(ctx, "./run.sh")
+	cmd, err = a.command(ctx, "./run.sh")
+	return cmd, false, err
 }
 
 // RemoveCommand is `config.sh remove`'s command, the removal token in its environment.
@@ -207,8 +214,18 @@ func versionExit(err error) error {
 
 // Run runs run.sh until it exits or ctx is done; then it interrupts the runner's process group and
 // kills it after StopTimeout.
+//
+// A run.sh that exited by itself with a JIT configuration has spent it (ErrSpent), and Run forgets
+// the configuration: an ephemeral runner exits after its one job, and a runner whose registration
+// GitHub removed exits when it cannot open a session (runner.go). Its exit status cannot tell the
+// two apart, nor either from a crash: run-helper.sh turns the listener's Success (0),
+// TerminatedError (1), SessionConflict (5) and any unknown code into exit 0, and run.sh restarts
+// the listener itself on RetryableError (2) and after an update (3, 4) (actions/runner
+// src/Misc/layoutroot/run-helper.sh.template, run.sh; codes in src/Runner.Common/Constants.cs
+// ReturnCode). A runner stopped through ctx keeps its configuration: interrupted before a job, the
+// runner still exists at GitHub and the next Run resumes it.
 func (a *Actions) Run(ctx context.Context) error {
-	cmd, err := a.RunCommand(context.WithoutCancel(ctx))
+	cmd, jit, err := a.runCommand(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
 	}
@@ -219,6 +236,9 @@ func (a *Actions) Run(ctx context.Context) error {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
+		if jit {
+			err = a.forgetJIT(err)
+		}
 		if err == nil {
 			return errors.New("actions runner: run.sh exited")
 		}
@@ -234,6 +254,21 @@ func (a *Actions) Run(ctx context.Context) error {
 		<-done //nolint:errcheck // killed: its exit status says nothing
 	}
 	return nil
+}
+
+// forgetJIT removes the JIT configuration run.sh ran with and exited: it is spent. It returns the
+// exit, marked ErrSpent.
+func (a *Actions) forgetJIT(exit error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := os.Remove(filepath.Join(a.o.Dir, jitFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Still spent: the agent does not run it again whatever the file says.
+		return errors.Join(ErrSpent, exit, fmt.Errorf("actions runner: forgetting JIT configuration: %w", err))
+	}
+	if exit == nil {
+		return ErrSpent
+	}
+	return fmt.Errorf("%w: %w", ErrSpent, exit)
 }
 
 // Remove runs `config.sh remove` when a runner is configured here, and forgets a JIT configuration

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,6 +177,68 @@ while :; do sleep 0.05; done
 	b, _ := os.ReadFile(log)
 	want := "config.sh --unattended --url https://github.com/acme/api --name runnerpool-i-1 --labels 42 --work _work --replace --disableupdate token=REG\n" +
 		"run.sh \ninterrupted\nconfig.sh remove token=RM\n"
+	if diff := cmp.Diff(want, string(b)); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestActionsJITSpentOnExit runs a stand-in run.sh that, like the real ephemeral runner after its
+// one job, exits 0 by itself: Run reports ErrSpent and forgets the JIT configuration, so the next
+// Run has nothing to run. A run.sh stopped by the agent keeps it (the runner exists at GitHub until
+// it ran its job).
+func TestActionsJITSpentOnExit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls.log")
+	// Exits by itself unless told to wait for an interrupt.
+	script := `if [ -f hold ]; then trap 'echo interrupted >> ` + log + `; exit 0' INT; fi
+echo "run.sh jit=$ACTIONS_RUNNER_INPUT_JITCONFIG" >> ` + log + `
+if [ -f hold ]; then while :; do sleep 0.05; done; fi
+exit 0
+`
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewActions(ActionsOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jit := store.Credential{Kind: store.CredentialRegistration, RunID: "1", Token: "eyJqaXQiOnRydWV9", JIT: true}
+	if err := a.Register(t.Context(), jit, "n"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Stopped by the agent before the runner exited: the configuration is kept.
+	if err := os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	waitFile(t, log, "run.sh")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, jitFile)); err != nil {
+		t.Errorf("JIT configuration gone after the agent stopped the runner: %v", err)
+	}
+
+	// Exited by itself: spent and forgotten.
+	if err := os.Remove(filepath.Join(dir, "hold")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Run(t.Context()); !errors.Is(err, ErrSpent) {
+		t.Errorf("Run of a runner that exited by itself: %v, want ErrSpent", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, jitFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("JIT configuration kept after run.sh exited: %v", err)
+	}
+	if err := a.Run(t.Context()); !errors.Is(err, ErrNotRegistered) {
+		t.Errorf("Run after the configuration was spent: %v, want ErrNotRegistered", err)
+	}
+	b, _ := os.ReadFile(log)
+	want := "run.sh jit=eyJqaXQiOnRydWV9\ninterrupted\nrun.sh jit=eyJqaXQiOnRydWV9\n"
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}

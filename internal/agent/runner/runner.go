@@ -33,3 +33,12 @@ var ErrVersionRefused = errors.New("GitHub refused the runner's version")
 
 // ErrNotRegistered is returned by Run when there is no registration to run.
 var ErrNotRegistered = errors.New("runner is not registered")
+
+// ErrSpent is returned (wrapped) by Run when a runner registered with a just-in-time configuration
+// exited by itself: such a runner is ephemeral, it exits after its one job and GitHub removes it
+// (actions/runner src/Runner.Listener/Runner.cs: an ephemeral runner returns ReturnCode.Success
+// once its job completed, after deleting its local configuration), and a runner whose registration
+// is gone cannot open a session again (MessageListener.cs CreateSessionAsync: "invalid_client",
+// CreateSessionResult.Failure, ReturnCode.TerminatedError). The driver forgets the configuration:
+// the runner is not run again, and no credential comes to register it again.
+var ErrSpent = errors.New("the runner's just-in-time registration is spent")

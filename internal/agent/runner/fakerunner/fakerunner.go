@@ -123,7 +123,8 @@ func (r *Runner) Register(ctx context.Context, cred store.Credential, name strin
 }
 
 // Run connects and runs jobs until ctx is done (then it disconnects and returns nil) or the fake says
-// the registration is gone.
+// the registration is gone. An ephemeral (JIT) runner returns runner.ErrSpent after its one job, or
+// when its registration is gone, as the real one exits then (runner.ErrSpent).
 func (r *Runner) Run(ctx context.Context) error {
 	reg, ok, err := r.loadRegistration()
 	if err != nil {
@@ -138,7 +139,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("fake runner: %w", versionRefused(err))
+		return fmt.Errorf("fake runner: %w", spent(reg, versionRefused(err)))
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -154,7 +155,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			// The runner exits 7 when the broker refuses it as too old (actions/runner#4285).
-			return fmt.Errorf("fake runner: %w", versionRefused(err))
+			return fmt.Errorf("fake runner: %w", spent(reg, versionRefused(err)))
 		}
 		if job == nil {
 			continue
@@ -162,7 +163,27 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err := r.runJob(ctx, c, job); err != nil {
 			return err
 		}
+		if reg.Ephemeral && ctx.Err() == nil {
+			// The real ephemeral runner stops listening once its one job completed, deletes its
+			// local configuration and exits with ReturnCode.Success (actions/runner
+			// src/Runner.Listener/Runner.cs RunAsync: runOnceJobCompleted, DeleteLocalRunnerConfig).
+			if err := os.Remove(r.regFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				r.log.Warn("fake runner: forgetting the spent registration", "err", err)
+			}
+			return fmt.Errorf("fake runner: job %d done: %w", job.ID, runner.ErrSpent)
+		}
 	}
+}
+
+// spent marks the error of an ephemeral runner whose registration is gone as runner.ErrSpent: the
+// real runner exits when it cannot open a session with a removed registration (actions/runner
+// src/Runner.Listener/MessageListener.cs CreateSessionAsync: "invalid_client" is
+// CreateSessionResult.Failure, which Runner.cs returns as ReturnCode.TerminatedError).
+func spent(reg githubfake.Registration, err error) error {
+	if reg.Ephemeral && errors.Is(err, githubfake.ErrRunnerRemoved) {
+		return fmt.Errorf("%w: %w", runner.ErrSpent, err)
+	}
+	return err
 }
 
 // runJob leaves a file in the workspace, takes JobDuration, and completes the job (cancelled when the
