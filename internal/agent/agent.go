@@ -154,6 +154,10 @@ type marker struct {
 	// and confirmation remain. The run id a restarted agent confirms comes from here, its own
 	// root-only file, never from the table, whose agent partition a job can write.
 	Deregistered bool `json:"deregistered,omitempty"`
+	// Spent: the runner of RunID ran its just-in-time registration and exited (runner.ErrSpent). It
+	// is not started again, after an agent restart either: the control plane ends the instance, or
+	// releases it for another run.
+	Spent bool `json:"spent,omitempty"`
 }
 
 func (a *agent) markerPath() string { return filepath.Join(a.cfg.StateDir, "runner.json") }
@@ -661,7 +665,7 @@ func (a *agent) takeCredentialWithin(ctx context.Context, kind store.CredentialK
 // ensureRunning starts the runner for rec's run when it is not running, its restart time has come
 // and rec pins the agent's key (pin.go).
 func (a *agent) ensureRunning(ctx context.Context, rec store.Instance) {
-	if a.proc != nil || a.outdated != "" || a.cfg.Now().Before(a.startAt) || !a.keyPinned(ctx, rec) {
+	if a.proc != nil || a.outdated != "" || a.marker.Spent || a.cfg.Now().Before(a.startAt) || !a.keyPinned(ctx, rec) {
 		return
 	}
 	a.startRunner(rec.RunID)
@@ -698,12 +702,17 @@ func (a *agent) stopRunner() {
 // runnerExited handles a runner that stopped by itself: it is restarted with backoff while the record
 // still wants it; a runner with no registration left is registered again (which needs a fresh
 // credential: without one the agent signals UD_REG_FAILED and the control plane replaces the instance).
+// A just-in-time runner that exited is spent (runnerSpent).
 func (a *agent) runnerExited(ctx context.Context, p *runnerProc, err error) {
 	a.proc = nil
 	p.cancel()
 	a.log.Warn("agent: runner exited", "run", p.run, "err", err)
 	if errors.Is(err, runner.ErrVersionRefused) {
 		a.runnerOutdated(ctx, p.run, err)
+		return
+	}
+	if errors.Is(err, runner.ErrSpent) {
+		a.runnerSpent(p.run)
 		return
 	}
 	if errors.Is(err, runner.ErrNotRegistered) {
@@ -713,6 +722,24 @@ func (a *agent) runnerExited(ctx context.Context, p *runnerProc, err error) {
 	a.restarts++
 	backoff := min(time.Second<<min(a.restarts-1, 5), 30*time.Second)
 	a.startAt = a.cfg.Now().Add(backoff)
+}
+
+// runnerSpent keeps a spent just-in-time runner from starting again. No other runner comes for the
+// run: the credential was its one registration, and a restart would only try a session GitHub
+// refuses, again and again. The agent signals nothing (whatever it says is a claim: the control plane
+// learns that the job is done from GitHub, JobCompleted or the runner gone from its listing) and waits
+// for its record: terminating or expired (the agent ends the instance itself past the threshold plus
+// grace, as for every state), or released for another run (the release finds no runner to remove).
+func (a *agent) runnerSpent(runID string) {
+	a.log.Info("agent: the runner's just-in-time registration is spent; not restarted, waiting for the record to end or release the instance", "run", runID)
+	a.restarts, a.startAt = 0, time.Time{}
+	a.cache.serving("") // no job runs any more
+	m := a.marker
+	m.Spent = true
+	if err := a.saveMarker(m); err != nil {
+		a.marker.Spent = true // kept for this process at least
+		a.log.Warn("agent: spent runner not recorded; a restarted agent tries it once more", "run", runID, "err", err)
+	}
 }
 
 // release stops and deregisters the runner of runID, cleans up and confirms with
@@ -847,7 +874,7 @@ func (a *agent) waitEvent(ctx context.Context) {
 
 // startIfWanted is the runner's restart time while it is configured but stopped.
 func (a *agent) startIfWanted() time.Time {
-	if a.proc == nil && a.marker.Registered && !a.startAt.IsZero() {
+	if a.proc == nil && a.marker.Registered && !a.marker.Spent && !a.startAt.IsZero() {
 		return a.startAt
 	}
 	return time.Time{}
