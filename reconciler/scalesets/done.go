@@ -1,8 +1,8 @@
 // The backstop for a lost completion. A scale set job's instance ends when JobCompleted reaches
 // the pool worker; if that message never comes (every listener replica down while it waited, lost
 // in a takeover, or a job whose runner the service never reported done), nothing else ends the
-// instance: its agent keeps restarting a runner whose just-in-time registration is spent, and the
-// record runs out its max runtime, a bill nobody sees.
+// instance: its agent leaves the runner whose just-in-time registration is spent stopped and waits
+// for its record, which runs out its max runtime, a bill nobody sees.
 //
 // GitHub's answer ends it instead. Runners of a scale set are ephemeral: each runs one job and is
 // then removed by the service (actions/scaleset README.md: "each runner executes one job and is then

@@ -52,7 +52,8 @@ func (l *lossy) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bo
 // listings in a row, and hands the job's completion from the ledger to the worker, which ends the
 // instance. The bound is about three Resync periods after GitHub removed the runner, plus a
 // worker batch and the convergence pass that records the instance running. Before the backstop
-// the instance ran out its max runtime: its agent restarts a runner whose registration is spent.
+// the instance ran out its max runtime, its agent restarting a runner whose registration is spent;
+// now the agent leaves a spent runner stopped (one session in all) and the backstop ends the instance.
 // The replica is built through the composition root (controlplane.New, scalesets.Listeners).
 func TestLostCompletionEndsTheInstance(t *testing.T) {
 	t.Parallel()
@@ -129,6 +130,10 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 	}
 	if !strings.Contains(rec.Reason, scalesets.ConclusionRunnerGone) {
 		t.Errorf("instance ended for %q, want the inferred completion", rec.Reason)
+	}
+	// The agent did not start the spent runner again: one session in all (the runner's connect).
+	if n := fake.Calls()["POST /_runner/connect"]; n != 1 {
+		t.Errorf("%d runner sessions opened, want 1: the agent restarted a spent JIT runner", n)
 	}
 	rep, err := invariant.Check(ctx, sb.Store, sb.EC2, invariant.Options{DeploymentID: sandbox.DeploymentID})
 	if err != nil || !rep.OK() {
