@@ -1,13 +1,11 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -159,15 +157,7 @@ while :; do sleep 0.05; done
 	if err := a.Register(t.Context(), cred, "runnerpool-i-1"); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	waitFile(t, log, "run.sh")
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run after stop: %v", err)
-	}
+	runUntilStopped(t, a, log)
 	if err := a.Remove(t.Context(), store.Credential{Token: "RM"}); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
@@ -212,14 +202,7 @@ exit 0
 	if err := os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	waitFile(t, log, "run.sh")
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run after stop: %v", err)
-	}
+	runUntilStopped(t, a, log)
 	if _, err := os.Stat(filepath.Join(dir, jitFile)); err != nil {
 		t.Errorf("JIT configuration gone after the agent stopped the runner: %v", err)
 	}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,4 +31,19 @@ func envOf(cmd *exec.Cmd, key string) string {
 		}
 	}
 	return v
+}
+
+// runUntilStopped runs a until its run.sh wrote "run.sh" to log, then stops it the way the agent
+// does (ctx done): Run must return nil.
+func runUntilStopped(t *testing.T, a *Actions, log string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	waitFile(t, log, "run.sh")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run after stop: %v", err)
+	}
 }
