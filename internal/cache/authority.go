@@ -51,6 +51,13 @@ func (a Authority) Presign(ctx context.Context, scope Scope, req Request) (strin
 	if req.Op == OpPut && (req.Size < 0 || req.Size > maxEntry) {
 		return "", fmt.Errorf("presigning a put of %d bytes (at most %d): %w", req.Size, maxEntry, ErrDenied)
 	}
+	// A put that alone is over the repository's limit is refused: the eviction pass would delete
+	// every other entry of the repository for it and then it too. A put that only brings the
+	// repository over its limit is taken, and the pass evicts the least recently used down to the
+	// limit, as GitHub's own cache does (docs/cache.md).
+	if req.Op == OpPut && scope.RepositoryLimit > 0 && req.Size > scope.RepositoryLimit {
+		return "", fmt.Errorf("presigning a put of %d bytes: over the repository's limit of %d: %w", req.Size, scope.RepositoryLimit, ErrDenied)
+	}
 	base := "https://" + a.Bucket + ".s3." + a.Region + ".amazonaws.com"
 	if a.Endpoint != "" {
 		base = strings.TrimRight(a.Endpoint, "/") + "/" + a.Bucket

@@ -134,6 +134,18 @@ func (l *local) evictLocked(repo string) {
 	}
 }
 
+// limit sets the store's limits to the run's class's (the scope's; 0 keeps the configured ones).
+func (l *local) limit(repoLimit int64, maxAge time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if repoLimit > 0 {
+		l.repoLimit = repoLimit
+	}
+	if maxAge > 0 {
+		l.maxAge = maxAge
+	}
+}
+
 func (l *local) removeLocked(object string) {
 	delete(l.entries, object)
 	_ = os.Remove(l.path(object))

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/pool"
 )
@@ -41,6 +42,11 @@ type Scope struct {
 	Trusted       bool   // pool.TrustedEvent(event)
 	// Run is the run record's key; an untrusted run on a branch writes under it (WritePrefix).
 	Run string `json:",omitempty"`
+	// RepositoryLimit and MaxAge are the cache limits of the instance's runner class (its cache
+	// block; 0: the defaults): the control plane refuses a put larger than RepositoryLimit
+	// (Authority.Presign), and the agent's server keeps its own disk to both (local.go).
+	RepositoryLimit int64         `json:",omitempty"`
+	MaxAge          time.Duration `json:",omitempty"`
 }
 
 var (
@@ -158,13 +164,18 @@ func KeyOf(objectKey string) (string, bool) {
 }
 
 // RepositoryOf returns the repository (owner/name, lower case) an object key made by ObjectKey is
-// stored under: its second segment, decoded.
+// stored under: its second segment, decoded. A segment that is not an escaped owner/name (the
+// eviction's use markers under v1/used/) is not a cache object's.
 func RepositoryOf(objectKey string) (string, bool) {
 	parts := strings.SplitN(objectKey, "/", 3)
 	if len(parts) < 3 || parts[0] != "v1" {
 		return "", false
 	}
-	return decode(parts[1])
+	repo, ok := decode(parts[1])
+	if !ok || !repoPattern.MatchString(repo) {
+		return "", false
+	}
+	return repo, true
 }
 
 // encode keeps letters, digits, '-' and '_' and writes every other byte as '~' and two hex digits:

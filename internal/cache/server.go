@@ -232,6 +232,7 @@ func (s *Server) twirp(w http.ResponseWriter, r *http.Request) {
 		twirpError(w, http.StatusForbidden, "permission_denied", "this runner serves no run with a cache scope")
 		return
 	}
+	s.local.limit(scope.RepositoryLimit, scope.MaxAge) // the class's limits, from the control plane
 	switch r.PathValue("method") {
 	case "GetCacheEntryDownloadURL":
 		s.lookup(w, r, scope, req)

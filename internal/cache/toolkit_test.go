@@ -254,6 +254,34 @@ func TestToolkitScopes(t *testing.T) {
 	}
 }
 
+// TestToolkitLocalStoreKeepsTheClassLimit: the agent's own disk keeps to the limits of the run's
+// class, which come with the scope from the control plane: with a 100 KiB repository limit, a
+// second 64 KiB save evicts the first from the disk (its next restore comes from S3), and the
+// second is still served from the disk. Fails on the code before: the disk kept 10 GiB whatever
+// the class said, and both restores were local.
+func TestToolkitLocalStoreKeepsTheClassLimit(t *testing.T) {
+	w := newWorld(t)
+	small := mainRun
+	small.RepositoryLimit = 100 << 10
+	in := w.instance(t, small)
+	first := w.save(t, in, "deps-1", 64<<10)
+	w.save(t, in, "deps-2", 64<<10)
+	before := in.srv.Stats()
+	if got, _, _ := w.restore(t, in, "deps-2"); got != "deps-2" {
+		t.Fatalf("restore of the kept entry: %q", got)
+	}
+	if st := in.srv.Stats(); st.LocalHits-before.LocalHits != 1 {
+		t.Fatalf("stats %+v (before %+v): want the kept entry from the disk", st, before)
+	}
+	before = in.srv.Stats()
+	if got, data, out := w.restore(t, in, "deps-1"); got != "deps-1" || !bytes.Equal(data, first) {
+		t.Fatalf("restore of the evicted entry: %q\n%s", got, out)
+	}
+	if st := in.srv.Stats(); st.RemoteHits-before.RemoteHits != 1 || st.LocalHits != before.LocalHits {
+		t.Fatalf("stats %+v (before %+v): want the evicted entry from S3", st, before)
+	}
+}
+
 func TestToolkitConcurrentSavesOfOneKey(t *testing.T) {
 	w := newWorld(t)
 	a := w.instance(t, mainRun)
@@ -404,6 +432,8 @@ func TestAuthorityRefusesOutsideScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	prObject, _ := cache.ObjectKey(prRun.WritePrefix(), "k", "0a1b")
+	limited := mainRun
+	limited.RepositoryLimit = 1 << 30 // a class with repository_limit_gib = 1
 	tests := []struct {
 		name  string
 		scope cache.Scope
@@ -419,6 +449,8 @@ func TestAuthorityRefusesOutsideScope(t *testing.T) {
 		{"another repository lists", otherRepo, cache.Request{Op: cache.OpList, Object: "v1/"}, false},
 		{"forged scope: a prefix with ..", mainRun, cache.Request{Op: cache.OpGet, Object: mainRun.WritePrefix() + "../../acme~2Fother/x"}, false},
 		{"oversize put", mainRun, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 11 << 30}, false},
+		{"a put within the class's repository limit", limited, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 1 << 30}, true},
+		{"a put alone over the class's repository limit", limited, cache.Request{Op: cache.OpPut, Object: mainObject, Size: 1<<30 + 1}, false},
 		{"empty scope", cache.Scope{}, cache.Request{Op: cache.OpGet, Object: mainObject}, false},
 	}
 	for _, tt := range tests {

@@ -56,7 +56,7 @@ type Pass struct {
 	Limits Limits
 	Now    func() time.Time
 	// Used is when an object was last used, when something recorded it (ok false: unknown, and
-	// its last write stands for its last use). Nil: every object's last use is its last write.
+	// its last write stands for its last use). Nil: the use markers the pass lists (uses.go).
 	Used func(object string) (time.Time, bool)
 }
 
@@ -79,6 +79,14 @@ func (p Pass) Run(ctx context.Context) (Result, error) {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
+	}
+	var markers map[string]time.Time
+	if p.Used == nil {
+		var err error
+		if markers, err = p.markers(ctx); err != nil {
+			return Result{}, err
+		}
+		p.Used = func(object string) (time.Time, bool) { t, ok := markers[object]; return t, ok }
 	}
 	byRepo, n, err := p.list(ctx)
 	if err != nil {
@@ -103,6 +111,25 @@ func (p Pass) Run(ctx context.Context) (Result, error) {
 		}
 		res.Bytes[repo] = total
 	}
+	// The markers of deleted objects and of objects already gone go too (not counted as objects).
+	live := map[string]bool{}
+	for _, objs := range byRepo {
+		for _, o := range objs {
+			live[o.key] = true
+		}
+	}
+	for _, o := range doomed {
+		delete(live, o.key)
+	}
+	var stale []string
+	for _, object := range slices.Sorted(maps.Keys(markers)) {
+		if !live[object] {
+			stale = append(stale, UseMarker(object))
+		}
+	}
+	if err := p.delete(ctx, stale); err != nil {
+		return Result{Objects: n, Bytes: map[string]int64{}}, err
+	}
 	for batch := range slices.Chunk(doomed, 1000) { // DeleteObjects takes at most 1,000 keys
 		ids := make([]types.ObjectIdentifier, len(batch))
 		for i, o := range batch {
@@ -125,6 +152,36 @@ func (p Pass) Run(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// markers lists the use markers: object -> when its last use was recorded.
+func (p Pass) markers(ctx context.Context) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	pages := s3.NewListObjectsV2Paginator(p.S3, &s3.ListObjectsV2Input{Bucket: &p.Bucket, Prefix: aws.String(UsePrefix)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cache bucket: listing the use markers of %s: %w", p.Bucket, err)
+		}
+		for _, c := range page.Contents {
+			out[markerObject(aws.ToString(c.Key))] = aws.ToTime(c.LastModified)
+		}
+	}
+	return out, nil
+}
+
+// delete deletes keys (markers), 1,000 a request; a key it could not delete is left to the next pass.
+func (p Pass) delete(ctx context.Context, keys []string) error {
+	for batch := range slices.Chunk(keys, 1000) {
+		ids := make([]types.ObjectIdentifier, len(batch))
+		for i, k := range batch {
+			ids[i] = types.ObjectIdentifier{Key: aws.String(k)}
+		}
+		if _, err := p.S3.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &p.Bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}}); err != nil {
+			return fmt.Errorf("cache bucket: deleting %d use markers: %w", len(ids), err)
+		}
+	}
+	return nil
 }
 
 // list reads every cache object by repository; objects that are not cache objects are left alone.

@@ -115,6 +115,15 @@ type Options struct {
 	// CacheRequests, when set, counts each presigned request by repository and kind (get, put,
 	// list): the cost report's requests (*history.CacheMeter satisfies it).
 	CacheRequests interface{ Count(repository, kind string) }
+	// CacheUses, when set, records each presigned GET (a restore from the bucket) as a use of its
+	// object, off the request's path, so the eviction pass evicts the least recently used
+	// (*cachebucket.Uses: at most one write per object per hour).
+	CacheUses interface {
+		Used(ctx context.Context, object string) (bool, error)
+	}
+	// CacheLimits, when set, gives a runner class's cache limits (its cache block's
+	// repository_limit_gib in bytes and max_age; 0: the defaults), which go with the scope.
+	CacheLimits func(runnerClass string) (repositoryLimit int64, maxAge time.Duration)
 	// DefaultBranches, when set, answers a repository's default branch for the cache scope of a
 	// run that recorded none (a provisioned run: the OIDC token has no claim for it);
 	// *ghaccess.Client satisfies it, keeping each answer for a bounded time. Unanswered, the scope

@@ -94,6 +94,9 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	}
 	scope := cache.ScopeOf(run.Repository, run.Event, run.Ref, run.BaseRef, a.defaultBranch(ctx, run))
 	scope.Run = run.RunID
+	if a.o.CacheLimits != nil {
+		scope.RepositoryLimit, scope.MaxAge = a.o.CacheLimits(rec.RunnerClass)
+	}
 	if scope.Validate() != nil {
 		deny(metrics.CacheNoRun, "the run has no cache scope (no ref recorded)")
 		return
@@ -114,6 +117,9 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done(metrics.CacheOK)
+	if req.Op == cache.OpGet && a.o.CacheUses != nil {
+		go a.recordUse(context.WithoutCancel(ctx), req.Object)
+	}
 	if a.o.CacheRequests != nil {
 		a.o.CacheRequests.Count(scope.Repository, string(req.Op))
 	}
@@ -136,6 +142,16 @@ func (a *API) defaultBranch(ctx context.Context, run store.Run) string {
 		return ""
 	}
 	return b
+}
+
+// recordUse records a restore of object (off the request's path: a slow bucket never slows a
+// presign; a failed record only makes the entry look older to the eviction pass).
+func (a *API) recordUse(ctx context.Context, object string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := a.o.CacheUses.Used(ctx, object); err != nil {
+		a.log.WarnContext(ctx, "cache: recording a restore failed", "err", err)
+	}
 }
 
 // defaultBranchWait bounds the lookup, so that the agent's 5 s wait for the control plane holds.

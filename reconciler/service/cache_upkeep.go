@@ -29,6 +29,7 @@ type cacheUpkeep struct {
 	bucket string
 	s3     cachebucket.S3API
 	meter  history.CacheMeter
+	uses   *cachebucket.Uses // the restores' use markers (cachebucket/uses.go)
 
 	mu                 sync.Mutex
 	flushedAt, evicted time.Time
@@ -41,9 +42,20 @@ func newCacheUpkeep(cfg config.Config, awsCfg aws.Config) *cacheUpkeep {
 	if cfg.CacheBucket == "" {
 		return nil
 	}
-	return &cacheUpkeep{bucket: cfg.CacheBucket, s3: s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.UsePathStyle = os.Getenv("AWS_ENDPOINT_URL_S3") != ""
-	})}
+	})
+	return &cacheUpkeep{bucket: cfg.CacheBucket, s3: client, uses: &cachebucket.Uses{S3: client, Bucket: cfg.CacheBucket}}
+}
+
+// cacheUses records the restores the API presigns (nil without a cache bucket).
+func (s *Service) cacheUses() interface {
+	Used(ctx context.Context, object string) (bool, error)
+} {
+	if s.cache == nil {
+		return nil
+	}
+	return s.cache.uses
 }
 
 // due reports whether every has passed since *last, and marks now when it has.

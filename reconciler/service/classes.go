@@ -374,6 +374,16 @@ func (c *classSource) Queues() []*pool.Queue {
 	return nil
 }
 
+// cacheLimits are a runner class's cache limits (its cache block's; 0: unknown class or no cache).
+func (c *classSource) cacheLimits(runnerClass string) (int64, time.Duration) {
+	if set := c.cached(); set != nil {
+		if rc, ok := set.classes[runnerClass]; ok && rc.Cache.On() {
+			return rc.Cache.RepositoryLimit(), rc.Cache.Age()
+		}
+	}
+	return 0, 0
+}
+
 // idleTime is a runner class's idle time (0: unknown or none).
 func (c *classSource) idleTime(runnerClass string) time.Duration {
 	if set := c.cached(); set != nil {

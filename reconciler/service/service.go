@@ -374,7 +374,7 @@ func (s *Service) setupAPI(ctx context.Context, cfg config.Config, cl clients, p
 			return s.classes.ProvisionTimeout(ctx, cfg.ProvisionTimeout, class)
 		},
 		Ready: s.readiness, Now: s.o.Now, Cache: cacheAuthority(cfg, cl.aws), CacheRequests: cacheRequests{s},
-		DefaultBranches: cl.gh,
+		DefaultBranches: cl.gh, CacheLimits: s.classes.cacheLimits, CacheUses: s.cacheUses(),
 	})
 	return err
 }

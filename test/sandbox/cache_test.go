@@ -18,16 +18,20 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/agent"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/cache"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/cachebucket"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/provision"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/release"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
@@ -108,13 +112,19 @@ func newCacheWorld(t *testing.T) *cacheWorld {
 	w.metrics = metrics.New(metrics.Options{})
 	a, err := api.New(api.Options{Provisioner: w.cp.Provisioner, Releaser: w.cp.Releaser, Runs: w.cp.Provisioner,
 		Store: w.sb.Store, Auth: noCallers{}, Metrics: w.metrics, Cache: &w.authority, CacheRequests: w,
-		DefaultBranches: w.sb.GitHub})
+		CacheUses: &cachebucket.Uses{Bucket: stack.CacheBucket, S3: s3.New(s3.Options{Region: stack.Region, BaseEndpoint: aws.String(w.s3.URL),
+			UsePathStyle: true, Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")})},
+		DefaultBranches: w.sb.GitHub, CacheLimits: func(string) (int64, time.Duration) { return cacheRepositoryLimit, 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	handler.Store(a.Handler(false))
 	return w
 }
+
+// cacheRepositoryLimit is the class's repository_limit_gib in the cache world: below the
+// deployment's entry limit (8 MiB), so a put between the two is refused by the class's limit alone.
+const cacheRepositoryLimit = 4 << 20
 
 // provision provisions one runner for a push run of repository acme/app on ref, and runs a job on
 // it so its agent serves the run (the runner started); it returns the run key and the instance.
@@ -274,6 +284,15 @@ func TestCacheReadsTheDefaultBranch(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws2, "data", "blob")); got != "deps-main" || !bytes.Equal(b, want) {
 		t.Fatalf("a feature branch's run restored %q (%d bytes), want the default branch's deps-main\n%s", got, len(b), out)
 	}
+	// That restore came from the bucket: the control plane recorded it as a use of main's entry
+	// (cachebucket.Uses), which the eviction pass counts as its last use.
+	mainEntries := w.objects(t, cache.ScopeOf(sandbox.Scope, "push", "refs/heads/main", "", "").WritePrefix())
+	if len(mainEntries) != 1 {
+		t.Fatalf("main's entries: %q", mainEntries)
+	}
+	waitFor(t, "the restore's use marker", 10*time.Second, func() bool {
+		return slices.Equal(w.objects(t, cachebucket.UsePrefix), []string{cachebucket.UseMarker(mainEntries[0])})
+	})
 	ws3, _ := cacheWorkspace(t, 16<<10)
 	if got, out := w.toolkit(t, featureID, ws3, "save", "deps-feature", "data"); got == "" || got == "-1" {
 		t.Fatalf("save on feature: %q\n%s", got, out)
@@ -326,6 +345,7 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 		{"forged scope: another run", agentKey, "9999:1:1", cache.OpGet, otherObject, 0, false},
 		{"path traversal in a key", agentKey, res.RunKey, cache.OpGet, own.WritePrefix() + "abc/k~2E~2E/../../../" + other.WritePrefix() + "abc/kdeps", 0, false},
 		{"oversize upload", agentKey, res.RunKey, cache.OpPut, ownObject, w.authority.MaxEntry + 1, false},
+		{"an upload alone over the class's repository limit", agentKey, res.RunKey, cache.OpPut, ownObject, cacheRepositoryLimit + 1, false},
 	} {
 		t.Run(row.name, func(t *testing.T) {
 			c := cache.Control{URL: w.control.URL, Instance: id, Key: row.key}
@@ -406,7 +426,7 @@ func poolJobRows(t *testing.T, w *cacheWorld) {
 	instance("i-0aaaaaaaaaaaaaaa3", warmpool.JobRunID(503))
 	ledger(warmpool.JobRunID(503), store.Run{RunID: "9003", Attempt: 1})
 
-	webhookScope := cache.Scope{Repository: sandbox.Scope, Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Run: "9001"}
+	webhookScope := cache.Scope{Repository: sandbox.Scope, Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Run: "9001", RepositoryLimit: cacheRepositoryLimit}
 	for _, row := range []struct {
 		name     string
 		instance string
