@@ -153,7 +153,8 @@ func (w *cacheWorld) toolkit(t *testing.T, id, workspace string, args ...string)
 
 var cacheWorkspace = cachetest.Workspace
 
-// objects lists the bucket's keys under prefix (the emulator does not check signatures).
+// objects lists the bucket's keys under prefix (the emulator does not check signatures), without
+// the use markers unless prefix is theirs.
 func (w *cacheWorld) objects(t *testing.T, prefix string) []string {
 	t.Helper()
 	resp, err := http.Get(w.s3.URL + "/" + stack.CacheBucket + "?list-type=2&prefix=" + url.QueryEscape(prefix))
@@ -169,6 +170,9 @@ func (w *cacheWorld) objects(t *testing.T, prefix string) []string {
 	}
 	var out []string
 	for _, c := range res.Contents {
+		if strings.HasPrefix(c.Key, cachebucket.UsePrefix) && !strings.HasPrefix(prefix, cachebucket.UsePrefix) {
+			continue // a restore's use marker (cachebucket.Uses), not an entry
+		}
 		out = append(out, c.Key)
 	}
 	return out
