@@ -16,9 +16,9 @@ import (
 // plan of a ladder whose slow share on the history, times c, is within the share the remaining
 // budget allows for the rest of the week.
 type paced struct {
-	a       *Autoscaler
-	ladder  []autoscale.Candidate // strictest first
-	c       float64
+	a      *Autoscaler
+	ladder []autoscale.Candidate // strictest first
+	c      float64
 	// loosest, when > 0, is (d): the controller never follows a plan looser than this slow share
 	// on the history (the plan the policy chooses): it only tightens when behind the budget.
 	loosest float64
