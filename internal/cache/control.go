@@ -145,7 +145,7 @@ func (c Control) Presign(ctx context.Context, run string, req Request) (string, 
 	if err != nil {
 		return "", err
 	}
-	if a.URL == "" {
+	if a.URL == "" && req.Op != OpUse { // a use is recorded, not presigned (uses.go)
 		return "", fmt.Errorf("control plane answered no URL: %w", ErrInvalid)
 	}
 	return a.URL, nil

@@ -224,7 +224,7 @@ func (s Scope) Covers(op Op, object string) bool {
 	switch op {
 	case OpPut:
 		return strings.HasPrefix(object, s.WritePrefix())
-	case OpGet, OpList:
+	case OpGet, OpList, OpUse:
 		for _, p := range s.ReadPrefixes() {
 			if strings.HasPrefix(object, p) {
 				return true

@@ -91,6 +91,8 @@ type Server struct {
 	tokens   map[string]download // download tokens
 	nextID   int64
 
+	uses useNotes // local hits told to the control plane (uses.go)
+
 	localHits, remoteHits, misses, bytesServed, bytesSaved, remoteErrors atomic.Int64
 	base                                                                 atomic.Value // string: http://127.0.0.1:port
 }
@@ -539,6 +541,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, scope Scope, req
 		}
 		if _, ok := s.local.get(object); ok {
 			s.localHits.Add(1)
+			s.noteUse(object) // uses.go
 			s.answer(w, candidate{object: object}, req.Key)
 			return
 		}
@@ -580,6 +583,7 @@ func (s *Server) hit(c candidate) {
 		s.remoteHits.Add(1)
 	} else {
 		s.localHits.Add(1)
+		s.noteUse(c.object) // uses.go
 	}
 }
 

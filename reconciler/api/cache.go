@@ -45,7 +45,7 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := string(req.Op)
 	switch req.Op {
-	case cache.OpScope, cache.OpGet, cache.OpPut, cache.OpList:
+	case cache.OpScope, cache.OpGet, cache.OpPut, cache.OpList, cache.OpUse:
 	default:
 		kind = "unknown"
 	}
@@ -56,7 +56,7 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	}
 	if kind == "unknown" {
 		done(metrics.CacheBadRequest)
-		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeBadRequest, "op: want scope, get, put or list", false)
+		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeBadRequest, "op: want scope, get, put, list or use", false)
 		return
 	}
 	ctx := r.Context()
@@ -104,6 +104,18 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	if req.Op == cache.OpScope {
 		done(metrics.CacheOK)
 		writeJSON(w, http.StatusOK, cache.Answer{Scope: &scope})
+		return
+	}
+	if req.Op == cache.OpUse { // a restore from the instance's disk: recorded, nothing presigned
+		if !scope.Covers(cache.OpUse, req.Object) {
+			deny(metrics.CacheDenied, "outside the run's cache scope")
+			return
+		}
+		if a.o.CacheUses != nil {
+			go a.recordUse(context.WithoutCancel(ctx), req.Object)
+		}
+		done(metrics.CacheOK)
+		writeJSON(w, http.StatusOK, cache.Answer{})
 		return
 	}
 	url, err := a.o.Cache.Presign(ctx, scope, cache.Request{Op: req.Op, Object: req.Object, Size: req.Size})

@@ -29,7 +29,7 @@ func newCacheMetrics(r prometheus.Registerer) *cacheMetrics {
 	c := &cacheMetrics{
 		presigns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cache_presign_requests_total",
-			Help: "Requests of runner agents' cache servers to the control plane, by kind (scope, get, put, list) and outcome (ok, denied, not_agent, no_run, unavailable, bad_request).",
+			Help: "Requests of runner agents' cache servers to the control plane, by kind (scope, get, put, list, use) and outcome (ok, denied, not_agent, no_run, unavailable, bad_request).",
 		}, []string{"kind", "outcome"}),
 		presignLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "cache_presign_duration_seconds",

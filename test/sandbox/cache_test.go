@@ -221,7 +221,8 @@ func TestCacheThroughTheAgent(t *testing.T) {
 	if got, out := w.toolkit(t, id, ws, "save", "deps-linux-1", "data"); got == "" || got == "-1" {
 		t.Fatalf("save through the agent: result %q\n%s", got, out)
 	}
-	if objs := w.objects(t, scope.WritePrefix()); len(objs) != 1 {
+	objs := w.objects(t, scope.WritePrefix())
+	if len(objs) != 1 {
 		t.Fatalf("bucket under the run's write prefix %s: %v, want the one entry", scope.WritePrefix(), objs)
 	}
 	ws2 := t.TempDir()
@@ -229,6 +230,11 @@ func TestCacheThroughTheAgent(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws2, "data", "blob")); got != "deps-linux-1" || !bytes.Equal(b, want) {
 		t.Fatalf("restore through the agent: matched %q, %d bytes\n%s", got, len(b), out)
 	}
+	// That restore came from the instance's disk, with no S3 request; the agent told the control
+	// plane (op use), which recorded it as a use of the entry in the bucket (cachebucket.Uses).
+	waitFor(t, "the local restore's use marker", 10*time.Second, func() bool {
+		return slices.Equal(w.objects(t, cachebucket.UsePrefix), []string{cachebucket.UseMarker(objs[0])})
+	})
 	if n := w.upstream.Load(); n != 0 {
 		t.Errorf("GitHub's results service got %d requests while the agent's cache served", n)
 	}
@@ -343,6 +349,8 @@ func TestCompromisedJobCannotReachAnotherCache(t *testing.T) {
 		{"another repository's key", agentKey, res.RunKey, cache.OpGet, otherObject, 0, false},
 		{"a write to the default branch", agentKey, res.RunKey, cache.OpPut, defaultObject, 1 << 10, false},
 		{"a sibling branch's entry", agentKey, res.RunKey, cache.OpGet, siblingObject, 0, false},
+		{"a use of its own entry (control)", agentKey, res.RunKey, cache.OpUse, ownObject, 0, true},
+		{"a use of another repository's entry", agentKey, res.RunKey, cache.OpUse, otherObject, 0, false},
 		{"another repository's listing", agentKey, res.RunKey, cache.OpList, other.WritePrefix(), 0, false},
 		{"another repository's write", agentKey, res.RunKey, cache.OpPut, otherObject, 1 << 10, false},
 		{"forged scope: the job's own key", jobKey, res.RunKey, cache.OpGet, ownObject, 0, false},
