@@ -244,8 +244,9 @@ const (
 )
 
 // ScopeOf is the scope of a run as the control plane knows it: the repository and event of its
-// verified OIDC token (or webhook job), the token's ref and base_ref claims, and the repository's
-// default branch (the webhook payload's repository.default_branch; the token does not carry it).
+// verified OIDC token (or pool job's ledger record), the token's ref and base_ref claims, and the
+// repository's default branch (the webhook payload's repository.default_branch, or GitHub's answer
+// to GET /repos/{owner}/{repo}: the token does not carry it).
 // base_ref is a branch name ("main", as github.base_ref), ref is a full ref; both are normalised to
 // full refs ("About security hardening with OpenID Connect", claims ref and base_ref:
 // https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/about-security-hardening-with-openid-connect).
