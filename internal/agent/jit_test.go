@@ -22,8 +22,9 @@ import (
 
 // TestSpentJITRunnerNotRestarted runs a pool job's instance: its runner registered with a
 // just-in-time configuration runs its one job and exits, as the real ephemeral runner does. The
-// agent does not start it again, not even once its restart back-off passed by its clock; it
-// waits for the control plane, whose release (a recycled instance) still goes through.
+// agent does not start it again, not once its restart back-off passed by its clock nor after an
+// agent restart; it waits for the control plane, whose release (a recycled instance) still goes
+// through.
 func TestSpentJITRunnerNotRestarted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{notice: agent.NoticeIMDSTags, manual: true})
@@ -47,15 +48,19 @@ func TestSpentJITRunnerNotRestarted(t *testing.T) {
 		runs.Runner = r
 		return runs, err
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent.Run: %v", err)
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx, cfg) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent.Run: %v", err)
+			}
 		}
-	}()
+	}
+	stop := start()
+	defer func() { stop() }()
 
 	e.waitSignal(id, store.SignalRegistered, "run-1")
 	e.waitRunner(id, "run-1")
@@ -78,6 +83,13 @@ func TestSpentJITRunnerNotRestarted(t *testing.T) {
 	e.notify(in)
 	if !eventually(func() bool { return reads.Load() > before }) {
 		t.Fatalf("the agent did not read its record after the notice")
+	}
+	// A restarted agent does not start it either (its marker says the runner is spent).
+	stop()
+	before = reads.Load()
+	stop = start()
+	if !eventually(func() bool { return reads.Load() > before }) {
+		t.Fatalf("the restarted agent did not read its record")
 	}
 
 	// The control plane hands the instance back (a recycled pool job): the release stops a runner
