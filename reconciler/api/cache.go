@@ -43,40 +43,71 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		a.writeDecodeError(w, r, err)
 		return
 	}
-	kind := string(req.Op)
-	switch req.Op {
-	case cache.OpScope, cache.OpGet, cache.OpPut, cache.OpList, cache.OpUse:
-	default:
-		kind = "unknown"
-	}
+	kind := cacheOpKind(req.Op)
 	done := func(outcome string) { a.metrics.CachePresign(kind, outcome, a.now().Sub(start)) }
-	deny := func(outcome, msg string) {
-		done(outcome)
-		a.writeError(w, r, http.StatusForbidden, CodeCacheDenied, msg, false)
+	refuse := func(f *cacheRefusal) {
+		done(f.outcome)
+		a.writeError(w, r, f.status, f.code, f.msg, f.retry)
 	}
 	if kind == "unknown" {
-		done(metrics.CacheBadRequest)
-		a.writeError(w, r, http.StatusBadRequest, apiv1.CodeBadRequest, "op: want scope, get, put, list or use", false)
+		refuse(&cacheRefusal{metrics.CacheBadRequest, http.StatusBadRequest, apiv1.CodeBadRequest, "op: want scope, get, put, list or use", false})
 		return
 	}
-	ctx := r.Context()
+	scope, f := a.cacheScopeOf(r.Context(), req)
+	if f != nil {
+		refuse(f)
+		return
+	}
+	answer, f := a.cacheAnswer(r.Context(), req, scope)
+	if f != nil {
+		refuse(f)
+		return
+	}
+	done(metrics.CacheOK)
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// cacheOpKind is the op as the metrics name it ("unknown" for none the API serves).
+func cacheOpKind(op cache.Op) string {
+	switch op {
+	case cache.OpScope, cache.OpGet, cache.OpPut, cache.OpList, cache.OpUse:
+		return string(op)
+	}
+	return "unknown"
+}
+
+// cacheRefusal is why a cache request is not served: its metrics outcome and its answer.
+type cacheRefusal struct {
+	outcome string
+	status  int
+	code    string
+	msg     string
+	retry   bool
+}
+
+func cacheDenied(outcome, msg string) *cacheRefusal {
+	return &cacheRefusal{outcome, http.StatusForbidden, CodeCacheDenied, msg, false}
+}
+
+func cacheUnavailable(msg string) *cacheRefusal {
+	return &cacheRefusal{metrics.CacheUnavailable, http.StatusServiceUnavailable, apiv1.CodeUnavailable, msg, true}
+}
+
+// cacheScopeOf is the cache scope of the run the signing instance serves, worked out from the
+// control plane's own records (the instance's, and its run's or pool job's), never from the request.
+func (a *API) cacheScopeOf(ctx context.Context, req cache.SignedRequest) (cache.Scope, *cacheRefusal) {
 	rec, err := a.o.Store.Get(ctx, req.Instance)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalid):
-		deny(metrics.CacheNotAgent, "no such instance")
-		return
+		return cache.Scope{}, cacheDenied(metrics.CacheNotAgent, "no such instance")
 	case err != nil:
-		done(metrics.CacheUnavailable)
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "reading the instance record failed", true)
-		return
+		return cache.Scope{}, cacheUnavailable("reading the instance record failed")
 	}
 	if rec.AgentKey == "" || !req.Verify(rec.AgentKey, a.now()) {
-		deny(metrics.CacheNotAgent, "not signed by the instance's agent")
-		return
+		return cache.Scope{}, cacheDenied(metrics.CacheNotAgent, "not signed by the instance's agent")
 	}
 	if !rec.State.Live() || rec.RunID == "" || rec.RunID != req.Run {
-		deny(metrics.CacheNoRun, "the instance serves no such run")
-		return
+		return cache.Scope{}, cacheDenied(metrics.CacheNoRun, "the instance serves no such run")
 	}
 	runKey := rec.RunID
 	if k, ok := warmpool.LedgerKey(rec.RunID); ok {
@@ -85,12 +116,9 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 	run, err := a.o.Store.GetRun(ctx, runKey)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		deny(metrics.CacheNoRun, "the instance's run has no record")
-		return
+		return cache.Scope{}, cacheDenied(metrics.CacheNoRun, "the instance's run has no record")
 	case err != nil:
-		done(metrics.CacheUnavailable)
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "reading the run record failed", true)
-		return
+		return cache.Scope{}, cacheUnavailable("reading the run record failed")
 	}
 	scope := cache.ScopeOf(run.Repository, run.Event, run.Ref, run.BaseRef, a.defaultBranch(ctx, run))
 	scope.Run = run.RunID
@@ -98,44 +126,40 @@ func (a *API) cachePresign(w http.ResponseWriter, r *http.Request) {
 		scope.RepositoryLimit, scope.MaxAge = a.o.CacheLimits(rec.RunnerClass)
 	}
 	if scope.Validate() != nil {
-		deny(metrics.CacheNoRun, "the run has no cache scope (no ref recorded)")
-		return
+		return cache.Scope{}, cacheDenied(metrics.CacheNoRun, "the run has no cache scope (no ref recorded)")
 	}
-	if req.Op == cache.OpScope {
-		done(metrics.CacheOK)
-		writeJSON(w, http.StatusOK, cache.Answer{Scope: &scope})
-		return
-	}
-	if req.Op == cache.OpUse { // a restore from the instance's disk: recorded, nothing presigned
+	return scope, nil
+}
+
+// cacheAnswer serves req within scope: the scope itself, a restore from the instance's disk
+// recorded as a use (nothing presigned), or a presigned URL.
+func (a *API) cacheAnswer(ctx context.Context, req cache.SignedRequest, scope cache.Scope) (cache.Answer, *cacheRefusal) {
+	switch req.Op {
+	case cache.OpScope:
+		return cache.Answer{Scope: &scope}, nil
+	case cache.OpUse:
 		if !scope.Covers(cache.OpUse, req.Object) {
-			deny(metrics.CacheDenied, "outside the run's cache scope")
-			return
+			return cache.Answer{}, cacheDenied(metrics.CacheDenied, "outside the run's cache scope")
 		}
 		if a.o.CacheUses != nil {
 			go a.recordUse(context.WithoutCancel(ctx), req.Object)
 		}
-		done(metrics.CacheOK)
-		writeJSON(w, http.StatusOK, cache.Answer{})
-		return
+		return cache.Answer{}, nil
 	}
 	url, err := a.o.Cache.Presign(ctx, scope, cache.Request{Op: req.Op, Object: req.Object, Size: req.Size})
 	switch {
 	case errors.Is(err, cache.ErrDenied) || errors.Is(err, cache.ErrInvalid):
-		deny(metrics.CacheDenied, err.Error())
-		return
+		return cache.Answer{}, cacheDenied(metrics.CacheDenied, err.Error())
 	case err != nil:
-		done(metrics.CacheUnavailable)
-		a.writeError(w, r, http.StatusServiceUnavailable, apiv1.CodeUnavailable, "presigning failed", true)
-		return
+		return cache.Answer{}, cacheUnavailable("presigning failed")
 	}
-	done(metrics.CacheOK)
 	if req.Op == cache.OpGet && a.o.CacheUses != nil {
 		go a.recordUse(context.WithoutCancel(ctx), req.Object)
 	}
 	if a.o.CacheRequests != nil {
 		a.o.CacheRequests.Count(scope.Repository, string(req.Op))
 	}
-	writeJSON(w, http.StatusOK, cache.Answer{URL: url})
+	return cache.Answer{URL: url}, nil
 }
 
 // defaultBranch is the run's recorded default branch (a pool job's webhook carries it), else the
