@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -211,13 +213,15 @@ exit 0
 	if err := os.Remove(filepath.Join(dir, "hold")); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Run(t.Context()); !errors.Is(err, ErrSpent) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a run.sh that hangs fails, not hangs, the test
+	defer cancel()
+	if err := a.Run(ctx); !errors.Is(err, ErrSpent) {
 		t.Errorf("Run of a runner that exited by itself: %v, want ErrSpent", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, jitFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("JIT configuration kept after run.sh exited: %v", err)
 	}
-	if err := a.Run(t.Context()); !errors.Is(err, ErrNotRegistered) {
+	if err := a.Run(ctx); !errors.Is(err, ErrNotRegistered) {
 		t.Errorf("Run after the configuration was spent: %v, want ErrNotRegistered", err)
 	}
 	b, _ := os.ReadFile(log)
