@@ -38,11 +38,19 @@ rm -f go
 	write("config.sh", `printf '%s\n' "${ACTIONS_RUNNER_INPUT_TOKEN:-none}" >> received.log
 `+stayAlive+`if [ "$1" = remove ]; then rm -f .runner; else echo '{}' > .runner; fi
 `)
+	// run.sh waits in the foreground, not in wait: a shell runs its INT trap only once the
+	// foreground command ends, and wait on a child that ignores SIGINT would never end.
 	write("run.sh", `printf '%s\n' "${ACTIONS_RUNNER_INPUT_JITCONFIG:-none}" >> received.log
 trap 'exit 0' INT
-`+stayAlive)
+sh -c 'while [ ! -e go ]; do sleep 0.02; done' &
+echo started >> started.log
+while [ ! -e go ]; do sleep 0.02; done
+rm -f go
+`)
 
-	a, err := NewActions(ActionsOptions{Dir: dir})
+	// StopTimeout 1 s: where this test's process inherited SIGINT ignored (a job a shell put in the
+	// background), no shell below it can trap SIGINT, and Run kills the group after StopTimeout.
+	a, err := NewActions(ActionsOptions{Dir: dir, StopTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +118,15 @@ trap 'exit 0' INT
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	go func() { errc <- a.Run(ctx) }()
-	// SIGINT stops run.sh; its background child ignores SIGINT (as in any non-interactive shell) and
-	// is let go.
-	inspect(jit, func() { cancel(); goAhead() })
+	// Run stops run.sh (SIGINT, then SIGKILL to its group); the go-ahead comes only after Run
+	// returned: given before, it could end run.sh first, and a JIT run.sh that exits by itself has
+	// spent its configuration (Run answers ErrSpent). The test gave it right after the cancel before,
+	// and the two raced.
+	inspect(jit, cancel)
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	goAhead()
 
 	b, err := os.ReadFile(filepath.Join(dir, "received.log"))
 	if err != nil {
