@@ -23,6 +23,8 @@ type entry struct {
 	Size    int64     `json:"size"`
 	Created time.Time `json:"created"`
 	Used    time.Time `json:"used"`
+	// Seq orders uses that share a clock reading (a coarse or stopped clock): the later use is kept.
+	Seq uint64 `json:"seq"`
 }
 
 type local struct {
@@ -33,6 +35,7 @@ type local struct {
 
 	mu      sync.Mutex
 	entries map[string]*entry // by object key
+	seq     uint64            // the last use's sequence number
 }
 
 func openLocal(dir string, repoLimit int64, maxAge time.Duration, now func() time.Time) (*local, error) {
@@ -48,6 +51,7 @@ func openLocal(dir string, repoLimit int64, maxAge time.Duration, now func() tim
 			for _, e := range list {
 				if st, err := os.Stat(l.path(e.Object)); err == nil && st.Size() == e.Size {
 					l.entries[e.Object] = e
+					l.seq = max(l.seq, e.Seq)
 				}
 			}
 		}
@@ -68,7 +72,7 @@ func (l *local) get(object string) (entry, bool) {
 	if !ok {
 		return entry{}, false
 	}
-	e.Used = l.now()
+	l.touchLocked(e)
 	return *e, true
 }
 
@@ -91,7 +95,9 @@ func (l *local) commit(object, src string, size int64, created time.Time) error 
 		return fmt.Errorf("cache: keeping %s: %w", object, err)
 	}
 	l.mu.Lock()
-	l.entries[object] = &entry{Object: object, Size: size, Created: created, Used: l.now()}
+	e := &entry{Object: object, Size: size, Created: created}
+	l.touchLocked(e)
+	l.entries[object] = e
 	l.evictLocked(repoOf(object))
 	err := l.saveLocked()
 	l.mu.Unlock()
@@ -107,6 +113,14 @@ func repoOf(object string) string {
 	return parts[1]
 }
 
+func (l *local) touchLocked(e *entry) {
+	l.seq++
+	e.Used, e.Seq = l.now(), l.seq
+}
+
+// evictLocked drops what is past the maximum age, then the repository's least recently used
+// entries while it holds more than its limit. The last one used goes last: an entry just saved is
+// never dropped for an older one, whatever the clock's resolution.
 func (l *local) evictLocked(repo string) {
 	now := l.now()
 	var mine []*entry
@@ -124,7 +138,12 @@ func (l *local) evictLocked(repo string) {
 	if l.repoLimit <= 0 || total <= l.repoLimit {
 		return
 	}
-	sort.Slice(mine, func(i, j int) bool { return mine[i].Used.Before(mine[j].Used) })
+	sort.Slice(mine, func(i, j int) bool {
+		if !mine[i].Used.Equal(mine[j].Used) {
+			return mine[i].Used.Before(mine[j].Used)
+		}
+		return mine[i].Seq < mine[j].Seq
+	})
 	for _, e := range mine {
 		if total <= l.repoLimit {
 			break
