@@ -183,11 +183,21 @@ func (rc *runCache) scope(ctx context.Context) (cache.Scope, error) {
 	return s, nil
 }
 
-// serving tells the server which run the runner serves ("" none).
+// serving tells the server which run the runner serves ("" none). Between runs the server fills
+// its disk with the entries its jobs read straight from S3 (cache.Server.Idle); a new run stops
+// that fill before its first request (Busy waits for it), so the job never shares the instance
+// with one.
 func (rc *runCache) serving(run string) {
-	if rc != nil {
-		rc.run.Store(run)
+	if rc == nil {
+		return
 	}
+	if run == "" {
+		rc.run.Store(run)
+		rc.srv.Idle()
+		return
+	}
+	rc.srv.Busy()
+	rc.run.Store(run)
 }
 
 // report is the release signal's detail: the server's counters since the last report.

@@ -34,9 +34,16 @@ type Authority struct {
 	Region      string
 	Endpoint    string // e.g. AWS_ENDPOINT_URL_S3 of an emulator (path-style); empty: the regional virtual-hosted endpoint
 	Credentials aws.CredentialsProvider
-	TTL         time.Duration // lifetime of a URL; default 5 minutes
-	MaxEntry    int64         // largest object a put may declare; default 10 GiB
-	Now         func() time.Time
+	TTL         time.Duration // lifetime of a put's or a listing's URL; default 5 minutes
+	// GetTTL is the lifetime of a GET's URL; default an hour. The job itself reads the entry with
+	// it (server.go, answer), and the agent's server reads it again into its disk once no job runs
+	// (fill.go), which may be after the job's last step. An hour is safe: the URL reads one object
+	// the run may read, and the job that saw it could as well have kept its bytes. A URL signed
+	// with temporary credentials (the reconciler's task role) ends when they do, perhaps sooner; a
+	// fill whose URL no longer works is skipped.
+	GetTTL   time.Duration
+	MaxEntry int64 // largest object a put may declare; default 10 GiB
+	Now      func() time.Time
 }
 
 // Presign returns a URL for req, or ErrDenied when req is outside scope, or ErrInvalid.
@@ -76,6 +83,12 @@ func (a Authority) Presign(ctx context.Context, scope Scope, req Request) (strin
 	ttl := a.TTL
 	if ttl <= 0 {
 		ttl = 5 * time.Minute
+	}
+	if req.Op == OpGet {
+		ttl = a.GetTTL
+		if ttl <= 0 {
+			ttl = time.Hour
+		}
 	}
 	q := hr.URL.Query()
 	q.Set("X-Amz-Expires", strconv.Itoa(int(ttl/time.Second)))

@@ -76,6 +76,14 @@ func (l *local) get(object string) (entry, bool) {
 	return *e, true
 }
 
+// has reports whether object is on the disk, without marking it used.
+func (l *local) has(object string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.entries[object]
+	return ok
+}
+
 // list returns the entries whose object key starts with prefix.
 func (l *local) list(prefix string) []entry {
 	l.mu.Lock()

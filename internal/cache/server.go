@@ -9,7 +9,8 @@
 //     (https://learn.microsoft.com/rest/api/storageservices/put-block-list);
 //   - the signed download URL, which the toolkit reads with one plain GET when the host is not
 //     *.blob.core.windows.net (src/internal/cacheHttpClient.ts downloadCache) and checks against
-//     Content-Length.
+//     Content-Length. An entry on this disk is served here; an entry only S3 holds is answered
+//     with S3's own presigned URL, as GitHub's service answers with a blob SAS URL (fill.go).
 //
 // The scope of every request is the run's as the control plane recorded it (Config.Scope), never
 // anything the request says.
@@ -91,7 +92,8 @@ type Server struct {
 	tokens   map[string]download // download tokens
 	nextID   int64
 
-	uses useNotes // local hits told to the control plane (uses.go)
+	uses  useNotes // local hits told to the control plane (uses.go)
+	fills fills    // entries handed out as S3 URLs, copied to the disk when idle (fill.go)
 
 	localHits, remoteHits, misses, bytesServed, bytesSaved, remoteErrors atomic.Int64
 	base                                                                 atomic.Value // string: http://127.0.0.1:port
@@ -109,7 +111,6 @@ type upload struct {
 
 type download struct {
 	object  string
-	remote  bool
 	expires time.Time
 }
 
@@ -514,6 +515,7 @@ func (s *Server) putRemote(ctx context.Context, object string, size int64) error
 type candidate struct {
 	object  string
 	created time.Time
+	size    int64 // S3's listing's (a remote candidate's)
 	remote  bool
 }
 
@@ -540,9 +542,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, scope Scope, req
 			return
 		}
 		if _, ok := s.local.get(object); ok {
-			s.localHits.Add(1)
-			s.noteUse(object) // uses.go
-			s.answer(w, candidate{object: object}, req.Key)
+			s.answer(r.Context(), w, candidate{object: object}, req.Key)
 			return
 		}
 	}
@@ -561,30 +561,19 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, scope Scope, req
 				exact, _ := ObjectKey(p, k, req.Version)
 				for _, c := range cands {
 					if c.object == exact {
-						s.hit(c)
-						s.answer(w, c, k)
+						s.answer(r.Context(), w, c, k)
 						return
 					}
 				}
 			}
 			sort.Slice(cands, func(a, b int) bool { return cands[a].created.After(cands[b].created) })
-			s.hit(cands[0])
 			key, _ := KeyOf(cands[0].object)
-			s.answer(w, cands[0], key)
+			s.answer(r.Context(), w, cands[0], key)
 			return
 		}
 	}
 	s.misses.Add(1)
 	writeJSON(w, map[string]any{"ok": false})
-}
-
-func (s *Server) hit(c candidate) {
-	if c.remote {
-		s.remoteHits.Add(1)
-	} else {
-		s.localHits.Add(1)
-		s.noteUse(c.object) // uses.go
-	}
 }
 
 // candidates lists what this disk and S3 hold under prefix; S3 is skipped when it cannot answer.
@@ -618,6 +607,7 @@ type listBucketResult struct {
 	Contents []struct {
 		Key          string    `xml:"Key"`
 		LastModified time.Time `xml:"LastModified"`
+		Size         int64     `xml:"Size"`
 	} `xml:"Contents"`
 }
 
@@ -645,14 +635,47 @@ func (s *Server) listRemote(ctx context.Context, prefix string) ([]candidate, er
 	out := make([]candidate, 0, len(res.Contents))
 	for _, c := range res.Contents {
 		if strings.HasPrefix(c.Key, prefix) {
-			out = append(out, candidate{object: c.Key, created: c.LastModified, remote: true})
+			out = append(out, candidate{object: c.Key, created: c.LastModified, size: c.Size, remote: true})
 		}
 	}
 	return out, nil
 }
 
-// answer hands out a download URL of this server for c.
-func (s *Server) answer(w http.ResponseWriter, c candidate, key string) {
+// answer hands out c's download URL: this server's for an entry on this disk, S3's own for an
+// entry only S3 holds. The job then reads S3 directly, as the toolkit reads GitHub's blob storage
+// with the SAS URL the cache service hands out: the bytes never pass through this server, and the
+// local copy is made later, when no job runs (fill.go).
+//
+// Both clients read a presigned S3 URL with one plain GET:
+//   - @actions/cache 6.3.0, lib/internal/cacheHttpClient.js downloadCache: a host not ending in
+//     .blob.core.windows.net goes to downloadCacheHttpClient (lib/internal/downloadUtils.js), one
+//     GET with the Actions http-client, retried on 5xx (retryHttpClientResponse), the file's size
+//     checked against Content-Length (which S3's GetObject sends);
+//   - tonistiigi/go-actions-cache, cache_v2.go downloadV2: the Azure SDK's blockblob DownloadStream,
+//     a GET of the URL as given with its own query kept (S3 ignores the x-ms-* headers, which are
+//     not signed), no Range from offset 0 and "bytes=N-" on a resumed read, both of which S3
+//     answers (200, 206); a 403 (an expired URL) makes it look the key up again (ce.reload).
+//
+// A presign the control plane refuses or does not answer is a miss for the job (ok false), never a
+// URL that fails.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, c candidate, key string) {
+	if c.remote {
+		url, err := s.cfg.Presign(ctx, Request{Op: OpGet, Object: c.object})
+		if err != nil {
+			s.remoteErrors.Add(1)
+			s.misses.Add(1)
+			s.log.Warn("cache: S3 GET not presigned; answering a miss", "err", err)
+			writeJSON(w, map[string]any{"ok": false})
+			return
+		}
+		s.remoteHits.Add(1)
+		s.bytesServed.Add(c.size)
+		s.fills.remember(c.object, url, s.cfg.Now()) // fill.go
+		writeJSON(w, map[string]any{"ok": true, "signed_download_url": url, "matched_key": key})
+		return
+	}
+	s.localHits.Add(1)
+	s.noteUse(c.object) // uses.go
 	token := randomID()
 	s.mu.Lock()
 	now := s.cfg.Now()
@@ -661,12 +684,13 @@ func (s *Server) answer(w http.ResponseWriter, c candidate, key string) {
 			delete(s.tokens, t)
 		}
 	}
-	s.tokens[token] = download{object: c.object, remote: c.remote, expires: now.Add(time.Hour)}
+	s.tokens[token] = download{object: c.object, expires: now.Add(time.Hour)}
 	s.mu.Unlock()
 	writeJSON(w, map[string]any{"ok": true, "signed_download_url": s.base.Load().(string) + "/download/" + token, "matched_key": key})
 }
 
-// download serves an entry: from this disk, or from S3 while keeping a copy on this disk.
+// download serves an entry from this disk. A token names only an entry that was on the disk at its
+// lookup; one evicted since is a 404, which the toolkit reports as a failed restore (a warning).
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	d, ok := s.tokens[r.PathValue("token")]
@@ -675,142 +699,19 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if e, ok := s.local.get(d.object); ok {
-		f, err := os.Open(s.local.path(d.object))
-		if err == nil {
-			defer f.Close()
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Header().Set("Content-Length", strconv.FormatInt(e.Size, 10))
-			n, _ := io.Copy(w, f)
-			s.bytesServed.Add(n)
-			return
-		}
-	}
-	if s.cfg.Presign == nil {
+	e, ok := s.local.get(d.object)
+	if !ok {
 		http.NotFound(w, r)
 		return
 	}
-	if err := s.downloadRemote(w, r, d.object); err != nil {
-		s.remoteErrors.Add(1)
-		s.log.Warn("cache: S3 download failed", "err", err)
-	}
-}
-
-func (s *Server) downloadRemote(w http.ResponseWriter, r *http.Request, object string) error {
-	url, err := s.cfg.Presign(r.Context(), Request{Op: OpGet, Object: object})
+	f, err := os.Open(s.local.path(d.object))
 	if err != nil {
-		http.Error(w, "not authorised", http.StatusForbidden)
-		return err
+		http.NotFound(w, r)
+		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.cfg.HTTP.Do(req)
-	if err != nil {
-		http.Error(w, "storage unreachable", http.StatusBadGateway)
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.ContentLength < 0 {
-		http.Error(w, "storage answered "+resp.Status, http.StatusBadGateway)
-		return fmt.Errorf("getting from S3: %s", resp.Status)
-	}
-	tmp, err := os.CreateTemp(filepath.Join(s.cfg.Dir, "tmp"), "get-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
+	defer f.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-	n, ferr, err := teeToFile(w, tmp, resp.Body)
+	w.Header().Set("Content-Length", strconv.FormatInt(e.Size, 10))
+	n, _ := io.Copy(w, f)
 	s.bytesServed.Add(n)
-	if cerr := tmp.Close(); ferr == nil {
-		ferr = cerr
-	}
-	if err == nil && ferr != nil {
-		// The client has the whole entry; only the local copy failed (a full disk, say).
-		s.log.Warn("cache: keeping a restored entry on the local disk failed", "object", object, "err", ferr)
-		return nil
-	}
-	if err != nil || n != resp.ContentLength {
-		return fmt.Errorf("getting from S3: %d of %d bytes: %v", n, resp.ContentLength, err)
-	}
-	created := s.cfg.Now()
-	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
-		created = t
-	}
-	return s.local.commit(object, tmp.Name(), n, created)
-}
-
-// teeChunk and teeDepth size teeToFile's buffers: teeDepth chunks may wait for the disk.
-//
-// Measured against the alternatives (BenchmarkRestoreFromS3, CPU of the whole process per GiB
-// restored from a fake S3 on loopback, 2 shared cores at load 17 to 27, each 3 runs or more; a bare
-// proxy with the same buffer costs 0.84-0.91 and the client's read of S3 alone 0.58-0.63):
-//   - this tee, 1 MiB x 4: 1.03-1.16;
-//   - the file as the buffer (S3's body written to the file, the client served from it as it grows
-//     by sendfile): 1.30-1.36, worse: the client's copy out of page-cache pages sent by sendfile
-//     and loopback's softirq work rose more (perf: _copy_to_iter +33%, handle_softirqs x2.4) than
-//     the one user-space copy saved (_copy_from_iter -33%);
-//   - S3's body read straight into an mmap of the fallocated file, the client written from the
-//     mapping (one copy fewer): 0.99-1.51, no gain (page faults and zeroing of the new pages);
-//   - fallocate before the tee: 0.99-1.21; one goroutine in series with 128 or 256 KiB: 1.17-1.44;
-//     256 KiB x 8 or x 16, 4 MiB x 2: 1.11-1.41.
-//
-// The local copy's own cost (this tee less the bare proxy, 0.19-0.27 s/GiB here, where the pages
-// are recycled) is the page cache's: dd of 1 GiB to this disk takes 0.19-0.29 s of system CPU
-// into pages just freed, and 1.7-2.0 s into pages new to this VM (its host backs them on first
-// touch), which is what the bench's one 1 GiB restore mostly pays (docs/cache.md, "What bounds").
-const (
-	teeChunk = 1 << 20
-	teeDepth = 4
-)
-
-// teeToFile copies src to dst and, beside it, to f: the disk write of each chunk runs while the
-// next is read and sent, so the client is not held to the disk's pace (a restore from S3 is
-// otherwise read, sent and written one after the other on the request's goroutine). It returns the
-// bytes sent to dst, the local copy's error (after which f is left behind, and dst still gets
-// everything), and the copy's error.
-func teeToFile(dst io.Writer, f io.Writer, src io.Reader) (n int64, ferr, err error) {
-	free := make(chan []byte, teeDepth)
-	for range teeDepth {
-		free <- make([]byte, teeChunk)
-	}
-	full := make(chan []byte, teeDepth)
-	done := make(chan error, 1)
-	go func() {
-		var werr error
-		for b := range full {
-			if werr == nil {
-				_, werr = f.Write(b)
-			}
-			free <- b[:cap(b)]
-		}
-		done <- werr
-	}()
-	for {
-		buf := <-free
-		k, rerr := src.Read(buf)
-		if k > 0 {
-			if _, werr := dst.Write(buf[:k]); werr != nil {
-				err = werr
-				free <- buf
-				break
-			}
-			n += int64(k)
-			full <- buf[:k]
-		} else {
-			free <- buf
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			err = rerr
-			break
-		}
-	}
-	close(full)
-	return n, <-done, err
 }

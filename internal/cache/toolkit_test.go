@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,8 @@ import (
 type world struct {
 	s3         *httptest.Server
 	s3Requests atomic.Int64
+	mu         sync.Mutex
+	s3Seen     []s3Request
 	auth       cache.Authority
 	tk         *cachetest.Toolkit
 }
@@ -45,12 +48,28 @@ func newWorld(t *testing.T) *world {
 	w := &world{tk: tk}
 	w.s3 = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.s3Requests.Add(1)
+		w.mu.Lock()
+		w.s3Seen = append(w.s3Seen, s3Request{method: r.Method, path: r.URL.Path, agent: r.UserAgent(),
+			signed: r.URL.Query().Get("X-Amz-Signature") != ""})
+		w.mu.Unlock()
 		h.ServeHTTP(rw, r)
 	}))
 	t.Cleanup(w.s3.Close)
 	w.auth = cache.Authority{Bucket: stack.CacheBucket, Region: stack.Region, Endpoint: w.s3.URL,
 		Credentials: credentials.NewStaticCredentialsProvider(stack.AccessKeyID, stack.SecretAccessKey, "")}
 	return w
+}
+
+// s3Request is what the bucket saw of one request.
+type s3Request struct {
+	method, path, agent string
+	signed              bool
+}
+
+func (w *world) seen() []s3Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.s3Seen)
 }
 
 // instance is one runner instance: its agent's cache server, serving the run the control plane
@@ -61,6 +80,7 @@ type instance struct {
 	scope atomic.Pointer[cache.Scope]
 	now   atomic.Pointer[time.Time]
 	stop  context.CancelFunc
+	dir   string
 }
 
 func (w *world) instance(t *testing.T, scope cache.Scope, tweak ...func(*cache.Config)) *instance {
@@ -69,8 +89,9 @@ func (w *world) instance(t *testing.T, scope cache.Scope, tweak ...func(*cache.C
 	in.scope.Store(&scope)
 	start := time.Now()
 	in.now.Store(&start)
+	in.dir = t.TempDir()
 	cfg := cache.Config{
-		Dir:   t.TempDir(),
+		Dir:   in.dir,
 		Scope: func(context.Context) (cache.Scope, error) { return *in.scope.Load(), nil },
 		Presign: func(ctx context.Context, req cache.Request) (string, error) {
 			return w.auth.Presign(ctx, *in.scope.Load(), req)
@@ -182,6 +203,67 @@ func TestToolkitLocalHitNeverTouchesS3(t *testing.T) {
 	if st := a.srv.Stats(); st.LocalHits != 1 || st.RemoteHits != 0 {
 		t.Fatalf("stats %+v: want one local hit", st)
 	}
+}
+
+// TestToolkitMissReadsS3DirectlyThenFillsWhenIdle: an entry only S3 holds is answered with S3's
+// presigned URL for that one object of the run's scope, which the toolkit restores byte for byte;
+// the server keeps no copy on the job's path. Once it is idle (no job runs), it fills its disk with
+// that URL, and the next restore is a local hit that makes no S3 request. Fails on the code before:
+// the lookup answered with the server's own URL and the server proxied S3's bytes.
+func TestToolkitMissReadsS3DirectlyThenFillsWhenIdle(t *testing.T) {
+	w := newWorld(t)
+	want := w.save(t, w.instance(t, mainRun), "deps-direct", 512<<10)
+	b := w.instance(t, mainRun) // a fresh instance: its disk is empty
+
+	from := len(w.seen())
+	got, data, out := w.restore(t, b, "deps-direct")
+	if got != "deps-direct" || !bytes.Equal(data, want) {
+		t.Fatalf("restore from S3's URL: %q, %d bytes (want %d)\n%s", got, len(data), len(want), out)
+	}
+	// The toolkit itself (its http-client's user agent) read the object from S3 with a URL the
+	// control plane presigned for the run's scope.
+	var direct []string
+	for _, r := range w.seen()[from:] {
+		if r.method == http.MethodGet && r.agent == "actions/cache" {
+			direct = append(direct, r.path)
+			if !r.signed || !strings.HasPrefix(r.path, "/"+stack.CacheBucket+"/"+mainRun.WritePrefix()) {
+				t.Errorf("the toolkit's S3 GET %s: signed %v, want a presigned GET under %s", r.path, r.signed, mainRun.WritePrefix())
+			}
+		}
+	}
+	if len(direct) != 1 {
+		t.Fatalf("the toolkit's own GETs of S3: %q, want the entry's one", direct)
+	}
+	if st := b.srv.Stats(); st.RemoteHits != 1 || st.LocalHits != 0 || st.BytesServed == 0 {
+		t.Fatalf("stats %+v: want one hit from S3", st)
+	}
+	if n := len(dirFiles(t, b)); n != 0 {
+		t.Fatalf("the server kept %d files on the job's path", n)
+	}
+
+	<-b.srv.Idle() // no job runs: the server fills its disk
+	b.srv.Busy()   // the next job
+	before := w.s3Requests.Load()
+	got, data, out = w.restore(t, b, "deps-direct")
+	if got != "deps-direct" || !bytes.Equal(data, want) {
+		t.Fatalf("restore after the idle fill: %q, %d bytes\n%s", got, len(data), out)
+	}
+	if n := w.s3Requests.Load() - before; n != 0 {
+		t.Fatalf("the restore after the idle fill made %d S3 requests", n)
+	}
+	if st := b.srv.Stats(); st.LocalHits != 1 || st.RemoteHits != 1 {
+		t.Fatalf("stats %+v: want the restore after the fill from the disk", st)
+	}
+}
+
+// dirFiles lists the entries kept in in's store.
+func dirFiles(t *testing.T, in *instance) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(in.dir, "objects", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func TestToolkitScopes(t *testing.T) {
@@ -517,6 +599,31 @@ func TestLocalEvictionLeastRecentlyUsedAndAge(t *testing.T) {
 	for key, kept := range map[string]bool{"one": false, "three": false, "four": true} {
 		if got, _, _ := w.restore(t, a, key); (got == key) != kept {
 			t.Errorf("after MaxAge, %s restored %q, want kept %v", key, got, kept)
+		}
+	}
+}
+
+// TestAuthorityGetLastsAnHour: a GET's URL lasts an hour, long enough for the agent's server to fill
+// its disk with it once the job is done (fill.go); puts and listings keep 5 minutes.
+func TestAuthorityGetLastsAnHour(t *testing.T) {
+	auth := cache.Authority{Bucket: "b", Region: "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("a", "s", "")}
+	object, _ := cache.ObjectKey(mainRun.WritePrefix(), "k", "0a1b")
+	for _, tc := range []struct {
+		req  cache.Request
+		want string
+	}{
+		{cache.Request{Op: cache.OpGet, Object: object}, "3600"},
+		{cache.Request{Op: cache.OpPut, Object: object, Size: 1}, "300"},
+		{cache.Request{Op: cache.OpList, Object: mainRun.WritePrefix()}, "300"},
+	} {
+		raw, err := auth.Presign(t.Context(), mainRun, tc.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(raw)
+		if got := u.Query().Get("X-Amz-Expires"); got != tc.want {
+			t.Errorf("%s: X-Amz-Expires %s, want %s", tc.req.Op, got, tc.want)
 		}
 	}
 }
