@@ -112,6 +112,9 @@ type Components struct {
 	Converger *poolsize.Converger
 	Worker    *pooljob.Worker
 	ScaleSets pooljob.ScaleSetRunners
+	// Backstop ends pool jobs whose completion never came; convergence runs it (nil without a
+	// pool job queue or a GitHub client).
+	Backstop *pooljob.Backstop
 }
 
 // New wires the control plane over the clients.
@@ -190,6 +193,15 @@ func (c *Components) warm(cl Clients, o Options) error {
 	if w.JobQueueURL != "" {
 		c.Jobs = pooljob.NewJobQueue(cl.SQS, w.JobQueueURL, cl.Store)
 		copts.Jobs = c.Jobs
+		if cl.GitHub != nil {
+			// Convergence runs the backstop for pool jobs whose completion never came, over the
+			// records its pass read (pooljob/backstop.go): one place for webhook and scale set jobs.
+			bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: cl.Store, GitHub: cl.GitHub, Jobs: c.Jobs, Logger: o.Logger})
+			if err != nil {
+				return fmt.Errorf("pool job backstop: %w", err)
+			}
+			c.Backstop, copts.Backstop = bs, bs
+		}
 	}
 	if copts.Logger == nil {
 		copts.Logger = o.Logger

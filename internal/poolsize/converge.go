@@ -35,6 +35,13 @@ type Requeuer interface {
 	Requeue(ctx context.Context, jobID, instanceID, reason string) (bool, error)
 }
 
+// Backstop infers the completions of pool jobs that never came, from the running pool-job records
+// a pass read (the records of every pool it converged); *pooljob.Backstop satisfies it. It returns
+// the instances whose job's completion it handed on.
+type Backstop interface {
+	Check(ctx context.Context, recs []store.Instance) ([]string, error)
+}
+
 // Options tune a Converger. Zero values take the defaults.
 type Options struct {
 	// DeploymentID is tagged on every instance launched (required): destructive sweeps only touch
@@ -66,6 +73,9 @@ type Options struct {
 	Capacity warmpool.Capacity
 	// OnCapped, when set, is called once per pool a cap held back (the refusing limit's kind).
 	OnCapped func(limit string)
+	// Backstop, when set, runs after the pools of every pass over the running pool-job records the
+	// pass read: a pool job whose completion never came is ended (pooljob/backstop.go).
+	Backstop Backstop
 	// Autoscale, when its Store is set, sizes the pools with an autoscale block (autoscale.go).
 	Autoscale AutoscaleOptions
 	// OnAutoscale, when set, is called with each autoscaled pool's report after its decision.
@@ -151,7 +161,11 @@ type Report struct {
 	At    time.Time
 	Pools []PoolReport // by pool name
 	Took  time.Duration
-	// Err is a failure outside the pools: finding pools removed from the configuration.
+	// Inferred are the instances whose pool job's completion the backstop (Options.Backstop)
+	// handed on, for want of the completion itself.
+	Inferred []string
+	// Err is a failure outside the pools: finding pools removed from the configuration, or the
+	// backstop's check.
 	Err error
 }
 
@@ -211,7 +225,8 @@ type PoolReport struct {
 	Err                                    error
 	Took                                   time.Duration
 
-	warm int // warm records (warming, ready, stopped, terminating) the pass read
+	warm    int              // warm records (warming, ready, stopped, terminating) the pass read
+	records []store.Instance // the records the pass read, for the backstop
 }
 
 // Converge runs one pass: the reconciler's convergence cron job (every 30 s, leader only). Its
@@ -274,6 +289,7 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
+	c.backstop(ctx, &rep)
 	rep.Took = time.Since(began)
 	c.mu.Lock()
 	c.last = rep
@@ -284,6 +300,24 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 	}
 	c.mu.Unlock()
 	return rep, nil
+}
+
+// backstop hands the records the pass read to the backstop (Options.Backstop): no second read.
+func (c *Converger) backstop(ctx context.Context, rep *Report) {
+	if c.opts.Backstop == nil {
+		return
+	}
+	var recs []store.Instance
+	for i := range rep.Pools {
+		recs = append(recs, rep.Pools[i].records...)
+		rep.Pools[i].records = nil
+	}
+	ended, err := c.opts.Backstop.Check(ctx, recs)
+	rep.Inferred = ended
+	if err != nil {
+		rep.Err = errors.Join(rep.Err, fmt.Errorf("pool jobs whose completion never came: %w", err))
+		c.log.Warn("warm pools: looking for pool jobs whose completion never came", "err", err)
+	}
 }
 
 func (c *Converger) logPool(pr PoolReport) {
@@ -436,6 +470,9 @@ func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, remove
 	}
 	pr.Detached = cat.detached
 	pr.warm = len(recs) - cat.detached
+	if c.opts.Backstop != nil {
+		pr.records = recs
+	}
 	if spec.Autoscale != nil && c.opts.Autoscale.Store != nil && !removed {
 		pr.Autoscale = c.autoscale(ctx, spec, recs, cat, now)
 		pr.TargetHot, pr.TargetStopped = spec.Hot, spec.Stopped

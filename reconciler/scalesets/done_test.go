@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,14 +26,15 @@ import (
 )
 
 // lossy is the pool job queue with every JobCompleted the listener hands it lost, as when the
-// message never came: all the listener replicas down while it waited, or lost in a takeover.
+// message never came: all the listener replicas down while it waited, or lost in a takeover. The
+// backstop hands its completions to the job queue itself.
 type lossy struct {
 	q    *pooljob.JobQueue
 	lost atomic.Int32
 }
 
 func (l *lossy) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
-	if j.Action == warmpool.ActionCompleted && j.Conclusion != scalesets.ConclusionRunnerGone {
+	if j.Action == warmpool.ActionCompleted {
 		l.lost.Add(1)
 		return pooljob.Enqueued, nil
 	}
@@ -47,14 +47,15 @@ func (l *lossy) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bo
 
 // TestLostCompletionEndsTheInstance (issue #34): a scale set job runs on the sandbox's real agent
 // and completes at GitHub, but its JobCompleted never reaches the pool worker. The instance is
-// ended anyway, long before its max runtime (an hour here): the session holder lists the scope's
-// runners every Resync (200 ms here), finds the job's ephemeral runner gone at GitHub in two
-// listings in a row, and hands the job's completion from the ledger to the worker, which ends the
-// instance. The bound is about three Resync periods after GitHub removed the runner, plus a
-// worker batch and the convergence pass that records the instance running. Before the backstop
-// the instance ran out its max runtime, its agent restarting a runner whose registration is spent;
-// now the agent leaves a spent runner stopped (one session in all) and the backstop ends the instance.
-// The replica is built through the composition root (controlplane.New, scalesets.Listeners).
+// ended anyway, long before its max runtime (an hour here): the convergence pass's backstop
+// (pooljob/backstop.go) lists the scope's runners after each pass, finds the job's ephemeral
+// runner gone at GitHub in two listings in a row, and hands the job's completion from the ledger
+// to the worker, which ends the instance. The bound is about three convergence passes after GitHub
+// removed the runner, plus a worker batch. Before the backstop the instance ran out its max
+// runtime, its agent restarting a runner whose registration is spent; now the agent leaves a spent
+// runner stopped (one session in all) and the backstop ends the instance. The replica is built
+// through the composition root (controlplane.New, scalesets.Listeners), which wires the backstop
+// into convergence.
 func TestLostCompletionEndsTheInstance(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -125,10 +126,10 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 		rec, err = sb.Store.Get(ctx, served.InstanceID)
 		return err == nil && !rec.State.Live()
 	})
-	if n := m.Metrics().Jobs(setName, scalesets.JobCompletionInferred); n != 1 {
+	if n := cp.Backstop.Inferred(pooljob.SourceScaleSet, setName); n != 1 {
 		t.Errorf("%d completions inferred, want 1", n)
 	}
-	if !strings.Contains(rec.Reason, scalesets.ConclusionRunnerGone) {
+	if !strings.Contains(rec.Reason, pooljob.ConclusionRunnerGone) {
 		t.Errorf("instance ended for %q, want the inferred completion", rec.Reason)
 	}
 	// The agent did not start the spent runner again: one session in all (the runner's connect).
@@ -138,85 +139,5 @@ func TestLostCompletionEndsTheInstance(t *testing.T) {
 	rep, err := invariant.Check(ctx, sb.Store, sb.EC2, invariant.Options{DeploymentID: sandbox.DeploymentID})
 	if err != nil || !rep.OK() {
 		t.Errorf("invariants: %v %s", err, rep.Summary())
-	}
-}
-
-// completions records the completions handed to the pool job queue and passes the rest on.
-type completions struct {
-	q    *pooljob.JobQueue
-	mu   sync.Mutex
-	jobs []warmpool.Job
-}
-
-func (c *completions) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
-	if j.Action == warmpool.ActionCompleted {
-		c.mu.Lock()
-		c.jobs = append(c.jobs, j)
-		c.mu.Unlock()
-		return pooljob.Enqueued, nil
-	}
-	return c.q.Enqueue(ctx, j)
-}
-
-func (c *completions) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error) {
-	return c.q.Bind(ctx, j, runnerName)
-}
-
-func (c *completions) got() []warmpool.Job {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.jobs)
-}
-
-// TestListedRunnerKeepsItsInstance: the backstop ends nothing whose runner GitHub still lists (a job
-// still running, however long a hostile job keeps it so: GitHub's job timeout ends that), and it
-// takes the record and the ledger, never the instance's word, for what the instance serves. Once
-// GitHub no longer lists the runner, the job's completion, as the ledger recorded the job, goes to the
-// pool worker.
-func TestListedRunnerKeepsItsInstance(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := t.Context()
-	done := &completions{q: e.jobs}
-	r := e.start(t, "a", func(c *scalesets.Config) { c.GitHub, c.Jobs = e.github(t), done })
-	eventually(t, "a session", func() bool { return e.sessionOwner() == "a" })
-	st, _ := e.gh.ScaleSet(org, setName)
-
-	// A job of the set runs on an instance, as the control plane recorded it: the ledger has the
-	// job, the record is running for it, and the job's runner exists at GitHub.
-	job := warmpool.Job{
-		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: org + "/app", RepositoryID: 1, Labels: []string{setName},
-		Pool: poolName, ScaleSet: setName, ScaleSetID: st.ID, ScaleSetScope: org, ScaleSetJob: "job-7", Event: "push",
-	}
-	if _, err := e.jobs.Enqueue(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	in := e.warm(t, store.StateReady, 1)[0]
-	if _, err := e.st.Claim(ctx, in.ID, job.RunKey(), time.Now().Add(time.Hour), store.StateReady); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Transition(ctx, in.ID, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: job.RunKey(), Threshold: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	jit, err := e.client(t, org).GenerateJITConfig(ctx, st.ID, warmpool.RunnerName(in.ID), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second) // ten resyncs, each with a listing that shows the runner
-	if got := done.got(); len(got) != 0 {
-		t.Fatalf("completions %+v while GitHub still lists the job's runner", got)
-	}
-
-	if err := e.client(t, org).RemoveRunner(ctx, jit.RunnerID); err != nil { // GitHub removes the ephemeral runner after its job
-		t.Fatal(err)
-	}
-	eventually(t, "the job's completion", func() bool { return len(done.got()) > 0 })
-	got := done.got()[0]
-	if got.JobID != job.JobID || got.ScaleSetJob != job.ScaleSetJob || got.Repository != job.Repository || got.Pool != poolName ||
-		got.RunnerName != warmpool.RunnerName(in.ID) || got.Conclusion != scalesets.ConclusionRunnerGone {
-		t.Errorf("completion %+v, want job %d of the ledger, run by %s", got, job.JobID, warmpool.RunnerName(in.ID))
-	}
-	if n := r.m.Metrics().Jobs(setName, scalesets.JobCompletionInferred); n < 1 {
-		t.Errorf("%d completions inferred, want 1", n)
 	}
 }

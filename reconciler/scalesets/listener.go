@@ -162,12 +162,8 @@ func (l *listener) lead(ctx context.Context) error {
 		}
 		_ = l.clearRecord(dctx, l.sessionID())
 	}()
-	// The backstop for lost completions (done.go) runs while this replica holds the session.
-	bctx, stopBackstop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { l.backstop(bctx, ss.ID) })
-	defer wg.Wait()
-	defer stopBackstop()
+	// A JobCompleted that never comes is the convergence pass's backstop's to make up for
+	// (pooljob/backstop.go), for scale set and webhook jobs alike.
 	return newPoller(l, c, ss, sess).run(ctx)
 }
 

@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"scale_set", "outcome"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnerpool_scale_set_job_messages_total",
-			Help: "Job messages received, by type (JobAvailable, JobAssigned, JobStarted, JobCompleted, refused), and completions the listener inferred for want of JobCompleted because GitHub no longer lists the job's ephemeral runner (CompletionInferred).",
+			Help: "Job messages received, by type (JobAvailable, JobAssigned, JobStarted, JobCompleted, refused).",
 		}, []string{"scale_set", "type"}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "runnerpool_scale_set_session_events_total",

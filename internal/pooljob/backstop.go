@@ -1,0 +1,290 @@
+// The backstop for a lost completion, for both sources of pool jobs. A pool job's instance ends
+// when the job's completion reaches the pool worker: a `workflow_job completed` webhook, or a scale
+// set's JobCompleted. If it never comes (a webhook GitHub failed to deliver, which it never retries;
+// every listener replica down while a JobCompleted waited, or one lost in a takeover), nothing else
+// ends the instance: its agent leaves the runner whose just-in-time registration is spent stopped and
+// waits for its record, which runs out its max runtime, a bill nobody sees.
+//
+// GitHub's answer ends it instead. Every pool job's runner is a just-in-time runner, and those are
+// ephemeral: the service sends one job to it and removes its registration after the job (GitHub's
+// changelog of 2021-09-20, "ephemeral runners are automatically unregistered"; actions/runner#660;
+// a scale set's runners the same, actions/scaleset README.md: "each runner executes one job and is
+// then removed"). So a running instance of ours that serves a pool job, by the control plane's
+// records (its record running for the job, which convergence writes only on its agent's registration
+// for the job, and the job's ledger record), whose runner GitHub lists in neither of two listings of
+// the job's scope in a row, is done with its job: the backstop hands the job's completion, built from
+// the ledger as the job's source recorded it, to the pool worker through the job queue, as the
+// source would have. The worker ends the instance (or recycles it) by its usual completion path,
+// after its own check with GitHub for a scale set job. Nothing the instance writes counts: its
+// agent's signals are claims, the listing and the records are not. A runner GitHub still lists,
+// busy or idle, is never ended by the backstop (a runner kept busy by a hostile job stays listed
+// until GitHub's own job timeout ends the job and removes the runner), and a listing that fails
+// skips the check: nothing is ended on a missing answer.
+//
+// Who runs it: the convergence pass (package poolsize, Options.Backstop). It already runs on one
+// replica at a time (under the leader lease), on its own pace, and it already reads every pool's
+// records, so it hands the backstop the running pool-job records it read: the backstop reads no
+// table listing of its own, and needs no timer. One place serves both sources, where the scale set
+// listeners each ran a copy for their set while they held its session (reading the live records
+// every resync per set). The scope a job's runner lives in is its ledger record's (a webhook job's
+// repository, a scale set job's scope), read once per job and kept while the job runs.
+package pooljob
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+)
+
+// ConclusionRunnerGone is the conclusion of a completion the backstop inferred.
+const ConclusionRunnerGone = "unknown: no completion received, its ephemeral runner is gone at GitHub"
+
+// DefaultBackstopScopes is how many scopes one check lists at most (BackstopConfig.MaxScopes).
+const DefaultBackstopScopes = 20
+
+// Completer hands a job's completion to the pool worker; *JobQueue satisfies it.
+type Completer interface {
+	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
+}
+
+// Ledger reads a job's ledger record; warmpool.Store satisfies it.
+type Ledger interface {
+	GetRun(ctx context.Context, key string) (store.Run, error)
+}
+
+// BackstopConfig configures a Backstop.
+type BackstopConfig struct {
+	Ledger Ledger
+	GitHub ghaccess.RunnerLister
+	Jobs   Completer
+	// MaxScopes bounds the scopes one check lists (default DefaultBackstopScopes), so that many
+	// repositories with running webhook jobs cannot spend GitHub's rate limit on the backstop: the
+	// scopes listed least recently go first, and the others wait for the next check.
+	MaxScopes int
+	Logger    *slog.Logger
+}
+
+// Backstop infers the completions that never came (see the file comment). One check at a time;
+// it remembers, between checks, which instances the last listing of their scope missed.
+type Backstop struct {
+	cfg BackstopConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	missed map[string]bool           // instance ids the last listing of their scope missed
+	jobs   map[string]warmpool.Job   // by run key: the ledger's job of a running instance
+	listed map[string]int            // by scope: the check that listed it last
+	handed map[string]string         // instance id -> run key: completions handed on already
+	checks int                       // checks run
+	counts map[string]map[string]int // source -> pool or scale set -> completions inferred
+}
+
+// NewBackstop returns a Backstop.
+func NewBackstop(cfg BackstopConfig) (*Backstop, error) {
+	if cfg.Ledger == nil || cfg.GitHub == nil || cfg.Jobs == nil {
+		return nil, errors.New("pool job backstop: ledger, GitHub and job queue are required")
+	}
+	if cfg.MaxScopes <= 0 {
+		cfg.MaxScopes = DefaultBackstopScopes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Backstop{cfg: cfg, log: cfg.Logger, missed: map[string]bool{}, jobs: map[string]warmpool.Job{},
+		listed: map[string]int{}, handed: map[string]string{}, counts: map[string]map[string]int{}}, nil
+}
+
+// Sources of a pool job, as Inferred counts them.
+const (
+	SourceWebhook  = "webhook"
+	SourceScaleSet = "scale_set"
+)
+
+// Inferred returns how many completions the backstop handed on for jobs of source: of the warm
+// pool named name for SourceWebhook, of the scale set named name for SourceScaleSet.
+func (b *Backstop) Inferred(source, name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.counts[source][name]
+}
+
+// Check looks at the running pool-job instances among recs (records read before it is called, as
+// the convergence pass read them), lists their jobs' scopes at GitHub, and hands on the completion
+// of each job whose runner neither this listing nor the last one of its scope shows. It returns the
+// instances whose job's completion it handed on. A listing error returns before anything is ended
+// or counted as missed.
+func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.checks++
+	running := b.notHandedOn(RunningJobs(recs))
+	scopeOf, ledgerErr := b.ledgerJobs(ctx, running)
+	scopes := b.scopesToList(running, scopeOf)
+	listed := map[string]map[string]bool{}
+	for _, sc := range scopes {
+		// Listed after the records were read: a runner of a record read before is listed unless
+		// it is gone.
+		runners, err := b.cfg.GitHub.ListRunners(ctx, sc)
+		if err != nil {
+			return nil, errors.Join(ledgerErr, fmt.Errorf("listing the runners of %s: %w", sc, err))
+		}
+		names := map[string]bool{}
+		for _, r := range runners {
+			names[strings.ToLower(r.Name)] = true
+		}
+		listed[sc] = names
+		b.listed[sc] = b.checks
+	}
+	done, next := Finished(running, scopeOf, listed, b.missed)
+	var ended []string
+	var errs []error
+	for _, in := range done {
+		if err := b.complete(ctx, in); err != nil {
+			next[in.ID] = true // missed twice still: the next check tries again
+			errs = append(errs, fmt.Errorf("completing the job of %s: %w", in.ID, err))
+			continue
+		}
+		ended = append(ended, in.ID)
+		b.handed[in.ID] = in.RunID
+	}
+	b.missed = next
+	return ended, errors.Join(append(errs, ledgerErr)...)
+}
+
+// RunningJobs returns the records of instances running a pool job: promoted to running by
+// convergence on their agent's registration for the job, so their just-in-time runner exists at
+// GitHub (generatejitconfig made it before the instance was handed the job).
+func RunningJobs(recs []store.Instance) []store.Instance {
+	var out []store.Instance
+	for _, in := range recs {
+		if _, ok := warmpool.LedgerKey(in.RunID); ok && in.State == store.StateRunning {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// notHandedOn returns running less the instances whose job's completion was handed on already:
+// the job queue holds it until the worker has ended the instance, whose record may still say
+// running at the next check. Instances no longer running are forgotten.
+func (b *Backstop) notHandedOn(running []store.Instance) []store.Instance {
+	handed := map[string]string{}
+	var out []store.Instance
+	for _, in := range running {
+		if run, ok := b.handed[in.ID]; ok && run == in.RunID {
+			handed[in.ID] = run
+			continue
+		}
+		out = append(out, in)
+	}
+	b.handed = handed
+	return out
+}
+
+// Finished is the backstop's decision. running are the records of instances running a pool job;
+// scopeOf gives the scope of an instance's job (by run key; an instance without one is left
+// alone); listed holds, for each scope listed now, the lower-case names of the runners GitHub
+// listed; missed are the instances the last listing of their scope did not show. done are the
+// instances whose runner neither listing showed; next is missed for the next check: those this
+// listing missed for the first time, and those whose scope was not listed now.
+func Finished(running []store.Instance, scopeOf map[string]string, listed map[string]map[string]bool, missed map[string]bool) (done []store.Instance, next map[string]bool) {
+	next = map[string]bool{}
+	for _, in := range running {
+		scope, ok := scopeOf[in.RunID]
+		if !ok {
+			continue
+		}
+		names, ok := listed[scope]
+		switch {
+		case !ok:
+			if missed[in.ID] {
+				next[in.ID] = true // not listed this time: the mark waits for its scope's next listing
+			}
+		case names[strings.ToLower(warmpool.RunnerName(in.ID))]:
+			// Listed, busy or idle: never ended here.
+		case missed[in.ID]:
+			done = append(done, in)
+		default:
+			next[in.ID] = true // once may be a listing behind: look again
+		}
+	}
+	return done, next
+}
+
+// ledgerJobs reads the ledger's job of each running instance it does not know yet, keeps those of
+// the running ones only, and returns each run key's scope (lower case): a webhook job's runner
+// lives in its repository, a scale set job's in the scale set's scope.
+func (b *Backstop) ledgerJobs(ctx context.Context, running []store.Instance) (map[string]string, error) {
+	keep := map[string]warmpool.Job{}
+	var errs []error
+	for _, in := range running {
+		if j, ok := b.jobs[in.RunID]; ok {
+			keep[in.RunID] = j
+			continue
+		}
+		key, _ := warmpool.LedgerKey(in.RunID)
+		r, err := b.cfg.Ledger.GetRun(ctx, key)
+		if err == nil {
+			var j warmpool.Job
+			if j, err = warmpool.DecodeJob(string(r.Request)); err == nil {
+				keep[in.RunID] = j
+				continue
+			}
+		}
+		// Without the ledger's job there is no completion to build: left to its max runtime.
+		errs = append(errs, fmt.Errorf("the ledger record %s of %s: %w", key, in.ID, err))
+	}
+	b.jobs = keep
+	scopeOf := map[string]string{}
+	for run, j := range keep {
+		scopeOf[run] = strings.ToLower(cmp.Or(j.ScaleSetScope, j.Repository))
+	}
+	return scopeOf, errors.Join(errs...)
+}
+
+// scopesToList returns the scopes of the running jobs to list now: at most MaxScopes, those
+// listed least recently first.
+func (b *Backstop) scopesToList(running []store.Instance, scopeOf map[string]string) []string {
+	var scopes []string
+	for _, in := range running {
+		if sc, ok := scopeOf[in.RunID]; ok && !slices.Contains(scopes, sc) {
+			scopes = append(scopes, sc)
+		}
+	}
+	slices.SortFunc(scopes, func(a, c string) int { return cmp.Or(cmp.Compare(b.listed[a], b.listed[c]), strings.Compare(a, c)) })
+	for sc := range b.listed {
+		if !slices.Contains(scopes, sc) {
+			delete(b.listed, sc)
+		}
+	}
+	return scopes[:min(len(scopes), b.cfg.MaxScopes)]
+}
+
+// complete hands the completion of in's job, as the ledger recorded it, to the pool worker.
+func (b *Backstop) complete(ctx context.Context, in store.Instance) error {
+	j := b.jobs[in.RunID]
+	j.Action, j.RunnerName, j.Conclusion, j.DeliveryID = warmpool.ActionCompleted, warmpool.RunnerName(in.ID), ConclusionRunnerGone, ""
+	if _, err := b.cfg.Jobs.Enqueue(ctx, j); err != nil {
+		return err
+	}
+	source := SourceWebhook
+	if j.ScaleSetID != 0 {
+		source = SourceScaleSet
+	}
+	if b.counts[source] == nil {
+		b.counts[source] = map[string]int{}
+	}
+	b.counts[source][cmp.Or(j.ScaleSet, j.Pool)]++
+	b.log.Warn("pool job completed for want of its completion: its runner is gone at GitHub",
+		"instance", in.ID, "run", in.RunID, "job", j.JobID, "source", source, "pool", j.Pool, "scale_set", j.ScaleSet)
+	return nil
+}

@@ -1,0 +1,291 @@
+package pooljob_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/ghaccess"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
+)
+
+// running is the record of an instance running the pool job of run key run.
+func running(id, run string) store.Instance {
+	return store.Instance{ID: id, State: store.StateRunning, RunID: run}
+}
+
+// TestFinished is the backstop's decision, records and listings to completions: only a running
+// pool job's instance whose runner two listings of its scope in a row did not show is done; a
+// listed runner (busy or idle) never is; a scope not listed this time keeps its marks.
+func TestFinished(t *testing.T) {
+	t.Parallel()
+	const (
+		repo = "acme/app"
+		org  = "acme"
+	)
+	listed := func(ids ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, id := range ids {
+			out[strings.ToLower(warmpool.RunnerName(id))] = true
+		}
+		return out
+	}
+	scopeOf := map[string]string{"job:1": repo, "job:2": repo, "job:ss7-a": org}
+	tests := []struct {
+		name     string
+		running  []store.Instance
+		listed   map[string]map[string]bool
+		missed   map[string]bool
+		wantDone []string
+		wantNext []string
+	}{
+		{"listed: kept", []store.Instance{running("i-1", "job:1")}, map[string]map[string]bool{repo: listed("i-1")}, nil, nil, nil},
+		{"listed after a miss: kept, the mark cleared", []store.Instance{running("i-1", "job:1")}, map[string]map[string]bool{repo: listed("i-1")}, map[string]bool{"i-1": true}, nil, nil},
+		{"missed once: looked at again", []store.Instance{running("i-1", "job:1")}, map[string]map[string]bool{repo: listed()}, nil, nil, []string{"i-1"}},
+		{"missed twice: done", []store.Instance{running("i-1", "job:1")}, map[string]map[string]bool{repo: listed()}, map[string]bool{"i-1": true}, []string{"i-1"}, nil},
+		{"scope not listed now: the mark waits", []store.Instance{running("i-1", "job:1")}, map[string]map[string]bool{}, map[string]bool{"i-1": true}, nil, []string{"i-1"}},
+		{"no ledger job: left alone", []store.Instance{running("i-9", "job:9")}, map[string]map[string]bool{repo: listed()}, map[string]bool{"i-9": true}, nil, nil},
+		{"listed in another scope only: done in its own", []store.Instance{running("i-3", "job:ss7-a")},
+			map[string]map[string]bool{repo: listed("i-3"), org: listed()}, map[string]bool{"i-3": true}, []string{"i-3"}, nil},
+		{"both sources in one check", []store.Instance{running("i-1", "job:1"), running("i-2", "job:2"), running("i-3", "job:ss7-a")},
+			map[string]map[string]bool{repo: listed("i-2"), org: listed()}, map[string]bool{"i-1": true, "i-2": true, "i-3": true}, []string{"i-1", "i-3"}, nil},
+		{"runner names ignore case", []store.Instance{running("i-ABC", "job:1")}, map[string]map[string]bool{repo: {"runnerpool-i-abc": true}}, map[string]bool{"i-ABC": true}, nil, nil},
+		{"a mark of an instance no longer running is dropped", nil, map[string]map[string]bool{repo: listed()}, map[string]bool{"i-1": true}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			done, next := pooljob.Finished(tc.running, scopeOf, tc.listed, tc.missed)
+			var gotDone []string
+			for _, in := range done {
+				gotDone = append(gotDone, in.ID)
+			}
+			if diff := cmp.Diff(tc.wantDone, gotDone); diff != "" {
+				t.Errorf("done (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantNext, slices.Sorted(maps.Keys(next))); diff != "" {
+				t.Errorf("next (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRunningJobs: only records running a pool job are the backstop's; a step-driven run's
+// instance, a warm one and one still claimed or created for a job (no runner registered yet) are not.
+func TestRunningJobs(t *testing.T) {
+	t.Parallel()
+	recs := []store.Instance{
+		running("i-1", "job:1"),
+		running("i-2", "run-42"),
+		{ID: "i-3", State: store.StateClaimed, RunID: "job:3"},
+		{ID: "i-4", State: store.StateCreated, RunID: "job:4"},
+		{ID: "i-5", State: store.StateReady},
+		{ID: "i-6", State: store.StateTerminating, RunID: "job:6"},
+		running("i-7", "job:ss7-a"),
+	}
+	var got []string
+	for _, in := range pooljob.RunningJobs(recs) {
+		got = append(got, in.ID)
+	}
+	if diff := cmp.Diff([]string{"i-1", "i-7"}, got); diff != "" {
+		t.Errorf("running pool jobs (-want +got):\n%s", diff)
+	}
+}
+
+// ledger is the job ledger in memory: what the job's source recorded.
+type ledger map[string]store.Run
+
+func (l ledger) GetRun(_ context.Context, key string) (store.Run, error) {
+	r, ok := l[key]
+	if !ok {
+		return store.Run{}, store.ErrNotFound
+	}
+	return r, nil
+}
+
+func (l ledger) add(t *testing.T, j warmpool.Job) {
+	t.Helper()
+	body, err := warmpool.EncodeJob(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l[j.LedgerKey()] = store.Run{Key: j.LedgerKey(), Status: warmpool.JobServed, Request: []byte(body)}
+}
+
+// handedOn records the completions the backstop hands to the pool worker.
+type handedOn struct {
+	mu   sync.Mutex
+	jobs []warmpool.Job
+}
+
+func (h *handedOn) Enqueue(_ context.Context, j warmpool.Job) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.jobs = append(h.jobs, j)
+	return pooljob.Enqueued, nil
+}
+
+func (h *handedOn) got() []warmpool.Job {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.jobs)
+}
+
+// flaky lists through gh, or fails while fail is set.
+type flaky struct {
+	gh    ghaccess.RunnerLister
+	fail  bool
+	calls map[string]int
+}
+
+func (f *flaky) ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error) {
+	f.calls[scope]++
+	if f.fail {
+		return nil, errors.New("502 Bad Gateway")
+	}
+	return f.gh.ListRunners(ctx, scope)
+}
+
+// TestListedRunnerKeepsItsInstance: the backstop ends nothing whose runner GitHub still lists (a
+// job still running, however long a hostile job keeps it so: GitHub's job timeout ends that), a
+// listing error ends nothing and forgets nothing, and it takes the record and the ledger, never the
+// instance's word, for what the instance serves. Once GitHub no longer lists the runner in two
+// listings in a row, the job's completion, as the ledger recorded the job, goes to the pool worker.
+// The runner is a just-in-time runner of the GitHub fake, listed over HTTP by the control plane's
+// client.
+func TestListedRunnerKeepsItsInstance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	fake := githubfake.New(githubfake.Options{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	gh, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger{}
+	job := warmpool.Job{
+		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: "acme/app", RepositoryID: 1,
+		Labels: []string{"self-hosted", "pool=warm"}, Pool: "warm", Event: "push", DeliveryID: "d-7",
+	}
+	led.add(t, job)
+	in := running("i-0123456789abcdef0", job.RunKey())
+	jit, err := gh.GenerateJITConfig(ctx, job.Repository, warmpool.RunnerName(in.ID), []string{"pool=warm"}, ghaccess.DefaultRunnerGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := &flaky{gh: gh, calls: map[string]int{}}
+	done := &handedOn{}
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: lister, Jobs: done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() []string {
+		t.Helper()
+		ended, err := bs.Check(ctx, []store.Instance{in})
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		return ended
+	}
+	for range 5 {
+		if ended := check(); len(ended) != 0 {
+			t.Fatalf("ended %v while GitHub still lists the job's runner", ended)
+		}
+	}
+
+	if err := gh.DeleteRunner(ctx, job.Repository, jit.RunnerID); err != nil { // GitHub removes the ephemeral runner after its job
+		t.Fatal(err)
+	}
+	if ended := check(); len(ended) != 0 {
+		t.Fatalf("ended %v after one listing without the runner: it may be a listing behind", ended)
+	}
+	lister.fail = true
+	if ended, err := bs.Check(ctx, []store.Instance{in}); err == nil || len(ended) != 0 || len(done.got()) != 0 {
+		t.Fatalf("check with a failing listing: ended %v, err %v, handed on %v; want an error and nothing ended", ended, err, done.got())
+	}
+	lister.fail = false
+	if ended := check(); !slices.Equal(ended, []string{in.ID}) {
+		t.Fatalf("ended %v after the second listing without the runner, want %s", ended, in.ID)
+	}
+	got := done.got()
+	want := job
+	want.Action, want.RunnerName, want.Conclusion, want.DeliveryID = warmpool.ActionCompleted, warmpool.RunnerName(in.ID), pooljob.ConclusionRunnerGone, ""
+	if len(got) != 1 {
+		t.Fatalf("completions handed on: %+v, want one", got)
+	}
+	if diff := cmp.Diff(want, got[0]); diff != "" {
+		t.Errorf("completion (-want +got):\n%s", diff)
+	}
+	if n := bs.Inferred(pooljob.SourceWebhook, "warm"); n != 1 {
+		t.Errorf("%d completions inferred for pool warm, want 1", n)
+	}
+	if n := lister.calls["acme/app"]; n != 8 {
+		t.Errorf("%d listings of acme/app, want 8: one per check", n)
+	}
+}
+
+// TestBackstopListsEachScopeOnce: one check lists each scope of the running jobs once, webhook
+// jobs' repositories and scale set jobs' scopes alike, and at most MaxScopes of them, the least
+// recently listed first, so GitHub's rate limit bounds nothing else: a scope left out is listed
+// at the next check and its instances' marks wait for it. Nothing is listed without running jobs.
+func TestBackstopListsEachScopeOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	led := ledger{}
+	var recs []store.Instance
+	for i, repo := range []string{"acme/a", "acme/b", "acme/a"} {
+		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(i + 1), RunID: 9, Repository: repo, RepositoryID: 1, Labels: []string{"pool=warm"}, Pool: "warm"}
+		led.add(t, j)
+		recs = append(recs, running("i-"+string(rune('a'+i)), j.RunKey()))
+	}
+	ss := warmpool.Job{Action: warmpool.ActionQueued, JobID: 4, RunID: 9, Repository: "acme/c", RepositoryID: 1, Labels: []string{"set"}, Pool: "warm",
+		ScaleSet: "set", ScaleSetID: 7, ScaleSetScope: "acme", ScaleSetJob: "j-4"}
+	led.add(t, ss)
+	recs = append(recs, running("i-d", ss.RunKey()), store.Instance{ID: "i-e", State: store.StateReady})
+	lister := &flaky{gh: noRunners{}, calls: map[string]int{}}
+	done := &handedOn{}
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: lister, Jobs: done, MaxScopes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.Check(ctx, nil); err != nil || len(lister.calls) != 0 {
+		t.Fatalf("check without running jobs: %v, listings %v", err, lister.calls)
+	}
+	var ended []string
+	for range 4 {
+		got, err := bs.Check(ctx, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended = append(ended, got...)
+	}
+	// Three scopes, two a check, the least recently listed first: every instance is ended after
+	// its scope's second listing, a scope whose instances are all ended is listed no more, and a
+	// completion is handed on once while its record still says running.
+	if diff := cmp.Diff(map[string]int{"acme": 2, "acme/a": 2, "acme/b": 2}, lister.calls); diff != "" {
+		t.Errorf("listings by scope (-want +got):\n%s", diff)
+	}
+	slices.Sort(ended)
+	if diff := cmp.Diff([]string{"i-a", "i-b", "i-c", "i-d"}, ended); diff != "" {
+		t.Errorf("ended (-want +got):\n%s", diff)
+	}
+	if bs.Inferred(pooljob.SourceWebhook, "warm") != 3 || bs.Inferred(pooljob.SourceScaleSet, "set") != 1 {
+		t.Errorf("inferred: %d webhook, %d scale set; want 3, 1", bs.Inferred(pooljob.SourceWebhook, "warm"), bs.Inferred(pooljob.SourceScaleSet, "set"))
+	}
+}
+
+// noRunners is a GitHub whose scopes have no runners.
+type noRunners struct{}
+
+func (noRunners) ListRunners(context.Context, string) ([]ghaccess.Runner, error) { return nil, nil }
