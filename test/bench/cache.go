@@ -3,9 +3,11 @@
 // reconciler replica (started with --cache-bucket) for its run's scope and for every presigned URL
 // (POST /v1/cache/presign, signed with the instance's key pinned in its record, the scope read from
 // the run record), exactly as the agent does (agent/cache.go); the phase speaks the toolkit's protocol (Twirp lookup, signed download GET, Put Blob) and
-// measures: a 1 GiB entry restored from S3 through the server beside the emulator's own read of the
-// same object, 1 MiB restores' p99 beside the emulator's own p99, and the local hit ratio of a reuse
-// workload (a repository's jobs following each other on the instance that ran its last one).
+// measures: a 1 GiB entry restored from S3 as the job sees it (the lookup through the server, then
+// the GET of the S3 URL it answers) beside the emulator's own read of the same object, and the
+// server's idle fill of it; 1 MiB restores' p99 beside the emulator's own p99; and the local hit
+// ratio of a reuse workload (a repository's jobs following each other on the instance that ran its
+// last one, the server idle between jobs).
 package bench
 
 import (
@@ -24,6 +26,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -276,11 +279,12 @@ func phaseCache(ctx context.Context, h *harness, res *Result) error {
 	if err := cacheSmall(ctx, res, w); err != nil {
 		return err
 	}
-	return cacheReuse(ctx, res, w)
+	return cacheReuse(ctx, h, res, w)
 }
 
 // cacheLarge: one 1 GiB entry, read straight from the emulator, then restored through a fresh
-// instance's server (an empty disk: every byte comes from S3, and the server keeps a copy).
+// instance's server (an empty disk: the lookup answers S3's URL and the client reads S3), then
+// filled into that server's disk while it is idle.
 func cacheLarge(ctx context.Context, h *harness, res *Result, w *cacheWorld) error {
 	const size = 1 << 30
 	object, _ := cache.ObjectKey(benchCacheScope.WritePrefix(), "large", cacheVersion)
@@ -295,60 +299,59 @@ func cacheLarge(ctx context.Context, h *harness, res *Result, w *cacheWorld) err
 		return err
 	}
 	// Each read's CPU (the whole process: emulator, servers and client are all in it) beside its
-	// MB/s: on a machine shared with other work, MB/s follows the load, CPU per GiB much less.
-	began, cpu := time.Now(), processCPU()
-	n, err := getAll(ctx, url)
-	if err != nil || n != size {
-		return fmt.Errorf("cache: raw read: %d bytes: %v", n, err)
-	}
-	raw, rawCPU := float64(size)/(1<<20)/time.Since(began).Seconds(), (processCPU() - cpu).Seconds()
-	// The bound of any server between S3 and the client on this machine: a bare proxy that only
-	// copies the object through a second loopback hop (no lookup, no local copy).
-	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadGateway)
-			return
+	// MB/s: on a machine shared with other work, MB/s follows the load, CPU per GiB much less. The
+	// emulator's read and the restore alternate, three of each (each restore on a fresh instance),
+	// and each figure is the median of its three: one read of a GiB takes under a second here, so
+	// a single pair is at the mercy of whatever else the machine does in that second.
+	const rounds = 3
+	var raws, rawCPUs, throughs, throughCPUs, lookups []float64
+	var in *cacheInstance
+	for range rounds {
+		began, cpu := time.Now(), processCPU()
+		n, err := getAll(ctx, url)
+		if err != nil || n != size {
+			return fmt.Errorf("cache: raw read: %d bytes: %v", n, err)
 		}
-		defer resp.Body.Close()
-		rw.Header().Set("Content-Length", resp.Header.Get("Content-Length"))
-		_, _ = io.Copy(rw, resp.Body)
-	}))
-	began, cpu = time.Now(), processCPU()
-	n, err = getAll(ctx, proxy.URL)
-	proxy.Close()
-	if err != nil || n != size {
-		return fmt.Errorf("cache: read through a bare proxy: %d bytes: %v", n, err)
+		raws = append(raws, float64(size)/(1<<20)/time.Since(began).Seconds())
+		rawCPUs = append(rawCPUs, (processCPU() - cpu).Seconds())
+		if in, err = w.instance(benchCacheScope); err != nil {
+			return err
+		}
+		began, cpu = time.Now(), processCPU()
+		n, lookup, err := in.restoreTimed(ctx, "large")
+		if err != nil || n != size {
+			return fmt.Errorf("cache: restore through the server: %d bytes: %v", n, err)
+		}
+		throughs = append(throughs, float64(size)/(1<<20)/time.Since(began).Seconds())
+		throughCPUs = append(throughCPUs, (processCPU() - cpu).Seconds())
+		lookups = append(lookups, ms(lookup))
 	}
-	bound, boundCPU := float64(size)/(1<<20)/time.Since(began).Seconds(), (processCPU() - cpu).Seconds()
-	in, err := w.instance(benchCacheScope)
-	if err != nil {
-		return err
+	raw, rawCPU, through, throughCPU := mid(raws), mid(rawCPUs), mid(throughs), mid(throughCPUs)
+	h.say("  1 GiB, %d rounds: emulator %.0f MB/s, restored as the job sees it (lookup, then the GET straight from S3) %.0f MB/s, lookups %.0f ms",
+		rounds, raws, throughs, lookups)
+	// The job is done: the agent says no run is served and the server fills its disk with the URL
+	// it handed out (internal/cache/fill.go).
+	began, cpu := time.Now(), processCPU()
+	<-in.srv.Idle()
+	fill, fillCPU := float64(size)/(1<<20)/time.Since(began).Seconds(), (processCPU() - cpu).Seconds()
+	in.srv.Busy() // the next job
+	if url, _, err := in.lookup(ctx, "large"); err != nil || !strings.HasPrefix(url, in.base+"/download/") {
+		return fmt.Errorf("cache: after the idle fill the 1 GiB entry is not on the disk: %q, %v", url, err)
 	}
-	began, cpu = time.Now(), processCPU()
-	n, lookup, err := in.restoreTimed(ctx, "large")
-	if err != nil || n != size {
-		return fmt.Errorf("cache: restore through the server: %d bytes: %v", n, err)
-	}
-	took := time.Since(began)
-	through, throughCPU := float64(size)/(1<<20)/took.Seconds(), (processCPU() - cpu).Seconds()
-	h.say("  1 GiB restore: the lookup (Twirp, S3 listing presigned by the replica) %.0f ms, the download %.0f MB/s (ratio %.2f)",
-		ms(lookup), float64(size)/(1<<20)/(took-lookup).Seconds(), float64(size)/(1<<20)/(took-lookup).Seconds()/raw)
-	h.say("  1 GiB: emulator %.0f MB/s (CPU %.2f s), through a bare proxy %.0f MB/s (CPU %.2f s), through the agent's server %.0f MB/s (CPU %.2f s); ratio %.2f, CPU ratio %.2f",
-		raw, rawCPU, bound, boundCPU, through, throughCPU, through/raw, rawCPU/throughCPU)
+	h.say("  1 GiB: emulator %.0f MB/s (CPU %.2f s), restored as the job sees it %.0f MB/s (CPU %.2f s); ratio %.2f; the idle fill %.0f MB/s (CPU %.2f s)",
+		raw, rawCPU, through, throughCPU, through/raw, fill, fillCPU)
 	res.add(Figure{Name: "cache_s3_emulator_read_mb_s_1gib", Value: raw, Unit: "MiB/s",
-		How: "one GET of a 1 GiB object from the local stack's S3 (gofakes3, in memory) with a presigned URL, read to the end"})
-	res.add(Figure{Name: "cache_proxy_bound_mb_s_1gib", Value: bound, Unit: "MiB/s",
-		How: "the same GET through a bare proxy on loopback (one more hop, nothing else): what any server between S3 and the client can reach on this machine, where S3 is memory and every hop is CPU"})
+		How: "one GET of a 1 GiB object from the local stack's S3 (gofakes3, in memory) with a presigned URL, read to the end; the median of 3, alternating with cache_restore_mb_s_1gib's"})
 	res.add(Figure{Name: "cache_restore_mb_s_1gib", Value: through, Unit: "MiB/s",
-		How: "the same 1 GiB entry restored through a fresh instance's cache server (Twirp lookup with an S3 listing, then the download URL: S3 streamed to the client while the server writes its local copy); goal ≥ 0.8 × cache_s3_emulator_read_mb_s_1gib"})
+		How: "the same 1 GiB entry restored as the job sees it on a fresh instance: the Twirp lookup through the agent's cache server (an S3 listing and the GET presigned by the replica), then the GET of the URL it answers, S3's own presigned URL (the bytes come straight from S3; the server's local copy is made when the instance is idle, cache_fill_mb_s_1gib); the median of 3, each on a fresh instance; goal ≥ 0.8 × cache_s3_emulator_read_mb_s_1gib"})
+	res.add(Figure{Name: "cache_fill_mb_s_1gib", Value: fill, Unit: "MiB/s",
+		How: "the same server, once the job is done (Idle, as the agent says between runs), reading that 1 GiB entry into its local store with the URL it handed out; after it the entry's lookup is a local hit"})
 	res.add(Figure{Name: "cache_s3_emulator_cpu_s_1gib", Value: rawCPU, Unit: "s",
 		How: "CPU (user + system, the whole bench process: emulator and client) of cache_s3_emulator_read_mb_s_1gib's read; robust to the machine's load where MB/s is not"})
-	res.add(Figure{Name: "cache_proxy_bound_cpu_s_1gib", Value: boundCPU, Unit: "s",
-		How: "CPU of cache_proxy_bound_mb_s_1gib's read (emulator, bare proxy, client)"})
 	res.add(Figure{Name: "cache_restore_cpu_s_1gib", Value: throughCPU, Unit: "s",
-		How: "CPU of cache_restore_mb_s_1gib's restore (emulator, the agent's server with its local copy, client); what it adds to cache_proxy_bound_cpu_s_1gib is mostly the local copy (docs/cache.md, \"What bounds the 1 GiB restore\")"})
+		How: "CPU of cache_restore_mb_s_1gib's restore (emulator, the lookup through the agent's server and the replica, client)"})
+	res.add(Figure{Name: "cache_fill_cpu_s_1gib", Value: fillCPU, Unit: "s",
+		How: "CPU of cache_fill_mb_s_1gib's fill (emulator, the server writing its local copy), spent while no job runs"})
 	return nil
 }
 
@@ -400,16 +403,23 @@ func cacheSmall(ctx context.Context, res *Result, w *cacheWorld) error {
 	res.add(Figure{Name: "cache_s3_emulator_p99_ms_small", Value: Percentile(raw, 99), Unit: "ms",
 		How: fmt.Sprintf("%d presigned GETs of 1 MiB objects from the local stack's S3, 99th percentile", n)})
 	res.add(Figure{Name: "cache_restore_p99_ms_small", Value: Percentile(through, 99), Unit: "ms",
-		How: fmt.Sprintf("%d restores of distinct 1 MiB entries through one instance's cache server, none on its disk (lookup with an S3 listing, then the download from S3), 99th percentile; goal ≤ cache_s3_emulator_p99_ms_small + 50", n)})
+		How: fmt.Sprintf("%d restores of distinct 1 MiB entries through one instance's cache server, none on its disk (the lookup with an S3 listing and the GET presigned, then the download straight from S3), 99th percentile; goal ≤ cache_s3_emulator_p99_ms_small + 50", n)})
 	return nil
 }
+
+// reuseGap is the idle time modelled between one job's end and the next job's start on a reused
+// instance: 2 s, shorter than any real one. runnerpool simulate's model gives a hot instance 2 s
+// from its claim to a ready runner (bench/report.md, autoscale rows), and before the claim the
+// previous job's release (the runner stopped and removed, the signed release signal) runs too.
+// A fill not done by then is stopped as the agent stops it when the next job starts.
+const reuseGap = 2 * time.Second
 
 // cacheReuse: 6 repositories on 4 instances; each repository runs bursts of 5 consecutive jobs
 // (the order reuse serves: its next job goes to the instance that ran its last one, if idle); each job
 // restores its dependency key with a restore-key prefix and saves when it missed the exact key; the
 // lock file changes every 12th job of a repository. The ratio is the restores answered from the
 // instance's disk over all restores that hit.
-func cacheReuse(ctx context.Context, res *Result, w *cacheWorld) error {
+func cacheReuse(ctx context.Context, h *harness, res *Result, w *cacheWorld) error {
 	const repos, instances, bursts, burst = 6, 4, 24, 5
 	rng := mrand.New(mrand.NewPCG(35, 1))
 	type inst struct {
@@ -425,7 +435,7 @@ func cacheReuse(ctx context.Context, res *Result, w *cacheWorld) error {
 		pool[i] = &inst{srv: map[string]*cacheInstance{}}
 	}
 	jobs := map[string]int{}
-	var local, hits, misses int64
+	var local, hits, misses, cut int64
 	for b := range bursts {
 		repo := fmt.Sprintf("acme/repo-%d", rng.IntN(repos))
 		// Reuse: the instance that ran this repository last, else the least recently used one.
@@ -469,10 +479,27 @@ func cacheReuse(ctx context.Context, res *Result, w *cacheWorld) error {
 					return err
 				}
 			}
+			// The job is done: the agent says no run is served (serving("")), and the server
+			// fills its disk with what the job read from S3 until the next job starts (Busy).
+			done := in.srv.Idle()
+			select {
+			case <-done:
+			case <-time.After(reuseGap):
+				cut++
+			}
+			in.srv.Busy()
 		}
 	}
 	ratio := float64(local) / math.Max(float64(hits), 1)
+	h.say("  reuse: %d of %d hits from the disk, %d misses; idle fills cut short by the next job after %s: %d", local, hits, misses, reuseGap, cut)
 	res.add(Figure{Name: "cache_local_hit_ratio", Value: ratio, Unit: "ratio",
-		How: fmt.Sprintf("%d bursts of %d jobs over %d repositories on %d instances, each repository's next burst on the instance that ran its last when idle (reuse), else the least recently used: restores answered from the instance's disk over restores that hit (%d of %d; %d misses); goal ≥ 0.9", bursts, burst, repos, instances, local, hits, misses)})
+		How: fmt.Sprintf("%d bursts of %d jobs over %d repositories on %d instances, each repository's next burst on the instance that ran its last when idle (reuse), else the least recently used; between two jobs the instance's server is idle for at most %s and fills its disk with what the job read from S3 (fills cut short by the next job: %d): restores answered from the instance's disk over restores that hit (%d of %d; %d misses); goal ≥ 0.9", bursts, burst, repos, instances, reuseGap, cut, local, hits, misses)})
 	return nil
+}
+
+// mid is the median of xs.
+func mid(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return Percentile(s, 50)
 }
