@@ -34,7 +34,7 @@ func TestCacheFillsBetweenRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry := bytes.Repeat([]byte("entry!"), 200<<10)
-	var gets atomic.Int64
+	var gets, presignedGets atomic.Int64
 	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("list-type") == "2" {
 			fmt.Fprintf(w, `<ListBucketResult><Contents><Key>%s</Key><LastModified>2026-11-29T12:00:00Z</LastModified><Size>%d</Size></Contents></ListBucketResult>`, object, len(entry))
@@ -60,6 +60,7 @@ func TestCacheFillsBetweenRuns(t *testing.T) {
 		case cache.OpList:
 			a.URL = s3.URL + "/bucket/?list-type=2"
 		case cache.OpGet:
+			presignedGets.Add(1)
 			a.URL = s3.URL + "/bucket/" + req.Object + "?X-Amz-Date=" + time.Now().UTC().Format("20060102T150405Z") + "&X-Amz-Expires=3600"
 		}
 		_ = json.NewEncoder(w).Encode(a)
@@ -118,8 +119,8 @@ func TestCacheFillsBetweenRuns(t *testing.T) {
 	if u := lookup(); !strings.HasPrefix(u, base+"/download/") {
 		t.Fatalf("run 2's lookup answered %s, want the server's own URL (a local hit)", u)
 	}
-	if n := gets.Load(); n != 2 {
-		t.Fatalf("S3 served %d GETs, want the job's and the fill's", n)
+	if n, p := gets.Load(), presignedGets.Load(); n != 2 || p != 1 {
+		t.Fatalf("S3 served %d GETs on %d presigns, want the job's and the fill's on one", n, p)
 	}
 	if st := rc.srv.Stats(); st.LocalHits != 1 || st.RemoteHits != 1 {
 		t.Fatalf("stats %+v: want one hit from S3, then one from the disk", st)

@@ -222,3 +222,32 @@ func TestURLExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestFillKeepsTheDiskLimit: a filled entry is committed like a save: one that brings its
+// repository over the disk's limit evicts the repository's least recently used entry, not itself.
+func TestFillKeepsTheDiskLimit(t *testing.T) {
+	t.Parallel()
+	f := &fakeS3{body: body(3 << 20)}
+	s3 := httptest.NewServer(f)
+	defer s3.Close()
+	s, err := New(Config{Dir: t.TempDir(), RepoLimit: 5 << 20,
+		Scope: func(context.Context) (Scope, error) { return Scope{}, errors.New("unused") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Busy()
+	older := "v1/acme~2Fapp/trusted/refs~2Fheads~2Fmain/0b1c/kolder"
+	src := filepath.Join(t.TempDir(), "older")
+	if err := os.WriteFile(src, body(3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.local.commit(older, src, 3<<20, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.fills.remember(testObject, presignedShape(s3.URL+"/bucket/"+testObject, time.Now(), time.Hour), time.Now())
+	<-s.Idle()
+	if !s.local.has(testObject) || s.local.has(older) {
+		t.Fatalf("after a fill over the limit: filled kept %v, older kept %v; want the fill kept and the older evicted",
+			s.local.has(testObject), s.local.has(older))
+	}
+}
