@@ -90,6 +90,9 @@ type Warm struct {
 	// RetryDelay, MaxJobAge); its clients, Recycle (the releaser's), Capacity, Now and Logger are
 	// set by New.
 	Worker pooljob.WorkerConfig
+	// Backstop holds the lost-completion backstop's bound and hook (MaxScopes, OnInferred); its
+	// ledger, GitHub and job queue are set by New, and its Logger when nil. Convergence runs it.
+	Backstop pooljob.BackstopConfig
 	// ScaleSets, when set, makes the scale set listeners over the pool job queue: the worker mints
 	// scale set jobs' runners through them, and the queue withdraws unused runners through them
 	// when they can (pooljob.RunnerWithdrawer).
@@ -196,7 +199,12 @@ func (c *Components) warm(cl Clients, o Options) error {
 		if cl.GitHub != nil {
 			// Convergence runs the backstop for pool jobs whose completion never came, over the
 			// records its pass read (pooljob/backstop.go): one place for webhook and scale set jobs.
-			bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: cl.Store, GitHub: cl.GitHub, Jobs: c.Jobs, Logger: o.Logger})
+			bc := w.Backstop
+			bc.Ledger, bc.GitHub, bc.Jobs = cl.Store, cl.GitHub, c.Jobs
+			if bc.Logger == nil {
+				bc.Logger = o.Logger
+			}
+			bs, err := pooljob.NewBackstop(bc)
 			if err != nil {
 				return fmt.Errorf("pool job backstop: %w", err)
 			}

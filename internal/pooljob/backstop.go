@@ -70,7 +70,10 @@ type BackstopConfig struct {
 	// repositories with running webhook jobs cannot spend GitHub's rate limit on the backstop: the
 	// scopes listed least recently go first, and the others wait for the next check.
 	MaxScopes int
-	Logger    *slog.Logger
+	// OnInferred, when set, is called with each completion handed on: the job's source
+	// (SourceWebhook or SourceScaleSet) and its warm pool's or scale set's name (as Inferred).
+	OnInferred func(source, name string)
+	Logger     *slog.Logger
 }
 
 // Backstop infers the completions that never came (see the file comment). One check at a time;
@@ -283,7 +286,11 @@ func (b *Backstop) complete(ctx context.Context, in store.Instance) error {
 	if b.counts[source] == nil {
 		b.counts[source] = map[string]int{}
 	}
-	b.counts[source][cmp.Or(j.ScaleSet, j.Pool)]++
+	name := cmp.Or(j.ScaleSet, j.Pool)
+	b.counts[source][name]++
+	if b.cfg.OnInferred != nil {
+		b.cfg.OnInferred(source, name)
+	}
 	b.log.Warn("pool job completed for want of its completion: its runner is gone at GitHub",
 		"instance", in.ID, "run", in.RunID, "job", j.JobID, "source", source, "pool", j.Pool, "scale_set", j.ScaleSet)
 	return nil

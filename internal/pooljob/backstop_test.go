@@ -255,7 +255,9 @@ func TestBackstopListsEachScopeOnce(t *testing.T) {
 	recs = append(recs, running("i-d", ss.RunKey()), store.Instance{ID: "i-e", State: store.StateReady})
 	lister := &flaky{gh: noRunners{}, calls: map[string]int{}}
 	done := &handedOn{}
-	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: lister, Jobs: done, MaxScopes: 2})
+	hooked := map[string]int{}
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: lister, Jobs: done, MaxScopes: 2,
+		OnInferred: func(source, name string) { hooked[source+"/"+name]++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +284,9 @@ func TestBackstopListsEachScopeOnce(t *testing.T) {
 	}
 	if bs.Inferred(pooljob.SourceWebhook, "warm") != 3 || bs.Inferred(pooljob.SourceScaleSet, "set") != 1 {
 		t.Errorf("inferred: %d webhook, %d scale set; want 3, 1", bs.Inferred(pooljob.SourceWebhook, "warm"), bs.Inferred(pooljob.SourceScaleSet, "set"))
+	}
+	if diff := cmp.Diff(map[string]int{"webhook/warm": 3, "scale_set/set": 1}, hooked); diff != "" {
+		t.Errorf("OnInferred calls (-want +got):\n%s", diff)
 	}
 }
 

@@ -82,6 +82,7 @@ type Metrics struct {
 	spotInterruptions prometheus.Counter
 	quotaRefusals     *prometheus.CounterVec // quota.go
 	webhookLeftAlone  *prometheus.CounterVec // webhook.go
+	inferred          *prometheus.CounterVec // webhook.go
 	githubBudget      githubBudget           // github_budget.go
 	runner            *runnerVersionMetrics  // runner_version.go
 	autoscale         *autoscaleMetrics      // autoscale.go
@@ -111,6 +112,7 @@ func New(o Options) *Metrics {
 	m.initControlMetrics()
 	m.quotaRefusals = newQuotaRefusals()
 	m.webhookLeftAlone = newWebhookLeftAlone()
+	m.inferred = newCompletionsInferred()
 	m.githubBudget = newGitHubBudget()
 	for _, c := range m.githubBudget.collectors() {
 		f(c)
@@ -119,7 +121,7 @@ func New(o Options) *Metrics {
 	m.autoscale = newAutoscaleMetrics(r)
 	m.cache = newCacheMetrics(r)
 	for _, c := range []prometheus.Collector{
-		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals, m.webhookLeftAlone,
+		m.poolDropped, m.foreignItems, m.spotInterruptions, m.quotaRefusals, m.webhookLeftAlone, m.inferred,
 		m.provisionDuration, m.provisionedTotal, m.jobStartup, m.releaseDuration, m.awsCalls, m.awsDuration,
 		m.githubCalls, m.collisions, m.errors, m.cronRuns, m.cronDuration, m.leader, m.httpRequests, m.httpDuration, m.inflight,
 	} {

@@ -246,3 +246,23 @@ func TestSpotInterruptions(t *testing.T) {
 		t.Errorf("metrics lack runnerpool_spot_interruptions_total 2")
 	}
 }
+
+// Completions the pool job backstop inferred are counted by source and name.
+func TestPoolJobCompletionsInferred(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	m.PoolJobCompletionInferred("webhook", "warm")
+	m.PoolJobCompletionInferred("webhook", "warm")
+	m.PoolJobCompletionInferred("scale_set", "linux-set")
+	var nilMetrics *metrics.Metrics
+	nilMetrics.PoolJobCompletionInferred("webhook", "warm") // a nil *Metrics is a no-op
+	out := scrape(t, m)
+	for _, want := range []string{
+		`runnerpool_pool_job_completions_inferred_total{name="warm",source="webhook"} 2`,
+		`runnerpool_pool_job_completions_inferred_total{name="linux-set",source="scale_set"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -52,6 +52,7 @@ func (s *Service) warmOptions(cfg config.Config, cl clients, price history.Price
 				s.metrics.AutoscaleQueue(pr.Pool, time.Duration(a.QueueP95MS)*time.Millisecond, a.QueueJobs, time.Duration(a.GoalMS)*time.Millisecond)
 			},
 		},
+		Backstop: pooljob.BackstopConfig{OnInferred: s.metrics.PoolJobCompletionInferred, Logger: s.log.With("component", "backstop")},
 		Worker: pooljob.WorkerConfig{
 			Rerun: func(ctx context.Context, j warmpool.Job) error {
 				return s.serveRerun(ctx, s.classes.ProvisionTimeout(ctx, cfg.ProvisionTimeout, "*"), j)
