@@ -243,13 +243,22 @@ func (b *Backstop) ledgerJobs(ctx context.Context, running []store.Instance) (ma
 				continue
 			}
 		}
-		// Without the ledger's job there is no completion to build: left to its max runtime.
+		// Without the ledger's job there is no completion to build: left to its max runtime. A
+		// record that is not there is remembered (a zero job), so it is not read every pass; a
+		// read that failed is tried again next time.
+		if errors.Is(err, store.ErrNotFound) {
+			keep[in.RunID] = warmpool.Job{}
+			b.log.Warn("pool job instance without a ledger record: the backstop leaves it to its max runtime", "instance", in.ID, "run", in.RunID)
+			continue
+		}
 		errs = append(errs, fmt.Errorf("the ledger record %s of %s: %w", key, in.ID, err))
 	}
 	b.jobs = keep
 	scopeOf := map[string]string{}
 	for run, j := range keep {
-		scopeOf[run] = strings.ToLower(cmp.Or(j.ScaleSetScope, j.Repository))
+		if j.JobID != 0 {
+			scopeOf[run] = strings.ToLower(cmp.Or(j.ScaleSetScope, j.Repository))
+		}
 	}
 	return scopeOf, errors.Join(errs...)
 }

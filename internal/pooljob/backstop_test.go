@@ -252,7 +252,8 @@ func TestBackstopListsEachScopeOnce(t *testing.T) {
 	ss := warmpool.Job{Action: warmpool.ActionQueued, JobID: 4, RunID: 9, Repository: "acme/c", RepositoryID: 1, Labels: []string{"set"}, Pool: "warm",
 		ScaleSet: "set", ScaleSetID: 7, ScaleSetScope: "acme", ScaleSetJob: "j-4"}
 	led.add(t, ss)
-	recs = append(recs, running("i-d", ss.RunKey()), store.Instance{ID: "i-e", State: store.StateReady})
+	// i-e is not running a job; i-f's job has no ledger record: neither is listed for or ended.
+	recs = append(recs, running("i-d", ss.RunKey()), store.Instance{ID: "i-e", State: store.StateReady}, running("i-f", "job:999"))
 	lister := &flaky{gh: noRunners{}, calls: map[string]int{}}
 	done := &handedOn{}
 	hooked := map[string]int{}
