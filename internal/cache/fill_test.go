@@ -251,3 +251,22 @@ func TestFillKeepsTheDiskLimit(t *testing.T) {
 			s.local.has(testObject), s.local.has(older))
 	}
 }
+
+// TestOpenDropsAFillLeftByAStoppedAgent: a fill's temporary file left by an agent that stopped
+// mid-read is removed when the server opens its store again. Fails on the code before: it stayed.
+func TestOpenDropsAFillLeftByAStoppedAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tmp", "fill-123"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Dir: dir, Scope: func(context.Context) (Scope, error) { return Scope{}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if left := tmpLeft(t, dir); len(left) > 0 {
+		t.Fatalf("left %v", left)
+	}
+}

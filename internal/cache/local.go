@@ -39,6 +39,10 @@ type local struct {
 }
 
 func openLocal(dir string, repoLimit int64, maxAge time.Duration, now func() time.Time) (*local, error) {
+	// tmp holds only reads in flight (fill.go): what a stopped agent left there is no entry.
+	if err := os.RemoveAll(filepath.Join(dir, "tmp")); err != nil {
+		return nil, fmt.Errorf("cache: local store: %w", err)
+	}
 	for _, d := range []string{"objects", "uploads", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("cache: local store: %w", err)
