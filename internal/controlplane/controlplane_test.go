@@ -44,8 +44,8 @@ func (runners) GenerateJITConfig(context.Context, string, int64, string) (ghacce
 
 // TestNewWiresWhatIsAskedFor: without warm pools there is no starter, job queue, converger or
 // worker; warm pools without a job queue converge but serve no pool jobs; with a job queue the
-// scale set listeners are made over the very queue the worker serves, and the worker mints scale
-// set runners through them.
+// scale set listeners are made over the very queue the worker serves, the worker mints scale set
+// runners through them, and convergence gets the backstop for lost completions.
 func TestNewWiresWhatIsAskedFor(t *testing.T) {
 	t.Parallel()
 	targets := warmpool.StaticTargets()
@@ -78,9 +78,9 @@ func TestNewWiresWhatIsAskedFor(t *testing.T) {
 			if c.Registrar == nil || c.Claimer == nil || c.Fleet == nil || c.Releaser == nil || c.Refresher == nil || prov == nil {
 				t.Fatalf("components %+v, provisioner %v: want the step-driven control plane", c, prov)
 			}
-			got := []bool{c.Starter != nil, c.Converger != nil, c.Jobs != nil, c.Worker != nil}
-			want := []bool{tc.starter, tc.converger, tc.jobs, tc.worker}
-			for i, what := range []string{"starter", "converger", "job queue", "worker"} {
+			got := []bool{c.Starter != nil, c.Converger != nil, c.Jobs != nil, c.Worker != nil, c.Backstop != nil}
+			want := []bool{tc.starter, tc.converger, tc.jobs, tc.worker, tc.jobs}
+			for i, what := range []string{"starter", "converger", "job queue", "worker", "backstop"} {
 				if got[i] != want[i] {
 					t.Errorf("%s wired: %v, want %v", what, got[i], want[i])
 				}
