@@ -48,8 +48,11 @@ import (
 // ConclusionRunnerGone is the conclusion of a completion the backstop inferred.
 const ConclusionRunnerGone = "unknown: no completion received, its ephemeral runner is gone at GitHub"
 
-// DefaultBackstopScopes is how many scopes one check lists at most (BackstopConfig.MaxScopes).
-const DefaultBackstopScopes = 20
+// DefaultBackstopScopes is how many scopes one check lists at most (BackstopConfig.MaxScopes): at
+// the default convergence schedule (every 30 s) at most 1,200 listings an hour, about a tenth of
+// an installation's largest GitHub App budget (12,500 an hour) and a quarter of the smallest
+// (5,000; GitHub Docs, "Rate limits for GitHub Apps").
+const DefaultBackstopScopes = 10
 
 // Completer hands a job's completion to the pool worker; *JobQueue satisfies it.
 type Completer interface {
