@@ -6,13 +6,16 @@ package cache
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -268,5 +271,58 @@ func TestOpenDropsAFillLeftByAStoppedAgent(t *testing.T) {
 	}
 	if left := tmpLeft(t, dir); len(left) > 0 {
 		t.Fatalf("left %v", left)
+	}
+}
+
+// TestEvictedSinceLookupReadsS3: an entry on the disk at its lookup and evicted before its download
+// is sent on to S3's presigned URL, and a client that follows redirects (as the toolkit's does)
+// gets the whole entry. Failed before: a 404, a failed restore.
+func TestEvictedSinceLookupReadsS3(t *testing.T) {
+	t.Parallel()
+	want := body(1<<20 + 3)
+	f := &fakeS3{body: want}
+	s3 := httptest.NewServer(f)
+	t.Cleanup(s3.Close)
+	dir := t.TempDir()
+	s, err := New(Config{Dir: dir,
+		Scope: func(context.Context) (Scope, error) { return Scope{}, errors.New("unused") },
+		Presign: func(_ context.Context, req Request) (string, error) {
+			if req.Op != OpGet || req.Object != testObject {
+				return "", errors.New("not this request")
+			}
+			return presignedShape(s3.URL+"/bucket/"+testObject, time.Now(), time.Hour), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "tmp", "entry")
+	if err := os.WriteFile(src, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.local.commit(testObject, src, int64(len(want)), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	s.base.Store(srv.URL)
+	rec := httptest.NewRecorder()
+	s.answer(context.Background(), rec, candidate{object: testObject}, "key")
+	var ans struct {
+		URL string `json:"signed_download_url"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || !strings.HasPrefix(ans.URL, srv.URL) {
+		t.Fatalf("lookup answer %s: want this server's URL", rec.Body)
+	}
+	s.local.mu.Lock()
+	s.local.removeLocked(testObject)
+	s.local.mu.Unlock()
+	resp, err := http.Get(ans.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) || f.getCount() != 1 {
+		t.Fatalf("status %d, %d bytes (want %d), %d S3 GETs: want the entry from S3", resp.StatusCode, len(got), len(want), f.getCount())
 	}
 }

@@ -690,7 +690,10 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, c candidate,
 }
 
 // download serves an entry from this disk. A token names only an entry that was on the disk at its
-// lookup; one evicted since is a 404, which the toolkit reports as a failed restore (a warning).
+// lookup; one evicted since (a save of the same job can push it out) is sent on to S3's presigned
+// URL with a 307, which both clients follow for a GET (@actions/http-client's allowRedirects,
+// default true; Go's http.Client under the Azure SDK): the restore is a remote one instead of a
+// failed one. Without S3, or when the presign is refused, it is a 404 (a restore warning).
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	d, ok := s.tokens[r.PathValue("token")]
@@ -700,13 +703,15 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, ok := s.local.get(d.object)
-	if !ok {
-		http.NotFound(w, r)
-		return
+	var f *os.File
+	if ok {
+		var err error
+		if f, err = os.Open(s.local.path(d.object)); err != nil {
+			ok = false
+		}
 	}
-	f, err := os.Open(s.local.path(d.object))
-	if err != nil {
-		http.NotFound(w, r)
+	if !ok {
+		s.evictedSinceLookup(w, r, d.object)
 		return
 	}
 	defer f.Close()
@@ -714,4 +719,21 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.FormatInt(e.Size, 10))
 	n, _ := io.Copy(w, f)
 	s.bytesServed.Add(n)
+}
+
+// evictedSinceLookup answers the download of an entry the disk no longer holds (download).
+func (s *Server) evictedSinceLookup(w http.ResponseWriter, r *http.Request, object string) {
+	if s.cfg.Presign == nil {
+		http.NotFound(w, r)
+		return
+	}
+	url, err := s.cfg.Presign(r.Context(), Request{Op: OpGet, Object: object})
+	if err != nil {
+		s.remoteErrors.Add(1)
+		s.log.Warn("cache: an entry evicted since its lookup, and its S3 GET not presigned", "err", err)
+		http.NotFound(w, r)
+		return
+	}
+	s.log.Info("cache: an entry evicted since its lookup is read from S3")
+	http.Redirect(w, r, url, http.StatusTemporaryRedirect)
 }
