@@ -492,6 +492,54 @@ func (c *Client) listRunners(ctx context.Context, scope string) ([]Runner, error
 	}
 }
 
+// ErrRunnerNotFound is GetRunner's answer for a runner the scope does not have (GitHub's 404).
+var ErrRunnerNotFound = errors.New("runner not found")
+
+// GetRunner reads one runner of the scope by its id: GET /repos/{owner}/{repo}/actions/runners/{runner_id}
+// or GET /orgs/{org}/actions/runners/{runner_id} (GitHub's REST reference, "Get a self-hosted runner
+// for a repository" and "... for an organization"). A runner the scope does not have (never had, or
+// removed: an ephemeral runner after its job) is GitHub's 404, returned as ErrRunnerNotFound. Unlike a
+// listing, it reads the one runner at one moment: no page of it can be skipped.
+func (c *Client) GetRunner(ctx context.Context, scope string, id int64) (Runner, error) {
+	owner, repo, err := ParseScope(scope)
+	if err != nil {
+		return Runner{}, err
+	}
+	gc, err := c.client(ctx, owner, repo)
+	if err != nil {
+		return Runner{}, err
+	}
+	var out Runner
+	gone := false
+	err = c.call(ctx, owner, fmt.Sprintf("get runner %d of %s", id, scope), func() (*github.Response, error) {
+		var r *github.Runner
+		var resp *github.Response
+		var err error
+		if repo == "" {
+			r, resp, err = gc.Actions.GetOrganizationRunner(ctx, owner, id)
+		} else {
+			r, resp, err = gc.Actions.GetRunner(ctx, owner, repo, id)
+		}
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			// An answer about the runner, not the installation: the owner's client is kept.
+			gone = true
+			return resp, nil
+		}
+		if err != nil {
+			return resp, err
+		}
+		out = Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy()}
+		for _, l := range r.Labels {
+			out.Labels = append(out.Labels, l.GetName())
+		}
+		return resp, nil
+	})
+	if err == nil && gone {
+		err = fmt.Errorf("runner %d of %s: %w", id, scope, ErrRunnerNotFound)
+	}
+	return out, err
+}
+
 // DeleteRunner removes a runner of the scope. A runner that is already gone is not an error.
 func (c *Client) DeleteRunner(ctx context.Context, scope string, id int64) error {
 	owner, repo, err := ParseScope(scope)

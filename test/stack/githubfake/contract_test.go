@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -270,6 +271,9 @@ func testRESTContract(t *testing.T, name string) {
 		if err != nil || len(runners) != 2 {
 			t.Fatalf("ListRunners(%s) = %+v, %v", scope, runners, err)
 		}
+		if r, err := pat.GetRunner(ctx, scope, jit.RunnerID); err != nil || r.Name != "runnerpool-i-2" {
+			t.Fatalf("GetRunner(%s, %d) = %+v, %v; want runnerpool-i-2", scope, jit.RunnerID, r, err)
+		}
 		for _, r := range runners {
 			if err := pat.DeleteRunner(ctx, scope, r.ID); err != nil {
 				t.Fatalf("DeleteRunner(%s, %d): %v", scope, r.ID, err)
@@ -278,6 +282,10 @@ func testRESTContract(t *testing.T, name string) {
 		// A runner already gone: GitHub's 404, which the client takes as done.
 		if err := pat.DeleteRunner(ctx, scope, runners[0].ID); err != nil {
 			t.Fatalf("DeleteRunner of a gone runner: %v", err)
+		}
+		// A removed runner read by its id: GitHub's 404, which the client says as ErrRunnerNotFound.
+		if _, err := pat.GetRunner(ctx, scope, jit.RunnerID); !errors.Is(err, ghaccess.ErrRunnerNotFound) {
+			t.Fatalf("GetRunner(%s) of a removed runner: %v, want ErrRunnerNotFound", scope, err)
 		}
 	}
 	for _, scope := range []string{"acme/api", "acme"} {
@@ -316,6 +324,10 @@ func testRESTContract(t *testing.T, name string) {
 		"DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} 204",
 		"DELETE /orgs/{org}/actions/runners/{runner_id} 204",
 		"DELETE /repos/{owner}/{repo}/actions/runners/{runner_id} 404",
+		"GET /repos/{owner}/{repo}/actions/runners/{runner_id} 200",
+		"GET /orgs/{org}/actions/runners/{runner_id} 200",
+		"GET /repos/{owner}/{repo}/actions/runners/{runner_id} 404",
+		"GET /orgs/{org}/actions/runners/{runner_id} 404",
 		"POST /repos/{owner}/{repo}/actions/runs/{run_id}/cancel 202",
 		"GET /repos/{owner}/{repo}/actions/jobs/{job_id} 200",
 		"GET /repos/{owner}/{repo} 200",
