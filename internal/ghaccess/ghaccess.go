@@ -498,8 +498,10 @@ var ErrRunnerNotFound = errors.New("runner not found")
 // GetRunner reads one runner of the scope by its id: GET /repos/{owner}/{repo}/actions/runners/{runner_id}
 // or GET /orgs/{org}/actions/runners/{runner_id} (GitHub's REST reference, "Get a self-hosted runner
 // for a repository" and "... for an organization"). A runner the scope does not have (never had, or
-// removed: an ephemeral runner after its job) is GitHub's 404, returned as ErrRunnerNotFound. Unlike a
-// listing, it reads the one runner at one moment: no page of it can be skipped.
+// removed: an ephemeral runner after its job) is GitHub's 404, returned as ErrRunnerNotFound; GitHub
+// also answers 404 for a resource the credential may not read (GitHub Docs, "Troubleshooting the
+// REST API"), so a caller trusts it only where the same credential just read the scope's runners.
+// Unlike a listing, it reads the one runner at one moment: no page of it can be skipped.
 func (c *Client) GetRunner(ctx context.Context, scope string, id int64) (Runner, error) {
 	owner, repo, err := ParseScope(scope)
 	if err != nil {

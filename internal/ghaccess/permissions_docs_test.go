@@ -114,6 +114,8 @@ var goGitHubCalls = map[string]string{
 	"Actions.CreateRemoveToken":                          "POST /repos/{owner}/{repo}/actions/runners/remove-token",
 	"Actions.GenerateOrgJITConfig":                       "POST /orgs/{org}/actions/runners/generate-jitconfig",
 	"Actions.GenerateRepoJITConfig":                      "POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig",
+	"Actions.GetOrganizationRunner":                      "GET /orgs/{org}/actions/runners/{runner_id}",
+	"Actions.GetRunner":                                  "GET /repos/{owner}/{repo}/actions/runners/{runner_id}",
 	"Actions.GetWorkflowJobByID":                         "GET /repos/{owner}/{repo}/actions/jobs/{job_id}",
 	"Actions.ListOrganizationRunnerApplicationDownloads": "GET /orgs/{org}/actions/runners/downloads",
 	"Actions.ListOrganizationRunners":                    "GET /orgs/{org}/actions/runners",
