@@ -12,14 +12,26 @@
 // then removed"). So a running instance of ours that serves a pool job, by the control plane's
 // records (its record running for the job, which convergence writes only on its agent's registration
 // for the job, and the job's ledger record), whose runner GitHub lists in neither of two listings of
-// the job's scope in a row, is done with its job: the backstop hands the job's completion, built from
-// the ledger as the job's source recorded it, to the pool worker through the job queue, as the
-// source would have. The worker ends the instance (or recycles it) by its usual completion path,
-// after its own check with GitHub for a scale set job. Nothing the instance writes counts: its
-// agent's signals are claims, the listing and the records are not. A runner GitHub still lists,
-// busy or idle, is never ended by the backstop (a runner kept busy by a hostile job stays listed
-// until GitHub's own job timeout ends the job and removes the runner), and a listing that fails
-// skips the check: nothing is ended on a missing answer.
+// the job's scope in a row, and whose runner GitHub then answers 404 for when asked by its id, is
+// done with its job: the backstop hands the job's completion, built from the ledger as the job's
+// source recorded it, to the pool worker through the job queue, as the source would have. The
+// worker ends the instance (or recycles it) by its usual completion path, after its own check with
+// GitHub for a scale set job. Nothing the instance writes counts: its agent's signals are claims,
+// the listing and the records are not. A runner GitHub still lists, busy or idle, is never ended by
+// the backstop (a runner kept busy by a hostile job stays listed until GitHub's own job timeout ends
+// the job and removes the runner), and a listing that fails skips the check: nothing is ended on a
+// missing answer.
+//
+// Why the read by id: a listing is paginated (pages of 100) and not a snapshot. When runners are
+// removed between the requests of two of its pages (a busy scope removes ephemeral runners every few
+// seconds), every later runner moves up one place and the one at the page boundary is in neither
+// page. Two listings can skip the same running runner, rarely, and ending its instance fails a job
+// that was still running. So two missed listings only make a runner a suspect: the backstop reads it
+// by the id the job's ledger records (the just-in-time runner the worker minted; Bind moves it with
+// the instance between scale set jobs, so it is read when confirming, never kept). GitHub's 404 hands
+// the completion on; found, in any status, the instance is kept and its mark cleared; any other
+// answer skips it with its mark kept (confirmGone). A job whose ledger records no runner id for the
+// instance is decided by the two listings alone.
 //
 // Who runs it: the convergence pass (package poolsize, Options.Backstop). It already runs on one
 // replica at a time (under the leader lease), on its own pace, and it already reads every pool's
@@ -33,6 +45,7 @@ package pooljob
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +72,14 @@ type Completer interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
 }
 
+// BackstopGitHub is the backstop's GitHub: listings of a scope's runners, and reads of one runner
+// by its id (ghaccess.ErrRunnerNotFound when the scope does not have it); *ghaccess.Client
+// satisfies it.
+type BackstopGitHub interface {
+	ghaccess.RunnerLister
+	GetRunner(ctx context.Context, scope string, id int64) (ghaccess.Runner, error)
+}
+
 // Ledger reads a job's ledger record; warmpool.Store satisfies it.
 type Ledger interface {
 	GetRun(ctx context.Context, key string) (store.Run, error)
@@ -67,7 +88,7 @@ type Ledger interface {
 // BackstopConfig configures a Backstop.
 type BackstopConfig struct {
 	Ledger Ledger
-	GitHub ghaccess.RunnerLister
+	GitHub BackstopGitHub
 	Jobs   Completer
 	// MaxScopes bounds the scopes one check lists (default DefaultBackstopScopes), so that many
 	// repositories with running webhook jobs cannot spend GitHub's rate limit on the backstop: the
@@ -154,6 +175,15 @@ func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, 
 	var ended []string
 	var errs []error
 	for _, in := range done {
+		gone, err := b.confirmGone(ctx, in, scopeOf[in.RunID], running)
+		if err != nil {
+			next[in.ID] = true // no answer: the mark stays, nothing is ended
+			errs = append(errs, fmt.Errorf("confirming that the runner of %s is gone: %w", in.ID, err))
+			continue
+		}
+		if !gone {
+			continue // GitHub still has it: kept, its mark cleared
+		}
 		if err := b.complete(ctx, in); err != nil {
 			next[in.ID] = true // missed twice still: the next check tries again
 			errs = append(errs, fmt.Errorf("completing the job of %s: %w", in.ID, err))
@@ -224,6 +254,72 @@ func Finished(running []store.Instance, scopeOf map[string]string, listed map[st
 		}
 	}
 	return done, next
+}
+
+// confirmGone asks GitHub, by the runner's id, whether the runner of in, which two listings of
+// scope in a row did not show, is gone: a listing is paginated and not a snapshot, and a runner at a
+// page boundary is skipped when runners listed before it are removed between two page requests. A
+// read of the one runner answers for it alone (GitHub's REST reference, "Get a self-hosted runner
+// for a repository", GET /repos/{owner}/{repo}/actions/runners/{runner_id}, and "... for an
+// organization"): a 404 says GitHub has no runner of that id in the scope, so it is gone; found,
+// busy, idle or offline, it is kept. Any other answer is an error: the caller ends nothing. Those
+// pages list only the 200; the 404 is GitHub's answer for any resource it does not show the caller,
+// including one that exists where the credential may not read it (GitHub Docs, "Troubleshooting the
+// REST API": "404 Not Found for an existing resource"). That cannot be the case here: the listing of
+// the same scope, with the same credential and the same permission (ghaccess.Calls), succeeded in
+// this check just before.
+//
+// The runner's id is the one the ledger records now for the job the instance serves (runnerID);
+// without one (a record written before runner ids were recorded, or a rebinding the records no
+// longer trace) the two listings decide alone, as before this read was added.
+func (b *Backstop) confirmGone(ctx context.Context, in store.Instance, scope string, running []store.Instance) (bool, error) {
+	id, err := b.runnerID(ctx, in, running)
+	if err != nil {
+		return false, err
+	}
+	if id == 0 {
+		b.log.Info("pool job instance without a recorded runner id: two listings decide", "instance", in.ID, "run", in.RunID)
+		return true, nil
+	}
+	r, err := b.cfg.GitHub.GetRunner(ctx, scope, id)
+	switch {
+	case errors.Is(err, ghaccess.ErrRunnerNotFound):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading runner %d of %s: %w", id, scope, err)
+	}
+	b.log.Info("runner missed by two listings is still at GitHub: its instance is kept",
+		"instance", in.ID, "runner", id, "scope", scope, "status", r.Status, "busy", r.Busy)
+	return false, nil
+}
+
+// runnerID returns the id of in's just-in-time runner as the ledger records it at this moment (0:
+// none recorded). The ledger of in's own job names it unless Bind (bind.go) moved in, with its
+// runner, to the scale set job that started on it; then the ledger of another running job names it,
+// and the ledgers of the running instances' jobs are read until one does. Read at each
+// confirmation, never kept: Bind may move it between two checks.
+func (b *Backstop) runnerID(ctx context.Context, in store.Instance, running []store.Instance) (int64, error) {
+	keys := []string{in.RunID}
+	for _, o := range running {
+		if !slices.Contains(keys, o.RunID) {
+			keys = append(keys, o.RunID)
+		}
+	}
+	for _, run := range keys {
+		key, _ := warmpool.LedgerKey(run)
+		r, err := b.cfg.Ledger.GetRun(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("the ledger record %s: %w", key, err)
+		}
+		var res warmpool.JobResult
+		if json.Unmarshal(r.Result, &res) == nil && res.InstanceID == in.ID {
+			return res.RunnerID, nil
+		}
+	}
+	return 0, nil
 }
 
 // ledgerJobs reads the ledger's job of each running instance it does not know yet, keeps those of

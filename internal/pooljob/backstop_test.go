@@ -2,7 +2,9 @@ package pooljob_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http/httptest"
 	"slices"
@@ -141,11 +143,15 @@ func (h *handedOn) got() []warmpool.Job {
 	return slices.Clone(h.jobs)
 }
 
-// flaky lists through gh, or fails while fail is set.
+// flaky lists and reads runners through gh, or fails to list while fail is set.
 type flaky struct {
-	gh    ghaccess.RunnerLister
+	gh    pooljob.BackstopGitHub
 	fail  bool
 	calls map[string]int
+}
+
+func (f *flaky) GetRunner(ctx context.Context, scope string, id int64) (ghaccess.Runner, error) {
+	return f.gh.GetRunner(ctx, scope, id)
 }
 
 func (f *flaky) ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error) {
@@ -295,3 +301,232 @@ func TestBackstopListsEachScopeOnce(t *testing.T) {
 type noRunners struct{}
 
 func (noRunners) ListRunners(context.Context, string) ([]ghaccess.Runner, error) { return nil, nil }
+
+func (noRunners) GetRunner(context.Context, string, int64) (ghaccess.Runner, error) {
+	return ghaccess.Runner{}, ghaccess.ErrRunnerNotFound
+}
+
+// served records in the ledger that job j is served by instance with runner runnerID, as the pool
+// worker does (worker.go registerOne).
+func (l ledger) served(t *testing.T, j warmpool.Job, instance string, runnerID int64) {
+	t.Helper()
+	l.add(t, j)
+	r := l[j.LedgerKey()]
+	res, err := json.Marshal(warmpool.JobResult{InstanceID: instance, Source: warmpool.SourceHot, RunnerID: runnerID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Result = res
+	l[j.LedgerKey()] = r
+}
+
+// unlisted is a GitHub whose listings show no runner (every one skipped), and whose read of a runner
+// by id answers from get, recording each id asked.
+type unlisted struct {
+	mu   sync.Mutex
+	get  func(id int64) (ghaccess.Runner, error)
+	asks []int64
+}
+
+func (u *unlisted) ListRunners(context.Context, string) ([]ghaccess.Runner, error) { return nil, nil }
+
+func (u *unlisted) GetRunner(_ context.Context, _ string, id int64) (ghaccess.Runner, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.asks = append(u.asks, id)
+	return u.get(id)
+}
+
+func (u *unlisted) asked() []int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.asks)
+}
+
+// TestBackstopConfirmsByRunnerID: two listings in a row that miss a runner are not enough when the
+// ledger records the runner's id: the backstop reads that runner at GitHub, and hands on the job's
+// completion only on GitHub's 404. A runner GitHub still has (busy, idle or offline) keeps its
+// instance and clears its mark (the next completion needs two more misses); an error ends nothing
+// and keeps the mark (the next answer decides). The id read is the one the ledger records when the
+// backstop confirms, also after Bind moved the instance and its runner to another scale set job. A
+// job without a recorded runner id is decided by the two listings alone.
+func TestBackstopConfirmsByRunnerID(t *testing.T) {
+	t.Parallel()
+	const runner = 501
+	webhook := warmpool.Job{Action: warmpool.ActionQueued, JobID: 1, RunID: 9, Repository: "acme/app", RepositoryID: 1, Labels: []string{"pool=warm"}, Pool: "warm"}
+	setJob := func(id int64) warmpool.Job {
+		return warmpool.Job{Action: warmpool.ActionQueued, JobID: id, RunID: 9, Repository: "acme/app", RepositoryID: 1, Labels: []string{"set"}, Pool: "warm",
+			ScaleSet: "set", ScaleSetID: 7, ScaleSetScope: "acme", ScaleSetJob: fmt.Sprint("j-", id)}
+	}
+	x, y := setJob(2), setJob(3)
+	found := func(busy bool, status string) func(int64) (ghaccess.Runner, error) {
+		return func(id int64) (ghaccess.Runner, error) {
+			return ghaccess.Runner{ID: id, Name: "runnerpool-i-a", Status: status, Busy: busy}, nil
+		}
+	}
+	gone := func(int64) (ghaccess.Runner, error) { return ghaccess.Runner{}, ghaccess.ErrRunnerNotFound }
+	broken := func(int64) (ghaccess.Runner, error) {
+		return ghaccess.Runner{}, errors.New("github get runner: 502 Bad Gateway")
+	}
+	tests := []struct {
+		name string
+		// setup fills the ledger and returns the running records; i-a is the instance watched.
+		setup func(t *testing.T, l ledger) []store.Instance
+		get   func(int64) (ghaccess.Runner, error)
+		// wantEnded: i-a's completion handed on at the second check; wantAsked: the ids read.
+		wantEnded bool
+		wantAsked []int64
+		wantErr   bool
+		// wantNext: with GitHub answering 404 from the third check on, the check that ends i-a: 3 if
+		// its mark stayed, 4 if it was cleared (two more misses), 0 when it was ended already.
+		wantNext int
+	}{
+		{"found busy: kept, mark cleared", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", runner)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, found(true, "online"), false, []int64{runner}, false, 4},
+		{"found idle: kept", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", runner)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, found(false, "online"), false, []int64{runner}, false, 4},
+		{"found offline: kept", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", runner)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, found(false, "offline"), false, []int64{runner}, false, 4},
+		{"404: completion handed on", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", runner)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, gone, true, []int64{runner}, false, 0},
+		{"error: nothing ended, mark kept", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", runner)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, broken, false, []int64{runner}, true, 3},
+		{"no recorded runner id: the listings decide", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, webhook, "i-a", 0)
+			return []store.Instance{running("i-a", webhook.RunKey())}
+		}, found(true, "online"), true, nil, false, 0},
+		{"rebound by Bind: the id its current job's ledger records", func(t *testing.T, l ledger) []store.Instance {
+			// i-a was brought up for x, i-b for y; x started on i-b's runner (602), so x's ledger
+			// names i-b and y's names i-a with i-a's runner (601).
+			l.served(t, x, "i-b", 602)
+			l.served(t, y, "i-a", 601)
+			return []store.Instance{running("i-a", x.RunKey()), running("i-b", y.RunKey())}
+		}, func(id int64) (ghaccess.Runner, error) {
+			if id == 601 {
+				return ghaccess.Runner{ID: id, Busy: true, Status: "online"}, nil
+			}
+			return ghaccess.Runner{}, ghaccess.ErrRunnerNotFound
+		}, false, []int64{601, 602}, false, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			led := ledger{}
+			recs := tc.setup(t, led)
+			gh := &unlisted{get: tc.get}
+			done := &handedOn{}
+			bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: gh, Jobs: done})
+			if err != nil {
+				t.Fatal(err)
+			}
+			endedA := func(ended []string) bool { return slices.Contains(ended, "i-a") }
+			if ended, err := bs.Check(ctx, recs); err != nil || endedA(ended) || len(gh.asked()) != 0 {
+				t.Fatalf("first check: ended %v, err %v, asked %v; want nothing ended or asked after one miss", ended, err, gh.asked())
+			}
+			ended, err := bs.Check(ctx, recs)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("second check: err %v, want an error: %v", err, tc.wantErr)
+			}
+			if endedA(ended) != tc.wantEnded {
+				t.Errorf("second check ended %v; want i-a ended: %v", ended, tc.wantEnded)
+			}
+			handed := slices.ContainsFunc(done.got(), func(j warmpool.Job) bool { return j.RunnerName == warmpool.RunnerName("i-a") })
+			if handed != tc.wantEnded {
+				t.Errorf("completion of i-a's job handed on: %v, want %v (%+v)", handed, tc.wantEnded, done.got())
+			}
+			asked := gh.asked()
+			slices.Sort(asked)
+			if diff := cmp.Diff(tc.wantAsked, asked); diff != "" {
+				t.Errorf("runner ids read at GitHub (-want +got):\n%s", diff)
+			}
+			if tc.wantNext == 0 {
+				return
+			}
+			gh.mu.Lock()
+			gh.get = gone
+			gh.mu.Unlock()
+			for n := 3; n <= 4; n++ {
+				ended, err := bs.Check(ctx, recs)
+				if err != nil {
+					t.Fatalf("check %d: %v", n, err)
+				}
+				if endedA(ended) != (n == tc.wantNext) {
+					t.Errorf("check %d ended %v; i-a wanted ended at check %d", n, ended, tc.wantNext)
+				}
+			}
+		})
+	}
+}
+
+// TestSkippedRunnerKeepsItsInstance: a running job's runner that the runner listings leave out (a
+// paginated listing skips a runner at a page boundary when runners are removed between two page
+// requests) while GitHub still has it keeps its instance however many listings miss it: the backstop
+// reads the runner by the id the ledger recorded and finds it. Once GitHub removes the runner, the
+// read is GitHub's 404 and the job's completion is handed on. The runner is a just-in-time runner of
+// the GitHub fake, listed and read over HTTP by the control plane's client.
+func TestSkippedRunnerKeepsItsInstance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	fake := githubfake.New(githubfake.Options{})
+	srv := httptest.NewServer(fake)
+	t.Cleanup(func() { srv.Close(); fake.Close() })
+	gh, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := warmpool.Job{
+		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: "acme/app", RepositoryID: 1,
+		Labels: []string{"self-hosted", "pool=warm"}, Pool: "warm", Event: "push", DeliveryID: "d-7",
+	}
+	in := running("i-0123456789abcdef0", job.RunKey())
+	jit, err := gh.GenerateJITConfig(ctx, job.Repository, warmpool.RunnerName(in.ID), []string{"pool=warm"}, ghaccess.DefaultRunnerGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger{}
+	led.served(t, job, in.ID, jit.RunnerID)
+	fake.SkipInListings(func(r githubfake.Runner) bool { return r.ID == jit.RunnerID })
+	done := &handedOn{}
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: gh, Jobs: done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 6 {
+		ended, err := bs.Check(ctx, []store.Instance{in})
+		if err != nil || len(ended) != 0 {
+			t.Fatalf("check %d: ended %v, err %v while GitHub still has the job's runner", n+1, ended, err)
+		}
+	}
+	if got := done.got(); len(got) != 0 {
+		t.Fatalf("completions handed on while the runner exists: %+v", got)
+	}
+	if n := fake.Calls()["GET /repos/{owner}/{repo}/actions/runners/{runner_id}"]; n != 3 {
+		t.Errorf("%d reads of the runner, want 3: one per two missed listings", n)
+	}
+
+	if err := gh.DeleteRunner(ctx, job.Repository, jit.RunnerID); err != nil { // GitHub removes the ephemeral runner after its job
+		t.Fatal(err)
+	}
+	var ended []string
+	for range 2 {
+		got, err := bs.Check(ctx, []store.Instance{in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended = append(ended, got...)
+	}
+	if !slices.Equal(ended, []string{in.ID}) || len(done.got()) != 1 {
+		t.Fatalf("after the runner's removal: ended %v, handed on %+v; want %s's job completed once", ended, done.got(), in.ID)
+	}
+}

@@ -176,7 +176,7 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request, _ *caller) 
 	s.mu.Lock()
 	var all []runnerJSON
 	for _, rr := range s.sortedRunnersLocked() {
-		if rr.scope == sc && (name == "" || strings.EqualFold(rr.name, name)) {
+		if rr.scope == sc && (name == "" || strings.EqualFold(rr.name, name)) && (s.listingSkips == nil || !s.listingSkips(rr.snapshot())) {
 			all = append(all, s.runnerJSONLocked(rr))
 		}
 	}
@@ -186,6 +186,18 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request, _ *caller) 
 		return
 	}
 	writeJSON(w, http.StatusOK, runnersJSON{TotalCount: len(all), Runners: append([]runnerJSON{}, page...)})
+}
+
+// SkipInListings makes every runner listing leave out the runners skip reports (nil: none), while
+// each stays readable by its id and keeps running its job. It models what a paginated listing
+// shows when runners are removed between the requests of two of its pages: GitHub's pages are
+// offsets into the current list (GitHub Docs, "Using pagination in the REST API": page and
+// per_page), so every runner after a removed one moves up one place and the first runner of the
+// next page is in neither page. Busy scopes remove ephemeral runners every few seconds.
+func (s *Server) SkipInListings(skip func(Runner) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listingSkips = skip
 }
 
 func (s *Server) getRunner(w http.ResponseWriter, r *http.Request, _ *caller) {

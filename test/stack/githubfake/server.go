@@ -75,8 +75,9 @@ type Server struct {
 	runnerTokens  map[string]*runnerToken // registration and remove tokens
 	minted        []Mint                  // every runner credential handed out (minted.go)
 	runners       map[int64]*runnerRec
-	credentials   map[string]int64 // runner credential -> runner id, kept after the runner is deleted
-	labelIDs      map[string]int64 // lower-case label name -> id
+	listingSkips  func(Runner) bool // runners.go: SkipInListings
+	credentials   map[string]int64  // runner credential -> runner id, kept after the runner is deleted
+	labelIDs      map[string]int64  // lower-case label name -> id
 	groups        map[string][]*groupRec
 	jobs          map[int64]*jobRec
 	queue         []int64 // queued job ids, oldest first
