@@ -146,9 +146,10 @@ func (b *Backstop) Inferred(source, name string) int {
 
 // Check looks at the running pool-job instances among recs (records read before it is called, as
 // the convergence pass read them), lists their jobs' scopes at GitHub, and hands on the completion
-// of each job whose runner neither this listing nor the last one of its scope shows. It returns the
-// instances whose job's completion it handed on. A listing error returns before anything is ended
-// or counted as missed.
+// of each job whose runner neither this listing nor the last one of its scope shows, once GitHub
+// confirms, read by the runner's id, that it is gone (confirmGone). It returns the instances whose
+// job's completion it handed on. A listing error returns before anything is ended or counted as
+// missed; a confirmation that gets no answer ends nothing and keeps the instance's mark.
 func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

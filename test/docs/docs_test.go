@@ -237,6 +237,7 @@ var figures = []figure{
 	{"docs/guides/job-sources.md", "and assigns the job again, up to 3 times", "test/stack/githubfake/actions_queue_assigned.go", `const maxReassignments = 3\n`, "TestAssignmentCancelledAndReassigned"},
 	{"docs/guides/job-sources.md", "if none comes within a minute, its instance is handed back", "reconciler/scalesets/manager.go", `def\(&c\.CancelGrace, time\.Minute\)`, "TestCancelledAssignmentKeepsItsRunner"},
 	{"docs/guides/job-sources.md", "retried 4 times with back-off on connection errors, 429 and 5xx", "internal/scaleset/client.go", `case cfg\.RetryMax == 0:\s+rc\.RetryMax = 4\n`, ""},
+	{"docs/guides/job-sources.md", "they come in pages of 100", "internal/ghaccess/ghaccess.go", `opts := &github\.ListRunnersOptions\{ListOptions: github\.ListOptions\{PerPage: 100\}\}`, "TestSkippedRunnerKeepsItsInstance"},
 	{"docs/guides/job-sources.md", "at most 10 scopes a pass", "internal/pooljob/backstop.go", `const DefaultBackstopScopes = 10\n`, "TestBackstopListsEachScopeOnce"},
 	{"docs/guides/job-sources.md", "After each convergence pass (every 30 s by default", "reconciler/config/config.go", `flag: "converge-schedule", env: "RUNNERPOOL_CONVERGE_SCHEDULE", def: "@every 30s"`, ""},
 	{"docs/guides/job-sources.md", "the listener backs off (up to 30 s)", "reconciler/scalesets/manager.go", `def\(&c\.MaxBackoff, 30\*time\.Second\)`, "TestServiceOutage"},
