@@ -459,7 +459,9 @@ func (c *Converger) converge(ctx context.Context, spec warmpool.PoolSpec, remove
 // decided. Brief records: every step reads only their id, state, run, threshold, spec hash,
 // creation time and agent key (the writes return full records).
 func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, removed bool, now time.Time, pr *PoolReport, errs *[]error) (categories, bool) {
-	recs, err := c.st.ByPoolBrief(ctx, spec.Name)
+	// An autoscaled pool's prices are read from its records; no other step reads them.
+	autoscaled := spec.Autoscale != nil && c.opts.Autoscale.Store != nil && !removed
+	recs, err := c.st.ByPoolBrief(ctx, spec.Name, autoscaled)
 	if err != nil {
 		*errs = append(*errs, fmt.Errorf("listing instances: %w", err))
 		return categories{}, false
@@ -473,7 +475,7 @@ func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, remove
 	if c.opts.Backstop != nil {
 		pr.records = recs
 	}
-	if spec.Autoscale != nil && c.opts.Autoscale.Store != nil && !removed {
+	if autoscaled {
 		pr.Autoscale = c.autoscale(ctx, spec, recs, cat, now)
 		pr.TargetHot, pr.TargetStopped = spec.Hot, spec.Stopped
 		if pr.Autoscale.Err != nil {

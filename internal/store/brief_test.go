@@ -22,7 +22,7 @@ func TestBriefListings(t *testing.T) {
 	if _, err := st.Create(ctx, store.Instance{
 		ID: "i-0123456789abcdef0", State: store.StateWarming, Threshold: clock.Now().Add(time.Hour), UsageClass: "on-demand",
 		InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, ResourceClass: "medium", RunnerClass: "linux", Pool: "small-x64",
-		Scope: "acme", Zone: "us-east-1a", SpecHash: "v1", Reason: "warming up",
+		Scope: "acme", Zone: "us-east-1a", SpecHash: "v1", RunnerVersion: "2.330.0", JobAccess: "normal", Reason: "warming up",
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -39,18 +39,28 @@ func TestBriefListings(t *testing.T) {
 
 	want := store.Instance{ID: full.ID, State: full.State, Threshold: full.Threshold, Pool: full.Pool, RunnerClass: full.RunnerClass, Scope: full.Scope,
 		SpecHash: full.SpecHash, CreatedAt: full.CreatedAt, Version: full.Version, PooledAt: full.PooledAt, AgentKey: full.AgentKey,
-		InstanceType: full.InstanceType, UsageClass: full.UsageClass, Zone: full.Zone}
-	if want.AgentKey == "" || want.PooledAt.IsZero() {
+		InstanceType: full.InstanceType, UsageClass: full.UsageClass, Zone: full.Zone, RunnerVersion: full.RunnerVersion, JobAccess: full.JobAccess}
+	if want.AgentKey == "" || want.PooledAt.IsZero() || want.RunnerVersion == "" || want.JobAccess == "" {
 		t.Fatalf("the record lacks a field to check: %+v", full)
 	}
-	for name, list := range map[string]func() ([]store.Instance, error){
-		"ByPoolBrief":  func() ([]store.Instance, error) { return st.ByPoolBrief(ctx, "small-x64") },
-		"ByStateBrief": func() ([]store.Instance, error) { return st.ByStateBrief(ctx, store.StateReady, time.Time{}) },
-		"LiveBrief":    func() ([]store.Instance, error) { return st.LiveBrief(ctx) },
+	// A pool's listing (convergence) carries neither the runner version nor the job access, and
+	// the prices only when asked.
+	pooled := want
+	pooled.RunnerVersion, pooled.JobAccess = "", ""
+	unpriced := pooled
+	unpriced.InstanceType, unpriced.UsageClass, unpriced.Zone = "", "", ""
+	for name, c := range map[string]struct {
+		list func() ([]store.Instance, error)
+		want store.Instance
+	}{
+		"ByPoolBrief":         {func() ([]store.Instance, error) { return st.ByPoolBrief(ctx, "small-x64", false) }, unpriced},
+		"ByPoolBrief, prices": {func() ([]store.Instance, error) { return st.ByPoolBrief(ctx, "small-x64", true) }, pooled},
+		"ByStateBrief":        {func() ([]store.Instance, error) { return st.ByStateBrief(ctx, store.StateReady, time.Time{}) }, want},
+		"LiveBrief":           {func() ([]store.Instance, error) { return st.LiveBrief(ctx) }, want},
 	} {
-		got, err := list()
-		if err != nil || len(got) != 1 || got[0] != want {
-			t.Errorf("%s = %+v, %v;\nwant [%+v]", name, got, err, want)
+		got, err := c.list()
+		if err != nil || len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s = %+v, %v;\nwant [%+v]", name, got, err, c.want)
 		}
 	}
 	if got, err := st.ByStateBrief(ctx, store.StateReady, clock.Now()); err != nil || len(got) != 0 {
@@ -74,7 +84,7 @@ func TestByPoolBriefCoversEveryID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := st.ByPoolBrief(ctx, "p")
+	got, err := st.ByPoolBrief(ctx, "p", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ type Store interface {
 	Claim(ctx context.Context, id, runID string, threshold time.Time, from ...store.State) (store.Instance, error)
 	ByPool(ctx context.Context, pool string) ([]store.Instance, error)
 	// ByPoolBrief and ByStateBrief list brief records (store/brief.go): convergence's reads.
-	ByPoolBrief(ctx context.Context, pool string) ([]store.Instance, error)
+	ByPoolBrief(ctx context.Context, pool string, prices bool) ([]store.Instance, error)
 	ByStateBrief(ctx context.Context, state store.State, expiredAt time.Time) ([]store.Instance, error)
 	ByRun(ctx context.Context, runID string) ([]store.Instance, error)
 	LastSignal(ctx context.Context, id string) (store.SignalRecord, error)
