@@ -162,16 +162,11 @@ func (f *flaky) ListRunners(ctx context.Context, scope string) ([]ghaccess.Runne
 	return f.gh.ListRunners(ctx, scope)
 }
 
-// TestListedRunnerKeepsItsInstance: the backstop ends nothing whose runner GitHub still lists (a
-// job still running, however long a hostile job keeps it so: GitHub's job timeout ends that), a
-// listing error ends nothing and forgets nothing, and it takes the record and the ledger, never the
-// instance's word, for what the instance serves. Once GitHub no longer lists the runner in two
-// listings in a row, the job's completion, as the ledger recorded the job, goes to the pool worker.
-// The runner is a just-in-time runner of the GitHub fake, listed over HTTP by the control plane's
-// client.
-func TestListedRunnerKeepsItsInstance(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
+// servedOnTheFake is a webhook pool job served by a running instance whose just-in-time runner the
+// GitHub fake made, with its ledger record naming the instance and the runner's id as the pool
+// worker writes it, and the control plane's GitHub client over HTTP.
+func servedOnTheFake(t *testing.T) (*githubfake.Server, *ghaccess.Client, ledger, warmpool.Job, store.Instance, ghaccess.JITConfig) {
+	t.Helper()
 	fake := githubfake.New(githubfake.Options{})
 	srv := httptest.NewServer(fake)
 	t.Cleanup(func() { srv.Close(); fake.Close() })
@@ -179,17 +174,31 @@ func TestListedRunnerKeepsItsInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led := ledger{}
 	job := warmpool.Job{
 		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: "acme/app", RepositoryID: 1,
 		Labels: []string{"self-hosted", "pool=warm"}, Pool: "warm", Event: "push", DeliveryID: "d-7",
 	}
-	led.add(t, job)
 	in := running("i-0123456789abcdef0", job.RunKey())
-	jit, err := gh.GenerateJITConfig(ctx, job.Repository, warmpool.RunnerName(in.ID), []string{"pool=warm"}, ghaccess.DefaultRunnerGroup)
+	jit, err := gh.GenerateJITConfig(t.Context(), job.Repository, warmpool.RunnerName(in.ID), []string{"pool=warm"}, ghaccess.DefaultRunnerGroup)
 	if err != nil {
 		t.Fatal(err)
 	}
+	led := ledger{}
+	led.served(t, job, in.ID, jit.RunnerID)
+	return fake, gh, led, job, in, jit
+}
+
+// TestListedRunnerKeepsItsInstance: the backstop ends nothing whose runner GitHub still lists (a
+// job still running, however long a hostile job keeps it so: GitHub's job timeout ends that), a
+// listing error ends nothing and forgets nothing, and it takes the record and the ledger, never the
+// instance's word, for what the instance serves. Once GitHub no longer lists the runner in two
+// listings in a row and GitHub answers 404 for it by its id, the job's completion, as the ledger
+// recorded the job, goes to the pool worker. The runner is a just-in-time runner of the GitHub fake,
+// listed and read over HTTP by the control plane's client.
+func TestListedRunnerKeepsItsInstance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, gh, led, job, in, jit := servedOnTheFake(t)
 	lister := &flaky{gh: gh, calls: map[string]int{}}
 	done := &handedOn{}
 	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: lister, Jobs: done})
@@ -478,24 +487,7 @@ func TestBackstopConfirmsByRunnerID(t *testing.T) {
 func TestSkippedRunnerKeepsItsInstance(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	fake := githubfake.New(githubfake.Options{})
-	srv := httptest.NewServer(fake)
-	t.Cleanup(func() { srv.Close(); fake.Close() })
-	gh, err := ghaccess.New(ghaccess.Config{APIURL: srv.URL, Token: fake.PAT()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := warmpool.Job{
-		Action: warmpool.ActionQueued, JobID: 7, RunID: 70, Repository: "acme/app", RepositoryID: 1,
-		Labels: []string{"self-hosted", "pool=warm"}, Pool: "warm", Event: "push", DeliveryID: "d-7",
-	}
-	in := running("i-0123456789abcdef0", job.RunKey())
-	jit, err := gh.GenerateJITConfig(ctx, job.Repository, warmpool.RunnerName(in.ID), []string{"pool=warm"}, ghaccess.DefaultRunnerGroup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	led := ledger{}
-	led.served(t, job, in.ID, jit.RunnerID)
+	fake, gh, led, job, in, jit := servedOnTheFake(t)
 	fake.SkipInListings(func(r githubfake.Runner) bool { return r.ID == jit.RunnerID })
 	done := &handedOn{}
 	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: gh, Jobs: done})
