@@ -270,6 +270,12 @@ func Finished(running []store.Instance, scopeOf map[string]string, listed map[st
 // the same scope, with the same credential and the same permission (ghaccess.Calls), succeeded in
 // this check just before.
 //
+// A scale set job's runner is read in the scale set's scope by the id the scale set's JIT
+// configuration gave it, taken to be the id GitHub's REST API knows the runner by (the scope's
+// listing shows the runner; the GitHub fake models one id for both). Not confirmed against GitHub's
+// documentation: were the ids different, the read would be a 404 and the backstop would decide as
+// the listings alone did before.
+//
 // The runner's id is the one the ledger records now for the job the instance serves (runnerID);
 // without one (a record written before runner ids were recorded, or a rebinding the records no
 // longer trace) the two listings decide alone, as before this read was added.
