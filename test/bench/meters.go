@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
@@ -112,4 +114,19 @@ func (b *batchKeys) count() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.n
+}
+
+// responseBytes counts the bytes of the answers to the AWS requests made through it (their
+// Content-Length): what a pass has the table serialise and the client decode. Unlike a pass's
+// time or CPU it does not depend on the machine's load.
+type responseBytes struct{ n atomic.Int64 }
+
+func (b *responseBytes) AddMiddleware(stack *middleware.Stack) error {
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("runnerpool.ResponseBytes", func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+		out, md, err := next.HandleDeserialize(ctx, in)
+		if r, ok := out.RawResponse.(*smithyhttp.Response); ok && r.ContentLength > 0 {
+			b.n.Add(r.ContentLength)
+		}
+		return out, md, err
+	}), middleware.Before)
 }

@@ -226,8 +226,8 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	if err != nil {
 		return err
 	}
-	counter := awslimit.NewCounter()
-	cfg.APIOptions = append(cfg.APIOptions, counter.AddMiddleware)
+	counter, answered := awslimit.NewCounter(), &responseBytes{}
+	cfg.APIOptions = append(cfg.APIOptions, counter.AddMiddleware, answered.AddMiddleware)
 	ec2c := ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = aws.String(hs.URL) })
 	cst := store.New(dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }), table)
 
@@ -258,6 +258,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	const passes = 5
 	var took []float64
 	var first time.Duration
+	var cpu0 burstCPU // after the first pass
 	key := "convergence"
 	if records != h.o.ConvergeRecords {
 		key = fmt.Sprintf("convergence %d", records)
@@ -276,6 +277,8 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 		}
 		if i == 0 { // the first pass warms connections up and looks for removed pools
 			first = rep.Took
+			cpu0 = h.cpuNow()
+			answered.n.Store(0)
 			continue
 		}
 		took = append(took, ms(rep.Took))
@@ -284,12 +287,26 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	res.Calls[key] = calls
 	slices.Sort(took)
 	perPass := formatValue(float64(total(calls)) / float64(passes+1))
+	cost := passCost(h.cpuNow().since(cpu0), answered.n.Load(), passes)
 	res.add(Figure{Name: name, Value: Percentile(took, 50), Unit: "ms",
-		How: fmt.Sprintf("median of %d steady-state convergence passes (poolsize.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each), in a table of their own; %s DynamoDB requests per pass (%s), no EC2 call; the first pass, which also looks for removed pools (every warmpool.DefaultDiscoverEvery), took %s",
-			passes, pools*per, pools, hot, stopped, perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond))})
-	h.say("  convergence pass over %d records: median %.0f ms, %s DynamoDB requests per pass (%s); the first, with the search for removed pools, %s",
-		pools*per, Percentile(took, 50), perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond))
+		How: fmt.Sprintf("median of %d steady-state convergence passes (poolsize.Converger.Pass) over %d warm records in %d pools (%d hot, %d stopped each), in a table of their own; %s DynamoDB requests per pass (%s), no EC2 call; the first pass, which also looks for removed pools (every warmpool.DefaultDiscoverEvery), took %s; %s",
+			passes, pools*per, pools, hot, stopped, perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond), cost)})
+	h.say("  convergence pass over %d records: median %.0f ms, %s DynamoDB requests per pass (%s); the first, with the search for removed pools, %s; %s",
+		pools*per, Percentile(took, 50), perPass, perPassCalls(calls, passes+1), first.Round(time.Millisecond), cost)
 	return nil
+}
+
+// passCost says what the steady passes cost beside their time, robust to the machine's load: CPU
+// per pass of the bench process (the pass, and whatever else runs in it meanwhile) and of each
+// emulator, and the bytes of DynamoDB's answers per pass.
+func passCost(cpu burstCPU, answered int64, passes int) string {
+	parts := []string{fmt.Sprintf("bench process %.0f ms", ms(cpu.bench)/float64(passes))}
+	for _, k := range slices.Sorted(maps.Keys(cpu.children)) {
+		if cpu.children[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f ms", k, ms(cpu.children[k])/float64(passes)))
+		}
+	}
+	return fmt.Sprintf("CPU per steady pass: %s; DynamoDB's answers %d bytes per pass", strings.Join(parts, ", "), answered/int64(passes))
 }
 
 // perPassCalls renders calls over n passes as "Op x/pass, ...", sorted by operation.
