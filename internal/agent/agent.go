@@ -423,6 +423,9 @@ func (a *agent) step(ctx context.Context) bool {
 		if rec.RunID == "" && a.marker.RunID != "" && !a.relGiven[a.marker.RunID] {
 			a.release(ctx, a.marker.RunID)
 		}
+		if a.proc == nil {
+			a.cache.handedBack() // back in the pool: the disk keeps what the last jobs read from S3
+		}
 	}
 	return false
 }

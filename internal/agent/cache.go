@@ -90,6 +90,7 @@ type runCache struct {
 	srv     *cache.Server
 	control cache.Control
 	run     atomic.Value // string: the run the runner serves now ("" between runs)
+	filling atomic.Bool  // handed back: the fill of this gap was started (handedBack)
 
 	mu     sync.Mutex
 	scopes map[string]cache.Scope // by run: asked once per run
@@ -183,21 +184,32 @@ func (rc *runCache) scope(ctx context.Context) (cache.Scope, error) {
 	return s, nil
 }
 
-// serving tells the server which run the runner serves ("" none). Between runs the server fills
-// its disk with the entries its jobs read straight from S3 (cache.Server.Idle); a new run stops
-// that fill before its first request (Busy waits for it), so the job never shares the instance
-// with one.
+// serving tells the server which run the runner serves ("" none). A new run stops a fill that
+// runs before its first request (Busy waits for it), so the job never shares the instance with one.
 func (rc *runCache) serving(run string) {
 	if rc == nil {
 		return
 	}
-	if run == "" {
-		rc.run.Store(run)
-		rc.srv.Idle()
+	if run != "" {
+		rc.srv.Busy()
+		rc.filling.Store(false)
+	}
+	rc.run.Store(run)
+}
+
+// handedBack tells the server that the instance is back in its pool, waiting for its next run: it
+// fills its disk with the entries its jobs read straight from S3 (cache.Server.Idle), for the next
+// job of the repository here. Not before: an instance whose record ends it after its job (not
+// reused, or terminating) never fills, which would only read S3 again for a disk about to go. Once
+// per hand-back; the next run's serving stops it.
+func (rc *runCache) handedBack() {
+	if rc == nil {
 		return
 	}
-	rc.srv.Busy()
-	rc.run.Store(run)
+	if run, _ := rc.run.Load().(string); run != "" || !rc.filling.CompareAndSwap(false, true) {
+		return
+	}
+	rc.srv.Idle()
 }
 
 // report is the release signal's detail: the server's counters since the last report.

@@ -24,8 +24,9 @@ import (
 )
 
 // TestCacheFillsBetweenRuns: run 1's lookup of an entry only S3 holds answers S3's presigned URL
-// and the job reads it there; once the agent says no run is served (serving("")), the server
-// fills its disk with that URL; run 2's lookup answers the server's own URL, and S3 is not read
+// and the job reads it there; once the record hands the instance back to its pool (handedBack,
+// not the runner's stop alone: an instance about to end never fills), the server fills its disk
+// with that URL; run 2's lookup answers the server's own URL, and S3 is not read
 // again. Fails on the code before: the lookup answered the server's URL and there was no fill.
 func TestCacheFillsBetweenRuns(t *testing.T) {
 	scope := cache.Scope{Repository: "acme/app", Ref: "refs/heads/main", DefaultBranch: "refs/heads/main", Trusted: true}
@@ -113,8 +114,13 @@ func TestCacheFillsBetweenRuns(t *testing.T) {
 		t.Fatalf("the job read %d bytes", len(b))
 	}
 
-	rc.serving("")  // the run is over: the server fills its disk
+	rc.serving("") // the run is over, but the record has not handed the instance back: no fill
+	if n := gets.Load(); n != 1 {
+		t.Fatalf("S3 served %d GETs before the hand-back, want the job's only", n)
+	}
+	rc.handedBack() // back in the pool: the server fills its disk
 	<-rc.srv.Idle() // (the fill already running: wait for it)
+	rc.handedBack() // the next steps of the loop start nothing more
 	rc.serving("run-2")
 	if u := lookup(); !strings.HasPrefix(u, base+"/download/") {
 		t.Fatalf("run 2's lookup answered %s, want the server's own URL (a local hit)", u)
