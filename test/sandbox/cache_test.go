@@ -473,3 +473,77 @@ func poolJobRows(t *testing.T, w *cacheWorld) {
 		t.Fatalf("the webhook job's scope: %+v, %v; want %+v", s, err, webhookScope)
 	}
 }
+
+// TestRestoreFromS3KeptAfterTheHandBack: an entry another instance saved is restored on instance A
+// straight from S3 (the job reads the presigned URL; nothing on A's disk while the job runs); once
+// A's run is released and its record hands A back to the pool, A's agent fills its disk with the
+// entry; the next run on A restores it from the disk. The local-first promise of docs/cache.md
+// ("Restores from S3, and the idle fill") on real agents.
+func TestRestoreFromS3KeptAfterTheHandBack(t *testing.T) {
+	t.Parallel()
+	w := newCacheWorld(t)
+	resA, a := w.provision(t, "refs/heads/main")
+	_, b := w.provision(t, "refs/heads/main")
+	if a == b {
+		t.Fatalf("two runs at once on one instance %s", a)
+	}
+	ws, want := cacheWorkspace(t, 256<<10)
+	if got, out := w.toolkit(t, b, ws, "save", "deps-s3-1", "data"); got == "" || got == "-1" {
+		t.Fatalf("save on %s: result %q\n%s", b, got, out)
+	}
+	scope := cache.ScopeOf(sandbox.Scope, "push", "refs/heads/main", "", "")
+	objs := w.objects(t, scope.WritePrefix())
+	if len(objs) != 1 {
+		t.Fatalf("bucket: %v, want the one entry", objs)
+	}
+	ws2 := t.TempDir()
+	if got, out := w.toolkit(t, a, ws2, "restore", "data", "deps-s3-1"); got != "deps-s3-1" {
+		t.Fatalf("restore on %s: %q\n%s", a, got, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws2, "data", "blob")); !bytes.Equal(b, want) {
+		t.Fatalf("restored %d bytes, want %d", len(b), len(want))
+	}
+	if kept := localIndex(t, w.root, a); strings.Contains(kept, objs[0]) {
+		t.Fatalf("A's disk holds the entry while its job runs: %s", kept)
+	}
+	if rep, err := w.cp.Releaser.Release(t.Context(), resA.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
+		t.Fatalf("release: %+v, %v", rep, err)
+	}
+	waitFor(t, "A's disk filled with the entry after its hand-back", 20*time.Second, func() bool {
+		return strings.Contains(localIndex(t, w.root, a), objs[0])
+	})
+	if st, ok := cache.ParseReport(w.report(a)[0]); !ok || st.RemoteHits != 1 || st.LocalHits != 0 {
+		t.Fatalf("A's first run: %+v, want its one hit from S3", st)
+	}
+	resA2, a2 := w.provision(t, "refs/heads/main") // B still runs: the pool's one idle instance is A
+	if a2 != a {
+		t.Fatalf("the next run got %s, not the handed-back %s", a2, a)
+	}
+	ws3 := t.TempDir()
+	if got, out := w.toolkit(t, a, ws3, "restore", "data", "deps-s3-1"); got != "deps-s3-1" {
+		t.Fatalf("restore on %s after the fill: %q\n%s", a, got, out)
+	}
+	if rep, err := w.cp.Releaser.Release(t.Context(), resA2.RunKey, 10*time.Minute); err != nil || rep.Count(release.Pooled) != 1 {
+		t.Fatalf("release: %+v, %v", rep, err)
+	}
+	reports := w.report(a)
+	if len(reports) != 2 {
+		t.Fatalf("release reports of %s: %q, want two", a, reports)
+	}
+	if st, ok := cache.ParseReport(reports[1]); !ok || st.LocalHits != 1 || st.RemoteHits != 0 {
+		t.Fatalf("A's second run: %+v, want its one hit from the disk", st)
+	}
+}
+
+// localIndex is the index of the agent's local cache store on instance id ("" when none yet).
+func localIndex(t *testing.T, root, id string) string {
+	t.Helper()
+	found, _ := filepath.Glob(filepath.Join(root, id, "*", "cache", "index.json"))
+	more, _ := filepath.Glob(filepath.Join(root, id, "cache", "index.json"))
+	var out string
+	for _, f := range append(found, more...) {
+		b, _ := os.ReadFile(f)
+		out += string(b)
+	}
+	return out
+}
