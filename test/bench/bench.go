@@ -278,12 +278,18 @@ func Run(ctx context.Context, out io.Writer, o Options) (*Result, error) {
 			continue
 		}
 		say("phase %s", p.name)
+		before := h.running()
 		if err := p.run(ctx, h, res); err != nil {
 			say("phase %s failed: %v", p.name, err)
 			errs = append(errs, fmt.Errorf("phase %s: %w", p.name, err))
 			if ctx.Err() != nil {
 				break
 			}
+		}
+		if left := h.leftBehind(p.name, before, 10*time.Second); left != "" {
+			// Whatever a phase leaves running burns CPU through every later phase's figures.
+			say("LEFT RUNNING by phase %s: %s", p.name, left)
+			res.note("phase %s left running: %s", p.name, left)
 		}
 	}
 	res.Duration = time.Since(res.Started)
@@ -756,7 +762,11 @@ func (h *harness) runJob(ctx context.Context, wf *workflow, resp apiv1.Provision
 }
 
 // phaseIdle counts what the agents of idle instances ask AWS for on their own.
-func phaseIdle(ctx context.Context, h *harness, res *Result) error {
+func phaseIdle(ctx context.Context, h *harness, res *Result) (err error) {
+	// The last phase of the chain that measures the sandbox class's pool: its agents stop here.
+	defer func() {
+		err = errors.Join(err, h.retireIdle(context.WithoutCancel(ctx), "the idle phase is over", sandbox.RunnerClass))
+	}()
 	time.Sleep(2 * time.Second) // the last releases' handshakes settle
 	idle, err := h.sb.Store.ByState(ctx, store.StateIdle, time.Time{})
 	if err != nil {

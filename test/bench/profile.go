@@ -21,10 +21,26 @@ func (h *harness) profile(name string) func() {
 		h.say("  no CPU profile: %v", err)
 		return func() {}
 	}
+	h.dumpGoroutines(name)
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
 	}
+}
+
+// dumpGoroutines writes the bench process's goroutines, by stack, into ProfileDir/name.goroutines.txt
+// when ProfileDir is set: what else runs in the process while a phase measures.
+func (h *harness) dumpGoroutines(name string) {
+	if h.o.ProfileDir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(h.o.ProfileDir, name+".goroutines.txt"))
+	if err != nil {
+		h.say("  no goroutine dump: %v", err)
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 }
 
 // profilePath is where a profile named name goes: empty when ProfileDir or name is.

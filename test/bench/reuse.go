@@ -267,7 +267,10 @@ func (h *harness) singles(ctx context.Context, runnerClass, size string, n int) 
 }
 
 // phaseReuse measures the reuse ratios and the latency of the homogeneous and mixed bursts.
-func phaseReuse(ctx context.Context, h *harness, res *Result) error {
+func phaseReuse(ctx context.Context, h *harness, res *Result) (err error) {
+	defer func() {
+		err = errors.Join(err, h.retireIdle(context.WithoutCancel(ctx), "the reuse phase is over", reuseHomogeneous, reuseMixed, reuseSmall))
+	}()
 	// Homogeneous: 60 small idle, 30 concurrent provisions of 2 small.
 	if err := h.fill(ctx, reuseHomogeneous, "small", 60); err != nil {
 		return err

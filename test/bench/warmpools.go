@@ -44,6 +44,8 @@ const (
 // phaseWarmPools measures start_calls_per_50_started and convergence_pass_ms_2000_instances.
 func phaseWarmPools(ctx context.Context, h *harness, res *Result) error {
 	err := h.stoppedStarts(ctx, res)
+	// The started runners, released, idle in the warm class's pool: nothing after needs them.
+	err = errors.Join(err, h.retireIdle(context.WithoutCancel(ctx), "the warm pools phase is over", warmClass))
 	if err != nil {
 		res.add(Figure{Name: "start_calls_per_50_started", Missing: err.Error(), Unit: "calls"})
 	}
@@ -259,6 +261,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	var took []float64
 	var first time.Duration
 	var cpu0 burstCPU // after the first pass
+	var agents0, replica0 map[string]int
 	key := "convergence"
 	if records != h.o.ConvergeRecords {
 		key = fmt.Sprintf("convergence %d", records)
@@ -279,12 +282,16 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 			first = rep.Took
 			cpu0 = h.cpuNow()
 			answered.n.Store(0)
+			agents0, replica0 = h.agent.Counts(), h.cp.Counts()
 			continue
 		}
 		took = append(took, ms(rep.Took))
 	}
 	calls := counter.Counts()
 	res.Calls[key] = calls
+	if a, r := delta(agents0, h.agent.Counts()), delta(replica0, h.cp.Counts()); total(a)+total(r) > 0 {
+		h.say("  meanwhile, beside the passes: the agents' AWS requests %v, the replica's %v", a, r)
+	}
 	slices.Sort(took)
 	perPass := formatValue(float64(total(calls)) / float64(passes+1))
 	cost := passCost(h.cpuNow().since(cpu0), answered.n.Load(), passes)
@@ -343,4 +350,15 @@ func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSp
 		return fmt.Errorf("writing warm records: %w", err)
 	}
 	return nil
+}
+
+// delta is after minus before, by key, keeping only what grew.
+func delta(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
 }

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+// leakyPoller stands for what a phase forgets to stop: a goroutine that runs until told.
+func leakyPoller(stop <-chan struct{}) { <-stop }
+
+func TestGoroutinesNameWhatAPhaseLeftRunning(t *testing.T) {
+	before := goroutines()
+	stop := make(chan struct{})
+	defer close(stop)
+	for range 3 {
+		go leakyPoller(stop)
+	}
+	grown, extra := grownGoroutines(before, goroutines())
+	if extra < 3 {
+		t.Fatalf("3 goroutines started, %d counted more: %v", extra, grown)
+	}
+	if len(grown) == 0 || !strings.Contains(grown[0], "test/bench.leakyPoller") || !strings.HasPrefix(grown[0], "3× ") {
+		t.Errorf("the leftover is not named first: %v", grown)
+	}
+}
+
+func TestFuncName(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"github.com/x/y/internal/agent.(*agent).heartbeat(0xc000123, {0x1, 0x2})", "github.com/x/y/internal/agent.(*agent).heartbeat"},
+		{"created by net/http.(*Server).Serve in goroutine 42", "created by net/http.(*Server).Serve"},
+		{"main.main()", "main.main"},
+	} {
+		if got := funcName(tc.line); got != tc.want {
+			t.Errorf("funcName(%q) = %q, want %q", tc.line, got, tc.want)
+		}
+	}
+}
+
+func TestInstanceGoroutinesCountApart(t *testing.T) {
+	stack := "goroutine 7 [select]:\n" + module + "/internal/agent.(*agent).heartbeat(0x1)\n\t/x/agent.go:359 +0x1cf\ncreated by " + module + "/internal/agent.(*agent).run in goroutine 6"
+	if !instanceGoroutine(stack) {
+		t.Error("an agent's goroutine is not counted as a simulated instance's")
+	}
+	if instanceGoroutine("goroutine 8 [chan receive]:\n" + module + "/test/bench.leakyPoller(0x1)") {
+		t.Error("a poller of the harness is counted as a simulated instance's")
+	}
+}
