@@ -24,6 +24,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -661,7 +662,8 @@ func phaseCold(ctx context.Context, h *harness, res *Result) error {
 // phaseWarm: provision/release cycles from the pool; every runner is reused.
 func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 	reg := h.o.scaled(AnchorRegistration)
-	points := 0 // GitHub's points spent on the cycles served from the pool alone
+	points := 0      // GitHub's points spent on the cycles served from the pool alone
+	var cycles []int // the cycle of each overhead sample, to say where the slowest fell
 	for i := range h.o.WarmCycles {
 		wf, err := h.newWorkflow()
 		if err != nil {
@@ -679,6 +681,7 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 			res.account("reused", before, after)
 			res.Runners["reused"] += len(resp.Runners)
 			res.WarmOverhead = append(res.WarmOverhead, ms(took-reg))
+			cycles = append(cycles, i+1)
 		} else {
 			res.account("mixed", before, after)
 			res.note("warm cycle %d was not served from the pool alone: %v", i+1, s)
@@ -708,9 +711,24 @@ func phaseWarm(ctx context.Context, h *harness, res *Result) error {
 	res.add(Figure{Name: "claim_notice_p50_ms", Value: Percentile(n, 50), Unit: "ms",
 		How: "from the claim's write (the record's updated_at) to the idle agent reading the claimed record (instance metadata tag runnerpool:wake, 50 ms IMDS poll)"})
 	res.add(Figure{Name: "claim_notice_p99_ms", Value: Percentile(n, 99), Unit: "ms", How: "same, 99th percentile"})
-	h.say("  %d cycles: overhead p50 %.0f ms p99 %.0f ms; %d claim notices p50 %.0f ms", h.o.WarmCycles,
-		Percentile(s, 50), Percentile(s, 99), len(n), Percentile(n, 50))
+	h.say("  %d cycles: overhead p50 %.0f ms p99 %.0f ms (slowest: %s); %d claim notices p50 %.0f ms", h.o.WarmCycles,
+		Percentile(s, 50), Percentile(s, 99), slowest(res.WarmOverhead, cycles, 3), len(n), Percentile(n, 50))
 	return nil
+}
+
+// slowest renders the n largest samples with their cycles, "cycle 1 180 ms, ...": whether the p99
+// is one early cycle (a warm-up) or spread over the run.
+func slowest(samples []float64, cycles []int, n int) string {
+	idx := make([]int, len(samples))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(samples[b], samples[a]) })
+	var parts []string
+	for _, i := range idx[:min(n, len(idx))] {
+		parts = append(parts, fmt.Sprintf("cycle %d %.0f ms", cycles[i], samples[i]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // phaseThroughput: Workflows concurrent workflows, Concurrency at a time, each provision (1 to

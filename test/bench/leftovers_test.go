@@ -45,3 +45,10 @@ func TestInstanceGoroutinesCountApart(t *testing.T) {
 		t.Error("a poller of the harness is counted as a simulated instance's")
 	}
 }
+
+func TestSlowestNamesTheCycles(t *testing.T) {
+	got := slowest([]float64{120, 180, 130, 175}, []int{2, 3, 5, 9}, 2)
+	if want := "cycle 3 180 ms, cycle 9 175 ms"; got != want {
+		t.Errorf("slowest = %q, want %q", got, want)
+	}
+}
