@@ -16,6 +16,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -69,7 +70,11 @@ func diff(before, after map[string]int) map[string]int {
 	return out
 }
 
-func phaseManyRepos(ctx context.Context, h *harness, res *Result) error {
+func phaseManyRepos(ctx context.Context, h *harness, res *Result) (err error) {
+	// Up to twice repos × idle agents, idle: the cache phase after it would run beside them.
+	defer func() {
+		err = errors.Join(err, h.retireIdle(context.WithoutCancel(ctx), "the many repos phase is over", reuseManyRepos))
+	}()
 	repos, idle, wf := h.o.ManyRepos, h.o.ManyReposIdle, h.o.ManyReposWorkflows
 	for r := range repos {
 		repo, id := manyRepo(r)
