@@ -289,7 +289,7 @@ func (h *harness) convergencePass(ctx context.Context, res *Result, records int,
 	}
 	calls := counter.Counts()
 	res.Calls[key] = calls
-	if a, r := delta(agents0, h.agent.Counts()), delta(replica0, h.cp.Counts()); total(a)+total(r) > 0 {
+	if a, r := diff(agents0, h.agent.Counts()), diff(replica0, h.cp.Counts()); total(a)+total(r) > 0 {
 		h.say("  meanwhile, beside the passes: the agents' AWS requests %v, the replica's %v", a, r)
 	}
 	slices.Sort(took)
@@ -352,13 +352,3 @@ func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSp
 	return nil
 }
 
-// delta is after minus before, by key, keeping only what grew.
-func delta(before, after map[string]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
