@@ -176,12 +176,13 @@ func goroutines() map[string]int {
 		if len(lines) < 2 {
 			continue
 		}
-		top, created := funcName(lines[1]), ""
+		top, inModule, created := funcName(lines[1]), false, ""
 		for _, l := range lines[1:] {
-			if strings.HasPrefix(l, "created by ") {
+			switch {
+			case strings.HasPrefix(l, "created by "):
 				created = strings.TrimPrefix(funcName(l), "created by ")
-			} else if top == funcName(lines[1]) && strings.Contains(l, module) && !strings.HasPrefix(l, "\t") {
-				top = funcName(l)
+			case !inModule && strings.Contains(l, module) && !strings.HasPrefix(l, "\t"):
+				top, inModule = funcName(l), true // the innermost frame of this module
 			}
 		}
 		if strings.HasPrefix(created, "net/http.(*Transport).dialConn") || strings.HasPrefix(created, "net/http.(*Server).Serve") {

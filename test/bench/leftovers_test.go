@@ -2,18 +2,30 @@ package bench
 
 import (
 	"strings"
+	"sync"
 	"testing"
 )
 
-// leakyPoller stands for what a phase forgets to stop: a goroutine that runs until told.
-func leakyPoller(stop <-chan struct{}) { <-stop }
+// leakyPoller stands for what a phase forgets to stop: a goroutine that runs until told. Not
+// inlined, so that its frame shows in the stacks.
+//
+//go:noinline
+func leakyPoller(started chan<- struct{}, stop <-chan struct{}) {
+	started <- struct{}{}
+	<-stop
+}
 
 func TestGoroutinesNameWhatAPhaseLeftRunning(t *testing.T) {
 	before := goroutines()
 	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait() // gone before the next test counts
 	defer close(stop)
+	started := make(chan struct{})
 	for range 3 {
-		go leakyPoller(stop)
+		wg.Add(1)
+		go func() { defer wg.Done(); leakyPoller(started, stop) }()
+		<-started // running: its stack shows leakyPoller, not the go statement's wrapper
 	}
 	grown, extra := grownGoroutines(before, goroutines())
 	if extra < 3 {

@@ -351,4 +351,3 @@ func writeWarmRecords(ctx context.Context, st *store.Store, spec warmpool.PoolSp
 	}
 	return nil
 }
-
