@@ -99,26 +99,23 @@ const leakMargin = 8
 func (h *harness) leftBehind(phase string, before running, settle time.Duration) string {
 	h.http.CloseIdleConnections()
 	deadline := time.Now().Add(settle)
-	for {
-		after := h.running()
-		grown, extra := grownGoroutines(before.goroutines, after.goroutines)
-		instances := after.instances > before.instances && !slices.Contains(handsOn, phase)
-		if !instances && extra <= leakMargin {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			var parts []string
-			if instances {
-				parts = append(parts, fmt.Sprintf("%d running instances with their agents (%d before it; %d goroutines of theirs)",
-					after.instances, before.instances, after.agents))
-			}
-			if extra > leakMargin {
-				parts = append(parts, fmt.Sprintf("%d goroutines more than before it: %s", extra, strings.Join(grown, "; ")))
-			}
-			return strings.Join(parts, ", and ")
-		}
+	after := h.running()
+	grown, extra := grownGoroutines(before.goroutines, after.goroutines)
+	// Goroutines winding down end within settle; instances left running do not.
+	for extra > leakMargin && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
+		after = h.running()
+		grown, extra = grownGoroutines(before.goroutines, after.goroutines)
 	}
+	var parts []string
+	if after.instances > before.instances && !slices.Contains(handsOn, phase) {
+		parts = append(parts, fmt.Sprintf("%d running instances with their agents (%d before it; %d goroutines of theirs)",
+			after.instances, before.instances, after.agents))
+	}
+	if extra > leakMargin {
+		parts = append(parts, fmt.Sprintf("%d goroutines more than before it: %s", extra, strings.Join(grown, "; ")))
+	}
+	return strings.Join(parts, ", and ")
 }
 
 // grownGoroutines lists the kinds of goroutine that grew from before to after, most first, and how
