@@ -19,8 +19,8 @@
 // GitHub for a scale set job. Nothing the instance writes counts: its agent's signals are claims,
 // the listing and the records are not. A runner GitHub still lists, busy or idle, is never ended by
 // the backstop (a runner kept busy by a hostile job stays listed until GitHub's own job timeout ends
-// the job and removes the runner), and a listing that fails skips the check: nothing is ended on a
-// missing answer.
+// the job and removes the runner), and a scope whose listing fails is skipped: nothing of it is
+// ended on a missing answer, and the other scopes go on.
 //
 // Why the read by id: a listing is paginated (pages of 100) and not a snapshot. When runners are
 // removed between the requests of two of its pages (a busy scope removes ephemeral runners every few
@@ -148,8 +148,9 @@ func (b *Backstop) Inferred(source, name string) int {
 // the convergence pass read them), lists their jobs' scopes at GitHub, and hands on the completion
 // of each job whose runner neither this listing nor the last one of its scope shows, once GitHub
 // confirms, read by the runner's id, that it is gone (confirmGone). It returns the instances whose
-// job's completion it handed on. A listing error returns before anything is ended or counted as
-// missed; a confirmation that gets no answer ends nothing and keeps the instance's mark.
+// job's completion it handed on. A scope whose listing fails has nothing ended or counted as missed
+// (its marks wait for its next listing) and the other scopes go on; a confirmation that gets no
+// answer ends nothing and keeps the instance's mark.
 func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -158,23 +159,27 @@ func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, 
 	scopeOf, ledgerErr := b.ledgerJobs(ctx, running)
 	scopes := b.scopesToList(running, scopeOf)
 	listed := map[string]map[string]bool{}
+	var errs []error
 	for _, sc := range scopes {
+		b.listed[sc] = b.checks // a scope that fails goes to the back of the queue too
 		// Listed after the records were read: a runner of a record read before is listed unless
 		// it is gone.
 		runners, err := b.cfg.GitHub.ListRunners(ctx, sc)
 		if err != nil {
-			return nil, errors.Join(ledgerErr, fmt.Errorf("listing the runners of %s: %w", sc, err))
+			// Nothing of this scope is ended or marked (Finished: not listed now); the other
+			// scopes go on. One scope GitHub refuses (an installation removed from a repository)
+			// must not stop the backstop for every other one.
+			errs = append(errs, fmt.Errorf("listing the runners of %s: %w", sc, err))
+			continue
 		}
 		names := map[string]bool{}
 		for _, r := range runners {
 			names[strings.ToLower(r.Name)] = true
 		}
 		listed[sc] = names
-		b.listed[sc] = b.checks
 	}
 	done, next := Finished(running, scopeOf, listed, b.missed)
 	var ended []string
-	var errs []error
 	for _, in := range done {
 		gone, err := b.confirmGone(ctx, in, scopeOf[in.RunID], running)
 		if err != nil {

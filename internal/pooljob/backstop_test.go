@@ -522,3 +522,48 @@ func TestSkippedRunnerKeepsItsInstance(t *testing.T) {
 		t.Fatalf("after the runner's removal: ended %v, handed on %+v; want %s's job completed once", ended, done.got(), in.ID)
 	}
 }
+
+// refusing is a GitHub with no runners anywhere, whose listing of one scope always fails (an
+// installation removed from that repository).
+type refusing struct{ scope string }
+
+func (r refusing) ListRunners(_ context.Context, scope string) ([]ghaccess.Runner, error) {
+	if scope == r.scope {
+		return nil, errors.New("403 Resource not accessible by integration")
+	}
+	return nil, nil
+}
+
+func (refusing) GetRunner(context.Context, string, int64) (ghaccess.Runner, error) {
+	return ghaccess.Runner{}, ghaccess.ErrRunnerNotFound
+}
+
+// TestOneFailingScopeStopsNoOther: a scope whose listing always fails holds back only its own jobs;
+// a lost completion in another scope is still handed on, and the check reports the failing scope.
+// Failed before: the first failing listing returned from the check, for every scope, every pass.
+func TestOneFailingScopeStopsNoOther(t *testing.T) {
+	t.Parallel()
+	led := ledger{}
+	var recs []store.Instance
+	for i, repo := range []string{"acme/gone", "acme/app"} {
+		j := warmpool.Job{Action: warmpool.ActionQueued, JobID: int64(i + 1), RunID: 9, Repository: repo, RepositoryID: 1, Labels: []string{"pool=warm"}, Pool: "warm"}
+		led.add(t, j)
+		recs = append(recs, running([]string{"i-gone", "i-app"}[i], j.RunKey()))
+	}
+	done := &handedOn{}
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: refusing{scope: "acme/gone"}, Jobs: done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ended []string
+	for range 3 {
+		got, err := bs.Check(t.Context(), recs)
+		if err == nil || !strings.Contains(err.Error(), "acme/gone") {
+			t.Fatalf("check: %v, want the failing scope's listing named", err)
+		}
+		ended = append(ended, got...)
+	}
+	if !slices.Equal(ended, []string{"i-app"}) || len(done.got()) != 1 || done.got()[0].Repository != "acme/app" {
+		t.Fatalf("ended %v, handed on %+v: want only acme/app's instance", ended, done.got())
+	}
+}
