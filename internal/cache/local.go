@@ -23,7 +23,8 @@ type entry struct {
 	Size    int64     `json:"size"`
 	Created time.Time `json:"created"`
 	Used    time.Time `json:"used"`
-	// Seq orders uses that share a clock reading (a coarse or stopped clock): the later use is kept.
+	// Seq orders the uses (the store's counter, kept across restarts): least recently used is
+	// lowest, whatever the clock's resolution or steps. Used is for the maximum age.
 	Seq uint64 `json:"seq"`
 }
 
@@ -131,8 +132,8 @@ func (l *local) touchLocked(e *entry) {
 }
 
 // evictLocked drops what is past the maximum age, then the repository's least recently used
-// entries while it holds more than its limit. The last one used goes last: an entry just saved is
-// never dropped for an older one, whatever the clock's resolution.
+// entries (lowest Seq) while it holds more than its limit. The last one used goes last: an entry
+// just saved is never dropped for an older one, whatever the clock's resolution.
 func (l *local) evictLocked(repo string) {
 	now := l.now()
 	var mine []*entry
@@ -150,12 +151,7 @@ func (l *local) evictLocked(repo string) {
 	if l.repoLimit <= 0 || total <= l.repoLimit {
 		return
 	}
-	sort.Slice(mine, func(i, j int) bool {
-		if !mine[i].Used.Equal(mine[j].Used) {
-			return mine[i].Used.Before(mine[j].Used)
-		}
-		return mine[i].Seq < mine[j].Seq
-	})
+	sort.Slice(mine, func(i, j int) bool { return mine[i].Seq < mine[j].Seq })
 	for _, e := range mine {
 		if total <= l.repoLimit {
 			break
