@@ -5,6 +5,13 @@
 // instances into hot (ready) or stopped ones; create what is missing through the fleet code; and
 // terminate the excess. Records claimed by a run or a job (claimed, running, created) are never
 // counted or terminated. A pool that fails is reported and skipped; it never blocks the others.
+//
+// A pool the configuration no longer has (its item deleted) is converged to zero while it has a
+// record the pass looks after (tended: a warm instance or a pool job's), found by a search of the
+// deployment's records (removedPools). A pool whose item is present but unusable (PoolSpec.Err) is
+// held: its warm instances are left as they are, since a bad write must not end a fleet, and only
+// its pool jobs are looked after (hold). Both hand their running pool-job records to the backstop,
+// so a job whose completion was lost ends however its pool was changed.
 package poolsize
 
 import (
@@ -60,9 +67,9 @@ type Options struct {
 	CreateBatch int
 	// Concurrency is how many pools converge at once (default 4).
 	Concurrency int
-	// DiscoverEvery is the pace of the search for pools removed from the configuration (every warm
-	// record's pool: three listings of the whole deployment). It also runs at a converger's first
-	// pass and whenever the configured pools change (default 10 min).
+	// DiscoverEvery is the pace of the search for pools removed from the configuration (the pool of
+	// every warm or pool-job record: six brief listings of the deployment by state). It also runs at
+	// a converger's first pass and whenever the configured pools change (default 10 min).
 	DiscoverEvery time.Duration
 	// Jobs, when set, lets a pass put a pool job back in the job queue when the instance that
 	// served it failed to register (UD_REG_FAILED, or no registration before its deadline).
@@ -196,7 +203,8 @@ type PoolReport struct {
 	TargetHot, TargetStopped int
 	// Removed: the pool is no longer configured; its instances are scaled to zero.
 	Removed bool
-	// Skipped says why the pool was left alone (its configuration cannot be used).
+	// Skipped says why the pool's warm instances were left alone (its configuration cannot be
+	// used); its pool jobs were still looked after (Promoted, Requeued).
 	Skipped string
 
 	// What the pool holds after the pass (instances launched or marked by it included).
@@ -225,7 +233,7 @@ type PoolReport struct {
 	Err                                    error
 	Took                                   time.Duration
 
-	warm    int              // warm records (warming, ready, stopped, terminating) the pass read
+	tended  int              // records the pass read that it looks after (tended)
 	records []store.Instance // the records the pass read, for the backstop
 }
 
@@ -294,8 +302,8 @@ func (c *Converger) Pass(ctx context.Context) (Report, error) {
 	c.mu.Lock()
 	c.last = rep
 	for _, pr := range rep.Pools {
-		if pr.Removed && pr.Err == nil && pr.warm == 0 {
-			delete(c.disc.removed, pr.Pool) // scaled in: nothing left to look for
+		if pr.Removed && pr.Err == nil && pr.tended == 0 {
+			delete(c.disc.removed, pr.Pool) // scaled in, its jobs ended: nothing left to look after
 		}
 	}
 	c.mu.Unlock()
@@ -345,18 +353,22 @@ func (c *Converger) logPool(pr PoolReport) {
 	case pr.Capped > 0:
 		c.log.Warn("warm pool held below its target by an instance cap", attrs...)
 	case pr.Skipped != "":
-		c.log.Warn("warm pool left alone", "pool", pr.Pool, "reason", pr.Skipped)
+		c.log.Warn("warm pool held: its configuration cannot be used", "pool", pr.Pool, "reason", pr.Skipped,
+			"warming", pr.Warming, "ready", pr.Ready, "stopped", pr.Stopped, "detached", pr.Detached,
+			"promoted", len(pr.Promoted), "requeued", len(pr.Requeued))
 	default:
 		c.log.Debug("warm pool converged", attrs...)
 	}
 }
 
-// removedPools returns the pools removed from the configuration that still have warm records.
+// removedPools returns the pools removed from the configuration that still have records a pass
+// looks after (tended).
 // Finding them reads every warm record of the deployment, so a pass does it only when it may have
 // changed: at the converger's first pass, when the configured pools change (this replica's
 // configuration removed one), and every DiscoverEvery (another replica's older configuration
 // created instances of a pool this one no longer has). In between, each pass converges the pools
-// the last search found until a pass finds one empty; a steady pass reads each pool's records once.
+// the last search found until a pass finds none it looks after; a steady pass reads each pool's
+// records once.
 func (c *Converger) removedPools(ctx context.Context, known map[string]warmpool.PoolSpec, now time.Time) ([]string, error) {
 	names := slices.Sorted(maps.Keys(known))
 	c.mu.Lock()
@@ -383,10 +395,12 @@ func (c *Converger) removedPools(ctx context.Context, known map[string]warmpool.
 	return out, err
 }
 
-// discover returns the pools of every warm record (warming, ready or stopped), the three states
-// listed in parallel, brief.
+// discover returns the pools of every record a pass looks after (tended): warm (warming, ready,
+// stopped) or a pool job's (claimed, created, running), the six states listed in parallel, brief.
+// The pool-job states matter: a pool removed while its instances all serve jobs has no warm record
+// left, and its jobs' instances still need promoting, or ending when their completion is lost.
 func (c *Converger) discover(ctx context.Context) (map[string]bool, error) {
-	states := []store.State{store.StateWarming, store.StateReady, store.StateStopped}
+	states := []store.State{store.StateWarming, store.StateReady, store.StateStopped, store.StateClaimed, store.StateCreated, store.StateRunning}
 	recs := make([][]store.Instance, len(states))
 	errs := make([]error, len(states))
 	warmpool.Each(len(states), func(i int) {
@@ -401,12 +415,33 @@ func (c *Converger) discover(ctx context.Context) (map[string]bool, error) {
 	found := map[string]bool{}
 	for _, rs := range recs {
 		for _, r := range rs {
-			if r.Pool != "" {
+			if r.Pool != "" && tended(r) {
 				found[r.Pool] = true
 			}
 		}
 	}
 	return found, nil
+}
+
+// tended reports whether a pass looks after a pool's record whatever the pool's configuration
+// says: a warm instance (warming, hot, stopped, or terminating after a pass ended it) or a pool
+// job's (picked or created for the job, or running it). A removed pool is converged while a pass
+// finds one. A run's record (a step-driven run's instance that once was warm: claimed, running or
+// idle in the resource pool) is not: the run's release and refresh's deadlines end it.
+func tended(in store.Instance) bool {
+	switch in.State {
+	case store.StateWarming, store.StateReady, store.StateStopped, store.StateTerminating:
+		return true
+	case store.StateRunning:
+		return strings.HasPrefix(in.RunID, warmpool.JobRunPrefix)
+	}
+	return pendingJob(in)
+}
+
+// pendingJob reports a record picked (claimed) or created for a pool job whose agent has not yet
+// been seen registered: the pass promotes it, or ends it and re-queues its job (Converger.jobs).
+func pendingJob(in store.Instance) bool {
+	return (in.State == store.StateClaimed || in.State == store.StateCreated) && strings.HasPrefix(in.RunID, warmpool.JobRunPrefix)
 }
 
 // categories sorts a pool's records.
@@ -426,11 +461,7 @@ func (c *Converger) converge(ctx context.Context, spec warmpool.PoolSpec, remove
 	began := time.Now()
 	pr = PoolReport{Pool: spec.Name, Schedule: spec.Schedule, TargetHot: spec.Hot, TargetStopped: spec.Stopped, Removed: removed}
 	defer func() { pr.Took = time.Since(began) }()
-	if spec.Err != nil {
-		pr.Skipped = spec.Err.Error()
-		return pr
-	}
-	if spec.Hot < 0 || spec.Stopped < 0 {
+	if spec.Err == nil && (spec.Hot < 0 || spec.Stopped < 0) {
 		pr.Err = fmt.Errorf("pool %s: negative target %d hot, %d stopped", spec.Name, spec.Hot, spec.Stopped)
 		return pr
 	}
@@ -440,6 +471,10 @@ func (c *Converger) converge(ctx context.Context, spec warmpool.PoolSpec, remove
 			pr.Err = fmt.Errorf("pool %s: %w", spec.Name, err)
 		}
 	}()
+	if spec.Err != nil {
+		c.hold(ctx, spec, now, &pr, &errs)
+		return pr
+	}
 	cat, ok := c.observe(ctx, &spec, removed, now, &pr, &errs)
 	if !ok {
 		return pr
@@ -471,7 +506,7 @@ func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, remove
 		*errs = append(*errs, err)
 	}
 	pr.Detached = cat.detached
-	pr.warm = len(recs) - cat.detached
+	pr.tended = countTended(recs)
 	if c.opts.Backstop != nil {
 		pr.records = recs
 	}
@@ -485,6 +520,57 @@ func (c *Converger) observe(ctx context.Context, spec *warmpool.PoolSpec, remove
 		}
 	}
 	return cat, true
+}
+
+// hold is the pass over a pool whose item is present but unusable (spec.Err: a spec of a newer
+// provider, a schedule or runner class that does not resolve, for one pass or many). Its warm
+// instances are left exactly as they are: a bad write, or a launch template version EC2 did not
+// answer for, must not end a fleet, and the pool is converged again as soon as its configuration
+// reads. They are not kept past their own deadlines either: refresh ends each at its threshold (a
+// warming one at its warm-up timeout, a hot one at its idle time, a stopped one at MaxStoppedAge),
+// as it would any record, so a pool broken for good costs nothing after the longest of those.
+// Its pool jobs do not depend on the configuration and are looked after as any pool's: a
+// registered one is promoted (with the class's max runtime when the spec still carries it, else
+// warmpool.DefaultMaxRuntime), a failed one ended and its job re-queued, and its records go to the
+// backstop, so a job whose completion was lost ends before its max runtime.
+func (c *Converger) hold(ctx context.Context, spec warmpool.PoolSpec, now time.Time, pr *PoolReport, errs *[]error) {
+	pr.Skipped = spec.Err.Error()
+	recs, err := c.st.ByPoolBrief(ctx, spec.Name, false)
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("listing instances: %w", err))
+		return
+	}
+	var cat categories
+	for _, in := range recs {
+		switch in.State {
+		case store.StateWarming:
+			pr.Warming++
+		case store.StateReady:
+			pr.Ready++
+		case store.StateStopped:
+			pr.Stopped++
+		}
+		if in.State != store.StateWarming {
+			c.sortRecord(&cat, spec, in, now)
+		}
+	}
+	pr.Detached = cat.detached
+	pr.tended = countTended(recs)
+	if c.opts.Backstop != nil {
+		pr.records = recs
+	}
+	// Nothing but the failed pool jobs is ended: endDoomed is handed no other category.
+	c.endDoomed(ctx, spec, categories{jobs: cat.jobs}, now, pr, errs)
+}
+
+func countTended(recs []store.Instance) int {
+	n := 0
+	for _, in := range recs {
+		if tended(in) {
+			n++
+		}
+	}
+	return n
 }
 
 // endDoomed is steps 2-4 with the pool jobs: what registered for a job is promoted, a job's
@@ -653,7 +739,7 @@ func (c *Converger) sortRecord(cat *categories, spec warmpool.PoolSpec, in store
 			cat.stopped = append(cat.stopped, in)
 		}
 	case store.StateClaimed, store.StateCreated:
-		if strings.HasPrefix(in.RunID, warmpool.JobRunPrefix) {
+		if pendingJob(in) {
 			cat.jobs = append(cat.jobs, in)
 		}
 		cat.detached++

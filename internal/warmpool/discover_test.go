@@ -39,9 +39,10 @@ func (q *indexQueries) take() []string {
 }
 
 // A steady pass reads each configured pool once (by_pool, brief) and nothing else. Pools removed
-// from the configuration are looked for (three by_state listings) at the first pass, when the
-// configured pools change, and every DiscoverEvery: a pool only another replica's configuration
-// still had is found at the next search and scaled in, then forgotten once empty.
+// from the configuration are looked for (six by_state listings: the warm and pool-job states) at
+// the first pass, when the configured pools change, and every DiscoverEvery: a pool only another
+// replica's configuration still had is found at the next search and scaled in, then forgotten
+// once empty.
 func TestConvergeLooksForRemovedPoolsAtItsPace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -56,7 +57,7 @@ func TestConvergeLooksForRemovedPoolsAtItsPace(t *testing.T) {
 	}
 	// A pool is read in 4 ranges of instance ids at once (store.ByPoolBrief).
 	pools := func(n int) []string { return slices.Repeat([]string{store.IndexByPool}, 4*n) }
-	byPool, discovery := pools(1), append(pools(1), store.IndexByState, store.IndexByState, store.IndexByState)
+	byPool, discovery := pools(1), append(pools(1), slices.Repeat([]string{store.IndexByState}, 6)...)
 
 	pass(t, c)
 	if got := q.take(); !slices.Equal(got, discovery) {
