@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/pooljob"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/poolsize"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/warmpool"
@@ -127,6 +128,46 @@ func TestRemovedPoolJobsAreLookedAfterUntilTheyEnd(t *testing.T) {
 	}
 	if rep := pass(t, c); len(rep.Pools) != 0 {
 		t.Errorf("pools after the removed pool's last job ended: %+v; want none", rep.Pools)
+	}
+}
+
+// The lost completion of a removed pool's job, end to end: the pool is destroyed while its one
+// instance runs a job, and the job's completed webhook never comes. The pass hands the running
+// record to the real backstop, which finds the job's runner gone from two listings of its
+// repository at the GitHub fake and hands the completion to the job queue; the pool worker ends
+// the instance. Before, the removed pool was never found (it had no warm record), the backstop
+// never saw the instance, and it ran to its max runtime.
+func TestRemovedPoolLostCompletionEndsItsInstance(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	tg := &targets{}
+	jobs := pooljob.NewJobQueue(e.sqs, e.createQueue(t, "jobs"), e.st)
+	bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: e.st, GitHub: e.github(t), Jobs: jobs, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.converger(t, tg.get, poolsize.Options{Backstop: bs, Jobs: jobs})
+	ran := hotJobs(t, e, tg, c, "gone", 1)[0]
+
+	// terraform destroy of the pool. The job completes and GitHub removes its ephemeral runner (the
+	// fake never lists it); the completed delivery is lost.
+	tg.set()
+	var inferred []string
+	for range 3 {
+		e.clock.Add(30 * time.Second)
+		inferred = append(inferred, pass(t, c).Inferred...)
+	}
+	if !slices.Equal(inferred, []string{ran}) {
+		t.Fatalf("completions inferred for %v, want %s", inferred, ran)
+	}
+	w := e.worker(t, warmpool.NewCatalog(tg.get, time.Nanosecond, nil), jobs)
+	rep, err := w.Once(ctx)
+	if err != nil || !slices.Equal(rep.Completed, []int64{100}) {
+		t.Fatalf("worker: %+v, %v; want job 100 completed", rep, err)
+	}
+	if rec, _ := e.st.Get(ctx, ran); rec.State.Live() || e.ec2State(t, ran) != "terminated" {
+		t.Errorf("instance %s after the inferred completion: record %s, EC2 %s", ran, rec.State, e.ec2State(t, ran))
 	}
 }
 
