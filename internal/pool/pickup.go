@@ -141,7 +141,7 @@ type Pickup struct {
 	empties   int             // consecutive empty receives of the queue being read
 	empty     bool            // EmptyReceives reached on the last queue; exhausted once no receive is in flight
 	filling   int             // receives in flight (and their messages being sorted)
-	asked     int             // matches those receives may produce for waiting callers
+	asked     int             // matches the receives in flight may produce for waiting callers: their batch sizes
 	waiting   int             // callers inside Next
 	changed   chan struct{}   // closed and replaced when a receive finishes
 	exhausted ExhaustReason
@@ -227,13 +227,18 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 			p.mu.Lock()
 			continue
 		}
-		p.asked += need
+		// Every match of the batch is kept while callers wait (sort), so the whole batch counts
+		// as asked: a caller arriving while it is in flight waits for it rather than racing it
+		// with a receive of its own, which finds the batch's messages hidden, answers empty and
+		// pauses (EmptyPause) with a match ready for it.
+		batch := batchFor(need, p.opts.MaxMessages)
+		p.asked += batch
 		p.filling++
 		src := p.src
 		p.mu.Unlock()
-		got, missing, err := p.fill(ctx, src, need)
+		got, missing, err := p.fill(ctx, src, need, batch)
 		p.mu.Lock()
-		p.asked -= need
+		p.asked -= batch
 		p.filling--
 		p.received(src, got, missing, err)
 		if got == 0 && err == nil && !missing && !p.empty && p.src == src {
@@ -280,14 +285,15 @@ func (p *Pickup) nextSource() {
 	p.empty = true
 }
 
-// fill receives one batch from queue src and sorts it: up to want matches to ready, everything
-// else handed back or dropped. It returns how many messages the receive returned, or that the
-// queue does not exist (a scope queue nothing was released into yet, or that refresh deleted).
-func (p *Pickup) fill(ctx context.Context, src, want int) (int, bool, error) {
+// fill receives one batch (of at most batch messages) from queue src and sorts it: up to want
+// matches to ready, and more while callers wait for them; everything else handed back or dropped.
+// It returns how many messages the receive returned, or that the queue does not exist (a scope
+// queue nothing was released into yet, or that refresh deleted).
+func (p *Pickup) fill(ctx context.Context, src, want, batch int) (int, bool, error) {
 	url := p.srcs[src]
 	out, err := p.q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:            aws.String(url),
-		MaxNumberOfMessages: int32(batchFor(want, p.opts.MaxMessages)),
+		MaxNumberOfMessages: int32(batch),
 		VisibilityTimeout:   p.vis,
 		WaitTimeSeconds:     0, // short poll: an empty pool must send the request on at once
 	})
