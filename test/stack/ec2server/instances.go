@@ -43,7 +43,8 @@ type instance struct {
 	state        string
 	next         time.Time // when the current transitional state completes; zero when stable
 	terminatedAt time.Time
-	reason       string // stateTransitionReason
+	visibleAt    time.Time // when the API first shows the instance (ConsistencyDelay); zero: shown
+	reason       string    // stateTransitionReason
 	stateReason  *stateReasonXML
 
 	tags           map[string]string
@@ -181,6 +182,9 @@ func (s *Server) launchLocked(spec launchSpec, index int, now time.Time) *instan
 		templateID:     spec.templateID,
 		rootDevice:     spec.rootDevice,
 		volumes:        newVolumes(spec.devices),
+	}
+	if s.opts.ConsistencyDelay > 0 {
+		in.visibleAt = now.Add(s.opts.ConsistencyDelay)
 	}
 	if in.tags == nil {
 		in.tags = map[string]string{}
@@ -473,8 +477,9 @@ func instanceFilterValues(in *instance, name string) ([]string, bool) {
 }
 
 // lookupInstancesLocked resolves InstanceId.N values: malformed ids and unknown ids fail the
-// whole call, as in EC2.
+// whole call, as in EC2. An instance not yet visible (ConsistencyDelay) is unknown.
 func (s *Server) lookupInstancesLocked(ids []string) ([]*instance, *apiError) {
+	now := s.opts.Now()
 	var missing []string
 	out := make([]*instance, 0, len(ids))
 	seen := map[string]bool{}
@@ -483,7 +488,7 @@ func (s *Server) lookupInstancesLocked(ids []string) ([]*instance, *apiError) {
 			return nil, &apiError{Status: 400, Code: "InvalidInstanceID.Malformed", Message: "Invalid id: \"" + id + "\""}
 		}
 		in, ok := s.instances[id]
-		if !ok {
+		if !ok || !in.visibleLocked(now) {
 			missing = append(missing, id)
 			continue
 		}
@@ -524,7 +529,8 @@ func (s *Server) describeInstances(p *params) (response, *apiError) {
 			return nil, err
 		}
 	} else {
-		candidates = s.sortedInstancesLocked()
+		now := s.opts.Now()
+		candidates = slices.DeleteFunc(s.sortedInstancesLocked(), func(in *instance) bool { return !in.visibleLocked(now) })
 	}
 	var matched []*instance
 	for _, in := range candidates {
@@ -665,7 +671,7 @@ func (s *Server) taggableLocked(id string) (map[string]string, *apiError) {
 			return nil, &apiError{Status: 400, Code: "InvalidInstanceID.Malformed", Message: "Invalid id: \"" + id + "\""}
 		}
 		in, ok := s.instances[id]
-		if !ok {
+		if !ok || !in.visibleLocked(s.opts.Now()) {
 			return nil, &apiError{Status: 400, Code: "InvalidInstanceID.NotFound", Message: "The instance ID '" + id + "' does not exist"}
 		}
 		return in.tags, nil

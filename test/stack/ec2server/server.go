@@ -64,6 +64,10 @@ type Options struct {
 	// MaxLiveInstances is the account's instance limit (default 5000): launches beyond it fail
 	// with InstanceLimitExceeded.
 	MaxLiveInstances int
+	// ConsistencyDelay models EC2's eventual consistency (consistency.go): for this long after its
+	// launch (by the clock Now), an instance is absent from DescribeInstances listings and every
+	// call naming its id answers InvalidInstanceID.NotFound. Default 0: visible at once.
+	ConsistencyDelay time.Duration
 }
 
 // RuntimeInstance is what a Runtime knows about the instance it runs.
