@@ -501,7 +501,9 @@ var ErrRunnerNotFound = errors.New("runner not found")
 // removed: an ephemeral runner after its job) is GitHub's 404, returned as ErrRunnerNotFound; GitHub
 // also answers 404 for a resource the credential may not read (GitHub Docs, "Troubleshooting the
 // REST API"), so a caller trusts it only where the same credential just read the scope's runners.
-// Unlike a listing, it reads the one runner at one moment: no page of it can be skipped.
+// Unlike a listing, it reads the one runner at one moment: no page of it can be skipped. A scale set's
+// just-in-time runner is read by the id its JIT configuration gave (the Actions service's agent id,
+// which GitHub's own runner also uses as its REST id; internal/pooljob runner.go has the sources).
 func (c *Client) GetRunner(ctx context.Context, scope string, id int64) (Runner, error) {
 	owner, repo, err := ParseScope(scope)
 	if err != nil {

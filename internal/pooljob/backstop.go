@@ -45,7 +45,6 @@ package pooljob
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +76,7 @@ type Completer interface {
 // satisfies it.
 type BackstopGitHub interface {
 	ghaccess.RunnerLister
-	GetRunner(ctx context.Context, scope string, id int64) (ghaccess.Runner, error)
+	RunnerGetter
 }
 
 // Ledger reads a job's ledger record; warmpool.Store satisfies it.
@@ -263,75 +262,39 @@ func Finished(running []store.Instance, scopeOf map[string]string, listed map[st
 }
 
 // confirmGone asks GitHub, by the runner's id, whether the runner of in, which two listings of
-// scope in a row did not show, is gone: a listing is paginated and not a snapshot, and a runner at a
-// page boundary is skipped when runners listed before it are removed between two page requests. A
-// read of the one runner answers for it alone (GitHub's REST reference, "Get a self-hosted runner
-// for a repository", GET /repos/{owner}/{repo}/actions/runners/{runner_id}, and "... for an
-// organization"): a 404 says GitHub has no runner of that id in the scope, so it is gone; found,
-// busy, idle or offline, it is kept. Any other answer is an error: the caller ends nothing. Those
-// pages list only the 200; the 404 is GitHub's answer for any resource it does not show the caller,
-// including one that exists where the credential may not read it (GitHub Docs, "Troubleshooting the
-// REST API": "404 Not Found for an existing resource"). That cannot be the case here: the listing of
-// the same scope, with the same credential and the same permission (ghaccess.Calls), succeeded in
-// this check just before.
+// scope in a row did not show, is gone (runnerByID, runner.go, which says why a listing is not
+// enough and why the id a scale set's JIT configuration gives is the REST API's). A read of the one
+// runner answers for it alone (GitHub's REST reference, "Get a self-hosted runner for a repository",
+// GET /repos/{owner}/{repo}/actions/runners/{runner_id}, and "... for an organization"): a 404 says
+// GitHub has no runner of that id in the scope, so it is gone; found, busy, idle or offline, it is
+// kept (Gone). Any other answer is an error: the caller ends nothing. Those pages list only the 200;
+// the 404 is GitHub's answer for any resource it does not show the caller, including one that
+// exists where the credential may not read it (GitHub Docs, "Troubleshooting the REST API": "404
+// Not Found for an existing resource"). That cannot be the case here: the listing of the same scope,
+// with the same credential and the same permission (ghaccess.Calls), succeeded in this check just
+// before.
 //
-// A scale set job's runner is read in the scale set's scope by the id the scale set's JIT
-// configuration gave it, taken to be the id GitHub's REST API knows the runner by (the scope's
-// listing shows the runner; the GitHub fake models one id for both). Not confirmed against GitHub's
-// documentation: were the ids different, the read would be a 404 and the backstop would decide as
-// the listings alone did before.
-//
-// The runner's id is the one the ledger records now for the job the instance serves (runnerID);
-// without one (a record written before runner ids were recorded, or a rebinding the records no
-// longer trace) the two listings decide alone, as before this read was added.
+// The runner's id is the one the ledger records now for the job the instance serves, read from the
+// ledgers of the running instances' jobs (Bind may have moved it); without one (a record written
+// before runner ids were recorded, or a rebinding the records no longer trace) the two listings
+// decide alone, as before this read was added.
 func (b *Backstop) confirmGone(ctx context.Context, in store.Instance, scope string, running []store.Instance) (bool, error) {
-	id, err := b.runnerID(ctx, in, running)
+	runs := make([]string, 0, len(running))
+	for _, o := range running {
+		runs = append(runs, o.RunID)
+	}
+	r, err := runnerByID{ledger: b.cfg.Ledger, gh: b.cfg.GitHub}.read(ctx, scope, in, runs)
 	if err != nil {
 		return false, err
 	}
-	if id == 0 {
-		b.log.Info("pool job instance without a recorded runner id: two listings decide", "instance", in.ID, "run", in.RunID)
-		return true, nil
-	}
-	r, err := b.cfg.GitHub.GetRunner(ctx, scope, id)
 	switch {
-	case errors.Is(err, ghaccess.ErrRunnerNotFound):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("reading runner %d of %s: %w", id, scope, err)
+	case r.State == RunnerNotRead:
+		b.log.Info("pool job instance without a recorded runner id: two listings decide", "instance", in.ID, "run", in.RunID)
+	case !Gone(r.State):
+		b.log.Info("runner missed by two listings is still at GitHub: its instance is kept",
+			"instance", in.ID, "runner", r.ID, "scope", scope, "status", r.Runner.Status, "busy", r.Runner.Busy)
 	}
-	b.log.Info("runner missed by two listings is still at GitHub: its instance is kept",
-		"instance", in.ID, "runner", id, "scope", scope, "status", r.Status, "busy", r.Busy)
-	return false, nil
-}
-
-// runnerID returns the id of in's just-in-time runner as the ledger records it at this moment (0:
-// none recorded). The ledger of in's own job names it unless Bind (bind.go) moved in, with its
-// runner, to the scale set job that started on it; then the ledger of another running job names it,
-// and the ledgers of the running instances' jobs are read until one does. Read at each
-// confirmation, never kept: Bind may move it between two checks.
-func (b *Backstop) runnerID(ctx context.Context, in store.Instance, running []store.Instance) (int64, error) {
-	keys := []string{in.RunID}
-	for _, o := range running {
-		if !slices.Contains(keys, o.RunID) {
-			keys = append(keys, o.RunID)
-		}
-	}
-	for _, run := range keys {
-		key, _ := warmpool.LedgerKey(run)
-		r, err := b.cfg.Ledger.GetRun(ctx, key)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("the ledger record %s: %w", key, err)
-		}
-		var res warmpool.JobResult
-		if json.Unmarshal(r.Result, &res) == nil && res.InstanceID == in.ID {
-			return res.RunnerID, nil
-		}
-	}
-	return 0, nil
+	return Gone(r.State), nil
 }
 
 // ledgerJobs reads the ledger's job of each running instance it does not know yet, keeps those of

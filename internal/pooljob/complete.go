@@ -2,6 +2,8 @@
 // allows recycling for the same repository. The instance is found by the runner name the webhook
 // reports (RunnerName's form), and any other instance picked for the job is ended too, unless its
 // runner is busy with another job that carries the same labels (its own completion ends it then).
+// "Not busy" is never a listing's word alone: a runner the listing does not show busy is read by its
+// id before its instance is ended (runner.go, MayBeBusy).
 package pooljob
 
 import (
@@ -40,12 +42,10 @@ func (w *Worker) complete(ctx context.Context, j warmpool.Job) error {
 		return err
 	}
 	var targets []store.Instance
-	seen := map[string]bool{}
 	if ran.ID != "" {
 		targets = append(targets, ran)
-		seen[ran.ID] = true
 	}
-	others, err := w.unusedPicked(ctx, j, seen)
+	others, err := w.unusedPicked(ctx, j, ran)
 	if err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
@@ -85,11 +85,15 @@ func (w *Worker) ranIt(ctx context.Context, j warmpool.Job) (store.Instance, err
 	return in, nil
 }
 
-// unusedPicked returns the instances picked for the job other than those in seen, less those whose
-// runner runs another job: picked for this job but not running it, a runner may have taken another
-// queued job with the same labels, so GitHub is asked before it is ended.
-func (w *Worker) unusedPicked(ctx context.Context, j warmpool.Job, seen map[string]bool) ([]store.Instance, error) {
-	others, err := w.picked(ctx, j, seen)
+// unusedPicked returns the instances picked for the job other than ran (the one that ran it, zero
+// when none), less those whose runner runs another job: picked for this job but not running it, a
+// runner may have taken another queued job with the same labels, so GitHub is asked before it is
+// ended. One listing of the scope answers for all of them; a runner it does not show busy is read by
+// its id (the listing may have skipped it), and its instance is ended only when that read says idle
+// or gone, or finds no recorded id (MayBeBusy). A read that fails keeps the instance, with a log
+// line: its max runtime, or the backstop once its runner is gone, ends it.
+func (w *Worker) unusedPicked(ctx context.Context, j warmpool.Job, ran store.Instance) ([]store.Instance, error) {
+	others, err := w.picked(ctx, j, map[string]bool{ran.ID: ran.ID != ""})
 	if err != nil || len(others) == 0 {
 		return nil, err
 	}
@@ -101,16 +105,36 @@ func (w *Worker) unusedPicked(ctx context.Context, j warmpool.Job, seen map[stri
 	if err != nil {
 		return nil, err
 	}
+	// The ledgers that may record these runners' ids: the job's, and those of the jobs the
+	// instances involved were brought up for (Bind swaps runners between those).
+	runs := []string{j.RunKey()}
+	for _, in := range append([]store.Instance{ran}, others...) {
+		if in.RunID != "" {
+			runs = append(runs, in.RunID)
+		}
+	}
 	var out []store.Instance
 	for _, in := range others {
-		if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
-			w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID)
-			continue
+		listed := busy[strings.ToLower(warmpool.RunnerName(in.ID))]
+		var r runnerRead
+		var rerr error
+		if !listed {
+			r, rerr = w.runners().read(ctx, scope, in, runs)
 		}
-		out = append(out, in)
+		switch {
+		case !MayBeBusy(listed, r.State, rerr):
+			out = append(out, in)
+		case rerr != nil:
+			w.log.Warn("instance picked for a completed job kept: its runner, not listed busy, could not be read by its id", "job", j.JobID, "instance", in.ID, "err", rerr)
+		default:
+			w.log.Info("instance picked for a completed job runs another job: left to that job's completion", "job", j.JobID, "instance", in.ID, "runner", r.ID, "listed_busy", listed)
+		}
 	}
 	return out, nil
 }
+
+// runners reads the worker's instances' runners by their ids (runner.go).
+func (w *Worker) runners() runnerByID { return runnerByID{ledger: w.cfg.Store, gh: w.cfg.GitHub} }
 
 // recycleRan returns targets less the instance that ran the job when it goes back to its pool: the
 // pool recycles, the job is trusted (its run is not a pull request's), and the instance runs,
@@ -219,10 +243,13 @@ func (w *Worker) withdrawUnused(ctx context.Context, j warmpool.Job, ending []st
 	}
 }
 
-// stillRunning refuses, for now, the completion of a scale set job whose runner GitHub still lists
-// as busy: the Actions service can send JobCompleted while the job still runs
-// (actions/runner#4492), and ending the instance then would kill the job. The completion is
-// retried; once the runner is done (an ephemeral runner is removed after its job) it goes through.
+// stillRunning refuses, for now, the completion of a scale set job whose runner is still busy: the
+// Actions service can send JobCompleted while the job still runs (actions/runner#4492), and ending
+// the instance then would kill the job. The completion is retried; once the runner is done (an
+// ephemeral runner is removed after its job) it goes through. Busy is the listing's word, and a
+// runner the listing does not show busy is read by its id (the listing may have skipped it): busy,
+// or a read that fails, refuses the completion for now too; idle, gone (404), or no recorded id lets
+// it through (MayBeBusy).
 func (w *Worker) stillRunning(ctx context.Context, j warmpool.Job, in store.Instance) error {
 	if j.ScaleSetID == 0 {
 		return nil
@@ -231,10 +258,21 @@ func (w *Worker) stillRunning(ctx context.Context, j warmpool.Job, in store.Inst
 	if err != nil {
 		return fmt.Errorf("completed job %d: %w", j.JobID, err)
 	}
-	if busy[strings.ToLower(warmpool.RunnerName(in.ID))] {
-		return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, warmpool.RunnerName(in.ID))
+	name := warmpool.RunnerName(in.ID)
+	listed := busy[strings.ToLower(name)]
+	var r runnerRead
+	if !listed {
+		// Bind has moved in's runner id to j's ledger when j started on it; otherwise in's own
+		// job's ledger has it.
+		r, err = w.runners().read(ctx, j.ScaleSetScope, in, []string{j.RunKey()})
 	}
-	return nil
+	switch {
+	case !MayBeBusy(listed, r.State, err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("completed job %d: runner %s not listed busy but not read by its id, completion retried later: %w", j.JobID, name, err)
+	}
+	return fmt.Errorf("completed job %d: runner %s still busy: the job still runs, completion retried later", j.JobID, name)
 }
 
 // jobStates are the states an instance serving a pool job passes through before its job ends

@@ -37,6 +37,7 @@ type GitHub interface {
 	GenerateJITConfig(ctx context.Context, scope, name string, labels []string, runnerGroupID int64) (ghaccess.JITConfig, error)
 	CancelRun(ctx context.Context, repo string, runID int64) error
 	ListRunners(ctx context.Context, scope string) ([]ghaccess.Runner, error)
+	RunnerGetter
 	RerunFailedJobs(ctx context.Context, repo string, runID int64) error
 }
 
