@@ -116,35 +116,45 @@ func TestVanishedDemandWithdrawsRunner(t *testing.T) {
 // through once the job is really done.
 func TestLateCompletionKeepsRunningJob(t *testing.T) {
 	t.Parallel()
-	shapes(t, func(t *testing.T, e *env) {
-		r := e.replica(t, "a")
-		w := e.worker(t, r.m)
-		id, hot, cred := e.servedJob(t, w, 820)
-		e.runner(t, hot, cred, 8*time.Second)
-		eventually(t, "the job running", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobInProgress })
-		early := map[string]any{
-			"messageType": "JobCompleted", "jobId": githubfake.ScaleSetJobID(id), "ownerName": org, "repositoryName": "api",
-			"workflowRunId": 820, "runnerName": warmpool.RunnerName(hot.ID), "runnerId": 1, "result": "succeeded",
-		}
-		if e.shape == githubfake.ShapeAvailable {
-			early["runnerRequestId"] = id
-		}
-		body, _ := json.Marshal([]any{early})
-		e.gh.InjectScaleSetMessage(org, setName, "RunnerScaleSetJobMessages", string(body))
-		onceUntil(t, w, func(r pooljob.BatchReport) bool { return slices.Contains(r.Requeued, e.number(id)) })
-		if j, _ := e.gh.Job(id); j.Status != githubfake.JobInProgress {
-			t.Fatalf("job %s before the check: the test's premise (a completion while it runs) does not hold", j.Status)
-		}
-		if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() || rec.State == store.StateTerminating {
-			t.Fatalf("instance running the job after an early JobCompleted: %s, want kept", rec.State)
-		}
-		eventually(t, "the job done", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobCompleted })
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-			_, _ = w.Once(t.Context())
-			if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() {
-				return
-			}
-		}
-		t.Errorf("instance still live after its job completed")
+	shapes(t, func(t *testing.T, e *env) { lateCompletionKeepsRunningJob(t, e, 820, false) })
+}
+
+// lateCompletionKeepsRunningJob serves a job of run runID, injects its JobCompleted while its
+// runner runs it, and checks the instance is kept until the job is done, then ended. With
+// skipListing the runner listings leave the busy runner out.
+func lateCompletionKeepsRunningJob(t *testing.T, e *env, runID int64, skipListing bool) {
+	r := e.replica(t, "a")
+	w := e.worker(t, r.m)
+	id, hot, cred := e.servedJob(t, w, runID)
+	if skipListing {
+		e.skipRunnerOf(hot)
+	}
+	e.runner(t, hot, cred, 8*time.Second)
+	eventually(t, "the job running", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobInProgress })
+	early := map[string]any{
+		"messageType": "JobCompleted", "jobId": githubfake.ScaleSetJobID(id), "ownerName": org, "repositoryName": "api",
+		"workflowRunId": runID, "runnerName": warmpool.RunnerName(hot.ID), "runnerId": 1, "result": "succeeded",
+	}
+	if e.shape == githubfake.ShapeAvailable {
+		early["runnerRequestId"] = id
+	}
+	body, _ := json.Marshal([]any{early})
+	e.gh.InjectScaleSetMessage(org, setName, "RunnerScaleSetJobMessages", string(body))
+	onceUntil(t, w, func(r pooljob.BatchReport) bool {
+		return slices.Contains(r.Requeued, e.number(id)) || slices.Contains(r.Completed, e.number(id))
 	})
+	if j, _ := e.gh.Job(id); j.Status != githubfake.JobInProgress {
+		t.Fatalf("job %s before the check: the test's premise (a completion while it runs) does not hold", j.Status)
+	}
+	if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() || rec.State == store.StateTerminating {
+		t.Fatalf("instance running the job after an early JobCompleted (runner left out of the listing: %v): %s, want kept", skipListing, rec.State)
+	}
+	eventually(t, "the job done", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobCompleted })
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		_, _ = w.Once(t.Context())
+		if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() {
+			return
+		}
+	}
+	t.Errorf("instance still live after its job completed")
 }

@@ -42,36 +42,7 @@ func (e *env) servedBy(t *testing.T, jobID int64) string {
 // listed busy, and the instance was ended while its job ran.
 func TestEarlyCompletionOfASkippedRunnerKeepsRunningJob(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, githubfake.ShapeAssigned)
-	r := e.replica(t, "a")
-	w := e.worker(t, r.m)
-	id, hot, cred := e.servedJob(t, w, 830)
-	e.skipRunnerOf(hot)
-	e.runner(t, hot, cred, 8*time.Second)
-	eventually(t, "the job running", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobInProgress })
-	early := map[string]any{
-		"messageType": "JobCompleted", "jobId": githubfake.ScaleSetJobID(id), "ownerName": org, "repositoryName": "api",
-		"workflowRunId": 830, "runnerName": warmpool.RunnerName(hot.ID), "runnerId": 1, "result": "succeeded",
-	}
-	body, _ := json.Marshal([]any{early})
-	e.gh.InjectScaleSetMessage(org, setName, "RunnerScaleSetJobMessages", string(body))
-	onceUntil(t, w, func(r pooljob.BatchReport) bool {
-		return slices.Contains(r.Requeued, e.number(id)) || slices.Contains(r.Completed, e.number(id))
-	})
-	if j, _ := e.gh.Job(id); j.Status != githubfake.JobInProgress {
-		t.Fatalf("job %s before the check: the test's premise (a completion while it runs) does not hold", j.Status)
-	}
-	if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() || rec.State == store.StateTerminating {
-		t.Fatalf("instance running the job after an early JobCompleted, its runner left out of the listing: %s, want kept", rec.State)
-	}
-	eventually(t, "the job done", func() bool { j, _ := e.gh.Job(id); return j.Status == githubfake.JobCompleted })
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		_, _ = w.Once(t.Context())
-		if rec, _ := e.st.Get(t.Context(), hot.ID); !rec.State.Live() {
-			return
-		}
-	}
-	t.Errorf("instance still live after its job completed")
+	lateCompletionKeepsRunningJob(t, newEnv(t, githubfake.ShapeAssigned), 830, true)
 }
 
 // TestPickedInstanceOfASkippedBusyRunnerIsKept: the instance brought up for job Y has its runner
