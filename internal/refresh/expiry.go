@@ -68,7 +68,12 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 		ids = append(ids, id)
 	}
 	seen := maps.Clone(marked)
+	created := map[string]time.Time{} // when each record was written, just after its launch
+	for _, rec := range toMark {
+		created[rec.ID] = rec.CreatedAt
+	}
 	for _, rec := range terminating {
+		created[rec.ID] = rec.CreatedAt
 		if !seen[rec.ID] {
 			seen[rec.ID] = true
 			ids = append(ids, rec.ID)
@@ -84,12 +89,16 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 	for _, err := range res.Errs {
 		p.fail(PhaseExpiry, err)
 	}
+	// An instance EC2 answers unknown within the consistency window of its launch may be running:
+	// its record stays terminating, and the next pass asks again.
+	gone, unseen := res.Proven(func(id string) time.Time { return created[id] }, p.now)
 	p.update(func(rep *Report) {
 		rep.Expiry.TerminateCalls += res.Calls
-		rep.Expiry.AlreadyGone = append(rep.Expiry.AlreadyGone, res.Gone...)
+		rep.Expiry.AlreadyGone = append(rep.Expiry.AlreadyGone, gone...)
+		rep.Expiry.Unseen = append(rep.Expiry.Unseen, unseen...)
 	})
 	// The records keep the reason they were marked with (threshold passed, or another component's).
-	forEach(r.opts.Concurrency, append(res.Done, res.Gone...), func(id string) {
+	forEach(r.opts.Concurrency, append(res.Done, gone...), func(id string) {
 		_, err := r.st.Transition(ctx, id, store.Change{From: []store.State{store.StateTerminating}, To: store.StateTerminated})
 		switch {
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):

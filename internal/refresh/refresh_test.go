@@ -26,6 +26,7 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/tags"
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/stacktest"
@@ -86,7 +87,10 @@ type env struct {
 	opts   refresh.Options
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvWith(t, ec2server.Options{}) }
+
+// newEnvWith is newEnv with the EC2 server's model options set from o (ConsistencyDelay).
+func newEnvWith(t testing.TB, o ec2server.Options) *env {
 	t.Helper()
 	ctx := t.Context()
 	sk := stacktest.Shared(t)
@@ -105,6 +109,7 @@ func newEnv(t testing.TB) *env {
 
 	ec2srv := ec2server.New(ec2server.Options{
 		Now: clk.Now, PendingDelay: -1, StoppingDelay: -1, ShuttingDownDelay: -1, TerminatedRetention: 24 * time.Hour,
+		ConsistencyDelay: o.ConsistencyDelay,
 	})
 	ec2http := httptest.NewServer(ec2srv)
 	t.Cleanup(func() { ec2http.Close(); ec2srv.Close() })
@@ -233,16 +238,18 @@ func TestRefreshTerminatesExpiredRecords(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
+	const ghost = "i-0deadbeefdeadbeef" // its record outlived the instance: EC2 no longer knows it
+	// Written longer ago than EC2's consistency window, so EC2's NotFound is proof it is gone.
+	e.record(t, ghost, store.StateCreated, e.clock.Now())
+	e.clock.Advance(terminate.ConsistencyWindow)
 	ids := e.launch(t, 5, deployment)
 	past, future := e.clock.Now().Add(-time.Minute), e.clock.Now().Add(time.Hour)
 	idle, running, created, fresh, leftover := ids[0], ids[1], ids[2], ids[3], ids[4]
-	const ghost = "i-0deadbeefdeadbeef" // its record outlived the instance: EC2 no longer knows it
 	e.record(t, idle, store.StateIdle, past)
 	e.record(t, running, store.StateRunning, past)
 	e.record(t, created, store.StateCreated, past)
 	e.record(t, fresh, store.StateRunning, future)
 	e.record(t, leftover, store.StateTerminating, future) // marked by a pass that crashed before terminating
-	e.record(t, ghost, store.StateCreated, past)
 
 	rep, err := e.refresher().Run(ctx)
 	if err != nil {

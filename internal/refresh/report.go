@@ -44,6 +44,10 @@ type ExpiryReport struct {
 	// AlreadyGone lists the ids EC2 no longer knows (or rejects as malformed); their records are
 	// terminated too.
 	AlreadyGone []string `json:"alreadyGone,omitempty"`
+	// Unseen lists the ids EC2 answered unknown whose records are younger than
+	// terminate.ConsistencyWindow: EC2 may not show a new instance yet, so it may be running. Their
+	// records stay terminating, and the next pass asks again.
+	Unseen []string `json:"unseen,omitempty"`
 	// TerminateCalls counts TerminateInstances calls, retries without unknown ids included.
 	TerminateCalls int `json:"terminateCalls"`
 }
@@ -123,7 +127,7 @@ func (r Report) Err() error {
 }
 
 func (r *Report) sort() {
-	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Pool.DeletedQueues, r.Agents.Foreign} {
+	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Expiry.Unseen, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Pool.DeletedQueues, r.Agents.Foreign} {
 		slices.Sort(l)
 	}
 }

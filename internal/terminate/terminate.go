@@ -11,6 +11,13 @@
 // other failure (throttling, authorisation, an outage) fails the batch as a whole: retrying it id
 // by id would only multiply the calls EC2 refuses. Terminating an instance that is already
 // shutting down or terminated succeeds, as in EC2, so a retried termination is harmless.
+//
+// EC2's API is eventually consistent ("Eventual consistency in the Amazon EC2 API", EC2 developer
+// guide, https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html): right after a
+// launch, TerminateInstances may answer InvalidInstanceID.NotFound for an instance that exists,
+// and that answer "does not mean the instance was or will be terminated". So Gone is proof only
+// for an instance launched more than ConsistencyWindow ago (Result.Proven); a record whose
+// instance was launched since stays terminating, and its termination is asked again.
 package terminate
 
 import (
@@ -19,6 +26,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
@@ -43,6 +51,28 @@ type Result struct {
 
 // Err joins the failures, or is nil.
 func (r Result) Err() error { return errors.Join(r.Errs...) }
+
+// ConsistencyWindow is how long after its launch an instance EC2's API answers unknown may still
+// exist. The EC2 guide on eventual consistency advises backing off "up to about five minutes"
+// before trusting what the API says of a resource just created.
+const ConsistencyWindow = 5 * time.Minute
+
+// Proven splits Gone: gone are the ids whose instance was launched (launchedAt; the record's
+// creation, which follows the launch, will do) at least ConsistencyWindow before now, or at a time
+// not known (zero); unseen are those launched since, which EC2 may not show yet although they run.
+// An unseen instance's record must not be ended: it stays terminating and its termination is
+// asked again later (refresh retries every terminating record), until EC2 shows the instance or
+// the window has passed.
+func (r Result) Proven(launchedAt func(id string) time.Time, now time.Time) (gone, unseen []string) {
+	for _, id := range r.Gone {
+		if at := launchedAt(id); !at.IsZero() && now.Sub(at) < ConsistencyWindow {
+			unseen = append(unseen, id)
+			continue
+		}
+		gone = append(gone, id)
+	}
+	return gone, unseen
+}
 
 // Batches terminates ids, size per call (at most MaxBatch; below 1 means 1).
 func Batches(ctx context.Context, api API, ids []string, size int) Result {
