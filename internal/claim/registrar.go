@@ -490,7 +490,12 @@ func (r *Registrar) Discard(ctx context.Context, instanceID, runID, reason strin
 			r.log.Warn("registration credential not withdrawn", "instance", instanceID, "run", runID, "err", err)
 		}
 	}
-	if _, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}}); err != nil && !terminate.Gone(err) {
+	switch _, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}}); {
+	case terminate.Gone(err):
+		// No proof: EC2 may not show an instance launched moments ago. The record stays
+		// expired; refresh terminates the instance and ends it (terminate.Result.Proven).
+		return nil
+	case err != nil:
 		return fmt.Errorf("discarding %s: terminating (record expired; refresh retries): %w", instanceID, err)
 	}
 	if _, err := r.st.Transition(ctx, instanceID, store.Change{

@@ -261,7 +261,13 @@ func (t *Terminator) TerminateFrom(ctx context.Context, victims []Victim, from m
 	for _, err := range res.Errs {
 		errs = append(errs, fmt.Errorf("left terminating for refresh: %w", err))
 	}
-	gone := slices.Sorted(slices.Values(append(res.Done, res.Gone...)))
+	// EC2 may not show an instance launched moments ago (another replica's warming one): its
+	// NotFound is no proof, and its record stays terminating for refresh to ask again.
+	proven, unseen := res.Proven(func(id string) time.Time { return byID[id].Rec.CreatedAt }, t.now())
+	if len(unseen) > 0 {
+		t.log.Info("EC2 does not show these instances yet: left terminating for refresh", "instances", unseen)
+	}
+	gone := slices.Sorted(slices.Values(append(res.Done, proven...)))
 	Each(len(gone), func(i int) {
 		id := gone[i]
 		if _, err := t.st.Transition(ctx, id, store.Change{
@@ -271,6 +277,14 @@ func (t *Terminator) TerminateFrom(ctx context.Context, victims []Victim, from m
 		}
 	})
 	return gone, calls, errors.Join(errs...)
+}
+
+// now is the store's clock, which wrote the records' creation times (time.Now without one).
+func (t *Terminator) now() time.Time {
+	if c, ok := t.st.(interface{ Now() time.Time }); ok {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // concurrency bounds the parallel store writes of one step.

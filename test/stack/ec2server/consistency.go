@@ -34,6 +34,14 @@ func (in *instance) visibleLocked(now time.Time) bool {
 	return in.visibleAt.IsZero() || !now.Before(in.visibleAt)
 }
 
+// SetConsistencyDelay sets Options.ConsistencyDelay for the instances launched from now on: a test
+// on a shared server turns the model on for itself.
+func (s *Server) SetConsistencyDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.ConsistencyDelay = max(d, 0)
+}
+
 // MakeVisible ends the consistency window of the given instances (of every instance when none is
 // given): the API shows them from the next call on, whatever the clock says.
 func (s *Server) MakeVisible(ids ...string) {
