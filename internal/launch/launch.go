@@ -227,12 +227,16 @@ func (l *Launcher) record(ctx context.Context, o Order, launched []fleet.Launche
 				recs[i] = rec
 				return nil
 			}
+			// EC2 may answer NotFound for the instance it just launched (eventual consistency):
+			// that is no termination, and the orphan sweep ends it once EC2 shows it.
 			_, terr := l.cfg.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{li.ID}})
+			done := "terminated"
 			if terr != nil {
+				done = "not terminated: the orphan sweep ends it"
 				l.cfg.Logger.Error("instance without a record not terminated (the orphan sweep will)", "instance", li.ID, "err", terr)
 			}
 			ended[i] = &Ended{InstanceID: li.ID, Reason: "record not written: " + err.Error(), Err: terr}
-			errs[i] = fmt.Errorf("%w: recording %s (terminated): %w", ErrNotRecorded, li.ID, err)
+			errs[i] = fmt.Errorf("%w: recording %s (%s): %w", ErrNotRecorded, li.ID, done, err)
 			return nil
 		})
 	}
