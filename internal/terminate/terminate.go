@@ -129,8 +129,8 @@ func (res *Result) call(ctx context.Context, api API, ids []string) error {
 // Gone reports an EC2 error saying an instance does not exist (any more: EC2 forgets terminated
 // instances about an hour after termination) or that its id cannot be parsed: either way nothing
 // by that id is running. Right after a launch EC2's eventual consistency can answer NotFound for
-// an instance that does exist, so a caller terminating instances it just launched must not take
-// Gone as proof.
+// an instance that does exist, so a caller terminating instances launched lately must not take
+// Gone as proof: Result.Proven says which ids it may.
 func Gone(err error) bool {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
