@@ -35,7 +35,8 @@ func (in *instance) visibleLocked(now time.Time) bool {
 }
 
 // SetConsistencyDelay sets Options.ConsistencyDelay for the instances launched from now on: a test
-// on a shared server turns the model on for itself.
+// turns the model on for a server its environment made. Not for a server tests share: every launch
+// after the call is held back, theirs too.
 func (s *Server) SetConsistencyDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
