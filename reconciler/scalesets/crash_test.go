@@ -71,8 +71,8 @@ func (q crashingEnqueuer) Enqueue(ctx context.Context, j warmpool.Job) (res stri
 	return res, err
 }
 
-func (q crashingEnqueuer) Bind(ctx context.Context, j warmpool.Job, runner string) (ok bool, err error) {
-	err = q.c.hit(func() error { ok, err = q.jobs.Bind(ctx, j, runner); return err })
+func (q crashingEnqueuer) Bind(ctx context.Context, j warmpool.Job, runner string, runnerID int64) (ok bool, err error) {
+	err = q.c.hit(func() error { ok, err = q.jobs.Bind(ctx, j, runner, runnerID); return err })
 	return ok, err
 }
 

@@ -41,8 +41,8 @@ func (l *lossy) Enqueue(ctx context.Context, j warmpool.Job) (string, error) {
 	return l.q.Enqueue(ctx, j)
 }
 
-func (l *lossy) Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error) {
-	return l.q.Bind(ctx, j, runnerName)
+func (l *lossy) Bind(ctx context.Context, j warmpool.Job, runnerName string, runnerID int64) (bool, error) {
+	return l.q.Bind(ctx, j, runnerName, runnerID)
 }
 
 // TestLostCompletionEndsTheInstance (issue #34): a scale set job runs on the sandbox's real agent

@@ -74,7 +74,7 @@ type Client interface {
 // *pooljob.JobQueue satisfies it.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, j warmpool.Job) (string, error)
-	Bind(ctx context.Context, j warmpool.Job, runnerName string) (bool, error)
+	Bind(ctx context.Context, j warmpool.Job, runnerName string, runnerID int64) (bool, error)
 }
 
 // TakeoverBudget divides LeaseTTL: LeaseTTL/TakeoverBudget is left to a new holder to open its

@@ -223,15 +223,16 @@ func (p *poller) jobs(ctx context.Context, jobs []scaleset.JobMessage, log logge
 	return p.saveCancelled(ctx)
 }
 
-// bind binds a started job to the runner that took it (JobStarted names it: actions/scaleset
-// types.go). On github.com that is any idle runner of the scale set, not necessarily the one
-// brought up for the job: the ledger then swaps the two jobs' instances (pooljob.JobQueue.Bind).
+// bind binds a started job to the runner that took it (JobStarted names it, by runnerId and
+// runnerName: actions/scaleset types.go). On github.com that is any idle runner of the scale set,
+// not necessarily the one brought up for the job: the ledger then swaps the two jobs' instances,
+// each with its own runner id (pooljob.JobQueue.Bind). The id is GitHub's, not an instance's word.
 func (p *poller) bind(ctx context.Context, jm scaleset.JobMessage, log logger) error {
-	rebound, err := p.scaler.Started(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName)
+	rebound, err := p.scaler.Started(ctx, p.job(warmpool.ActionQueued, jm), jm.RunnerName, jm.RunnerID)
 	if err != nil {
 		return fmt.Errorf("binding started job %d: %w", jm.Number(), err)
 	}
-	log.Info("scale set job started", "job", jm.Number(), "runner", jm.RunnerName, "rebound", rebound)
+	log.Info("scale set job started", "job", jm.Number(), "runner", jm.RunnerName, "runner_id", jm.RunnerID, "rebound", rebound)
 	return nil
 }
 

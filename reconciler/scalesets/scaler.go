@@ -22,9 +22,9 @@ type Scaler interface {
 	// Assigned has a job the scale set was assigned, or acquired, served; res says what became
 	// of it (queued, or known already).
 	Assigned(ctx context.Context, j warmpool.Job) (res string, err error)
-	// Started binds a started job to the runner that took it; rebound reports that the runner was
-	// brought up for another job.
-	Started(ctx context.Context, j warmpool.Job, runnerName string) (rebound bool, err error)
+	// Started binds a started job to the runner that took it (its name and id, as JobStarted gives
+	// them); rebound reports that the runner was brought up for another job.
+	Started(ctx context.Context, j warmpool.Job, runnerName string, runnerID int64) (rebound bool, err error)
 	// Completed has the instances of a completed job ended.
 	Completed(ctx context.Context, j warmpool.Job) error
 }
@@ -49,8 +49,8 @@ func (s poolScaler) Assigned(ctx context.Context, j warmpool.Job) (string, error
 	return s.jobs.Enqueue(ctx, j)
 }
 
-func (s poolScaler) Started(ctx context.Context, j warmpool.Job, runnerName string) (bool, error) {
-	return s.jobs.Bind(ctx, j, runnerName)
+func (s poolScaler) Started(ctx context.Context, j warmpool.Job, runnerName string, runnerID int64) (bool, error) {
+	return s.jobs.Bind(ctx, j, runnerName, runnerID)
 }
 
 func (s poolScaler) Completed(ctx context.Context, j warmpool.Job) error {

@@ -14,7 +14,7 @@ func (q *recordingQueue) Enqueue(_ context.Context, j warmpool.Job) (string, err
 	return "queued", nil
 }
 
-func (q *recordingQueue) Bind(_ context.Context, j warmpool.Job, _ string) (bool, error) {
+func (q *recordingQueue) Bind(_ context.Context, j warmpool.Job, _ string, _ int64) (bool, error) {
 	q.bound = append(q.bound, j.JobID)
 	return false, nil
 }
@@ -43,7 +43,7 @@ func TestPoolScaler(t *testing.T) {
 	if _, err := s.Assigned(t.Context(), job); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Started(t.Context(), job, "runnerpool-i-1"); err != nil {
+	if _, err := s.Started(t.Context(), job, "runnerpool-i-1", 11); err != nil {
 		t.Fatal(err)
 	}
 	if len(q.queued) != 1 || len(q.bound) != 1 {
