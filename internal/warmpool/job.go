@@ -202,7 +202,8 @@ type JobResult struct {
 	// RunnerID is the just-in-time runner the job's instance was given (0: unknown), withdrawn
 	// when a scale set job's instance never comes up.
 	RunnerID int64 `json:"runnerId,omitempty"`
-	// Handed is the instance brought up for this scale set job that Bind handed to another job,
-	// because this job started on that job's runner: this job's completion leaves it alone.
+	// Handed is the instance brought up for this scale set job while another job's ledger names it
+	// (Bind moved it there: this job started on another job's runner, or another job on this
+	// one's): this job's completion leaves it alone, to the completion of the job it serves.
 	Handed string `json:"handed,omitempty"`
 }
