@@ -83,11 +83,15 @@ type PickupOptions struct {
 	// very few messages one empty answer does not prove the queue empty; a second short poll costs
 	// one round trip and spares most requests the caller's second look (claim.Request.SecondLook,
 	// a read of the table's idle index), which covers the rest.
+	// The first empty answer of a run of them is asked again at once and not counted: the next
+	// short poll samples other servers, and most empty answers on a small queue are that sampling,
+	// which no pause makes likelier to pass (a job waits out every pause).
 	EmptyReceives int
 	// The options above count per queue read: a request reads its scope queues one after another.
-	// EmptyPause is the wait between two receives of a queue after an empty one, jittered up to
-	// twice (default 20 ms; negative: none): long enough for what another request received and
-	// does not need to be handed back, short enough not to delay a request the pool cannot serve.
+	// EmptyPause is the wait between two counted receives of a queue after an empty one, jittered
+	// up to twice (default 20 ms; negative: none): long enough for what another request received
+	// and does not need to be handed back, short enough not to delay a request the pool cannot
+	// serve.
 	EmptyPause time.Duration
 	// OnDrop, when set, is called once for every message dropped, with its reason (DropMalformed,
 	// DropExpired, DropDead): the reconciler counts them in its metrics.
@@ -138,7 +142,8 @@ type Pickup struct {
 	ready     []Message       // matches received, not yet handed out
 	holding   map[string]held // instance id -> the message held for it (ready or handed out)
 	seen      map[string]int  // instance id -> times received
-	empties   int             // consecutive empty receives of the queue being read
+	empties   int             // consecutive empty receives of the queue being read, counted
+	retried   bool            // the first empty answer of this run of them was asked again at once
 	empty     bool            // EmptyReceives reached on the last queue; exhausted once no receive is in flight
 	filling   int             // receives in flight (and their messages being sorted)
 	asked     int             // matches the receives in flight may produce for waiting callers: their batch sizes
@@ -240,8 +245,8 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 		p.mu.Lock()
 		p.asked -= batch
 		p.filling--
-		p.received(src, got, missing, err)
-		if got == 0 && err == nil && !missing && !p.empty && p.src == src {
+		counted := p.received(src, got, missing, err)
+		if counted && got == 0 && err == nil && !missing && !p.empty && p.src == src {
 			// Another request's receive may hold this queue's messages for one round trip before
 			// handing back what it does not need: ask again once that trip is likely over.
 			p.mu.Unlock()
@@ -257,21 +262,26 @@ func (p *Pickup) Next(ctx context.Context) (Message, error) {
 }
 
 // received notes what a receive of queue src brought (p.mu is held): messages keep the pickup on
-// that queue; EmptyReceives empty answers in a row, or a missing queue, move it to the next queue,
-// and past the last one make it empty. A receive of a queue the pickup already left counts for
-// nothing.
-func (p *Pickup) received(src, got int, missing bool, err error) {
+// that queue; EmptyReceives empty answers in a row (after the first, asked again at once and not
+// counted), or a missing queue, move it to the next queue, and past the last one make it empty. A
+// receive of a queue the pickup already left counts for nothing. counted reports an empty answer
+// that counted: the next receive of the queue waits EmptyPause.
+func (p *Pickup) received(src, got int, missing bool, err error) (counted bool) {
 	switch {
 	case src != p.src:
 	case got > 0:
-		p.empties, p.empty = 0, false
+		p.empties, p.retried, p.empty = 0, false, false
 	case missing:
 		p.nextSource()
+	case err == nil && !p.retried:
+		p.retried = true
 	case err == nil:
 		if p.empties++; p.empties >= p.opts.EmptyReceives {
 			p.nextSource()
 		}
+		return true
 	}
+	return false
 }
 
 // nextSource moves the pickup to the next queue it reads, or makes it empty after the last one.
@@ -279,7 +289,7 @@ func (p *Pickup) received(src, got int, missing bool, err error) {
 func (p *Pickup) nextSource() {
 	if p.src+1 < len(p.srcs) {
 		p.src++
-		p.empties = 0
+		p.empties, p.retried = 0, false
 		return
 	}
 	p.empty = true
