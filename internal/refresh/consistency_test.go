@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/refresh"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/terminate"
 	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/ec2server"
+	"github.com/runnerpool/terraform-provider-runnerpool/test/stack/githubfake"
 )
 
 // TestRefreshKeepsTheRecordOfAnInstanceEC2DoesNotShowYet: a record to terminate (expired, or left
@@ -99,5 +101,57 @@ func TestRefreshSweepNeverForgetsAnUnseenInstance(t *testing.T) {
 	}
 	if got, rec := e.ec2State(t, recorded), e.recordState(t, recorded); got != "running" || rec != store.StateRunning {
 		t.Errorf("recorded %s: EC2 %s, record %s; want running, running", recorded, got, rec)
+	}
+}
+
+// TestRefreshSweepKeepsAnOrphanWhoseTerminationEC2AnswersNotFound: the sweep lists an orphan
+// (running, past the grace period: filtered DescribeInstances shows it) but TerminateInstances
+// answers NotFound, as EC2 may while the call reaches a part of it that does not show the
+// instance yet (ec2server.ShowInListings). EC2 says that NotFound "does not mean the instance was
+// or will be terminated": the orphan is reported unseen, not terminated, its offline runner is not
+// deleted as a leftover, and the next sweep, once EC2 shows the instance, terminates it and
+// deletes its runner.
+func TestRefreshSweepKeepsAnOrphanWhoseTerminationEC2AnswersNotFound(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, ec2server.Options{ConsistencyDelay: time.Hour})
+	ctx := t.Context()
+	orphan := e.launch(t, 1, deployment)[0]
+	e.ec2srv.ShowInListings(orphan)
+	e.clock.Advance(5 * time.Minute) // past the orphan grace
+	tok, err := e.gh.RegistrationToken(ctx, scope)
+	if err != nil {
+		t.Fatalf("registration token: %v", err)
+	}
+	if _, err := githubfake.NewRunnerClient(e.ghURL, nil).Register(ctx, githubfake.RegisterOptions{Token: tok.Token, Name: refresh.RunnerNamePrefix + orphan}); err != nil {
+		t.Fatalf("registering the orphan's runner: %v", err)
+	}
+	runner := []string{scope + "/" + refresh.RunnerNamePrefix + orphan}
+
+	rep, err := e.refresher().Run(ctx)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(rep.Orphans.Terminated) != 0 || !slices.Equal(rep.Orphans.Unseen, []string{orphan}) || len(rep.Runners.Deleted) != 0 {
+		t.Errorf("orphans terminated %v unseen %v, runners deleted %v; want %s unseen and its runner left",
+			rep.Orphans.Terminated, rep.Orphans.Unseen, rep.Runners.Deleted, orphan)
+	}
+	if got := e.ec2State(t, orphan); got != "running" {
+		t.Fatalf("%s = %s, want running (NotFound terminated nothing)", orphan, got)
+	}
+	if n := len(e.fake.Runners(owner, repo)); n != 1 {
+		t.Errorf("%d runners registered, want the orphan's", n)
+	}
+
+	e.ec2srv.MakeVisible(orphan)
+	rep, err = e.refresher().Run(ctx)
+	if err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	if !slices.Equal(rep.Orphans.Terminated, []string{orphan}) || len(rep.Orphans.Unseen) != 0 || !slices.Equal(rep.Runners.Deleted, runner) {
+		t.Errorf("second pass: orphans terminated %v unseen %v, runners deleted %v; want %s terminated and %v deleted",
+			rep.Orphans.Terminated, rep.Orphans.Unseen, rep.Runners.Deleted, orphan, runner)
+	}
+	if got := e.ec2State(t, orphan); got != "terminated" && got != "shutting-down" {
+		t.Errorf("%s = %s after the second pass, want terminated", orphan, got)
 	}
 }

@@ -31,7 +31,7 @@ type taggedInstance struct {
 }
 
 // orphans runs the sweep and returns the ids of this deployment's instances that have no live
-// record (terminated here, or unknown to EC2 by now): phase 4 treats their runners as leftovers.
+// record and that it terminated: phase 4 treats their runners as leftovers.
 //
 // EC2 is read in two steps, so a pass costs what the orphans cost rather than what the deployment
 // holds: DescribeTags lists the ids carrying the deployment tag (a few dozen bytes each, where a
@@ -149,20 +149,30 @@ func (r *Refresher) confirmOrphans(ctx context.Context, p *pass, suspects []tagg
 	return orphans
 }
 
-// terminateOrphans terminates the orphans and returns the ids that are gone (terminated here, or
-// unknown to EC2 by now).
+// terminateOrphans terminates the orphans and returns the ids terminated here.
+//
+// An orphan whose TerminateInstances answers InvalidInstanceID.NotFound is not among them. The
+// sweep listed it a moment ago, running and past the grace period: EC2's NotFound then is its
+// eventual consistency (the call reached a part of EC2 that does not show the instance yet), and
+// the EC2 guide says it "does not mean the instance was or will be terminated" (see package
+// terminate). Such an orphan is reported Unseen and its runner is no leftover; the next sweep
+// lists it again and asks again. One EC2 has really forgotten is no longer listed then.
 func (r *Refresher) terminateOrphans(ctx context.Context, p *pass, orphans []string) map[string]bool {
 	res := terminate.Batches(ctx, r.ec2, orphans, r.opts.BatchSize)
 	for _, err := range res.Errs {
 		p.fail(PhaseOrphans, err)
 	}
+	if len(res.Gone) > 0 {
+		r.log.WarnContext(ctx, "refresh: EC2 answered NotFound for orphans it just listed: left for the next sweep", "instances", res.Gone)
+	}
 	dead := map[string]bool{}
-	for _, id := range append(res.Done, res.Gone...) {
+	for _, id := range res.Done {
 		dead[id] = true
 	}
 	p.update(func(rep *Report) {
 		rep.Orphans.TerminateCalls += res.Calls
 		rep.Orphans.Terminated = append(rep.Orphans.Terminated, res.Done...)
+		rep.Orphans.Unseen = append(rep.Orphans.Unseen, res.Gone...)
 	})
 	return dead
 }

@@ -219,7 +219,7 @@ func (r *Refresher) Run(ctx context.Context) (Report, error) {
 		"marked", rep.Expiry.Marked, "renewed", rep.Expiry.Renewed, "retried", rep.Expiry.Retried,
 		"terminated", len(rep.Expiry.Terminated), "already_gone", len(rep.Expiry.AlreadyGone), "unseen", len(rep.Expiry.Unseen),
 		"terminate_calls", rep.Expiry.TerminateCalls+rep.Orphans.TerminateCalls,
-		"orphans_terminated", len(rep.Orphans.Terminated), "orphans_young", len(rep.Orphans.Young),
+		"orphans_terminated", len(rep.Orphans.Terminated), "orphans_young", len(rep.Orphans.Young), "orphans_unseen", len(rep.Orphans.Unseen),
 		"runners_deleted", len(rep.Runners.Deleted), "runners_of_pooled_deleted", len(rep.Runners.OfPooled), "messages_dropped", rep.Pool.Dropped, "messages_kept", rep.Pool.Kept,
 		"agent_items_unowned", rep.Agents.Unowned, "agent_items_foreign", len(rep.Agents.Foreign),
 		"errors", len(rep.Errors))

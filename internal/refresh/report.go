@@ -60,6 +60,10 @@ type OrphanReport struct {
 	Young []string `json:"young,omitempty"`
 	// Terminated lists the orphans terminated.
 	Terminated []string `json:"terminated,omitempty"`
+	// Unseen lists the orphans the sweep listed whose TerminateInstances answered NotFound: EC2's
+	// eventual consistency, no proof they are gone. They are not taken for terminated (their
+	// runners are left), and the next sweep asks again.
+	Unseen []string `json:"unseen,omitempty"`
 	// TerminateCalls counts TerminateInstances calls.
 	TerminateCalls int `json:"terminateCalls"`
 }
@@ -127,7 +131,7 @@ func (r Report) Err() error {
 }
 
 func (r *Report) sort() {
-	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Expiry.Unseen, r.Orphans.Young, r.Orphans.Terminated, r.Runners.Deleted, r.Pool.Repooled, r.Pool.DeletedQueues, r.Agents.Foreign} {
+	for _, l := range [][]string{r.Expiry.Terminated, r.Expiry.AlreadyGone, r.Expiry.Unseen, r.Orphans.Young, r.Orphans.Terminated, r.Orphans.Unseen, r.Runners.Deleted, r.Pool.Repooled, r.Pool.DeletedQueues, r.Agents.Foreign} {
 		slices.Sort(l)
 	}
 }

@@ -4,7 +4,7 @@
 //
 // Only runners this deployment can prove are its own and dead are deleted: named for an instance
 // (RunnerNamePrefix + instance id, the agent's naming), offline, not busy, and whose instance is an
-// orphan of this pass or has a record in this deployment's table that is terminating or terminated.
+// orphan this pass terminated or has a record in this deployment's table that is terminating or terminated.
 // A runner of an instance with no record at all is left alone: another deployment sharing the
 // organisation may own it (and a live instance in created or claimed state may be between
 // registering its runner and connecting it, which also shows offline).

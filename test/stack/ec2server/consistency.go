@@ -16,10 +16,17 @@
 //     naming only the ids it cannot see. That is how EC2 answers a call naming any id it does not
 //     know (see lookupInstancesLocked); a caller cannot tell an id not propagated yet from an
 //     unknown one, so neither does the model.
-//   - listings by filter (DescribeInstances without ids, tag filters included) leave it out.
+//   - listings by filter (DescribeInstances without ids, tag filters included) leave it out, unless
+//     a test let them catch up first (ShowInListings).
 //   - DescribeTags still lists its tags. The guide does not say which read catches up first; a tag
 //     listed before its instance can be described is the harder case for a caller that acts on
 //     tags (refresh's orphan sweep), so that is what the model shows.
+//
+// The guide does not say which calls catch up first either. ShowInListings lets filtered
+// DescribeInstances show an instance (state, launch time) while every call naming its id still
+// answers NotFound: the harder case for a caller that acts on what a listing showed (the orphan
+// sweep terminates the instances it listed, and its TerminateInstances may be the call that has
+// not caught up).
 //
 // The instance itself is not held back: it moves through its states and runs its Runtime as
 // usual, which is the point (it is running up a bill while the API denies it). It becomes visible
@@ -32,6 +39,11 @@ import "time"
 // visibleLocked reports whether the API shows the instance at now.
 func (in *instance) visibleLocked(now time.Time) bool {
 	return in.visibleAt.IsZero() || !now.Before(in.visibleAt)
+}
+
+// listedLocked reports whether filtered listings show the instance at now.
+func (in *instance) listedLocked(now time.Time) bool {
+	return in.listed || in.visibleLocked(now)
 }
 
 // SetConsistencyDelay sets Options.ConsistencyDelay for the instances launched from now on: a test
@@ -57,6 +69,19 @@ func (s *Server) MakeVisible(ids ...string) {
 	for _, id := range ids {
 		if in, ok := s.instances[id]; ok {
 			in.visibleAt = time.Time{}
+		}
+	}
+}
+
+// ShowInListings lets filtered DescribeInstances listings show the given instances while they are
+// hidden otherwise: calls naming their ids still answer InvalidInstanceID.NotFound until their
+// window ends (the clock, or MakeVisible).
+func (s *Server) ShowInListings(ids ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if in, ok := s.instances[id]; ok {
+			in.listed = true
 		}
 	}
 }

@@ -147,3 +147,41 @@ func TestMakeVisibleEndsTheWindow(t *testing.T) {
 		t.Errorf("default server: describe right after launch: %v", err)
 	}
 }
+
+// TestShowInListingsLeavesCallsByIDNotFound: an instance shown in listings early is in a filtered
+// DescribeInstances, while every call naming its id (DescribeInstances by id, TerminateInstances)
+// still answers NotFound and changes nothing, until its window ends.
+func TestShowInListingsLeavesCallsByIDNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, c, _ := newTestServer(t, Options{ConsistencyDelay: time.Hour})
+	id := *runOne(t, ctx, c, nil).InstanceId
+	listed := func() bool {
+		out, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
+			Filters: []types.Filter{{Name: aws.String("instance-id"), Values: []string{id}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Reservations) == 1
+	}
+	if listed() {
+		t.Fatalf("%s listed before ShowInListings", id)
+	}
+	s.ShowInListings(id)
+	if !listed() {
+		t.Fatalf("%s not listed after ShowInListings", id)
+	}
+	if _, err := c.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}}); apiCode(err) != "InvalidInstanceID.NotFound" {
+		t.Errorf("describe by id: err = %v, want InvalidInstanceID.NotFound", err)
+	}
+	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); apiCode(err) != "InvalidInstanceID.NotFound" {
+		t.Errorf("terminate: err = %v, want InvalidInstanceID.NotFound", err)
+	}
+	if v, _ := s.Instance(id); v.State == stateShuttingDown || v.State == stateTerminated {
+		t.Errorf("%s is %s after a refused TerminateInstances", id, v.State)
+	}
+	s.MakeVisible(id)
+	if _, err := c.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Errorf("terminate after MakeVisible: %v", err)
+	}
+}

@@ -44,6 +44,7 @@ type instance struct {
 	next         time.Time // when the current transitional state completes; zero when stable
 	terminatedAt time.Time
 	visibleAt    time.Time // when the API first shows the instance (ConsistencyDelay); zero: shown
+	listed       bool      // filtered listings show it within its window (ShowInListings)
 	reason       string    // stateTransitionReason
 	stateReason  *stateReasonXML
 
@@ -530,7 +531,7 @@ func (s *Server) describeInstances(p *params) (response, *apiError) {
 		}
 	} else {
 		now := s.opts.Now()
-		candidates = slices.DeleteFunc(s.sortedInstancesLocked(), func(in *instance) bool { return !in.visibleLocked(now) })
+		candidates = slices.DeleteFunc(s.sortedInstancesLocked(), func(in *instance) bool { return !in.listedLocked(now) })
 	}
 	var matched []*instance
 	for _, in := range candidates {
