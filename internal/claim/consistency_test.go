@@ -2,6 +2,7 @@
 package claim_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/runnerpool/terraform-provider-runnerpool/internal/claim"
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
@@ -34,8 +36,8 @@ func TestDiscardKeepsTheRecordOfAnInstanceEC2DoesNotShowYet(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, reg := e.claimer(testOptions())
-	if err := reg.Discard(ctx, id, run, "registration failed"); err != nil {
-		t.Fatalf("Discard: %v", err)
+	if err := reg.Discard(ctx, id, run, "registration failed"); !errors.Is(err, claim.ErrNotTerminatedYet) {
+		t.Fatalf("Discard = %v, want ErrNotTerminatedYet", err)
 	}
 	rec := e.record(t, id)
 	if rec.State == store.StateTerminated || !rec.Expired(time.Now()) {

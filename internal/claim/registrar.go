@@ -469,10 +469,16 @@ func failed(sig store.SignalRecord, runID string) bool {
 	return false
 }
 
+// ErrNotTerminatedYet: Discard expired the record, but TerminateInstances answered NotFound, which
+// for an instance launched moments ago is EC2's eventual consistency, not proof it is gone: the
+// instance may run until refresh terminates it and ends the record.
+var ErrNotTerminatedYet = errors.New("not terminated yet: EC2 does not show the instance (record expired; refresh terminates it)")
+
 // Discard is the failure path of an instance of runID (runID empty: whatever run): it expires the
 // record first, so that whatever happens next refresh (and the instance itself) finish the job;
 // then terminates the instance and marks the record terminated. It is idempotent, and it never
-// touches an instance whose record belongs to another run.
+// touches an instance whose record belongs to another run. An error wrapping ErrNotTerminatedYet
+// says the record is expired and the instance not terminated yet.
 func (r *Registrar) Discard(ctx context.Context, instanceID, runID, reason string) error {
 	if reason == "" {
 		reason = "discarded"
@@ -494,7 +500,7 @@ func (r *Registrar) Discard(ctx context.Context, instanceID, runID, reason strin
 	case terminate.Gone(err):
 		// No proof: EC2 may not show an instance launched moments ago. The record stays
 		// expired; refresh terminates the instance and ends it (terminate.Result.Proven).
-		return nil
+		return fmt.Errorf("discarding %s: %w: %w", instanceID, ErrNotTerminatedYet, err)
 	case err != nil:
 		return fmt.Errorf("discarding %s: terminating (record expired; refresh retries): %w", instanceID, err)
 	}

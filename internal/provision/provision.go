@@ -71,6 +71,9 @@ const (
 const (
 	ActionReturned   = "returned-to-pool"
 	ActionTerminated = "terminated"
+	// ActionExpired: discarded, but EC2 answered NotFound for an instance it may not show yet
+	// (claim.ErrNotTerminatedYet); the record is expired and refresh terminates the instance.
+	ActionExpired = "expired"
 )
 
 // RunnerLabel is the label every runnerpool runner carries besides its run's label.
@@ -95,7 +98,7 @@ type Runner struct {
 // Undone is an instance a provision gave back or terminated.
 type Undone struct {
 	InstanceID string `json:"instanceId"`
-	Action     string `json:"action"` // ActionReturned or ActionTerminated
+	Action     string `json:"action"` // ActionReturned, ActionTerminated or ActionExpired
 	Reason     string `json:"reason"`
 	// Error is set when the undo itself failed part-way; the record was expired first (or the
 	// instance terminated directly), so refresh finishes the job.

@@ -55,6 +55,15 @@ func (j *job) undone(u Undone) {
 	j.res.Undone = append(j.res.Undone, u)
 }
 
+// discarded is the action of a discard that returned err: terminated, or expired when EC2 did
+// not show the instance yet.
+func discarded(err error) string {
+	if errors.Is(err, claim.ErrNotTerminatedYet) {
+		return ActionExpired
+	}
+	return ActionTerminated
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
@@ -138,7 +147,7 @@ func (p *Provisioner) selectPooled(ctx context.Context, j *job, n int, filter po
 	})
 	j.claimed = cres.Claimed
 	for _, d := range cres.Discarded {
-		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "failed its checks: " + d.Reason, Error: errString(d.Err)})
+		j.undone(Undone{InstanceID: d.InstanceID, Action: discarded(d.Err), Reason: "failed its checks: " + d.Reason, Error: errString(d.Err)})
 	}
 	if err != nil {
 		// Dumped unless the request ended (failed): nobody planned for a selection that fails.
@@ -344,7 +353,7 @@ func (p *Provisioner) startStopped(ctx context.Context, j *job, n int, f pool.Fi
 	sres, serr := p.opts.Starter.ClaimAndStart(ctx, cands, runs, now.Add(p.cfg.createdTimeout(j.rc)))
 	j.started = sres.Started
 	for _, d := range sres.Discarded {
-		j.undone(Undone{InstanceID: d.InstanceID, Action: ActionTerminated, Reason: "stopped warm instance not started: " + d.Reason, Error: errString(d.Err)})
+		j.undone(Undone{InstanceID: d.InstanceID, Action: discarded(d.Err), Reason: "stopped warm instance not started: " + d.Reason, Error: errString(d.Err)})
 	}
 	if serr != nil || len(sres.StartFailed) > 0 {
 		j.log.Warn("stopped warm instances not all started; creating the rest", "start_failed", len(sres.StartFailed), "err", serr)
@@ -469,7 +478,7 @@ func (p *Provisioner) unsuccessful(ctx context.Context, j *job, cause error) err
 			return nil
 		}
 		derr := p.reg.Discard(dctx, cl.Instance.ID, j.key, reason)
-		j.undone(Undone{InstanceID: cl.Instance.ID, Action: ActionTerminated,
+		j.undone(Undone{InstanceID: cl.Instance.ID, Action: discarded(derr),
 			Reason: reason + "; could not go back to the pool: " + uerr.Error(), Error: errString(derr)})
 		return nil
 	})
@@ -495,7 +504,7 @@ func (p *Provisioner) dump(ctx context.Context, j *job, cause error) error {
 	_ = p.each(len(j.claimed), func(i int) error {
 		id := j.claimed[i].Instance.ID
 		derr := p.reg.Discard(dctx, id, j.key, reason)
-		j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: reason, Error: errString(derr)})
+		j.undone(Undone{InstanceID: id, Action: discarded(derr), Reason: reason, Error: errString(derr)})
 		return nil
 	})
 	p.discardCreated(dctx, j, reason)
@@ -511,7 +520,7 @@ func (p *Provisioner) discardCreated(ctx context.Context, j *job, reason string)
 	_ = p.each(len(booting), func(i int) error {
 		id := booting[i].ID
 		derr := p.reg.Discard(ctx, id, j.key, reason)
-		j.undone(Undone{InstanceID: id, Action: ActionTerminated, Reason: reason, Error: errString(derr)})
+		j.undone(Undone{InstanceID: id, Action: discarded(derr), Reason: reason, Error: errString(derr)})
 		return nil
 	})
 }

@@ -218,7 +218,7 @@ func (p *Provisioner) undoAbandoned(ctx context.Context, key string, req Request
 			u = p.handBackAbandoned(dctx, rec, req.Repository, idleUntil, rc, reason)
 		case store.StateCreated:
 			derr := p.reg.Discard(dctx, rec.ID, key, reason)
-			u = &Undone{InstanceID: rec.ID, Action: ActionTerminated, Reason: reason, Error: errString(derr)}
+			u = &Undone{InstanceID: rec.ID, Action: discarded(derr), Reason: reason, Error: errString(derr)}
 		}
 		if u != nil {
 			mu.Lock()
@@ -246,7 +246,7 @@ func (p *Provisioner) undoAbandoned(ctx context.Context, key string, req Request
 func (p *Provisioner) handBackAbandoned(ctx context.Context, rec store.Instance, scope string, idleUntil time.Time, rc runnerclass.Resolved, reason string) *Undone {
 	if rc.Queue == nil {
 		derr := p.reg.Discard(ctx, rec.ID, rec.RunID, reason+"; no pool for its runner class")
-		return &Undone{InstanceID: rec.ID, Action: ActionTerminated, Reason: reason, Error: errString(derr)}
+		return &Undone{InstanceID: rec.ID, Action: discarded(derr), Reason: reason, Error: errString(derr)}
 	}
 	uerr := p.claimer.Unclaim(ctx, claim.Claimed{Instance: rec, Scope: scope}, idleUntil, rc.Queue)
 	switch {
@@ -256,5 +256,5 @@ func (p *Provisioner) handBackAbandoned(ctx context.Context, rec store.Instance,
 		return nil // moved on since it was read
 	}
 	derr := p.reg.Discard(ctx, rec.ID, "", reason)
-	return &Undone{InstanceID: rec.ID, Action: ActionTerminated, Reason: reason + "; could not go back to the pool: " + uerr.Error(), Error: errString(derr)}
+	return &Undone{InstanceID: rec.ID, Action: discarded(derr), Reason: reason + "; could not go back to the pool: " + uerr.Error(), Error: errString(derr)}
 }

@@ -64,10 +64,10 @@ type Runner struct {
 	Source       string `json:"source"`
 }
 
-// Undone is an instance a failed provision returned to the pool or terminated.
+// Undone is an instance a failed provision returned to the pool, terminated, or expired for refresh to terminate.
 type Undone struct {
 	InstanceID string `json:"instance_id"`
-	Action     string `json:"action"` // "returned-to-pool" or "terminated"
+	Action     string `json:"action"` // "returned-to-pool", "terminated" or "expired" (refresh terminates it)
 	Reason     string `json:"reason"`
 	Error      string `json:"error,omitempty"`
 }
