@@ -14,7 +14,10 @@
 // for the job, and the job's ledger record), whose runner GitHub lists in neither of two listings of
 // the job's scope in a row, and whose runner GitHub then answers 404 for when asked by its id, is
 // done with its job: the backstop hands the job's completion, built from the ledger as the job's
-// source recorded it, to the pool worker through the job queue, as the source would have. The
+// source recorded it, to the pool worker through the job queue, as the source would have. The job is
+// the one whose ledger names the instance now (Bind may have moved it to another scale set job than
+// the one it was brought up for, found by the same ledger reads as its runner's id), else the one it
+// was brought up for. The
 // worker ends the instance (or recycles it) by its usual completion path, after its own check with
 // GitHub for a scale set job. Nothing the instance writes counts: its agent's signals are claims,
 // the listing and the records are not. A runner GitHub still lists, busy or idle, is never ended by
@@ -180,7 +183,7 @@ func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, 
 	done, next := Finished(running, scopeOf, listed, b.missed)
 	var ended []string
 	for _, in := range done {
-		gone, err := b.confirmGone(ctx, in, scopeOf[in.RunID], running)
+		gone, run, err := b.confirmGone(ctx, in, scopeOf[in.RunID], running)
 		if err != nil {
 			next[in.ID] = true // no answer: the mark stays, nothing is ended
 			errs = append(errs, fmt.Errorf("confirming that the runner of %s is gone: %w", in.ID, err))
@@ -189,7 +192,13 @@ func (b *Backstop) Check(ctx context.Context, recs []store.Instance) ([]string, 
 		if !gone {
 			continue // GitHub still has it: kept, its mark cleared
 		}
-		if err := b.complete(ctx, in); err != nil {
+		j, ok := b.served(in, run)
+		if !ok {
+			next[in.ID] = true // the ledger of the job it serves was not read this check: next time
+			errs = append(errs, fmt.Errorf("completing the job of %s: the ledger of %s was not read", in.ID, run))
+			continue
+		}
+		if err := b.complete(ctx, in, j); err != nil {
 			next[in.ID] = true // missed twice still: the next check tries again
 			errs = append(errs, fmt.Errorf("completing the job of %s: %w", in.ID, err))
 			continue
@@ -277,15 +286,16 @@ func Finished(running []store.Instance, scopeOf map[string]string, listed map[st
 // The runner's id is the one the ledger records now for the job the instance serves, read from the
 // ledgers of the running instances' jobs (Bind may have moved it); without one (a record written
 // before runner ids were recorded, or a rebinding the records no longer trace) the two listings
-// decide alone, as before this read was added.
-func (b *Backstop) confirmGone(ctx context.Context, in store.Instance, scope string, running []store.Instance) (bool, error) {
+// decide alone, as before this read was added. run is the run key of the job whose ledger names the
+// instance, found by the same read ("" when none does): the job whose completion is handed on.
+func (b *Backstop) confirmGone(ctx context.Context, in store.Instance, scope string, running []store.Instance) (bool, string, error) {
 	runs := make([]string, 0, len(running))
 	for _, o := range running {
 		runs = append(runs, o.RunID)
 	}
 	r, err := runnerByID{ledger: b.cfg.Ledger, gh: b.cfg.GitHub}.read(ctx, scope, in, runs)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	switch {
 	case r.State == RunnerNotRead:
@@ -294,7 +304,7 @@ func (b *Backstop) confirmGone(ctx context.Context, in store.Instance, scope str
 		b.log.Info("runner missed by two listings is still at GitHub: its instance is kept",
 			"instance", in.ID, "runner", r.ID, "scope", scope, "status", r.Runner.Status, "busy", r.Runner.Busy)
 	}
-	return Gone(r.State), nil
+	return Gone(r.State), r.Run, nil
 }
 
 // ledgerJobs reads the ledger's job of each running instance it does not know yet, keeps those of
@@ -355,9 +365,21 @@ func (b *Backstop) scopesToList(running []store.Instance, scopeOf map[string]str
 	return scopes[:min(len(scopes), b.cfg.MaxScopes)]
 }
 
-// complete hands the completion of in's job, as the ledger recorded it, to the pool worker.
-func (b *Backstop) complete(ctx context.Context, in store.Instance) error {
-	j := b.jobs[in.RunID]
+// served returns the job in serves: the one whose ledger names it (run, as confirmGone found it),
+// or, when no ledger names it, the job it was brought up for. On github.com a scale set's job may
+// start on any idle runner of the set, and Bind swaps instances between jobs' ledgers: in, brought
+// up for X, may serve Y while X runs on the instance brought up for Y. Y's completion is then the
+// one to hand on for in; X's would mark X's ledger completed while X runs, and leave Y's served.
+// ok is false when the ledger of that job was not read this check.
+func (b *Backstop) served(in store.Instance, run string) (warmpool.Job, bool) {
+	run = cmp.Or(run, in.RunID)
+	j, ok := b.jobs[run]
+	return j, ok && j.JobID != 0
+}
+
+// complete hands the completion of j, the job in serves, as the ledger recorded it, to the pool
+// worker, naming in's runner: the worker ends in and marks j's ledger completed.
+func (b *Backstop) complete(ctx context.Context, in store.Instance, j warmpool.Job) error {
 	j.Action, j.RunnerName, j.Conclusion, j.DeliveryID = warmpool.ActionCompleted, warmpool.RunnerName(in.ID), ConclusionRunnerGone, ""
 	if _, err := b.cfg.Jobs.Enqueue(ctx, j); err != nil {
 		return err
@@ -375,6 +397,6 @@ func (b *Backstop) complete(ctx context.Context, in store.Instance) error {
 		b.cfg.OnInferred(source, name)
 	}
 	b.log.Warn("pool job completed for want of its completion: its runner is gone at GitHub",
-		"instance", in.ID, "run", in.RunID, "job", j.JobID, "source", source, "pool", j.Pool, "scale_set", j.ScaleSet)
+		"instance", in.ID, "run", j.RunKey(), "brought_up_for", in.RunID, "job", j.JobID, "source", source, "pool", j.Pool, "scale_set", j.ScaleSet)
 	return nil
 }

@@ -96,40 +96,42 @@ type runnerByID struct {
 	gh     RunnerGetter
 }
 
-// runnerRead is the answer of one read: the id read (0: none recorded) and, when found, GitHub's
-// runner.
+// runnerRead is the answer of one read: the id read (0: none recorded), when found GitHub's
+// runner, and the run key (RunKey's form) of the job whose ledger names the instance: the job it
+// serves now, which Bind may have moved it to ("" when no ledger of the runs read names it).
 type runnerRead struct {
 	State  RunnerState
 	ID     int64
 	Runner ghaccess.Runner
+	Run    string
 }
 
 // read reads the runner of in in scope by the id the ledgers of runs (instance run ids, RunKey's
 // form; in's own is read first) record for in. An error is a ledger that could not be read, or a
 // GitHub answer other than the runner or a 404: the caller decides nothing on it.
 func (r runnerByID) read(ctx context.Context, scope string, in store.Instance, runs []string) (runnerRead, error) {
-	id, err := r.recordedID(ctx, in, runs)
+	run, id, err := r.recordedID(ctx, in, runs)
 	if err != nil || id == 0 {
-		return runnerRead{}, err
+		return runnerRead{Run: run}, err
 	}
 	rn, err := r.gh.GetRunner(ctx, scope, id)
 	switch {
 	case errors.Is(err, ghaccess.ErrRunnerNotFound):
-		return runnerRead{State: RunnerGone, ID: id}, nil
+		return runnerRead{State: RunnerGone, ID: id, Run: run}, nil
 	case err != nil:
-		return runnerRead{ID: id}, fmt.Errorf("reading runner %d of %s: %w", id, scope, err)
+		return runnerRead{ID: id, Run: run}, fmt.Errorf("reading runner %d of %s: %w", id, scope, err)
 	case rn.Busy:
-		return runnerRead{State: RunnerBusy, ID: id, Runner: rn}, nil
+		return runnerRead{State: RunnerBusy, ID: id, Runner: rn, Run: run}, nil
 	}
-	return runnerRead{State: RunnerIdle, ID: id, Runner: rn}, nil
+	return runnerRead{State: RunnerIdle, ID: id, Runner: rn, Run: run}, nil
 }
 
-// recordedID returns the id of in's just-in-time runner as the ledgers of runs record it at this
-// moment (0: none records in). The ledger of in's own job names it unless Bind (bind.go) moved in,
-// with its runner, to the scale set job that started on it; then the ledger of another job names
-// it, and the ledgers of runs are read, in's own first, until one does. Read at each call, never
-// kept: Bind may move it between two.
-func (r runnerByID) recordedID(ctx context.Context, in store.Instance, runs []string) (int64, error) {
+// recordedID returns the run of the job whose ledger names in, among runs and in's own, and the id
+// of in's just-in-time runner as that ledger records it at this moment ("" and 0: none names in).
+// The ledger of in's own job names it unless Bind (bind.go) moved in, with its runner, to the scale
+// set job that started on it; then the ledger of another job names it, and the ledgers of runs are
+// read, in's own first, until one does. Read at each call, never kept: Bind may move it between two.
+func (r runnerByID) recordedID(ctx context.Context, in store.Instance, runs []string) (string, int64, error) {
 	keys := []string{in.RunID}
 	for _, run := range runs {
 		if !slices.Contains(keys, run) {
@@ -146,12 +148,12 @@ func (r runnerByID) recordedID(ctx context.Context, in store.Instance, runs []st
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("the ledger record %s: %w", key, err)
+			return "", 0, fmt.Errorf("the ledger record %s: %w", key, err)
 		}
 		var res warmpool.JobResult
 		if json.Unmarshal(rec.Result, &res) == nil && res.InstanceID == in.ID {
-			return res.RunnerID, nil
+			return run, res.RunnerID, nil
 		}
 	}
-	return 0, nil
+	return "", 0, nil
 }
