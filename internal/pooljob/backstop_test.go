@@ -567,3 +567,64 @@ func TestOneFailingScopeStopsNoOther(t *testing.T) {
 		t.Fatalf("ended %v, handed on %+v: want only acme/app's instance", ended, done.got())
 	}
 }
+
+// TestBackstopCompletesTheJobItServes: the completion handed on for an instance whose runner is gone
+// is that of the job whose ledger names the instance now (Bind moved i-a, brought up for x, to y,
+// which started on its runner, and i-b to x), and, when no ledger names it, that of the job it was
+// brought up for. On the code before, the swapped case handed on x's completion while x ran on i-b.
+func TestBackstopCompletesTheJobItServes(t *testing.T) {
+	t.Parallel()
+	setJob := func(id int64) warmpool.Job {
+		return warmpool.Job{Action: warmpool.ActionQueued, JobID: id, RunID: 9, Repository: "acme/app", RepositoryID: 1, Labels: []string{"set"}, Pool: "warm",
+			ScaleSet: "set", ScaleSetID: 7, ScaleSetScope: "acme", ScaleSetJob: fmt.Sprint("j-", id)}
+	}
+	x, y := setJob(2), setJob(3)
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, l ledger) []store.Instance
+		wantJob int64
+	}{
+		{"swapped by Bind: the job whose ledger names it", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, x, "i-b", 602)
+			l.served(t, y, "i-a", 601)
+			return []store.Instance{running("i-a", x.RunKey()), running("i-b", y.RunKey())}
+		}, y.JobID},
+		{"no ledger names it: the job it was brought up for", func(t *testing.T, l ledger) []store.Instance {
+			l.served(t, x, "i-z", 602)
+			return []store.Instance{running("i-a", x.RunKey())}
+		}, x.JobID},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			led := ledger{}
+			recs := tc.setup(t, led)
+			gh := &unlisted{get: func(id int64) (ghaccess.Runner, error) {
+				if id == 601 {
+					return ghaccess.Runner{}, ghaccess.ErrRunnerNotFound
+				}
+				return ghaccess.Runner{ID: id, Busy: true, Status: "online"}, nil
+			}}
+			done := &handedOn{}
+			bs, err := pooljob.NewBackstop(pooljob.BackstopConfig{Ledger: led, GitHub: gh, Jobs: done})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ended []string
+			for range 2 {
+				got, err := bs.Check(t.Context(), recs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ended = append(ended, got...)
+			}
+			got := done.got()
+			if !slices.Equal(ended, []string{"i-a"}) || len(got) != 1 {
+				t.Fatalf("ended %v, handed on %+v; want i-a's completion alone", ended, got)
+			}
+			if got[0].JobID != tc.wantJob || got[0].RunnerName != warmpool.RunnerName("i-a") {
+				t.Errorf("handed on job %d on %s, want job %d on %s", got[0].JobID, got[0].RunnerName, tc.wantJob, warmpool.RunnerName("i-a"))
+			}
+		})
+	}
+}
