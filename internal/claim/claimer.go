@@ -231,8 +231,7 @@ func (col *collector) nextIndexed(ctx context.Context) (pool.Message, bool, erro
 		err = col.secondErr
 		for err == nil && len(col.cands) > 0 && !ok {
 			m, col.cands = col.cands[0], col.cands[1:]
-			_, seen := col.owned[m.InstanceID]
-			ok = !seen
+			ok = col.takeable(m)
 		}
 	})
 	return m, ok, err
@@ -286,15 +285,26 @@ func (col *collector) own(m pool.Message) (ok bool, prev ownership) {
 	id := m.InstanceID
 	col.lock(func() {
 		prev = col.owned[id]
-		if at, dead := col.dead[id]; prev == settled && dead && at != pooling(m) {
+		if col.takeable(m) {
 			prev = 0
-		}
-		if prev == 0 {
 			col.owned[id], ok = handling, true
 			delete(col.dead, id)
 		}
 	})
 	return ok, prev
+}
+
+// takeable reports whether a worker may take m's instance (col.mu is held): this request has not
+// touched it, or found it dead in another pooling than the one m announces. A stale message of
+// an earlier pooling (left in the queue by a claim through the second look) is found dead; the
+// second look's listing of the same instance, pooled again since, is news, and may be the only
+// way this request reaches it.
+func (col *collector) takeable(m pool.Message) bool {
+	prev := col.owned[m.InstanceID]
+	if at, dead := col.dead[m.InstanceID]; prev == settled && dead && at != pooling(m) {
+		return true
+	}
+	return prev == 0
 }
 
 // pooling is the pooling a message announces (Unix ms; 0: none named).
