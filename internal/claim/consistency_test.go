@@ -14,6 +14,21 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
+// launchUnseen turns the EC2 server's ConsistencyDelay on and launches an instance: it runs while
+// EC2's API does not show it.
+func (e *env) launchUnseen(t *testing.T) string {
+	t.Helper()
+	e.ec2srv.SetConsistencyDelay(time.Hour)
+	out, err := e.ec2.RunInstances(t.Context(), &ec2.RunInstancesInput{
+		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: ec2types.InstanceTypeC6iLarge,
+		MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(out.Instances[0].InstanceId)
+}
+
 // TestDiscardKeepsTheRecordOfAnInstanceEC2DoesNotShowYet: a run's instance discarded moments
 // after its launch meets TerminateInstances' NotFound, which EC2 says does not mean it is
 // terminated. The record stays live and expired (refresh terminates the instance and then ends
@@ -22,15 +37,7 @@ func TestDiscardKeepsTheRecordOfAnInstanceEC2DoesNotShowYet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	e.ec2srv.SetConsistencyDelay(time.Hour)
-	out, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: ec2types.InstanceTypeC6iLarge,
-		MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, run := aws.ToString(out.Instances[0].InstanceId), runID("unseen")
+	id, run := e.launchUnseen(t), runID("unseen")
 	if _, err := e.st.Create(ctx, store.Instance{ID: id, State: store.StateCreated, RunID: run, Threshold: time.Now().Add(time.Hour),
 		UsageClass: "on-demand", InstanceType: "c6i.large", RunnerClass: "linux", Scope: "acme/api"}); err != nil {
 		t.Fatal(err)
@@ -66,15 +73,7 @@ func TestStartOfAStoppedInstanceEC2DoesNotShowYet(t *testing.T) {
 	s := claim.NewStarter(e.st, e.ec2, reg, opts)
 	shown := e.warm(t, 1, store.StateStopped, true)[0]
 
-	e.ec2srv.SetConsistencyDelay(time.Hour)
-	out, err := e.ec2.RunInstances(ctx, &ec2.RunInstancesInput{
-		ImageId: aws.String("ami-0123456789abcdef0"), InstanceType: ec2types.InstanceTypeC6iLarge,
-		MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := aws.ToString(out.Instances[0].InstanceId)
+	id := e.launchUnseen(t)
 	if _, err := e.st.Create(ctx, store.Instance{ID: id, State: store.StateWarming, Threshold: time.Now().Add(time.Hour), UsageClass: "on-demand",
 		InstanceType: "c6i.large", CPU: 2, MemoryMiB: 4096, RunnerClass: "linux", Pool: "p", Scope: "acme", Zone: "us-east-1a"}); err != nil {
 		t.Fatal(err)

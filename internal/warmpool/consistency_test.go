@@ -1,4 +1,4 @@
-// Warm-pool scale-in of instances EC2 does not show yet (the EC2 server's ConsistencyDelay).
+// Warm-pool scale-in and stops of instances EC2 does not show yet (the EC2 server's ConsistencyDelay).
 package warmpool_test
 
 import (
@@ -13,6 +13,53 @@ import (
 	"github.com/runnerpool/terraform-provider-runnerpool/internal/store"
 )
 
+// unseenPool turns the EC2 server's ConsistencyDelay on and creates pool name (hot 0, stopped
+// as given) with one pass: the instances it returns (sorted) run while EC2 does not show them.
+func unseenPool(t *testing.T, e *env, name string, stopped int) (*targets, *poolsize.Converger, []string) {
+	t.Helper()
+	e.ec2srv.SetConsistencyDelay(time.Hour)
+	tg := &targets{}
+	tg.set(e.spec(name, 0, stopped, "v1-a"))
+	c := e.converger(t, tg.get, poolsize.Options{})
+	created := poolReport(t, pass(t, c), name).Created
+	if len(created) != stopped {
+		t.Fatalf("created %v, want %d", created, stopped)
+	}
+	slices.Sort(created)
+	return tg, c, created
+}
+
+// wantStates checks the records of ids and their instances in EC2 (any of ec2States).
+func wantStates(t *testing.T, e *env, ids []string, rec store.State, ec2States ...string) {
+	t.Helper()
+	for _, id := range ids {
+		got, err := e.st.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := e.ec2State(t, id); got.State != rec || !slices.Contains(ec2States, st) {
+			t.Errorf("%s: record %s, EC2 %s; want %s and %v", id, got.State, st, rec, ec2States)
+		}
+	}
+}
+
+// refreshShown makes ids visible in EC2's API and runs one refresh pass.
+func refreshShown(t *testing.T, e *env, ids ...string) refresh.Report {
+	t.Helper()
+	gh, err := ghaccess.New(ghaccess.Config{APIURL: e.ghURL, Token: e.gh.PAT(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ec2srv.MakeVisible(ids...)
+	rep, err := refresh.New(e.st, e.ec2, gh, pool.StaticResolver{}, refresh.Options{
+		DeploymentID: deployment, Scopes: []string{"acme"}, Queues: []*pool.Queue{e.queue}, SQS: e.sqs, Now: e.clock.Now, Logger: quiet,
+	}).Run(t.Context())
+	if err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	return rep
+}
+
 // TestScaleInOfWarmingInstancesEC2DoesNotShowYet: a pool's target drops while the instances just
 // launched for it are warming and EC2's API does not show them yet. TerminateInstances answers
 // NotFound, which EC2 says does not mean they are terminated: their records stay terminating
@@ -21,55 +68,20 @@ import (
 func TestScaleInOfWarmingInstancesEC2DoesNotShowYet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := t.Context()
-	e.ec2srv.SetConsistencyDelay(time.Hour)
-	tg := &targets{}
-	tg.set(e.spec("young", 0, 2, "v1-a"))
-	c := e.converger(t, tg.get, poolsize.Options{})
-	created := poolReport(t, pass(t, c), "young").Created
-	if len(created) != 2 {
-		t.Fatalf("created %v, want 2", created)
-	}
-	slices.Sort(created)
+	tg, c, created := unseenPool(t, e, "young", 2)
 
 	tg.set(e.spec("young", 0, 0, "v1-a"))
 	pr := poolReport(t, pass(t, c), "young")
 	if len(pr.Excess) != 0 {
 		t.Errorf("excess reported gone: %v; want none while EC2 does not show them", pr.Excess)
 	}
-	for _, id := range created {
-		rec, err := e.st.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.State != store.StateTerminating || e.ec2State(t, id) != "running" {
-			t.Errorf("%s: record %s, EC2 %s; want terminating and running", id, rec.State, e.ec2State(t, id))
-		}
-	}
+	wantStates(t, e, created, store.StateTerminating, "running")
 
-	gh, err := ghaccess.New(ghaccess.Config{APIURL: e.ghURL, Token: e.gh.PAT(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ec2srv.MakeVisible()
-	rep, err := refresh.New(e.st, e.ec2, gh, pool.StaticResolver{}, refresh.Options{
-		DeploymentID: deployment, Scopes: []string{"acme"}, Queues: []*pool.Queue{e.queue}, SQS: e.sqs, Now: e.clock.Now, Logger: quiet,
-	}).Run(ctx)
-	if err != nil {
-		t.Fatalf("refresh: %v", err)
-	}
+	rep := refreshShown(t, e)
 	if !slices.Equal(rep.Expiry.Terminated, created) {
 		t.Errorf("refresh terminated %v, want %v", rep.Expiry.Terminated, created)
 	}
-	for _, id := range created {
-		rec, err := e.st.Get(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st := e.ec2State(t, id); rec.State != store.StateTerminated || (st != "terminated" && st != "shutting-down") {
-			t.Errorf("%s after refresh: record %s, EC2 %s; want both terminated", id, rec.State, st)
-		}
-	}
+	wantStates(t, e, created, store.StateTerminated, "terminated", "shutting-down")
 }
 
 // TestStopOfAWarmedInstanceEC2DoesNotShowYet: an instance warms up while EC2's API does not show
@@ -81,25 +93,15 @@ func TestScaleInOfWarmingInstancesEC2DoesNotShowYet(t *testing.T) {
 func TestStopOfAWarmedInstanceEC2DoesNotShowYet(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := t.Context()
-	e.ec2srv.SetConsistencyDelay(time.Hour)
-	tg := &targets{}
-	tg.set(e.spec("cold", 0, 1, "v1-a"))
-	c := e.converger(t, tg.get, poolsize.Options{})
-	created := poolReport(t, pass(t, c), "cold").Created
-	if len(created) != 1 {
-		t.Fatalf("created %v, want 1", created)
-	}
-	id := created[0]
-	// noneUnrecorded checks that every instance EC2 runs has a live record, and that no record
-	// is ended while its instance runs.
+	_, c, created := unseenPool(t, e, "cold", 1)
+	// noneUnrecorded checks that every instance EC2 runs (or holds stopped) has a live record.
 	noneUnrecorded := func(when string) {
 		t.Helper()
 		for _, v := range e.ec2srv.Instances() {
 			if v.State != "running" && v.State != "pending" && v.State != "stopped" {
 				continue
 			}
-			if rec, err := e.st.Get(ctx, v.ID); err != nil || !rec.State.Live() {
+			if rec, err := e.st.Get(t.Context(), v.ID); err != nil || !rec.State.Live() {
 				t.Errorf("%s: %s is %s in EC2 with record %s (err %v); want a live record", when, v.ID, v.State, rec.State, err)
 			}
 		}
@@ -109,36 +111,15 @@ func TestStopOfAWarmedInstanceEC2DoesNotShowYet(t *testing.T) {
 	e.clock.Add(30 * time.Second)
 	pr := poolReport(t, pass(t, c), "cold")
 	if pr.StopCalls == 0 || len(pr.StoppedNow) != 0 || len(pr.Excess) != 0 {
-		t.Errorf("stop calls %d, stopped %v, excess gone %v; want a refused stop and nothing gone while EC2 does not show %s", pr.StopCalls, pr.StoppedNow, pr.Excess, id)
+		t.Errorf("stop calls %d, stopped %v, excess gone %v; want a refused stop and nothing gone while EC2 does not show %v", pr.StopCalls, pr.StoppedNow, pr.Excess, created)
 	}
-	rec, err := e.st.Get(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.State != store.StateTerminating || e.ec2State(t, id) != "running" {
-		t.Errorf("%s: record %s, EC2 %s; want terminating and running", id, rec.State, e.ec2State(t, id))
-	}
+	wantStates(t, e, created, store.StateTerminating, "running")
 	noneUnrecorded("after the refused stop")
 
-	gh, err := ghaccess.New(ghaccess.Config{APIURL: e.ghURL, Token: e.gh.PAT(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
+	rep := refreshShown(t, e, created...)
+	if !slices.Contains(rep.Expiry.Terminated, created[0]) {
+		t.Errorf("refresh terminated %v, want %s among them", rep.Expiry.Terminated, created[0])
 	}
-	e.ec2srv.MakeVisible(id)
-	rep, err := refresh.New(e.st, e.ec2, gh, pool.StaticResolver{}, refresh.Options{
-		DeploymentID: deployment, Scopes: []string{"acme"}, Queues: []*pool.Queue{e.queue}, SQS: e.sqs, Now: e.clock.Now, Logger: quiet,
-	}).Run(ctx)
-	if err != nil {
-		t.Fatalf("refresh: %v", err)
-	}
-	if !slices.Contains(rep.Expiry.Terminated, id) {
-		t.Errorf("refresh terminated %v, want %s among them", rep.Expiry.Terminated, id)
-	}
-	if rec, err = e.st.Get(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if st := e.ec2State(t, id); rec.State != store.StateTerminated || (st != "terminated" && st != "shutting-down") {
-		t.Errorf("%s after refresh: record %s, EC2 %s; want both terminated", id, rec.State, st)
-	}
+	wantStates(t, e, created, store.StateTerminated, "terminated", "shutting-down")
 	noneUnrecorded("after refresh")
 }
