@@ -98,7 +98,8 @@ type Options struct {
 	// its agent acknowledges and registers within a second or two, and every poll interval is
 	// waited out by the job that asked for the runner. Later reads back off by half up to
 	// PollInterval, batched with every other wait of the replica (watch.go); default 50 ms
-	// (reads at 50, 125, 237, 406, 659 ms, then every 250 ms: about ten for a 2 s registration).
+	// (reads at 50, 100, 175, 287, 456, 706 ms, then every 250 ms: about ten for a 2 s
+	// registration), and start over from it when the registration is expected (expect.go).
 	ClaimPollInterval time.Duration
 	// StartWait bounds how long a stopped instance EC2 will not start yet (still stopping) is tried
 	// again before it is given up; default 60 s.
@@ -150,6 +151,8 @@ type Registrar struct {
 	ec2   EC2
 	opts  Options
 	log   *slog.Logger
+	// claimed learns how long claimed running instances take to register (expect.go).
+	claimed regTimes
 	// pinned holds, per pending registration (instance and run), the agent key its record had when
 	// the credential was issued ("" when none was pinned yet): the key its signal must be signed by.
 	pinned sync.Map
@@ -316,7 +319,7 @@ func (r *Registrar) issueWith(ctx context.Context, in store.Instance, labels []s
 // are retried on the next poll. It is the check of a freshly created or started instance, whose
 // agent is still booting; a claimed running instance is checked with WaitClaimed.
 func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string, wait time.Duration) error {
-	return r.wait(ctx, instanceID, runID, wait, 0, r.opts.PollInterval)
+	return r.wait(ctx, instanceID, runID, wait, 0, r.opts.PollInterval, nil)
 }
 
 // WaitClaimed is WaitRegistered for an instance that was running (pooled, hot) when it was claimed:
@@ -325,20 +328,27 @@ func (r *Registrar) WaitRegistered(ctx context.Context, instanceID, runID string
 // acknowledgement naming this run (a value the control plane chose), never by comparing an
 // instance's timestamps with the control plane's clock, so a skewed instance clock cannot stall the
 // pool, and a run id of an earlier claim does not count. Its first read comes after
-// ClaimPollInterval, the later ones back off up to PollInterval (watch.go).
+// ClaimPollInterval, the later ones back off up to PollInterval, and start over from
+// ClaimPollInterval when the registration is expected, as learned from the claims verified before
+// (expect.go).
 func (r *Registrar) WaitClaimed(ctx context.Context, instanceID, runID string, wait time.Duration) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
 	}
-	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2), min(r.opts.ClaimPollInterval, r.opts.PollInterval))
+	return r.wait(ctx, instanceID, runID, wait, min(r.opts.AckWait, wait/2), min(r.opts.ClaimPollInterval, r.opts.PollInterval), &r.claimed)
 }
 
 // wait reads the instance's reports through the shared poller, first after first, then backing off
 // up to PollInterval, until the registration for runID, a failure, the acknowledgement's absence
-// after ackWithin (0: not checked), the wait's end or ctx's.
-func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin, first time.Duration) error {
+// after ackWithin (0: not checked), the wait's end or ctx's. learn, when set, shapes the schedule
+// with the registration time it expects, and learns from this one when it is verified.
+func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ackWithin, first time.Duration, learn *regTimes) error {
 	if wait <= 0 {
 		wait = r.opts.RegistrationWait
+	}
+	var expect time.Duration
+	if learn != nil {
+		expect = learn.expect()
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -348,11 +358,13 @@ func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ac
 		defer t.Stop()
 		ackDue = t.C
 	}
-	sub := r.watch.subscribe(instanceID, first, r.opts.PollInterval)
+	subscribed := time.Now()
+	sub := r.watch.subscribe(instanceID, first, r.opts.PollInterval, expect)
 	defer r.watch.unsubscribe(sub)
 	defer r.pinned.Delete(pendingKey(instanceID, runID))
 
 	var lastErr error
+	var missed time.Duration // the last read that did not end the wait, from the subscription
 	for {
 		select {
 		case <-ctx.Done():
@@ -367,7 +379,13 @@ func (r *Registrar) wait(ctx context.Context, instanceID, runID string, wait, ac
 		case o := <-sub.reported:
 			done, err := r.judge(ctx, instanceID, runID, o, ackWithin, &lastErr)
 			if done {
+				if err == nil && learn != nil {
+					learn.add(missed)
+				}
 				return err
+			}
+			if o.SignalErr == nil || errors.Is(o.SignalErr, store.ErrNotFound) {
+				missed = max(missed, o.readAt.Sub(subscribed)) // read, and no registration yet
 			}
 			if o.acked && o.AckErr == nil && o.Ack.RunID == runID {
 				sub.withAck.Store(false) // alive: wait for the registration

@@ -38,10 +38,17 @@ type watcher struct {
 
 // subscription is one wait's interest in one instance's reports.
 type subscription struct {
-	id       string
-	every    time.Duration // the interval to the next read (grows by half up to max)
-	max      time.Duration
-	due      time.Time
+	id    string
+	first time.Duration // the interval to the first read
+	every time.Duration // the interval to the next read (grows by half up to max)
+	max   time.Duration
+	due   time.Time
+	// expected, when set, is when the reports will likely show what the wait is for (a
+	// registration, expect.go): the read due past it is moved to it and the back-off starts over
+	// from first there, so the read that sees the report comes soon after it rather than up to max
+	// later. It shapes the schedule only; nothing is decided from it.
+	expected time.Time
+	flat     int         // reads left at the first interval, from the expected time on (expectedReads)
 	withAck  atomic.Bool // read the acknowledgement too
 	reported chan observation
 }
@@ -49,16 +56,23 @@ type subscription struct {
 // observation is one round's read of one instance.
 type observation struct {
 	store.Report
-	acked bool // the acknowledgement was read
+	acked  bool      // the acknowledgement was read
+	readAt time.Time // when the round's read was sent: the reports are at least this fresh
 }
 
 func newWatcher(st Store, log *slog.Logger) *watcher {
 	return &watcher{st: st, log: log, subs: map[*subscription]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
-// subscribe starts reading id's reports, first after first, then backing off by half up to max.
-func (w *watcher) subscribe(id string, first, maxEvery time.Duration) *subscription {
-	s := &subscription{id: id, every: first, max: max(first, maxEvery), due: time.Now().Add(first), reported: make(chan observation, 1)}
+// subscribe starts reading id's reports, first after first, then backing off by half up to max;
+// expect, when longer than first, is when they will likely show what the wait is for (see
+// subscription.expected).
+func (w *watcher) subscribe(id string, first, maxEvery, expect time.Duration) *subscription {
+	now := time.Now()
+	s := &subscription{id: id, first: first, every: first, max: max(first, maxEvery), due: now.Add(first), reported: make(chan observation, 1)}
+	if expect > first {
+		s.expected = now.Add(expect)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.subs[s] = struct{}{}
@@ -128,10 +142,36 @@ func (w *watcher) due(now time.Time) []*subscription {
 			continue
 		}
 		out = append(out, s)
-		s.due = now.Add(s.every)
-		s.every = min(s.every+s.every/2, s.max)
+		s.schedule(now)
 	}
 	return out
+}
+
+// expectedReads is how many reads follow the expected time at the first interval before the
+// back-off grows again: registrations spread around the expected time (the agent notices a claim
+// within its own poll interval), and the read that sees one should come within first of it.
+const expectedReads = 4
+
+// schedule sets the next read after the one at now: every later, every growing by half up to max.
+// A read that would come after the expected time comes at it instead (or first after now, when
+// this read is the one at it), followed by expectedReads reads first apart; then the back-off
+// starts over from first.
+func (s *subscription) schedule(now time.Time) {
+	switch {
+	case !s.expected.IsZero() && !now.Add(s.every).Before(s.expected):
+		at := s.expected
+		if at.Before(now.Add(watchSlack)) {
+			at = now.Add(s.first)
+		}
+		s.due, s.every, s.expected, s.flat = at, s.first, time.Time{}, expectedReads
+		return
+	case s.flat > 0:
+		s.flat--
+		s.due = now.Add(s.first)
+		return
+	}
+	s.due = now.Add(s.every)
+	s.every = min(s.every+s.every/2, s.max)
 }
 
 // round reads the reports of subs in one batch and hands them out. A subscription whose wait is
@@ -148,9 +188,10 @@ func (w *watcher) round(subs []*subscription) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), watchReadTimeout)
 	defer cancel()
+	sent := time.Now()
 	reports, err := w.st.Reports(ctx, store.CredentialRegistration, qs)
 	for i, s := range subs {
-		o := observation{acked: acked[i]}
+		o := observation{acked: acked[i], readAt: sent}
 		if err != nil {
 			o.SignalErr, o.AckErr = err, err
 		} else {
