@@ -637,17 +637,7 @@ func TestClaimNSecondLookTakesAnInstanceItsStaleMessageHid(t *testing.T) {
 	// Run A took it through the second look (its message stays in the queue), and its verified
 	// release pooled it again: a new pool mark. The release's own message is not in the queue
 	// (its send's answer was lost), so the stale one is all the pickup finds.
-	runA := runID("a")
-	if _, err := e.st.ClaimPooled(ctx, id, runA, time.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: runA, Threshold: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	none := ""
-	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runA, SetRunID: &none, Threshold: time.Now().Add(time.Hour).Truncate(time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	e.ranThroughTheSecondLook(t, id, runID("a"))
 	again := ins[0]
 	for again.PooledAt.Equal(ins[0].PooledAt) { // a pooling of its own: another millisecond
 		var err error
@@ -690,16 +680,7 @@ func TestClaimNRefusesAStaleMessageOfAnUnverifiedRelease(t *testing.T) {
 	// Run A takes it without consuming its message (the second look), runs a job, and its release
 	// has moved the record to idle but not verified the hand-back yet.
 	runA := runID("a")
-	if _, err := e.st.ClaimPooled(ctx, id, runA, time.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: runA, Threshold: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	none := ""
-	if _, err := e.st.Transition(ctx, id, store.Change{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runA, SetRunID: &none, Threshold: time.Now().Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	e.ranThroughTheSecondLook(t, id, runA)
 	// The job on the instance forges the agent's clean hand-back.
 	if err := e.st.PutSignal(ctx, id, store.SignalRecord{Signal: store.SignalReleased, RunID: runA}); err != nil {
 		t.Fatal(err)

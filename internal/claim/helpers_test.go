@@ -164,6 +164,27 @@ func (e *env) idle(t testing.TB, n int, edit func(*store.Instance)) []store.Inst
 	return ins
 }
 
+// ranThroughTheSecondLook takes a pooled instance through a run that claimed it by its record,
+// as the second look does (its pool message stays in the queue), ran it, and released it: the
+// record idle without a run, its pool mark not written again (the release has yet to verify the
+// hand-back).
+func (e *env) ranThroughTheSecondLook(t testing.TB, id, runID string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.st.ClaimPooled(ctx, id, runID, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	none := ""
+	for _, c := range []store.Change{
+		{From: []store.State{store.StateClaimed}, To: store.StateRunning, RunID: runID, Threshold: time.Now().Add(time.Hour)},
+		{From: []store.State{store.StateRunning}, To: store.StateIdle, RunID: runID, SetRunID: &none, Threshold: time.Now().Add(time.Hour).Truncate(time.Second)},
+	} {
+		if _, err := e.st.Transition(ctx, id, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // agents starts a simulated agent per instance, on st (the control plane's store when nil).
 func (e *env) agents(t testing.TB, st claimtest.Store, ins []store.Instance, b claimtest.Behaviour) map[string]*claimtest.Agent {
 	t.Helper()
