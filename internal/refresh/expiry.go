@@ -23,8 +23,27 @@ import (
 )
 
 func (r *Refresher) expiry(ctx context.Context, p *pass) {
-	// Brief records (ids and states are all this phase reads), both listings at once.
-	var expired, terminating []store.Instance
+	expired, terminating := r.listExpiry(ctx, p)
+	var toMark []store.Instance
+	for _, rec := range expired {
+		if rec.State == store.StateTerminating {
+			terminating = append(terminating, rec)
+		} else {
+			toMark = append(toMark, rec)
+		}
+	}
+	p.update(func(rep *Report) { rep.Expiry.Expired = len(toMark) })
+	marked := r.markExpired(ctx, p, toMark)
+	ids, created := toTerminate(p, marked, toMark, terminating)
+	if len(ids) == 0 {
+		return
+	}
+	r.terminateMarked(ctx, p, ids, created)
+}
+
+// listExpiry reads the expired and the terminating records (brief: ids and states are all this
+// phase reads), both listings at once.
+func (r *Refresher) listExpiry(ctx context.Context, p *pass) (expired, terminating []store.Instance) {
 	var expErr, termErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { expired, expErr = r.st.ExpiredBrief(ctx, p.now) })
@@ -36,17 +55,12 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 	if termErr != nil {
 		p.fail(PhaseExpiry, fmt.Errorf("listing terminating records: %w", termErr))
 	}
+	return expired, terminating
+}
 
-	var toMark []store.Instance
-	for _, rec := range expired {
-		if rec.State == store.StateTerminating {
-			terminating = append(terminating, rec)
-		} else {
-			toMark = append(toMark, rec)
-		}
-	}
-	p.update(func(rep *Report) { rep.Expiry.Expired = len(toMark) })
-
+// markExpired marks the expired records terminating, each on the state it was read in, and returns
+// the ids it marked.
+func (r *Refresher) markExpired(ctx context.Context, p *pass, toMark []store.Instance) map[string]bool {
 	marked := map[string]bool{}
 	forEach(r.opts.Concurrency, toMark, func(rec store.Instance) {
 		_, err := r.st.Transition(ctx, rec.ID, store.Change{
@@ -63,12 +77,18 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 			p.update(func(rep *Report) { rep.Expiry.Marked++; marked[rec.ID] = true })
 		}
 	})
+	return marked
+}
+
+// toTerminate returns the ids to terminate in EC2, sorted (those just marked and every record
+// already terminating, retried), and when each record was written, just after its launch.
+func toTerminate(p *pass, marked map[string]bool, toMark, terminating []store.Instance) ([]string, map[string]time.Time) {
 	ids := make([]string, 0, len(marked)+len(terminating))
 	for id := range marked {
 		ids = append(ids, id)
 	}
 	seen := maps.Clone(marked)
-	created := map[string]time.Time{} // when each record was written, just after its launch
+	created := map[string]time.Time{}
 	for _, rec := range toMark {
 		created[rec.ID] = rec.CreatedAt
 	}
@@ -80,11 +100,13 @@ func (r *Refresher) expiry(ctx context.Context, p *pass) {
 			p.update(func(rep *Report) { rep.Expiry.Retried++ })
 		}
 	}
-	if len(ids) == 0 {
-		return
-	}
 	slices.Sort(ids)
+	return ids, created
+}
 
+// terminateMarked terminates ids in EC2 and marks terminated the records of those EC2 accepted or
+// proved gone.
+func (r *Refresher) terminateMarked(ctx context.Context, p *pass, ids []string, created map[string]time.Time) {
 	res := terminate.Batches(ctx, r.ec2, ids, r.opts.BatchSize)
 	for _, err := range res.Errs {
 		p.fail(PhaseExpiry, err)
